@@ -1,0 +1,156 @@
+// Kernel interface and registry. A kernel is created once per node at session load
+// (attributes parsed and validated, constant weights pre-packed) and computes its outputs
+// at run time, shapes included. Kernels are const at run time: one session runs on many
+// threads at once, so per-run state lives in the KernelContext only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ortlite/model.h"
+#include "ortlite/status.h"
+#include "ortlite/tensor.h"
+#include "ortlite/thread_pool.h"
+
+namespace ortlite {
+
+// What a kernel factory sees of its node at load time.
+class KernelInfo {
+ public:
+  KernelInfo(const Node& node, int64_t opset,
+             std::function<const Tensor*(const std::string&)> constant_lookup)
+      : node_(node), opset_(opset), constant_lookup_(std::move(constant_lookup)) {}
+
+  const Node& node() const { return node_; }
+  const std::string& op_type() const { return node_.op_type; }
+  // The opset version of the node's domain in effect for this node.
+  int64_t opset() const { return opset_; }
+
+  size_t num_inputs() const { return node_.inputs.size(); }
+  size_t num_outputs() const { return node_.outputs.size(); }
+  bool has_input(size_t i) const { return i < node_.inputs.size() && !node_.inputs[i].empty(); }
+  // The value of input i when it is a constant (a non-overridable initializer or a
+  // Constant node output) known at load, else nullptr. For pre-packing weights.
+  const Tensor* constant_input(size_t i) const;
+
+  bool has_attr(const char* name) const { return node_.find_attr(name) != nullptr; }
+  // Getters check the attribute's type and throw Error(kInvalidGraph) naming the node and
+  // the attribute on a mismatch; *_required throw when the attribute is absent.
+  int64_t attr_int(const char* name, int64_t default_value) const;
+  int64_t attr_int_required(const char* name) const;
+  float attr_float(const char* name, float default_value) const;
+  float attr_float_required(const char* name) const;
+  std::string attr_string(const char* name, const std::string& default_value) const;
+  std::vector<int64_t> attr_ints(const char* name, std::vector<int64_t> default_value = {}) const;
+  std::vector<float> attr_floats(const char* name, std::vector<float> default_value = {}) const;
+  std::vector<std::string> attr_strings(const char* name,
+                                        std::vector<std::string> default_value = {}) const;
+  const Tensor* attr_tensor(const char* name) const;  // nullptr when absent
+
+  // Throws Error(code) with the message prefixed by the node's label.
+  [[noreturn]] void fail(StatusCode code, const std::string& message) const;
+
+ private:
+  const Attribute* typed_attr(const char* name, AttrType type) const;
+  const Node& node_;
+  int64_t opset_;
+  std::function<const Tensor*(const std::string&)> constant_lookup_;
+};
+
+// What a kernel sees at run time.
+class KernelContext {
+ public:
+  KernelContext(const Node& node, std::vector<const Tensor*> inputs, size_t num_outputs,
+                ThreadPool* pool)
+      : node_(node), inputs_(std::move(inputs)), outputs_(num_outputs), pool_(pool) {}
+
+  const Node& node() const { return node_; }
+  size_t num_inputs() const { return inputs_.size(); }
+  // nullptr when the input was omitted ("" name) or i is past the node's inputs.
+  const Tensor* input(size_t i) const { return i < inputs_.size() ? inputs_[i] : nullptr; }
+  // Throws Error(kInvalidArgument) naming the node when the input is missing.
+  const Tensor& required_input(size_t i) const;
+
+  size_t num_outputs() const { return outputs_.size(); }
+  // Allocates output i in a new owned buffer. The memory is NOT cleared (strings are
+  // constructed empty): the kernel writes every element.
+  Tensor& allocate_output(size_t i, DataType dtype, const Shape& shape);
+  // Makes output i an existing tensor (a view of an input: Reshape, Identity, ...). The
+  // binding copies any output that is not a buffer this run allocated.
+  void set_output(size_t i, Tensor t);
+  Tensor& output(size_t i) { return outputs_.at(i); }
+  std::vector<Tensor>& outputs() { return outputs_; }
+
+  ThreadPool* thread_pool() const { return pool_; }
+
+  // Throws Error(code) with the message prefixed by the node's label.
+  [[noreturn]] void fail(StatusCode code, const std::string& message) const;
+
+ private:
+  const Node& node_;
+  std::vector<const Tensor*> inputs_;
+  std::vector<Tensor> outputs_;
+  ThreadPool* pool_;
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual void compute(KernelContext& ctx) const = 0;
+};
+
+using KernelFactory = std::function<std::unique_ptr<Kernel>(const KernelInfo&)>;
+
+constexpr const char* kCpuProvider = "CPUExecutionProvider";
+constexpr int kMaxOpset = 1 << 30;
+
+class KernelRegistry {
+ public:
+  // The registry of every kernel compiled in, filled on first use.
+  static const KernelRegistry& instance();
+
+  // Registers op_type in `domain` ("" = default) for opsets since..until inclusive.
+  void add(const std::string& domain, const std::string& op_type, int since, int until,
+           KernelFactory factory, const std::string& provider = kCpuProvider);
+  // Factory for the given opset, or nullptr.
+  const KernelFactory* find(const std::string& domain, const std::string& op_type,
+                            int64_t opset, const std::string& provider = kCpuProvider) const;
+  bool has_op(const std::string& domain, const std::string& op_type) const;
+  std::vector<std::string> op_names(const std::string& provider = kCpuProvider) const;
+
+ private:
+  struct Entry {
+    std::string domain, op_type, provider;
+    int since, until;
+    KernelFactory factory;
+  };
+  std::vector<Entry> entries_;
+};
+
+// Helper to register a kernel class K constructible from const KernelInfo&.
+template <typename K>
+KernelFactory make_factory() {
+  return [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+    return std::make_unique<K>(info);
+  };
+}
+
+// Small shared helpers for kernels.
+// Normalizes a possibly negative axis into [0, rank); throws kInvalidArgument naming `what`.
+int64_t normalize_axis(int64_t axis, int64_t rank, const char* what = "axis");
+// Reads an int32/int64 tensor as int64 values (shape, axes, pads inputs, ...).
+std::vector<int64_t> tensor_to_int64s(const Tensor& t);
+// Reads a scalar of any numeric type as double.
+double tensor_scalar_as_double(const Tensor& t);
+
+// Registration entry points, one per op family (src/ops/<family>/...). Called once by
+// KernelRegistry::instance().
+void register_math_kernels(KernelRegistry& r);       // src/ops/math
+void register_nn_kernels(KernelRegistry& r);         // src/ops/nn
+void register_tensor_kernels(KernelRegistry& r);     // src/ops/tensor
+void register_reduce_kernels(KernelRegistry& r);     // src/ops/reduce
+
+}  // namespace ortlite

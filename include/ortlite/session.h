@@ -1,0 +1,85 @@
+// Session: a loaded, planned model. Immutable after create(); run() may be called from
+// many threads at once. All per-run state lives in the run's own RunContext.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ortlite/kernel.h"
+#include "ortlite/model.h"
+#include "ortlite/tensor.h"
+#include "ortlite/thread_pool.h"
+
+namespace ortlite {
+
+struct SessionConfig {
+  int intra_op_num_threads = 0;  // 0: one per core (at most 8)
+  int inter_op_num_threads = 0;
+  int graph_optimization_level = 99;
+  int execution_mode = 0;
+  int log_severity_level = 2;
+  std::map<std::string, std::string> config_entries;
+  // From SessionOptions.add_initializer: replace or add initializers by name. The binding
+  // keeps the memory alive for the session's lifetime (buffers are kBorrowed).
+  std::vector<std::pair<std::string, Tensor>> added_initializers;
+};
+
+struct RunConfig {
+  std::atomic<bool> terminate{false};
+  bool only_execute_path_to_fetches = false;
+  int log_severity_level = 2;
+  int log_verbosity_level = 0;
+  std::string logid;
+  std::map<std::string, std::string> config_entries;
+};
+
+class Session {
+ public:
+  // Topologically sorts the graph (model-local functions inlined), checks it, creates
+  // one kernel per node. Throws Error: kInvalidGraph (cycle, value nothing produces,
+  // duplicate output), kNotImplemented (op/opset with no kernel), ...
+  static std::shared_ptr<const Session> create(Model model, const SessionConfig& config);
+  ~Session();
+
+  // Graph inputs that are not initializers, in graph order.
+  const std::vector<ValueInfo>& inputs() const { return inputs_; }
+  const std::vector<ValueInfo>& outputs() const { return outputs_; }
+  // Initializers that are also graph inputs (a feed may replace them).
+  const std::vector<ValueInfo>& overridable_initializers() const { return overridable_; }
+  const Model& model() const { return model_; }
+  const SessionConfig& config() const { return config_; }
+  ThreadPool* thread_pool() const { return pool_.get(); }
+
+  // Checks feeds against the declared inputs: an unknown name, a wrong element type or
+  // rank, a static dim mismatch give Error(kInvalidArgument) naming the input, what was
+  // expected and what was given. Missing inputs are not checked here (see missing_inputs).
+  void check_feeds(const std::vector<std::pair<std::string, Tensor>>& feeds) const;
+  // Names of required inputs absent from `feed_names`.
+  std::vector<std::string> missing_inputs(const std::vector<std::string>& feed_names) const;
+  // Throws Error(kInvalidArgument) for an unknown output name.
+  void check_output_names(const std::vector<std::string>& output_names) const;
+
+  // Runs the graph. `output_names` empty means every graph output, in graph order. The
+  // returned tensors may share memory with feeds or initializers (see Buffer::kind): the
+  // caller decides whether to copy. Throws Error(kRuntimeException / kFail / ...) naming
+  // the failing node, or Error(kFail, "... terminated") when run_config->terminate is set.
+  std::vector<Tensor> run(const std::vector<std::pair<std::string, Tensor>>& feeds,
+                          const std::vector<std::string>& output_names,
+                          const RunConfig* run_config) const;
+
+  struct Impl;
+
+ private:
+  Session() = default;
+  Model model_;
+  SessionConfig config_;
+  std::vector<ValueInfo> inputs_, outputs_, overridable_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ortlite

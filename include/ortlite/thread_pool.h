@@ -1,0 +1,48 @@
+// A small work-sharing pool. parallel_for may be called from many threads at once (several
+// runs of one session) and from inside a task: the caller always works on its own chunks,
+// so nesting cannot deadlock.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace ortlite {
+
+class ThreadPool {
+ public:
+  // `num_threads` counts the calling thread: 1 means no worker threads.
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Runs fn(begin, end) over disjoint ranges covering [0, n); returns when all are done.
+  // The first exception thrown by fn is rethrown here.
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+
+  // Queues a task for a worker thread (used by async runs). Runs inline when the pool has
+  // no workers.
+  void schedule(std::function<void()> task);
+
+ private:
+  void worker_loop();
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stop_ = false;
+};
+
+// Splits [0, n) for `pool` (may be null: runs serially). `cost` is a rough count of
+// operations per item; small totals run on the calling thread alone.
+void parallel_for(ThreadPool* pool, int64_t n, double cost,
+                  const std::function<void(int64_t, int64_t)>& fn);
+
+}  // namespace ortlite
