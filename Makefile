@@ -21,7 +21,8 @@ venv: $(STAMP)
 
 # In-place build of ortlite/_ortlite*.so (incremental: only changed sources recompile).
 build: $(STAMP)
-	$(BUILD_ENV) $(PY) setup.py -q build_ext --inplace
+	@mkdir -p build
+	$(BUILD_ENV) flock build/.build.lock $(PY) setup.py -q build_ext --inplace
 
 # Installs the package into the venv the way a user would (pip install .).
 install: $(STAMP)
@@ -29,7 +30,7 @@ install: $(STAMP)
 
 demo: build
 	$(PY) tools/make_demo_model.py --out build/demo/cnn_classifier.onnx
-	$(PY) tools/demo.py build/demo/cnn_classifier.onnx
+	PYTHONPATH=$(CURDIR) $(PY) tools/demo.py build/demo/cnn_classifier.onnx
 
 test: build
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) tests

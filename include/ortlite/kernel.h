@@ -33,7 +33,8 @@ class KernelInfo {
   size_t num_outputs() const { return node_.outputs.size(); }
   bool has_input(size_t i) const { return i < node_.inputs.size() && !node_.inputs[i].empty(); }
   // The value of input i when it is a constant (a non-overridable initializer or a
-  // Constant node output) known at load, else nullptr. For pre-packing weights.
+  // Constant node output) known at load, else nullptr. For pre-packing weights. Valid only
+  // while the factory runs: a kernel copies what it keeps (copying a Tensor is cheap).
   const Tensor* constant_input(size_t i) const;
 
   bool has_attr(const char* name) const { return node_.find_attr(name) != nullptr; }

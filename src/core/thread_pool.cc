@@ -1,0 +1,122 @@
+#include "ortlite/thread_pool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <memory>
+
+namespace ortlite {
+
+ThreadPool::ThreadPool(int num_threads) {
+  const int workers = std::max(0, num_threads - 1);
+  workers_.reserve(workers);
+  for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::worker_loop() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop_ and drained
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    task();
+  }
+}
+
+void ThreadPool::schedule(std::function<void()> task) {
+  if (workers_.empty()) {
+    task();
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(task));
+  }
+  cv_.notify_one();
+}
+
+namespace {
+// Shared state of one parallel_for: chunks are claimed by an atomic counter, so the caller
+// and any helper that picks up a queued task share the work; whoever arrives after the
+// last chunk is claimed does nothing.
+struct ParallelJob {
+  const std::function<void(int64_t, int64_t)>* fn;
+  int64_t n, chunk, num_chunks;
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> done{0};
+  std::mutex mu;
+  std::condition_variable cv;
+  std::exception_ptr error;
+
+  void work() {
+    for (;;) {
+      const int64_t c = next.fetch_add(1);
+      if (c >= num_chunks) return;
+      const int64_t b = c * chunk, e = std::min(n, b + chunk);
+      try {
+        (*fn)(b, e);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!error) error = std::current_exception();
+      }
+      if (done.fetch_add(1) + 1 == num_chunks) {
+        std::lock_guard<std::mutex> lock(mu);
+        cv.notify_all();
+      }
+    }
+  }
+};
+}  // namespace
+
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  const int64_t threads = num_threads();
+  if (threads == 1 || n == 1) {
+    fn(0, n);
+    return;
+  }
+  auto job = std::make_shared<ParallelJob>();
+  job->fn = &fn;
+  job->n = n;
+  const int64_t target_chunks = std::min<int64_t>(n, threads * 4);
+  job->chunk = (n + target_chunks - 1) / target_chunks;
+  job->num_chunks = (n + job->chunk - 1) / job->chunk;
+  const int64_t helpers = std::min<int64_t>(threads - 1, job->num_chunks - 1);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int64_t i = 0; i < helpers; ++i) queue_.push_back([job] { job->work(); });
+  }
+  if (helpers == 1) cv_.notify_one(); else cv_.notify_all();
+  job->work();
+  {
+    std::unique_lock<std::mutex> lock(job->mu);
+    job->cv.wait(lock, [&] { return job->done.load() == job->num_chunks; });
+  }
+  if (job->error) std::rethrow_exception(job->error);
+}
+
+void parallel_for(ThreadPool* pool, int64_t n, double cost,
+                  const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  // Below ~64k operations the hand-off costs more than it saves.
+  if (!pool || pool->num_threads() == 1 || static_cast<double>(n) * cost < 65536.0) {
+    fn(0, n);
+    return;
+  }
+  pool->parallel_for(n, fn);
+}
+
+}  // namespace ortlite

@@ -1,0 +1,105 @@
+#include "ops/math/vectorize.h"  // first: compile options for the loops below
+
+#include "ops/math/fast_kernels.h"
+
+#include <cmath>
+
+#include "ops/math/fast_math.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define ORTLITE_FAST_X86 1
+#include <immintrin.h>
+#endif
+
+namespace ortlite {
+namespace fast {
+namespace {
+
+inline float gelu(float x) {
+  return 0.5f * x * (1.0f + fast::erf(x * 0.70710678118654752f));
+}
+inline float gelu_tanh(float x) {
+  const float inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+  return 0.5f * x * (1.0f + fast::tanh(inner));
+}
+
+template <typename F>
+inline void map(const float* x, float* y, int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+}
+
+// std::sqrt stays a scalar call under -fmath-errno (the default); sqrtps is the same
+// correctly rounded operation without errno.
+inline void sqrt_loop(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+#ifdef ORTLITE_FAST_X86
+  for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, _mm_sqrt_ps(_mm_loadu_ps(x + i)));
+#endif
+  for (; i < n; ++i) y[i] = std::sqrt(x[i]);
+}
+
+// One copy of the loops per instruction set; the inline functions above are compiled into
+// each with that target.
+#define ORTLITE_FAST_UNARY_LOOPS(ATTR, NAME)                           \
+  ATTR void NAME(UnaryFn fn, const float* x, float* y, int64_t n) {    \
+    switch (fn) {                                                      \
+      case UnaryFn::kExp:                                              \
+        return map(x, y, n, [](float v) { return fast::exp(v); });     \
+      case UnaryFn::kSigmoid:                                          \
+        return map(x, y, n, [](float v) { return fast::sigmoid(v); }); \
+      case UnaryFn::kTanh:                                             \
+        return map(x, y, n, [](float v) { return fast::tanh(v); });    \
+      case UnaryFn::kErf:                                              \
+        return map(x, y, n, [](float v) { return fast::erf(v); });     \
+      case UnaryFn::kGelu:                                             \
+        return map(x, y, n, [](float v) { return gelu(v); });          \
+      case UnaryFn::kGeluTanh:                                         \
+        return map(x, y, n, [](float v) { return gelu_tanh(v); });     \
+      case UnaryFn::kSqrt:                                             \
+        return sqrt_loop(x, y, n);                                     \
+    }                                                                  \
+  }
+
+ORTLITE_FAST_UNARY_LOOPS(, unary_base)
+
+#ifdef ORTLITE_FAST_X86
+ORTLITE_FAST_UNARY_LOOPS(__attribute__((target("avx2,fma"))), unary_avx2)
+ORTLITE_FAST_UNARY_LOOPS(__attribute__((target("avx512f,avx2,fma"))), unary_avx512)
+#endif
+
+using UnaryImpl = void (*)(UnaryFn, const float*, float*, int64_t);
+
+struct Dispatch {
+  UnaryImpl unary = unary_base;
+  const char* isa = "sse2";
+  Dispatch() {
+#ifdef ORTLITE_FAST_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) {
+      unary = unary_avx512;
+      isa = "avx512";
+    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+      unary = unary_avx2;
+      isa = "avx2";
+    }
+#endif
+  }
+};
+
+const Dispatch& dispatch() {
+  static const Dispatch d;
+  return d;
+}
+
+}  // namespace
+
+void unary(UnaryFn fn, const float* x, float* y, int64_t n) {
+  dispatch().unary(fn, x, y, n);
+}
+
+const char* isa() {
+  return dispatch().isa;
+}
+
+}  // namespace fast
+}  // namespace ortlite

@@ -1,0 +1,112 @@
+// Branch-free float32 versions of exp, tanh, sigmoid and erf built only from arithmetic,
+// comparisons and bit operations, so that loops over them auto-vectorize (the libm calls
+// do not). Accuracy, measured over all float inputs against double precision: exp <= 2
+// ulp, tanh and sigmoid <= 3 ulp, erf <= 4 ulp (about 2.5e-7 relative). NaN propagates;
+// overflow gives inf, underflow 0 (subnormal results are produced for exp).
+// Used for float only; double and the 16-bit floats (computed in float) use libm.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace ortlite {
+namespace fast {
+
+inline float as_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint32_t as_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+// c ? a : b as bit operations: GCC (with the default -ftrapping-math) does not if-convert
+// a ?: on floats whose condition is a float comparison, which blocks vectorization.
+inline float select(bool c, float a, float b) {
+  const uint32_t m = 0u - static_cast<uint32_t>(c);
+  return as_float((as_bits(a) & m) | (as_bits(b) & ~m));
+}
+inline float copy_sign(float mag, float sgn) {
+  return as_float((as_bits(mag) & 0x7fffffffu) | (as_bits(sgn) & 0x80000000u));
+}
+
+// e^x: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-7 polynomial (Cephes coefficients),
+// scaled by 2^n in two steps so that subnormal results are rounded once.
+inline float exp(float x) {
+  // Argument order matters: std::max(-104, NaN) is -104, so NaN never reaches the int
+  // conversion; it is put back at the end.
+  const float xc = std::min(88.8f, std::max(-104.0f, x));
+  const float t = xc * 1.44269504088896341f;
+  const float n = (t + 12582912.0f) - 12582912.0f;  // round to nearest (|t| < 2^22)
+  const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = (p * r) * r + r + 1.0f;
+  const int32_t ni = static_cast<int32_t>(n);
+  const int32_t n1 = ni / 2;
+  const int32_t n2 = ni - n1;
+  const float s1 = as_float(static_cast<uint32_t>(n1 + 127) << 23);
+  const float s2 = as_float(static_cast<uint32_t>(n2 + 127) << 23);
+  const float res = (y * s1) * s2;
+  return select((as_bits(x) & 0x7fffffffu) > 0x7f800000u, x, res);
+}
+
+// 1 / (1 + e^-x), as e / (1 + e) with e = e^x for x < 0 (no overflow, exact tiny values).
+inline float sigmoid(float x) {
+  const float e = fast::exp(-std::fabs(x));
+  const float s = 1.0f / (1.0f + e);
+  return select(x < 0.0f, e * s, s);
+}
+
+// tanh: odd polynomial below |x| = 0.625 (Cephes), 1 - 2 / (e^2|x| + 1) above.
+inline float tanh(float x) {
+  const float ax = std::fabs(x);
+  const float z = x * x;
+  float p = -5.70498872745e-3f;
+  p = p * z + 2.06390887954e-2f;
+  p = p * z - 5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z - 3.33332819422e-1f;
+  const float small = (p * z) * x + x;
+  const float e = fast::exp(2.0f * std::min(ax, 9.5f));  // NaN stays NaN
+  const float large = copy_sign(1.0f - 2.0f / (e + 1.0f), x);
+  return select(ax < 0.625f, small, large);
+}
+
+// erf: x P(x^2) below |x| = 1; 1 - e^-x^2 Q(1/|x|) for 1 <= |x| (clamped at 4, where
+// erf rounds to 1). Coefficients are least-squares fits made for ortlite.
+inline float erf(float x) {
+  const float ax = std::fabs(x);
+  const float z = x * x;
+  float p = 7.89820988e-05f;
+  p = p * z - 0.000802435388f;
+  p = p * z + 0.00519005349f;
+  p = p * z - 0.0268548094f;
+  p = p * z + 0.112836123f;
+  p = p * z - 0.376126289f;
+  p = p * z + 1.12837923f;
+  const float small = x * p;
+  const float b = std::min(std::max(ax, 1.0f), 4.0f);  // NaN stays NaN
+  const float u = 1.0f / b;
+  float q = -0.0169467963f;
+  q = q * u + 0.116897486f;
+  q = q * u - 0.347588897f;
+  q = q * u + 0.569493055f;
+  q = q * u - 0.502415299f;
+  q = q * u + 0.0498701483f;
+  q = q * u + 0.557938337f;
+  q = q * u + 0.000335604302f;
+  const float large = copy_sign(1.0f - fast::exp(-(b * b)) * q, x);
+  return select(ax < 1.0f, small, large);
+}
+
+}  // namespace fast
+}  // namespace ortlite

@@ -1,0 +1,82 @@
+// Shared helpers of the neural-network kernels (src/ops/nn).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ortlite/kernel.h"
+
+namespace ortlite {
+namespace nn {
+
+// Per-file registration, called by register_nn_kernels (register.cc).
+void register_matmul(KernelRegistry& r);
+void register_gemm(KernelRegistry& r);
+void register_conv(KernelRegistry& r);
+void register_pool(KernelRegistry& r);
+void register_normalization(KernelRegistry& r);
+void register_softmax(KernelRegistry& r);
+void register_dropout(KernelRegistry& r);
+
+// ---- element conversion (float16 / bfloat16 compute through float) ----------------------
+
+// Converts n elements of `src` (float, double, float16 or bfloat16 by dtype) into `dst`.
+void convert_to_float(DataType dtype, const void* src, float* dst, int64_t n);
+void convert_from_float(DataType dtype, const float* src, void* dst, int64_t n);
+
+// ---- spatial attributes (Conv, pooling) --------------------------------------------------
+
+enum class AutoPad { kNotSet, kValid, kSameUpper, kSameLower };
+
+struct SpatialAttrs {
+  AutoPad auto_pad = AutoPad::kNotSet;
+  std::vector<int64_t> kernel_shape;  // empty when not given (Conv infers it from W)
+  std::vector<int64_t> strides;       // empty: all 1
+  std::vector<int64_t> pads;          // empty: all 0 (begins then ends)
+  std::vector<int64_t> dilations;     // empty: all 1
+
+  // Reads and validates auto_pad, kernel_shape, strides, pads, dilations; throws
+  // kInvalidGraph (via info.fail) on unknown auto_pad, non-positive strides / dilations /
+  // kernel dims, negative pads, an odd pads length or lengths that disagree.
+  void load(const KernelInfo& info, bool kernel_required);
+
+  // Spatial rank the attributes imply (0 when none of them fixes it).
+  size_t implied_rank() const;
+};
+
+// The attributes resolved for one input: per spatial dim.
+struct SpatialGeometry {
+  size_t rank = 0;
+  std::vector<int64_t> in, out, kernel, stride, dilation, pad_begin, pad_end;
+};
+
+// Resolves the geometry of a Conv: `in` are the input spatial dims, `kernel` the kernel
+// dims (from W). Fails with kInvalidArgument (via ctx.fail) when attribute lengths do not
+// match the input rank or the (dilated) kernel does not fit the padded input.
+SpatialGeometry conv_geometry(const KernelContext& ctx, const SpatialAttrs& a,
+                              const std::vector<int64_t>& in, const std::vector<int64_t>& kernel);
+
+// Pooling geometry (onnxruntime's rules: ceil_mode, and with ceil_mode the last window must
+// start inside the input or its begin padding).
+SpatialGeometry pool_geometry(const KernelContext& ctx, const SpatialAttrs& a,
+                              const std::vector<int64_t>& in, bool ceil_mode);
+
+std::string dims_to_string(const std::vector<int64_t>& v);
+
+inline int64_t floor_div(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+// Output positions o along an axis whose tap at input offset `off` (input index o * s + off)
+// lies inside [0, in), clipped to [0, out): the range [lo, hi).
+inline void valid_range(int64_t off, int64_t s, int64_t in, int64_t out, int64_t& lo, int64_t& hi) {
+  lo = floor_div(-off + s - 1, s);
+  if (lo < 0) lo = 0;
+  hi = floor_div(in - 1 - off, s) + 1;
+  if (hi > out) hi = out;
+  if (hi < lo) hi = lo;
+}
+
+}  // namespace nn
+}  // namespace ortlite

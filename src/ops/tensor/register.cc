@@ -1,0 +1,18 @@
+// Entry point of the tensor / shape kernels (src/ops/tensor).
+#include "ops/tensor/tensor_kernels.h"
+
+namespace ortlite {
+
+void register_tensor_kernels(KernelRegistry& r) {
+  register_reshape_kernels(r);
+  register_transpose_kernels(r);
+  register_concat_split_kernels(r);
+  register_slice_kernels(r);
+  register_gather_kernels(r);
+  register_expand_tile_kernels(r);
+  register_pad_kernels(r);
+  register_shape_size_kernels(r);
+  register_tensor_creation_kernels(r);
+}
+
+}  // namespace ortlite

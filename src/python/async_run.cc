@@ -1,0 +1,308 @@
+#include "python/async_run.h"
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "ortlite/session.h"
+#include "ortlite/status.h"
+#include "python/errors.h"
+#include "python/module_state.h"
+#include "python/run_helpers.h"
+#include "python/session.h"
+#include "python/util.h"
+
+namespace ortlite::py {
+
+namespace {
+
+// The completion record. Every PyObject* here is a strong reference, dropped (with the
+// GIL held) only after the callback has run or the future was resolved.
+struct AsyncRun {
+  ModuleState* st = nullptr;
+  std::shared_ptr<const Session> sess;
+  RunInputs in;  // core feeds + references to the feed objects and the RunConfig
+  Ref session_obj;
+  Ref run_options;
+  Ref callback;  // None-free: null when a future is used
+  Ref user_data;
+  Ref future;  // a concurrent.futures.Future when no callback was given
+
+  // Filled by the worker without the GIL.
+  std::vector<Tensor> outputs;
+  bool failed = false;
+  StatusCode code = StatusCode::kOk;
+  std::string message;
+};
+
+// Process-wide worker threads for async runs. Core work happens without the GIL; the
+// GIL is taken only to deliver results and drop references.
+class AsyncExecutor {
+ public:
+  // Queues `run`; false when the executor is shutting down (the caller keeps `run`).
+  bool submit(std::unique_ptr<AsyncRun>& run) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!accepting_) return false;
+    if (workers_.empty()) {
+      const unsigned hw = std::thread::hardware_concurrency();
+      const unsigned n = hw < 2 ? 2 : (hw > 4 ? 4 : hw);
+      for (unsigned i = 0; i < n; ++i) workers_.emplace_back([this] { loop(); });
+    }
+    queue_.push_back(std::move(run));
+    ++in_flight_;
+    cv_.notify_one();
+    return true;
+  }
+
+  // With the GIL held. Returns the runs that never started, for cancellation.
+  std::deque<std::unique_ptr<AsyncRun>> stop_accepting() {
+    std::lock_guard<std::mutex> lock(mu_);
+    accepting_ = false;
+    std::deque<std::unique_ptr<AsyncRun>> pending;
+    pending.swap(queue_);
+    return pending;
+  }
+
+  // Waits (GIL released by the caller) until every started run has been delivered, then
+  // joins the workers.
+  void drain_and_join(size_t cancelled) {
+    std::unique_lock<std::mutex> lock(mu_);
+    in_flight_ -= cancelled;
+    done_cv_.wait(lock, [this] { return in_flight_ == 0; });
+    stopping_ = true;
+    cv_.notify_all();
+    std::vector<std::thread> workers;
+    workers.swap(workers_);
+    lock.unlock();
+    for (auto& t : workers) t.join();
+    lock.lock();
+    stopping_ = false;
+  }
+
+  void reset() {
+    std::lock_guard<std::mutex> lock(mu_);
+    accepting_ = true;
+  }
+
+  size_t in_flight() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return in_flight_;
+  }
+
+ private:
+  void loop();
+
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  std::deque<std::unique_ptr<AsyncRun>> queue_;
+  std::vector<std::thread> workers_;
+  size_t in_flight_ = 0;
+  bool accepting_ = true;
+  bool stopping_ = false;
+
+  friend void finish(AsyncExecutor& ex);
+};
+
+// Leaked on purpose: worker threads may still touch it while static destructors run at
+// process exit.
+AsyncExecutor& executor() {
+  static AsyncExecutor* ex = new AsyncExecutor();
+  return *ex;
+}
+
+// Runs the core part of a record without the GIL; never throws.
+void compute(AsyncRun& run) noexcept {
+  try {
+    run.outputs = run.sess->run(run.in.feeds, run.in.output_names, run.in.run_config.get());
+  } catch (const Error& e) {
+    run.failed = true;
+    run.code = e.code();
+    run.message = e.what();
+  } catch (const std::bad_alloc&) {
+    run.failed = true;
+    run.code = StatusCode::kFail;
+    run.message = "out of memory";
+  } catch (const std::exception& e) {
+    run.failed = true;
+    run.code = StatusCode::kRuntimeException;
+    run.message = e.what();
+  } catch (...) {
+    run.failed = true;
+    run.code = StatusCode::kRuntimeException;
+    run.message = "unknown C++ exception";
+  }
+}
+
+// Builds the exception instance for a failed run (GIL held); NULL with an error set on
+// failure.
+PyObject* make_exception(AsyncRun& run) {
+  PyObject* cls = exception_for_code(run.st, run.code);
+  Ref msg = Ref::steal(str_from_utf8(run.message));
+  if (!msg) return nullptr;
+  return PyObject_CallOneArg(cls, msg.get());
+}
+
+// Delivers the result: calls the callback or resolves the future. GIL held. An exception
+// from the callback goes to sys.unraisablehook; the worker carries on.
+void deliver(AsyncRun& run) {
+  Ref results;
+  std::string err;
+  if (!run.failed) {
+    try {
+      // Converted before the record lets go of the feeds (an output may alias one).
+      results = outputs_to_numpy(run.st, std::move(run.outputs));
+    } catch (...) {
+      set_current_error(run.st);
+      PyObject *type, *value, *tb;
+      PyErr_Fetch(&type, &value, &tb);
+      PyErr_NormalizeException(&type, &value, &tb);
+      Ref v = Ref::steal(value);
+      Py_XDECREF(type);
+      Py_XDECREF(tb);
+      run.failed = true;
+      run.code = StatusCode::kFail;
+      Ref s = Ref::steal(v ? PyObject_Str(v.get()) : nullptr);
+      const char* u = s ? PyUnicode_AsUTF8(s.get()) : nullptr;
+      run.message = u ? u : "could not convert the outputs";
+      PyErr_Clear();
+    }
+  }
+  run.outputs.clear();
+  if (run.failed) err = run.message;
+
+  if (run.future) {
+    Ref r;
+    if (!run.failed) {
+      r = Ref::steal(PyObject_CallMethod(run.future.get(), "set_result", "O", results.get()));
+    } else {
+      Ref exc = Ref::steal(make_exception(run));
+      if (exc)
+        r = Ref::steal(PyObject_CallMethod(run.future.get(), "set_exception", "O", exc.get()));
+    }
+    if (!r) PyErr_WriteUnraisable(run.future.get());
+    return;
+  }
+  if (!results) results = Ref::steal(PyList_New(0));
+  Ref err_str = Ref::steal(str_from_utf8(err));
+  if (!results || !err_str) {
+    PyErr_WriteUnraisable(run.callback.get());
+    return;
+  }
+  Ref r = Ref::steal(PyObject_CallFunctionObjArgs(run.callback.get(), results.get(),
+                                                  run.user_data.get(), err_str.get(), nullptr));
+  if (!r) PyErr_WriteUnraisable(run.callback.get());
+}
+
+void AsyncExecutor::loop() {
+  for (;;) {
+    std::unique_ptr<AsyncRun> run;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      run = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    compute(*run);
+#if PY_VERSION_HEX >= 0x030D0000
+    if (Py_IsFinalizing()) {
+#else
+    if (_Py_IsFinalizing()) {
+#endif
+      // Never call into a finalizing interpreter: the record (and its references) is
+      // abandoned. The atexit drain makes this unreachable in normal shutdown.
+      run.release();
+    } else {
+      PyGILState_STATE g = PyGILState_Ensure();
+      deliver(*run);
+      run.reset();  // drops every reference of the record, GIL held
+      PyGILState_Release(g);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --in_flight_;
+      if (in_flight_ == 0) done_cv_.notify_all();
+    }
+  }
+}
+
+}  // namespace
+
+PyObject* session_run_async(PyObject* self, PyObject* args, PyObject* kwds) {
+  ModuleState* st = state_of(self);
+  if (!st) return nullptr;
+  static const char* kwlist[] = {"output_names", "input_feed",  "callback",
+                                 "user_data",    "run_options", nullptr};
+  PyObject* output_names = nullptr;
+  PyObject* input_feed = nullptr;
+  PyObject* callback = Py_None;
+  PyObject* user_data = Py_None;
+  PyObject* run_options = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|OOO:run_async", const_cast<char**>(kwlist),
+                                   &output_names, &input_feed, &callback, &user_data, &run_options))
+    return nullptr;
+  if (callback != Py_None && !PyCallable_Check(callback)) {
+    PyErr_Format(PyExc_TypeError, "callback must be callable or None, not %.100s",
+                 Py_TYPE(callback)->tp_name);
+    return nullptr;
+  }
+  try {
+    auto run = std::make_unique<AsyncRun>();
+    run->st = st;
+    run->sess = session_shared(self);
+    // Invalid feeds raise here, synchronously, as in run().
+    prepare_run(st, *run->sess, output_names, input_feed, run_options, false, &run->in);
+    run->session_obj = Ref::borrow(self);
+    run->run_options = Ref::borrow(run_options);
+    run->user_data = Ref::borrow(user_data);
+    Ref ret;
+    if (callback != Py_None) {
+      run->callback = Ref::borrow(callback);
+      ret = Ref::borrow(Py_None);
+    } else {
+      Ref mod = Ref::steal(PyImport_ImportModule("concurrent.futures"));
+      if (!mod) throw PythonErrorSet{};
+      run->future = Ref::steal(PyObject_CallMethod(mod.get(), "Future", nullptr));
+      if (!run->future) throw PythonErrorSet{};
+      ret = Ref::borrow(run->future.get());
+    }
+    if (!executor().submit(run)) {
+      PyErr_SetString(exception_for_code(st, StatusCode::kFail),
+                      "run_async: the interpreter is shutting down, no new runs are accepted");
+      return nullptr;  // `run` still owns its references and drops them here
+    }
+    return ret.release();
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
+PyObject* async_shutdown(PyObject*, PyObject*) {
+  AsyncExecutor& ex = executor();
+  std::deque<std::unique_ptr<AsyncRun>> pending = ex.stop_accepting();
+  const size_t cancelled = pending.size();
+  for (auto& run : pending) {
+    run->failed = true;
+    run->code = StatusCode::kFail;
+    run->message = "the run was cancelled: the interpreter is shutting down";
+    deliver(*run);
+    run.reset();
+  }
+  Py_BEGIN_ALLOW_THREADS ex.drain_and_join(cancelled);
+  Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
+PyObject* async_in_flight(PyObject*, PyObject*) {
+  return PyLong_FromSize_t(executor().in_flight());
+}
+
+void async_reset() {
+  executor().reset();
+}
+
+}  // namespace ortlite::py

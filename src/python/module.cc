@@ -1,0 +1,171 @@
+// ortlite._ortlite: module definition, multi-phase init, module-level functions.
+#define ORTLITE_NUMPY_IMPORT
+#include "python/numpy_api.h"
+
+#include "python/errors.h"
+#include "python/async_run.h"
+#include "python/module_state.h"
+#include "python/providers.h"
+#include "python/util.h"
+
+namespace ortlite::py {
+
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+
+PyObject* get_available_providers(PyObject*, PyObject*) {
+  return available_providers_list();
+}
+
+PyObject* get_all_providers(PyObject*, PyObject*) {
+  return all_providers_list();
+}
+
+PyObject* get_device(PyObject*, PyObject*) {
+  return PyUnicode_FromString("CPU");
+}
+
+PyObject* get_version_string(PyObject*, PyObject*) {
+  return PyUnicode_FromString(kVersion);
+}
+
+PyObject* set_default_logger_severity(PyObject*, PyObject* arg) {
+  const long v = PyLong_AsLong(arg);
+  if (v == -1 && PyErr_Occurred()) return nullptr;
+  if (v < 0 || v > 4) {
+    PyErr_Format(PyExc_ValueError, "logger severity must be in 0..4, not %ld", v);
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* accept_int(PyObject*, PyObject* arg) {
+  const long long v = PyLong_AsLongLong(arg);
+  if (v == -1 && PyErr_Occurred()) return nullptr;
+  Py_RETURN_NONE;
+}
+
+PyObject* noop(PyObject*, PyObject*) {
+  Py_RETURN_NONE;
+}
+
+// Called once by ortlite/__init__.py, so that SessionOptions returns enum members.
+PyObject* register_enums(PyObject* module, PyObject* args) {
+  PyObject* graph_opt = nullptr;
+  PyObject* exec_mode = nullptr;
+  if (!PyArg_ParseTuple(args, "OO:_register_enums", &graph_opt, &exec_mode)) return nullptr;
+  ModuleState* st = get_module_state(module);
+  Py_XSETREF(st->graph_optimization_level_enum, Py_NewRef(graph_opt));
+  Py_XSETREF(st->execution_mode_enum, Py_NewRef(exec_mode));
+  Py_RETURN_NONE;
+}
+
+PyMethodDef module_methods[] = {
+    {"get_available_providers", get_available_providers, METH_NOARGS,
+     PyDoc_STR("get_available_providers()\n--\n\nExecution providers this build can use.")},
+    {"get_all_providers", get_all_providers, METH_NOARGS,
+     PyDoc_STR("get_all_providers()\n--\n\nEvery execution provider name onnxruntime knows.")},
+    {"get_device", get_device, METH_NOARGS,
+     PyDoc_STR("get_device()\n--\n\nThe default device: 'CPU'.")},
+    {"get_version_string", get_version_string, METH_NOARGS,
+     PyDoc_STR("get_version_string()\n--\n\nortlite's version.")},
+    {"set_default_logger_severity", set_default_logger_severity, METH_O,
+     PyDoc_STR("set_default_logger_severity(severity, /)\n--\n\n"
+               "Accepted for onnxruntime compatibility (0..4); ortlite logs nothing.")},
+    {"set_default_logger_verbosity", accept_int, METH_O,
+     PyDoc_STR("set_default_logger_verbosity(verbosity, /)\n--\n\n"
+               "Accepted for onnxruntime compatibility; ortlite logs nothing.")},
+    {"set_seed", accept_int, METH_O,
+     PyDoc_STR("set_seed(seed, /)\n--\n\n"
+               "Accepted for onnxruntime compatibility; ortlite's kernels use no randomness.")},
+    {"enable_telemetry_events", noop, METH_NOARGS,
+     PyDoc_STR("enable_telemetry_events()\n--\n\nA no-op: ortlite sends no telemetry.")},
+    {"disable_telemetry_events", noop, METH_NOARGS,
+     PyDoc_STR("disable_telemetry_events()\n--\n\nA no-op: ortlite sends no telemetry.")},
+    {"_register_enums", register_enums, METH_VARARGS,
+     PyDoc_STR("_register_enums(graph_optimization_level, execution_mode, /)\n--\n\n"
+               "Internal: the IntEnum classes SessionOptions returns.")},
+    {"_async_shutdown", async_shutdown, METH_NOARGS,
+     PyDoc_STR("_async_shutdown($module, /)\n--\n\n"
+               "Internal (atexit): stops accepting run_async calls, cancels queued runs,\n"
+               "waits for running ones to deliver their results.")},
+    {"_async_in_flight", async_in_flight, METH_NOARGS,
+     PyDoc_STR("_async_in_flight($module, /)\n--\n\nInternal: async runs queued or running.")},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+int module_exec(PyObject* module) {
+  if (PyArray_ImportNumPyAPI() < 0) return -1;
+  if (errors_setup(module) < 0) return -1;
+  if (numpy_bridge_setup_types(module) < 0) return -1;
+  if (ortvalue_setup_types(module) < 0) return -1;
+  if (run_options_setup_types(module) < 0) return -1;
+  if (session_options_setup_types(module) < 0) return -1;
+  if (node_arg_setup_types(module) < 0) return -1;
+  if (session_setup_types(module) < 0) return -1;
+  if (PyModule_AddStringConstant(module, "__version__", kVersion) < 0) return -1;
+  async_reset();
+  return 0;
+}
+
+int module_traverse(PyObject* module, visitproc visit, void* arg) {
+  ModuleState* st = get_module_state(module);
+  Py_VISIT(st->error_base);
+  for (PyObject* e : st->errors) Py_VISIT(e);
+  Py_VISIT(st->session_type);
+  Py_VISIT(st->session_options_type);
+  Py_VISIT(st->run_options_type);
+  Py_VISIT(st->ortvalue_type);
+  Py_VISIT(st->node_arg_type);
+  Py_VISIT(st->model_metadata_type);
+  Py_VISIT(st->buffer_owner_type);
+  Py_VISIT(st->graph_optimization_level_enum);
+  Py_VISIT(st->execution_mode_enum);
+  return 0;
+}
+
+int module_clear(PyObject* module) {
+  ModuleState* st = get_module_state(module);
+  Py_CLEAR(st->error_base);
+  for (PyObject*& e : st->errors) Py_CLEAR(e);
+  Py_CLEAR(st->session_type);
+  Py_CLEAR(st->session_options_type);
+  Py_CLEAR(st->run_options_type);
+  Py_CLEAR(st->ortvalue_type);
+  Py_CLEAR(st->node_arg_type);
+  Py_CLEAR(st->model_metadata_type);
+  Py_CLEAR(st->buffer_owner_type);
+  Py_CLEAR(st->graph_optimization_level_enum);
+  Py_CLEAR(st->execution_mode_enum);
+  return 0;
+}
+
+void module_free(void* module) {
+  module_clear(static_cast<PyObject*>(module));
+}
+
+PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, as_slot(module_exec)},
+    {0, nullptr},
+};
+
+}  // namespace
+
+PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    "_ortlite",
+    PyDoc_STR("ortlite's native core: a lean ONNX runtime with onnxruntime's Python API."),
+    sizeof(ModuleState),
+    module_methods,
+    module_slots,
+    module_traverse,
+    module_clear,
+    module_free,
+};
+
+}  // namespace ortlite::py
+
+PyMODINIT_FUNC PyInit__ortlite(void) {
+  return PyModuleDef_Init(&ortlite::py::module_def);
+}

@@ -1,0 +1,340 @@
+#include "python/numpy_bridge.h"
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+#include "ortlite/status.h"
+#include "python/errors.h"
+
+namespace ortlite::py {
+
+// ---------------------------------------------------------------------------------------
+// BufferOwner: the base object of a numpy view over a buffer ortlite allocated. It holds
+// one reference to the Buffer and drops it in its dealloc (with the GIL held, but the
+// Buffer itself never calls into Python).
+
+namespace {
+
+struct BufferOwnerObject {
+  PyObject_HEAD Buffer* buffer;
+};
+
+void buffer_owner_dealloc(BufferOwnerObject* self) {
+  PyTypeObject* tp = Py_TYPE(self);
+  if (Buffer* b = std::exchange(self->buffer, nullptr)) b->release_ref();
+  tp->tp_free(self);
+  Py_DECREF(tp);
+}
+
+PyObject* buffer_owner_repr(BufferOwnerObject* self) {
+  const size_t n = self->buffer ? self->buffer->size() : 0;
+  return PyUnicode_FromFormat("<ortlite buffer of %zu bytes>", n);
+}
+
+PyType_Slot buffer_owner_slots[] = {
+    {Py_tp_dealloc, as_slot(buffer_owner_dealloc)},
+    {Py_tp_repr, as_slot(buffer_owner_repr)},
+    {Py_tp_doc, const_cast<char*>("Keeps an ortlite buffer alive while numpy arrays view it.")},
+    {0, nullptr},
+};
+
+PyType_Spec buffer_owner_spec = {
+    "ortlite._ortlite.BufferOwner",
+    sizeof(BufferOwnerObject),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    buffer_owner_slots,
+};
+
+// ---------------------------------------------------------------------------------------
+
+void shape_to_dims(const Tensor& t, npy_intp* dims) {
+  if (t.rank() > static_cast<size_t>(NPY_MAXDIMS))
+    ORTLITE_THROW(kInvalidArgument, "tensor of rank ", t.rank(),
+                  " has more dimensions than numpy's ", NPY_MAXDIMS);
+  for (size_t i = 0; i < t.rank(); ++i) dims[i] = static_cast<npy_intp>(t.dim(i));
+}
+
+void require_cpu(const Tensor& t) {
+  if (t.buffer() && t.buffer()->device().type != DeviceType::kCPU)
+    ORTLITE_THROW(kEPFail, "tensor is on a device whose memory numpy cannot read");
+}
+
+std::string python_str(PyObject* o) {
+  Ref s = Ref::steal(PyObject_Str(o));
+  if (!s) throw PythonErrorSet{};
+  std::string out;
+  if (!str_to_utf8(s.get(), "str()", &out)) throw PythonErrorSet{};
+  return out;
+}
+
+// Encodes one element of an object array into a std::string: str as UTF-8, bytes as is.
+// Returns false for other objects (the caller converts those with str()).
+bool element_to_string(PyObject* item, std::string* out) {
+  if (item && PyUnicode_Check(item)) {
+    Ref b = Ref::steal(PyUnicode_AsEncodedString(item, "utf-8", "surrogateescape"));
+    if (!b) throw PythonErrorSet{};
+    out->assign(PyBytes_AS_STRING(b.get()), static_cast<size_t>(PyBytes_GET_SIZE(b.get())));
+    return true;
+  }
+  if (item && PyBytes_Check(item)) {
+    out->assign(PyBytes_AS_STRING(item), static_cast<size_t>(PyBytes_GET_SIZE(item)));
+    return true;
+  }
+  return false;
+}
+
+Tensor strings_to_tensor(PyArrayObject* a) {
+  Ref obj = Ref::steal(
+      PyArray_FromAny(reinterpret_cast<PyObject*>(a), PyArray_DescrFromType(NPY_OBJECT), 0, 0,
+                      NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_ENSUREARRAY, nullptr));
+  if (!obj) throw PythonErrorSet{};
+  auto* oa = reinterpret_cast<PyArrayObject*>(obj.get());
+  const npy_intp n = PyArray_SIZE(oa);
+  auto** items = static_cast<PyObject**>(PyArray_DATA(oa));
+  bool plain = true;
+  for (npy_intp i = 0; i < n && plain; ++i)
+    plain = items[i] && (PyUnicode_Check(items[i]) || PyBytes_Check(items[i]));
+  if (!plain) {
+    // str() runs Python code that could mutate the caller's array: work on a private copy
+    // whose items we own.
+    obj = Ref::steal(PyArray_NewCopy(oa, NPY_CORDER));
+    if (!obj) throw PythonErrorSet{};
+    oa = reinterpret_cast<PyArrayObject*>(obj.get());
+    items = static_cast<PyObject**>(PyArray_DATA(oa));
+  }
+  Shape shape(PyArray_DIMS(oa), PyArray_DIMS(oa) + PyArray_NDIM(oa));
+  BufferPtr buf = BufferPtr::adopt(Buffer::allocate_strings(static_cast<size_t>(n)));
+  auto* dst = static_cast<std::string*>(buf->data());
+  for (npy_intp i = 0; i < n; ++i) {
+    if (!element_to_string(items[i], &dst[i])) dst[i] = python_str(items[i] ? items[i] : Py_None);
+  }
+  return Tensor(DataType::kString, std::move(shape), std::move(buf));
+}
+
+Tensor array_to_tensor(PyArrayObject* a, const std::string& name, Ref* keepalive) {
+  PyArray_Descr* descr = PyArray_DESCR(a);
+  const DataType dt = dtype_of_descr(descr);
+  if (dt == DataType::kUndefined) {
+    const std::string desc = python_str(reinterpret_cast<PyObject*>(descr));
+    ORTLITE_THROW(kInvalidArgument, "input '", name, "': numpy dtype ", desc,
+                  " has no ONNX element type ortlite supports");
+  }
+  if (dt == DataType::kString) {
+    *keepalive = Ref();
+    return strings_to_tensor(a);
+  }
+  // Returns `a` itself when it is already a C-contiguous, aligned, native-order base-class
+  // ndarray of the canonical dtype; a fresh copy otherwise. The caller's array is never
+  // written.
+  Ref c = Ref::steal(PyArray_FromAny(reinterpret_cast<PyObject*>(a),
+                                     PyArray_DescrFromType(npy_type_of(dt)), 0, 0,
+                                     NPY_ARRAY_CARRAY_RO | NPY_ARRAY_ENSUREARRAY, nullptr));
+  if (!c) throw PythonErrorSet{};
+  auto* ca = reinterpret_cast<PyArrayObject*>(c.get());
+  Shape shape(PyArray_DIMS(ca), PyArray_DIMS(ca) + PyArray_NDIM(ca));
+  const size_t nbytes = static_cast<size_t>(PyArray_NBYTES(ca));
+  BufferPtr buf =
+      BufferPtr::adopt(Buffer::wrap(PyArray_DATA(ca), nbytes, BufferKind::kBorrowed, {}));
+  Tensor t(dt, std::move(shape), std::move(buf));
+  *keepalive = std::move(c);
+  return t;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+
+DataType dtype_of_descr(PyArray_Descr* descr) {
+  const npy_intp size = PyDataType_ELSIZE(descr);
+  switch (descr->kind) {
+    case 'b':
+      return size == 1 ? DataType::kBool : DataType::kUndefined;
+    case 'f':
+      if (size == 2) return DataType::kFloat16;
+      if (size == 4) return DataType::kFloat;
+      if (size == 8) return DataType::kDouble;
+      return DataType::kUndefined;
+    case 'i':
+      if (size == 1) return DataType::kInt8;
+      if (size == 2) return DataType::kInt16;
+      if (size == 4) return DataType::kInt32;
+      if (size == 8) return DataType::kInt64;
+      return DataType::kUndefined;
+    case 'u':
+      if (size == 1) return DataType::kUInt8;
+      if (size == 2) return DataType::kUInt16;
+      if (size == 4) return DataType::kUInt32;
+      if (size == 8) return DataType::kUInt64;
+      return DataType::kUndefined;
+    case 'U':
+    case 'S':
+    case 'O':
+      return DataType::kString;
+    default:
+      return DataType::kUndefined;
+  }
+}
+
+int npy_type_of(DataType t) {
+  switch (t) {
+    case DataType::kFloat:
+      return NPY_FLOAT32;
+    case DataType::kDouble:
+      return NPY_FLOAT64;
+    case DataType::kFloat16:
+      return NPY_FLOAT16;
+    case DataType::kInt8:
+      return NPY_INT8;
+    case DataType::kInt16:
+      return NPY_INT16;
+    case DataType::kInt32:
+      return NPY_INT32;
+    case DataType::kInt64:
+      return NPY_INT64;
+    case DataType::kUInt8:
+      return NPY_UINT8;
+    case DataType::kUInt16:
+      return NPY_UINT16;
+    case DataType::kUInt32:
+      return NPY_UINT32;
+    case DataType::kUInt64:
+      return NPY_UINT64;
+    case DataType::kBool:
+      return NPY_BOOL;
+    case DataType::kString:
+      return NPY_OBJECT;
+    default:
+      return -1;
+  }
+}
+
+DataType dtype_from_python(PyObject* element_type) {
+  if (PyLong_Check(element_type) && !PyBool_Check(element_type)) {
+    const long v = PyLong_AsLong(element_type);
+    if (v == -1 && PyErr_Occurred()) throw PythonErrorSet{};
+    const auto dt = static_cast<DataType>(v);
+    if (v <= 0 || v > 16 || !dtype_supported(dt) || npy_type_of(dt) < 0)
+      ORTLITE_THROW(kInvalidArgument, "element type ", v,
+                    " is not an ONNX element type ortlite supports");
+    return dt;
+  }
+  PyArray_Descr* descr = nullptr;
+  if (!PyArray_DescrConverter(element_type, &descr)) throw PythonErrorSet{};
+  Ref hold = Ref::steal(reinterpret_cast<PyObject*>(descr));
+  const DataType dt = dtype_of_descr(descr);
+  if (dt == DataType::kUndefined)
+    ORTLITE_THROW(kInvalidArgument, "numpy dtype ", python_str(hold.get()),
+                  " has no ONNX element type ortlite supports");
+  return dt;
+}
+
+Tensor object_to_tensor(PyObject* obj, DataType want, const std::string& name, Ref* keepalive) {
+  if (PyArray_Check(obj))
+    return array_to_tensor(reinterpret_cast<PyArrayObject*>(obj), name, keepalive);
+  PyArray_Descr* descr = nullptr;
+  if (want != DataType::kUndefined) {
+    const int tn = npy_type_of(want);
+    if (tn < 0)
+      ORTLITE_THROW(kNotImplemented, "input '", name, "' has element type ", dtype_name(want),
+                    ", which numpy cannot represent: feed an OrtValue");
+    descr = PyArray_DescrFromType(tn);
+  }
+  // PyArray_FromAny steals descr, also on failure.
+  Ref arr = Ref::steal(PyArray_FromAny(obj, descr, 0, 0, NPY_ARRAY_CARRAY, nullptr));
+  if (!arr) throw PythonErrorSet{};
+  return array_to_tensor(reinterpret_cast<PyArrayObject*>(arr.get()), name, keepalive);
+}
+
+bool can_view(const Tensor& t) {
+  if (t.dtype() == DataType::kString || npy_type_of(t.dtype()) < 0) return false;
+  if (t.numel() == 0 || !t.buffer() || t.buffer()->device().type != DeviceType::kCPU) return false;
+  const size_t align = dtype_size(t.dtype());
+  return align != 0 && reinterpret_cast<uintptr_t>(t.raw_data()) % align == 0;
+}
+
+Ref tensor_to_numpy_copy(const Tensor& t) {
+  require_cpu(t);
+  npy_intp dims[NPY_MAXDIMS];
+  shape_to_dims(t, dims);
+  const int nd = static_cast<int>(t.rank());
+  if (t.dtype() == DataType::kString) {
+    Ref arr = Ref::steal(PyArray_SimpleNew(nd, dims, NPY_OBJECT));
+    if (!arr) throw PythonErrorSet{};
+    auto** items =
+        static_cast<PyObject**>(PyArray_DATA(reinterpret_cast<PyArrayObject*>(arr.get())));
+    const std::string* src = t.data<std::string>();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      PyObject* s = str_from_utf8(src[i]);
+      if (!s) throw PythonErrorSet{};
+      Py_XSETREF(items[i], s);
+    }
+    return arr;
+  }
+  const int tn = npy_type_of(t.dtype());
+  if (tn < 0)
+    ORTLITE_THROW(kNotImplemented, "element type ", dtype_name(t.dtype()),
+                  " has no numpy equivalent");
+  Ref arr = Ref::steal(PyArray_SimpleNew(nd, dims, tn));
+  if (!arr) throw PythonErrorSet{};
+  const size_t n = t.nbytes();
+  if (n) std::memcpy(PyArray_DATA(reinterpret_cast<PyArrayObject*>(arr.get())), t.raw_data(), n);
+  return arr;
+}
+
+Ref tensor_to_numpy_view(const Tensor& t, PyObject* base, bool writeable) {
+  Ref owner = Ref::steal(base);
+  if (!can_view(t)) ORTLITE_THROW(kEngineError, "internal error: tensor cannot be viewed by numpy");
+  npy_intp dims[NPY_MAXDIMS];
+  shape_to_dims(t, dims);
+  PyArray_Descr* descr = PyArray_DescrFromType(npy_type_of(t.dtype()));
+  if (!descr) throw PythonErrorSet{};
+  PyObject* arr = PyArray_NewFromDescr(&PyArray_Type, descr, static_cast<int>(t.rank()), dims,
+                                       nullptr, t.raw_data(),
+                                       writeable ? NPY_ARRAY_CARRAY : NPY_ARRAY_CARRAY_RO, nullptr);
+  if (!arr) throw PythonErrorSet{};
+  // Steals the owner even when it fails; the array does not own its data, so dropping it
+  // frees nothing of ours.
+  if (PyArray_SetBaseObject(reinterpret_cast<PyArrayObject*>(arr), owner.release()) < 0) {
+    Py_DECREF(arr);
+    throw PythonErrorSet{};
+  }
+  return Ref::steal(arr);
+}
+
+Ref tensor_to_numpy_owned(ModuleState* st, const Tensor& t) {
+  PyTypeObject* tp = st->buffer_owner_type;
+  auto* owner = reinterpret_cast<BufferOwnerObject*>(tp->tp_alloc(tp, 0));
+  if (!owner) throw PythonErrorSet{};
+  owner->buffer = t.buffer().get();
+  owner->buffer->add_ref();
+  return tensor_to_numpy_view(t, reinterpret_cast<PyObject*>(owner), true);
+}
+
+std::vector<bool> exclusive_outputs(const std::vector<Tensor>& outs) {
+  std::unordered_map<const Buffer*, int32_t> refs_in_outs;
+  for (const Tensor& t : outs)
+    if (t.buffer()) ++refs_in_outs[t.buffer().get()];
+  std::unordered_set<const Buffer*> seen;
+  std::vector<bool> result(outs.size(), false);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Buffer* b = outs[i].buffer().get();
+    if (!b || !seen.insert(b).second) continue;
+    result[i] = b->kind() == BufferKind::kOwned && b->device().type == DeviceType::kCPU &&
+                b->ref_count() == refs_in_outs[b] && can_view(outs[i]);
+  }
+  return result;
+}
+
+int numpy_bridge_setup_types(PyObject* module) {
+  ModuleState* st = get_module_state(module);
+  st->buffer_owner_type = reinterpret_cast<PyTypeObject*>(
+      PyType_FromModuleAndSpec(module, &buffer_owner_spec, nullptr));
+  return st->buffer_owner_type ? 0 : -1;
+}
+
+}  // namespace ortlite::py

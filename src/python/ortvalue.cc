@@ -1,0 +1,393 @@
+#include "python/ortvalue.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <string>
+#include <utility>
+
+#include <structmember.h>
+
+#include "ortlite/status.h"
+#include "python/errors.h"
+#include "python/numpy_bridge.h"
+
+namespace ortlite::py {
+
+namespace {
+
+OrtValueObject* as_ov(PyObject* o) {
+  return reinterpret_cast<OrtValueObject*>(o);
+}
+
+// Only the CPU holds OrtValues for now.
+void check_device(PyObject* device_type, PyObject* device_id) {
+  std::string dev;
+  if (!str_to_utf8(device_type, "device_type", &dev)) throw PythonErrorSet{};
+  if (!PyLong_Check(device_id)) {
+    PyErr_Format(PyExc_TypeError, "device_id must be int, not %.100s", Py_TYPE(device_id)->tp_name);
+    throw PythonErrorSet{};
+  }
+  for (char& c : dev) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  if (dev == "cpu") return;
+  if (dev == "cuda" || dev == "gpu") ORTLITE_THROW(kEPFail, "CUDA is not available");
+  ORTLITE_THROW(kInvalidArgument, "unsupported device_type '", dev, "' (expected 'cpu' or 'cuda')");
+}
+
+// numpy() without the protocol checks; *copied tells whether the array is a copy.
+Ref to_numpy(ModuleState* st, OrtValueObject* self, bool* copied) {
+  const Tensor& t = self->tensor;
+  if (!t.defined()) ORTLITE_THROW(kInvalidArgument, "the OrtValue holds no value");
+  *copied = false;
+  if (self->source && can_view(t)) {
+    // The OrtValue keeps the source array alive, so it can be the view's base.
+    const bool writeable = PyArray_ISWRITEABLE(reinterpret_cast<PyArrayObject*>(self->source));
+    Py_INCREF(self);
+    return tensor_to_numpy_view(t, reinterpret_cast<PyObject*>(self), writeable);
+  }
+  if (!self->source && t.buffer() && t.buffer()->kind() == BufferKind::kOwned && can_view(t))
+    return tensor_to_numpy_owned(st, t);
+  *copied = true;
+  return tensor_to_numpy_copy(t);
+}
+
+// --- construction -------------------------------------------------------------------------
+
+PyObject* ortvalue_from_numpy(PyTypeObject* cls, PyObject* args, PyObject* kwds) {
+  ModuleState* st = state_from_type(cls);
+  if (!st) return nullptr;
+  static const char* kwlist[] = {"numpy_obj", "device_type", "device_id", nullptr};
+  PyObject* obj = nullptr;
+  PyObject* device_type = nullptr;
+  PyObject* device_id = nullptr;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|OO:ortvalue_from_numpy",
+                                   const_cast<char**>(kwlist), &obj, &device_type, &device_id))
+    return nullptr;
+  try {
+    Ref cpu = Ref::steal(PyUnicode_FromString("cpu"));
+    Ref zero = Ref::steal(PyLong_FromLong(0));
+    if (!cpu || !zero) throw PythonErrorSet{};
+    check_device(device_type ? device_type : cpu.get(), device_id ? device_id : zero.get());
+    Ref keep;
+    Tensor t = object_to_tensor(obj, DataType::kUndefined, "numpy_obj", &keep);
+    return ortvalue_new(st, std::move(t), keep.get()).release();
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
+PyObject* ortvalue_from_shape_and_type(PyTypeObject* cls, PyObject* args, PyObject* kwds) {
+  ModuleState* st = state_from_type(cls);
+  if (!st) return nullptr;
+  static const char* kwlist[] = {"shape", "element_type", "device_type", "device_id", nullptr};
+  PyObject* shape_obj = nullptr;
+  PyObject* element_type = nullptr;
+  PyObject* device_type = nullptr;
+  PyObject* device_id = nullptr;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|OO:ortvalue_from_shape_and_type",
+                                   const_cast<char**>(kwlist), &shape_obj, &element_type,
+                                   &device_type, &device_id))
+    return nullptr;
+  try {
+    Ref cpu = Ref::steal(PyUnicode_FromString("cpu"));
+    Ref zero = Ref::steal(PyLong_FromLong(0));
+    if (!cpu || !zero) throw PythonErrorSet{};
+    check_device(device_type ? device_type : cpu.get(), device_id ? device_id : zero.get());
+    if (PyUnicode_Check(shape_obj) || PyBytes_Check(shape_obj)) {
+      PyErr_SetString(PyExc_TypeError, "shape must be a sequence of int");
+      throw PythonErrorSet{};
+    }
+    Ref seq = Ref::steal(PySequence_Fast(shape_obj, "shape must be a sequence of int"));
+    if (!seq) throw PythonErrorSet{};
+    Shape shape;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* d = PySequence_Fast_GET_ITEM(seq.get(), i);
+      const long long v = PyLong_AsLongLong(d);
+      if (v == -1 && PyErr_Occurred()) throw PythonErrorSet{};
+      if (v < 0) ORTLITE_THROW(kInvalidArgument, "shape has a negative dimension: ", v);
+      shape.push_back(static_cast<int64_t>(v));
+    }
+    const DataType dt = dtype_from_python(element_type);
+    return ortvalue_new(st, Tensor::empty(dt, shape), nullptr).release();
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
+// --- methods ------------------------------------------------------------------------------
+
+PyObject* ortvalue_numpy(PyObject* self, PyObject*) {
+  ModuleState* st = state_of(self);
+  if (!st) return nullptr;
+  try {
+    bool copied = false;
+    return to_numpy(st, as_ov(self), &copied).release();
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
+PyObject* ortvalue_array(PyObject* self, PyObject* args, PyObject* kwds) {
+  ModuleState* st = state_of(self);
+  if (!st) return nullptr;
+  static const char* kwlist[] = {"dtype", "copy", nullptr};
+  PyObject* dtype = Py_None;
+  PyObject* copy = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO:__array__", const_cast<char**>(kwlist), &dtype,
+                                   &copy))
+    return nullptr;
+  try {
+    const int want_copy = copy == Py_None ? -1 : PyObject_IsTrue(copy);
+    if (copy != Py_None && want_copy < 0) throw PythonErrorSet{};
+    bool copied = false;
+    Ref arr = to_numpy(st, as_ov(self), &copied);
+    if (dtype != Py_None) {
+      PyArray_Descr* descr = nullptr;
+      if (!PyArray_DescrConverter(dtype, &descr)) throw PythonErrorSet{};
+      if (PyArray_EquivTypes(PyArray_DESCR(reinterpret_cast<PyArrayObject*>(arr.get())), descr)) {
+        Py_DECREF(descr);
+      } else {
+        if (want_copy == 0) {
+          Py_DECREF(descr);
+          PyErr_SetString(PyExc_ValueError,
+                          "Unable to avoid copy while creating an array as requested.");
+          throw PythonErrorSet{};
+        }
+        // Steals descr.
+        arr = Ref::steal(PyArray_CastToType(reinterpret_cast<PyArrayObject*>(arr.get()), descr, 0));
+        if (!arr) throw PythonErrorSet{};
+        copied = true;
+      }
+    }
+    if (want_copy == 0 && copied) {
+      PyErr_SetString(PyExc_ValueError,
+                      "Unable to avoid copy while creating an array as requested.");
+      throw PythonErrorSet{};
+    }
+    if (want_copy == 1 && !copied) {
+      arr = Ref::steal(PyArray_NewCopy(reinterpret_cast<PyArrayObject*>(arr.get()), NPY_CORDER));
+      if (!arr) throw PythonErrorSet{};
+    }
+    return arr.release();
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
+PyObject* ortvalue_shape(PyObject* self, PyObject*) {
+  const Tensor& t = as_ov(self)->tensor;
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(t.rank()));
+  if (!list) return nullptr;
+  for (size_t i = 0; i < t.rank(); ++i) {
+    PyObject* d = PyLong_FromLongLong(t.dim(i));
+    if (!d) {
+      Py_DECREF(list);
+      return nullptr;
+    }
+    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), d);
+  }
+  return list;
+}
+
+PyObject* ortvalue_data_type(PyObject* self, PyObject*) {
+  const Tensor& t = as_ov(self)->tensor;
+  return PyUnicode_FromFormat("tensor(%s)", dtype_name(t.dtype()));
+}
+
+PyObject* ortvalue_element_type(PyObject* self, PyObject*) {
+  return PyLong_FromLong(static_cast<long>(as_ov(self)->tensor.dtype()));
+}
+
+PyObject* ortvalue_device_name(PyObject* self, PyObject*) {
+  const Tensor& t = as_ov(self)->tensor;
+  const bool cuda = t.buffer() && t.buffer()->device().type == DeviceType::kCUDA;
+  return PyUnicode_FromString(cuda ? "cuda" : "cpu");
+}
+
+PyObject* ortvalue_is_tensor(PyObject* self, PyObject*) {
+  return PyBool_FromLong(as_ov(self)->tensor.defined());
+}
+
+PyObject* ortvalue_has_value(PyObject* self, PyObject*) {
+  return PyBool_FromLong(as_ov(self)->tensor.defined());
+}
+
+PyObject* ortvalue_false(PyObject*, PyObject*) {
+  Py_RETURN_FALSE;
+}
+
+PyObject* ortvalue_data_ptr(PyObject* self, PyObject*) {
+  return PyLong_FromUnsignedLongLong(reinterpret_cast<uintptr_t>(as_ov(self)->tensor.raw_data()));
+}
+
+PyObject* ortvalue_tensor_size_in_bytes(PyObject* self, PyObject*) {
+  return PyLong_FromSize_t(as_ov(self)->tensor.nbytes());
+}
+
+PyObject* ortvalue_update_inplace(PyObject* self, PyObject* arg) {
+  ModuleState* st = state_of(self);
+  if (!st) return nullptr;
+  OrtValueObject* ov = as_ov(self);
+  try {
+    Tensor& dst = ov->tensor;
+    if (!dst.defined()) ORTLITE_THROW(kInvalidArgument, "the OrtValue holds no value");
+    if (!PyArray_Check(arg)) {
+      PyErr_Format(PyExc_TypeError, "update_inplace expects a numpy array, not %.100s",
+                   Py_TYPE(arg)->tp_name);
+      throw PythonErrorSet{};
+    }
+    if (ov->source && !PyArray_ISWRITEABLE(reinterpret_cast<PyArrayObject*>(ov->source)))
+      ORTLITE_THROW(kInvalidArgument, "the OrtValue views a read-only array");
+    Ref keep;
+    Tensor src = object_to_tensor(arg, dst.dtype(), "np_arr", &keep);
+    if (src.dtype() != dst.dtype())
+      ORTLITE_THROW(kInvalidArgument, "update_inplace: element type tensor(",
+                    dtype_name(src.dtype()), ") does not match the OrtValue's tensor(",
+                    dtype_name(dst.dtype()), ")");
+    if (src.shape() != dst.shape())
+      ORTLITE_THROW(kInvalidArgument, "update_inplace: shape ", shape_to_string(src.shape()),
+                    " does not match the OrtValue's shape ", shape_to_string(dst.shape()));
+    if (dst.dtype() == DataType::kString) {
+      const std::string* s = src.data<std::string>();
+      std::string* d = dst.data<std::string>();
+      for (int64_t i = 0; i < dst.numel(); ++i) d[i] = s[i];
+    } else if (dst.nbytes()) {
+      std::memmove(dst.raw_data(), src.raw_data(), dst.nbytes());
+    }
+    Py_RETURN_NONE;
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
+PyObject* ortvalue_repr(PyObject* self) {
+  ModuleState* st = state_of(self);
+  if (!st) return nullptr;
+  try {
+    const Tensor& t = as_ov(self)->tensor;
+    const std::string shape = shape_to_string(t.shape());
+    return PyUnicode_FromFormat("<ortlite.OrtValue tensor(%s) shape=%s>", dtype_name(t.dtype()),
+                                shape.c_str());
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
+// --- GC -----------------------------------------------------------------------------------
+
+int ortvalue_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  Py_VISIT(as_ov(self)->source);
+  return 0;
+}
+
+int ortvalue_clear(PyObject* self) {
+  OrtValueObject* ov = as_ov(self);
+  // The tensor goes first: it must never outlive the memory it borrows.
+  ov->tensor = Tensor();
+  Py_CLEAR(ov->source);
+  return 0;
+}
+
+void ortvalue_dealloc(PyObject* self) {
+  PyTypeObject* tp = Py_TYPE(self);
+  PyObject_GC_UnTrack(self);
+  if (as_ov(self)->weakreflist) PyObject_ClearWeakRefs(self);
+  ortvalue_clear(self);
+  as_ov(self)->tensor.~Tensor();
+  tp->tp_free(self);
+  Py_DECREF(tp);
+}
+
+PyMethodDef ortvalue_methods[] = {
+    {"ortvalue_from_numpy", as_cfunc(ortvalue_from_numpy),
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     PyDoc_STR("ortvalue_from_numpy($type, numpy_obj, device_type='cpu', device_id=0)\n--\n\n"
+               "An OrtValue over a numpy array (or anything numpy.asarray accepts). On the CPU\n"
+               "it shares the array's memory when the array is C-contiguous, aligned and in\n"
+               "native byte order, and keeps the array alive; otherwise it holds a copy.")},
+    {"ortvalue_from_shape_and_type", as_cfunc(ortvalue_from_shape_and_type),
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     PyDoc_STR("ortvalue_from_shape_and_type($type, shape, element_type, device_type='cpu', "
+               "device_id=0)\n--\n\n"
+               "A zero-filled OrtValue of the given shape. element_type is a numpy dtype or type\n"
+               "(numpy.float32, ...) or an ONNX TensorProto element type number.")},
+    {"numpy", as_cfunc(ortvalue_numpy), METH_NOARGS,
+     PyDoc_STR("numpy($self, /)\n--\n\n"
+               "The value as a numpy array: a view when the OrtValue owns or keeps alive the\n"
+               "memory, a copy otherwise (strings: an object array of str).")},
+    {"__array__", as_cfunc(ortvalue_array), METH_VARARGS | METH_KEYWORDS,
+     PyDoc_STR("__array__($self, dtype=None, copy=None)\n--\n\nnumpy's array protocol.")},
+    {"shape", as_cfunc(ortvalue_shape), METH_NOARGS,
+     PyDoc_STR("shape($self, /)\n--\n\nThe tensor's shape as a list of int.")},
+    {"data_type", as_cfunc(ortvalue_data_type), METH_NOARGS,
+     PyDoc_STR("data_type($self, /)\n--\n\nThe type string, e.g. 'tensor(float)'.")},
+    {"element_type", as_cfunc(ortvalue_element_type), METH_NOARGS,
+     PyDoc_STR("element_type($self, /)\n--\n\nThe ONNX TensorProto element type number.")},
+    {"device_name", as_cfunc(ortvalue_device_name), METH_NOARGS,
+     PyDoc_STR("device_name($self, /)\n--\n\nThe device holding the data: 'cpu' or 'cuda'.")},
+    {"is_tensor", as_cfunc(ortvalue_is_tensor), METH_NOARGS,
+     PyDoc_STR("is_tensor($self, /)\n--\n\nTrue: ortlite OrtValues hold tensors.")},
+    {"is_tensor_sequence", as_cfunc(ortvalue_false), METH_NOARGS,
+     PyDoc_STR("is_tensor_sequence($self, /)\n--\n\nFalse: ortlite OrtValues hold tensors.")},
+    {"is_sparse_tensor", as_cfunc(ortvalue_false), METH_NOARGS,
+     PyDoc_STR("is_sparse_tensor($self, /)\n--\n\nFalse: ortlite OrtValues hold dense tensors.")},
+    {"has_value", as_cfunc(ortvalue_has_value), METH_NOARGS,
+     PyDoc_STR("has_value($self, /)\n--\n\nTrue when the OrtValue holds a value.")},
+    {"data_ptr", as_cfunc(ortvalue_data_ptr), METH_NOARGS,
+     PyDoc_STR("data_ptr($self, /)\n--\n\nThe address of the first element, as an int.")},
+    {"tensor_size_in_bytes", as_cfunc(ortvalue_tensor_size_in_bytes), METH_NOARGS,
+     PyDoc_STR("tensor_size_in_bytes($self, /)\n--\n\nThe size of the tensor's data in bytes.")},
+    {"update_inplace", as_cfunc(ortvalue_update_inplace), METH_O,
+     PyDoc_STR("update_inplace($self, np_arr, /)\n--\n\n"
+               "Copies a numpy array of the same element type and shape into the OrtValue's\n"
+               "memory.")},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyMemberDef ortvalue_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(OrtValueObject, weakreflist), READONLY, nullptr},
+    {nullptr, 0, 0, 0, nullptr},
+};
+
+PyType_Slot ortvalue_slots[] = {
+    {Py_tp_dealloc, as_slot(ortvalue_dealloc)},
+    {Py_tp_traverse, as_slot(ortvalue_traverse)},
+    {Py_tp_clear, as_slot(ortvalue_clear)},
+    {Py_tp_repr, as_slot(ortvalue_repr)},
+    {Py_tp_methods, ortvalue_methods},
+    {Py_tp_members, ortvalue_members},
+    {Py_tp_doc, const_cast<char*>(
+                    "A tensor value for run_with_ort_values and SessionOptions.add_initializer.\n"
+                    "Create one with OrtValue.ortvalue_from_numpy or\n"
+                    "OrtValue.ortvalue_from_shape_and_type.")},
+    {0, nullptr},
+};
+
+PyType_Spec ortvalue_spec = {
+    "ortlite.OrtValue",
+    sizeof(OrtValueObject),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE |
+        Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    ortvalue_slots,
+};
+
+}  // namespace
+
+Ref ortvalue_new(ModuleState* st, Tensor t, PyObject* source) {
+  PyTypeObject* tp = st->ortvalue_type;
+  PyObject* obj = tp->tp_alloc(tp, 0);
+  if (!obj) throw PythonErrorSet{};
+  OrtValueObject* ov = as_ov(obj);
+  new (&ov->tensor) Tensor(std::move(t));
+  Py_XINCREF(source);
+  ov->source = source;
+  return Ref::steal(obj);
+}
+
+int ortvalue_setup_types(PyObject* module) {
+  ModuleState* st = get_module_state(module);
+  st->ortvalue_type =
+      reinterpret_cast<PyTypeObject*>(PyType_FromModuleAndSpec(module, &ortvalue_spec, nullptr));
+  if (!st->ortvalue_type) return -1;
+  return PyModule_AddType(module, st->ortvalue_type);
+}
+
+}  // namespace ortlite::py

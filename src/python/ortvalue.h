@@ -1,0 +1,30 @@
+// ortlite.OrtValue: a core Tensor seen from Python.
+#pragma once
+
+#include <Python.h>
+
+#include "ortlite/tensor.h"
+#include "python/module_state.h"
+#include "python/util.h"
+
+namespace ortlite::py {
+
+struct OrtValueObject {
+  PyObject_HEAD Tensor tensor;  // placement-constructed in tp_alloc'd memory
+  PyObject* source;             // the ndarray whose memory `tensor` borrows, or NULL
+  PyObject* weakreflist;
+};
+
+// A new OrtValue holding `t`. `source` (may be NULL) is the array whose memory t borrows;
+// the OrtValue takes its own reference. Throws PythonErrorSet on failure.
+Ref ortvalue_new(ModuleState* st, Tensor t, PyObject* source);
+
+inline bool ortvalue_check(ModuleState* st, PyObject* o) {
+  return PyObject_TypeCheck(o, st->ortvalue_type);
+}
+
+inline const Tensor& ortvalue_tensor(PyObject* o) {
+  return reinterpret_cast<OrtValueObject*>(o)->tensor;
+}
+
+}  // namespace ortlite::py

@@ -1,0 +1,29 @@
+// Execution provider names and the `providers` / `provider_options` arguments.
+#pragma once
+
+#include <Python.h>
+
+#include "python/module_state.h"
+#include "python/util.h"
+
+namespace ortlite::py {
+
+struct ProviderChoice {
+  Ref names;    // list of str, in order of preference
+  Ref options;  // dict: name -> dict of str -> str
+};
+
+// Normalizes InferenceSession's providers / provider_options as onnxruntime does
+// (names or (name, options dict) tuples; options values become str), then:
+//   - an unknown name: ValueError naming it and the available providers;
+//   - a known provider this build does not have (CUDAExecutionProvider, ...): a warning,
+//     and it is skipped; when nothing else was requested: EPFail;
+//   - None or []: CPUExecutionProvider.
+// Throws PythonErrorSet / ortlite::Error.
+ProviderChoice choose_providers(ModuleState* st, PyObject* providers, PyObject* provider_options);
+
+// get_all_providers() / get_available_providers().
+PyObject* all_providers_list();
+PyObject* available_providers_list();
+
+}  // namespace ortlite::py

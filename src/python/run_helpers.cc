@@ -1,0 +1,166 @@
+#include "python/run_helpers.h"
+
+#include <exception>
+
+#include "ortlite/status.h"
+#include "python/errors.h"
+#include "python/numpy_bridge.h"
+#include "python/ortvalue.h"
+#include "python/run_options.h"
+
+namespace ortlite::py {
+
+namespace {
+
+// The element type declared for a feedable name, kUndefined when unknown or not a tensor.
+DataType declared_type(const Session& sess, const std::string& name) {
+  for (const auto* list : {&sess.inputs(), &sess.overridable_initializers()}) {
+    for (const ValueInfo& vi : *list) {
+      if (vi.name == name)
+        return vi.type.kind == TypeInfo::Kind::kTensor ? vi.type.elem_type : DataType::kUndefined;
+    }
+  }
+  return DataType::kUndefined;
+}
+
+Ref string_list(const std::vector<std::string>& names) {
+  Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(names.size())));
+  if (!list) throw PythonErrorSet{};
+  for (size_t i = 0; i < names.size(); ++i) {
+    PyObject* s = str_from_utf8(names[i]);
+    if (!s) throw PythonErrorSet{};
+    PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), s);
+  }
+  return list;
+}
+
+void parse_output_names(const Session& sess, PyObject* output_names,
+                        std::vector<std::string>* out) {
+  out->clear();
+  if (output_names != Py_None) {
+    if (PyUnicode_Check(output_names) || PyBytes_Check(output_names) ||
+        !PySequence_Check(output_names)) {
+      PyErr_Format(PyExc_TypeError, "output_names must be a list of str or None, not %.100s",
+                   Py_TYPE(output_names)->tp_name);
+      throw PythonErrorSet{};
+    }
+    Ref seq = Ref::steal(PySequence_Fast(output_names, "output_names must be a list of str"));
+    if (!seq) throw PythonErrorSet{};
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      std::string name;
+      if (!str_to_utf8(PySequence_Fast_GET_ITEM(seq.get(), i), "each output name", &name))
+        throw PythonErrorSet{};
+      out->push_back(std::move(name));
+    }
+  }
+  if (out->empty()) {
+    for (const ValueInfo& vi : sess.outputs()) out->push_back(vi.name);
+  }
+}
+
+}  // namespace
+
+void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, PyObject* input_feed,
+                 PyObject* run_options, bool ortvalues_only, RunInputs* in) {
+  if (!PyDict_Check(input_feed)) {
+    PyErr_Format(PyExc_TypeError, "input_feed must be a dict of input name to value, not %.100s",
+                 Py_TYPE(input_feed)->tp_name);
+    throw PythonErrorSet{};
+  }
+  // A snapshot: converting values may run Python code that changes the dict.
+  Ref items = Ref::steal(PyDict_Items(input_feed));
+  if (!items) throw PythonErrorSet{};
+  const Py_ssize_t n = PyList_GET_SIZE(items.get());
+  std::vector<std::string> names;
+  Ref keys = Ref::steal(PyList_New(n));
+  if (!keys) throw PythonErrorSet{};
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* key = PyTuple_GET_ITEM(PyList_GET_ITEM(items.get(), i), 0);
+    std::string name;
+    if (!str_to_utf8(key, "each input name", &name)) throw PythonErrorSet{};
+    names.push_back(std::move(name));
+    PyList_SET_ITEM(keys.get(), i, Py_NewRef(key));
+  }
+
+  const std::vector<std::string> missing = sess.missing_inputs(names);
+  if (!missing.empty()) {
+    Ref missing_list = string_list(missing);
+    PyErr_Format(PyExc_ValueError, "Required inputs (%R) are missing from input feed (%R).",
+                 missing_list.get(), keys.get());
+    throw PythonErrorSet{};
+  }
+
+  parse_output_names(sess, output_names, &in->output_names);
+
+  in->run_config.reset();
+  if (run_options && run_options != Py_None) {
+    if (!run_options_check(st, run_options)) {
+      PyErr_Format(PyExc_TypeError, "run_options must be a RunOptions or None, not %.100s",
+                   Py_TYPE(run_options)->tp_name);
+      throw PythonErrorSet{};
+    }
+    in->run_config = run_options_config(run_options);
+  }
+
+  in->feeds.clear();
+  in->feeds.reserve(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* value = PyTuple_GET_ITEM(PyList_GET_ITEM(items.get(), i), 1);
+    const std::string& name = names[static_cast<size_t>(i)];
+    if (ortvalue_check(st, value)) {
+      in->held.push_back(Ref::borrow(value));
+      in->feeds.emplace_back(name, ortvalue_tensor(value));
+      continue;
+    }
+    if (ortvalues_only) {
+      PyErr_Format(PyExc_TypeError, "input '%s' must be an OrtValue, not %.100s", name.c_str(),
+                   Py_TYPE(value)->tp_name);
+      throw PythonErrorSet{};
+    }
+    Ref keep;
+    Tensor t = object_to_tensor(value, declared_type(sess, name), name, &keep);
+    if (keep) in->held.push_back(std::move(keep));
+    in->feeds.emplace_back(name, std::move(t));
+  }
+
+  sess.check_feeds(in->feeds);
+  sess.check_output_names(in->output_names);
+}
+
+std::vector<Tensor> run_without_gil(const Session& sess, const RunInputs& in) {
+  std::vector<Tensor> outs;
+  std::exception_ptr err;
+  Py_BEGIN_ALLOW_THREADS try {
+    outs = sess.run(in.feeds, in.output_names, in.run_config.get());
+  } catch (...) {
+    err = std::current_exception();
+  }
+  Py_END_ALLOW_THREADS if (err) std::rethrow_exception(err);
+  return outs;
+}
+
+Ref outputs_to_numpy(ModuleState* st, std::vector<Tensor> outs) {
+  const std::vector<bool> view = exclusive_outputs(outs);
+  Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(outs.size())));
+  if (!list) throw PythonErrorSet{};
+  for (size_t i = 0; i < outs.size(); ++i) {
+    Ref arr = view[i] ? tensor_to_numpy_owned(st, outs[i]) : tensor_to_numpy_copy(outs[i]);
+    PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), arr.release());
+  }
+  return list;
+}
+
+Ref outputs_to_ortvalues(ModuleState* st, std::vector<Tensor> outs) {
+  const std::vector<bool> keep = exclusive_outputs(outs);
+  Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(outs.size())));
+  if (!list) throw PythonErrorSet{};
+  for (size_t i = 0; i < outs.size(); ++i) {
+    Tensor t = keep[i] ? outs[i] : outs[i].clone();
+    Ref ov = ortvalue_new(st, std::move(t), nullptr);
+    PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), ov.release());
+  }
+  return list;
+}
+
+}  // namespace ortlite::py

@@ -1,0 +1,393 @@
+#include "python/session.h"
+
+#include <cstddef>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <structmember.h>
+
+#include "ortlite/model.h"
+#include "ortlite/status.h"
+#include "python/async_run.h"
+#include "python/errors.h"
+#include "python/node_arg.h"
+#include "python/providers.h"
+#include "python/run_helpers.h"
+#include "python/session_options.h"
+#include "python/util.h"
+
+namespace ortlite::py {
+
+namespace {
+
+SessionObject* as_sess(PyObject* o) {
+  return reinterpret_cast<SessionObject*>(o);
+}
+
+// Where the model comes from: a file path or a private copy of the model bytes.
+struct ModelSource {
+  std::string path;
+  BufferPtr bytes;
+};
+
+ModelSource model_source(PyObject* src) {
+  ModelSource ms;
+  if (PyBytes_Check(src) || PyByteArray_Check(src) || PyMemoryView_Check(src)) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(src, &view, PyBUF_C_CONTIGUOUS) < 0) throw PythonErrorSet{};
+    try {
+      ms.bytes = BufferPtr::adopt(Buffer::allocate(static_cast<size_t>(view.len)));
+      if (view.len > 0) std::memcpy(ms.bytes->data(), view.buf, static_cast<size_t>(view.len));
+    } catch (...) {
+      PyBuffer_Release(&view);
+      throw;
+    }
+    PyBuffer_Release(&view);
+    return ms;
+  }
+  if (!PyUnicode_Check(src) &&
+      !PyObject_HasAttrString(reinterpret_cast<PyObject*>(Py_TYPE(src)), "__fspath__")) {
+    PyErr_Format(PyExc_TypeError,
+                 "path_or_bytes must be a str, os.PathLike, bytes, bytearray or memoryview, "
+                 "not %.100s",
+                 Py_TYPE(src)->tp_name);
+    throw PythonErrorSet{};
+  }
+  PyObject* encoded = nullptr;
+  if (!PyUnicode_FSConverter(src, &encoded)) throw PythonErrorSet{};
+  Ref hold = Ref::steal(encoded);
+  ms.path.assign(PyBytes_AS_STRING(encoded), static_cast<size_t>(PyBytes_GET_SIZE(encoded)));
+  return ms;
+}
+
+// --- type slots -----------------------------------------------------------------------------
+
+PyObject* session_new(PyTypeObject* tp, PyObject*, PyObject*) {
+  PyObject* self = tp->tp_alloc(tp, 0);
+  if (!self) return nullptr;
+  new (&as_sess(self)->sess) std::shared_ptr<const Session>();
+  return self;
+}
+
+int session_init(PyObject* self, PyObject* args, PyObject* kwds) {
+  ModuleState* st = state_of(self);
+  if (!st) return -1;
+  static const char* kwlist[] = {"path_or_bytes", "sess_options", "providers", "provider_options",
+                                 nullptr};
+  // onnxruntime's extra keyword arguments (disabled_optimizers, read_config_from_model,
+  // ...) are accepted and ignored, as onnxruntime ignores unknown ones.
+  Ref known;
+  if (kwds) {
+    known = Ref::steal(PyDict_New());
+    if (!known) return -1;
+    for (int i = 0; kwlist[i]; ++i) {
+      PyObject* v = PyDict_GetItemString(kwds, kwlist[i]);
+      if (v && PyDict_SetItemString(known.get(), kwlist[i], v) < 0) return -1;
+    }
+  }
+  PyObject* path_or_bytes = nullptr;
+  PyObject* sess_options = Py_None;
+  PyObject* providers = Py_None;
+  PyObject* provider_options = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, known.get(), "O|OOO:InferenceSession",
+                                   const_cast<char**>(kwlist), &path_or_bytes, &sess_options,
+                                   &providers, &provider_options))
+    return -1;
+  SessionObject* so = as_sess(self);
+  try {
+    if (so->sess) ORTLITE_THROW(kModelLoaded, "this InferenceSession already has a model loaded");
+    if (sess_options != Py_None && !session_options_check(st, sess_options)) {
+      PyErr_Format(PyExc_TypeError, "sess_options must be a SessionOptions or None, not %.100s",
+                   Py_TYPE(sess_options)->tp_name);
+      throw PythonErrorSet{};
+    }
+    ProviderChoice choice = choose_providers(st, providers, provider_options);
+    ModelSource source = model_source(path_or_bytes);
+    Ref options = session_options_copy(st, sess_options == Py_None ? nullptr : sess_options);
+    Ref held;
+    const SessionConfig config = session_options_to_config(st, options.get(), &held);
+
+    std::shared_ptr<const Session> created;
+    std::exception_ptr err;
+    Py_BEGIN_ALLOW_THREADS try {
+      Model model = source.bytes ? load_model_from_buffer(std::move(source.bytes), "")
+                                 : load_model_from_file(source.path);
+      created = Session::create(std::move(model), config);
+    } catch (...) {
+      err = std::current_exception();
+    }
+    Py_END_ALLOW_THREADS if (err) std::rethrow_exception(err);
+    // Another thread may have initialized this object while the GIL was released.
+    if (so->sess) ORTLITE_THROW(kModelLoaded, "this InferenceSession already has a model loaded");
+
+    Py_XSETREF(so->sess_options, options.release());
+    Py_XSETREF(so->held_initializers, held.release());
+    Py_XSETREF(so->providers, choice.names.release());
+    Py_XSETREF(so->provider_options, choice.options.release());
+    so->sess = std::move(created);
+    return 0;
+  }
+  ORTLITE_PY_CATCH(st, -1)
+}
+
+int session_traverse(PyObject* self, visitproc visit, void* arg) {
+  SessionObject* so = as_sess(self);
+  Py_VISIT(Py_TYPE(self));
+  Py_VISIT(so->sess_options);
+  Py_VISIT(so->held_initializers);
+  Py_VISIT(so->providers);
+  Py_VISIT(so->provider_options);
+  return 0;
+}
+
+int session_clear(PyObject* self) {
+  SessionObject* so = as_sess(self);
+  // The core session goes first: it may borrow the memory of held_initializers.
+  so->sess.reset();
+  Py_CLEAR(so->sess_options);
+  Py_CLEAR(so->held_initializers);
+  Py_CLEAR(so->providers);
+  Py_CLEAR(so->provider_options);
+  return 0;
+}
+
+void session_dealloc(PyObject* self) {
+  PyTypeObject* tp = Py_TYPE(self);
+  PyObject_GC_UnTrack(self);
+  if (as_sess(self)->weakreflist) PyObject_ClearWeakRefs(self);
+  session_clear(self);
+  as_sess(self)->sess.~shared_ptr();
+  tp->tp_free(self);
+  Py_DECREF(tp);
+}
+
+// --- methods --------------------------------------------------------------------------------
+
+std::shared_ptr<const Session> loaded(ModuleState*, PyObject* self) {
+  return session_shared(self);
+}
+
+PyObject* node_arg_list(ModuleState* st, const std::vector<ValueInfo>& infos) {
+  Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(infos.size())));
+  if (!list) throw PythonErrorSet{};
+  for (size_t i = 0; i < infos.size(); ++i)
+    PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), node_arg_new(st, infos[i]).release());
+  return list.release();
+}
+
+PyObject* session_get_inputs(PyObject* self, PyObject*) {
+  ModuleState* st = state_of(self);
+  if (!st) return nullptr;
+  try {
+    return node_arg_list(st, loaded(st, self)->inputs());
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
+PyObject* session_get_outputs(PyObject* self, PyObject*) {
+  ModuleState* st = state_of(self);
+  if (!st) return nullptr;
+  try {
+    return node_arg_list(st, loaded(st, self)->outputs());
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
+PyObject* session_get_overridable_initializers(PyObject* self, PyObject*) {
+  ModuleState* st = state_of(self);
+  if (!st) return nullptr;
+  try {
+    return node_arg_list(st, loaded(st, self)->overridable_initializers());
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
+PyObject* session_get_modelmeta(PyObject* self, PyObject*) {
+  ModuleState* st = state_of(self);
+  if (!st) return nullptr;
+  try {
+    return model_metadata_new(st, loaded(st, self)->model()).release();
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
+PyObject* session_get_providers(PyObject* self, PyObject*) {
+  ModuleState* st = state_of(self);
+  if (!st) return nullptr;
+  try {
+    loaded(st, self);
+    return PySequence_List(as_sess(self)->providers);
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
+PyObject* session_get_provider_options(PyObject* self, PyObject*) {
+  ModuleState* st = state_of(self);
+  if (!st) return nullptr;
+  try {
+    loaded(st, self);
+    // A deep copy: callers may change what they get.
+    PyObject* src = as_sess(self)->provider_options;
+    Ref out = Ref::steal(PyDict_New());
+    if (!out) throw PythonErrorSet{};
+    Py_ssize_t pos = 0;
+    PyObject* key = nullptr;
+    PyObject* value = nullptr;
+    while (PyDict_Next(src, &pos, &key, &value)) {
+      Ref inner = Ref::steal(PyDict_Copy(value));
+      if (!inner || PyDict_SetItem(out.get(), key, inner.get()) < 0) throw PythonErrorSet{};
+    }
+    return out.release();
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
+PyObject* session_get_session_options(PyObject* self, PyObject*) {
+  ModuleState* st = state_of(self);
+  if (!st) return nullptr;
+  try {
+    loaded(st, self);
+    return Py_NewRef(as_sess(self)->sess_options);
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
+PyObject* session_run_impl(PyObject* self, PyObject* args, PyObject* kwds, bool ortvalues,
+                           const char* format) {
+  ModuleState* st = state_of(self);
+  if (!st) return nullptr;
+  static const char* kwlist[] = {"output_names", "input_feed", "run_options", nullptr};
+  PyObject* output_names = nullptr;
+  PyObject* input_feed = nullptr;
+  PyObject* run_options = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, format, const_cast<char**>(kwlist), &output_names,
+                                   &input_feed, &run_options))
+    return nullptr;
+  try {
+    std::shared_ptr<const Session> sess = loaded(st, self);
+    RunInputs in;
+    prepare_run(st, *sess, output_names, input_feed, run_options, ortvalues, &in);
+    std::vector<Tensor> outs = run_without_gil(*sess, in);
+    // Converted before `in` lets go of the feeds: an output may share a feed's memory.
+    Ref result = ortvalues ? outputs_to_ortvalues(st, std::move(outs))
+                           : outputs_to_numpy(st, std::move(outs));
+    return result.release();
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
+PyObject* session_run(PyObject* self, PyObject* args, PyObject* kwds) {
+  return session_run_impl(self, args, kwds, false, "OO|O:run");
+}
+
+PyObject* session_run_with_ort_values(PyObject* self, PyObject* args, PyObject* kwds) {
+  return session_run_impl(self, args, kwds, true, "OO|O:run_with_ort_values");
+}
+
+PyObject* session_noop(PyObject*, PyObject*) {
+  Py_RETURN_NONE;
+}
+
+PyMethodDef session_methods[] = {
+    {"run", as_cfunc(session_run), METH_VARARGS | METH_KEYWORDS,
+     PyDoc_STR("run($self, output_names, input_feed, run_options=None)\n--\n\n"
+               "Computes the outputs.\n\n"
+               "output_names: the names of the outputs to compute (None or []: all).\n"
+               "input_feed: dict of input name to numpy array, list, scalar or OrtValue.\n"
+               "run_options: a RunOptions or None.\n"
+               "Returns a list of numpy arrays, one per output name.")},
+    {"run_with_ort_values", as_cfunc(session_run_with_ort_values), METH_VARARGS | METH_KEYWORDS,
+     PyDoc_STR("run_with_ort_values($self, output_names, input_feed, run_options=None)\n--\n\n"
+               "Like run(), with a dict of input name to OrtValue; returns a list of OrtValue.")},
+    {"run_async", as_cfunc(session_run_async), METH_VARARGS | METH_KEYWORDS,
+     PyDoc_STR("run_async($self, output_names, input_feed, callback=None, user_data=None, "
+               "run_options=None)\n--\n\n"
+               "Queues a run and returns at once. Feeds are checked now, as in run().\n\n"
+               "With a callback, it is called as callback(results, user_data, err) on an\n"
+               "ortlite worker thread: results is the list of outputs and err == \"\" on\n"
+               "success, results == [] and err the error message on failure. Returns None.\n"
+               "Without a callback, returns a concurrent.futures.Future whose result() is the\n"
+               "list of outputs (or raises the ortlite error); asyncio.wrap_future works on it.\n"
+               "The session, run options, feeds, callback and user_data stay alive until the\n"
+               "callback has run.")},
+    {"get_inputs", as_cfunc(session_get_inputs), METH_NOARGS,
+     PyDoc_STR("get_inputs($self, /)\n--\n\nThe model's inputs (without initializers), as "
+               "NodeArgs.")},
+    {"get_outputs", as_cfunc(session_get_outputs), METH_NOARGS,
+     PyDoc_STR("get_outputs($self, /)\n--\n\nThe model's outputs, as NodeArgs.")},
+    {"get_overridable_initializers", as_cfunc(session_get_overridable_initializers), METH_NOARGS,
+     PyDoc_STR("get_overridable_initializers($self, /)\n--\n\n"
+               "Initializers that are also graph inputs (a feed may replace them), as NodeArgs.")},
+    {"get_modelmeta", as_cfunc(session_get_modelmeta), METH_NOARGS,
+     PyDoc_STR("get_modelmeta($self, /)\n--\n\nThe model's metadata, a ModelMetadata.")},
+    {"get_providers", as_cfunc(session_get_providers), METH_NOARGS,
+     PyDoc_STR("get_providers($self, /)\n--\n\nThe execution providers the session uses.")},
+    {"get_provider_options", as_cfunc(session_get_provider_options), METH_NOARGS,
+     PyDoc_STR("get_provider_options($self, /)\n--\n\n"
+               "dict of provider name to its options (a dict of str).")},
+    {"get_session_options", as_cfunc(session_get_session_options), METH_NOARGS,
+     PyDoc_STR("get_session_options($self, /)\n--\n\n"
+               "The SessionOptions the session was created with (a copy).")},
+    {"disable_fallback", as_cfunc(session_noop), METH_NOARGS,
+     PyDoc_STR("disable_fallback($self, /)\n--\n\n"
+               "Accepted for onnxruntime compatibility; ortlite has no provider fallback at run.")},
+    {"enable_fallback", as_cfunc(session_noop), METH_NOARGS,
+     PyDoc_STR("enable_fallback($self, /)\n--\n\n"
+               "Accepted for onnxruntime compatibility; ortlite has no provider fallback at run.")},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyMemberDef session_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(SessionObject, weakreflist), READONLY, nullptr},
+    {nullptr, 0, 0, 0, nullptr},
+};
+
+PyType_Slot session_slots[] = {
+    {Py_tp_new, as_slot(session_new)},
+    {Py_tp_init, as_slot(session_init)},
+    {Py_tp_dealloc, as_slot(session_dealloc)},
+    {Py_tp_traverse, as_slot(session_traverse)},
+    {Py_tp_clear, as_slot(session_clear)},
+    {Py_tp_methods, session_methods},
+    {Py_tp_members, session_members},
+    {Py_tp_doc,
+     const_cast<char*>(
+         "InferenceSession(path_or_bytes, sess_options=None, providers=None, "
+         "provider_options=None, **kwargs)\n--\n\n"
+         "A loaded model, ready to run.\n\n"
+         "path_or_bytes: a path (str or os.PathLike) or the model's bytes (bytes, bytearray,\n"
+         "memoryview; copied).\n"
+         "providers: execution provider names or (name, options dict) tuples, in order of\n"
+         "preference (default: CPUExecutionProvider).")},
+    {0, nullptr},
+};
+
+PyType_Spec session_spec = {
+    "ortlite.InferenceSession",
+    sizeof(SessionObject),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
+    session_slots,
+};
+
+}  // namespace
+
+std::shared_ptr<const Session> session_shared(PyObject* self) {
+  std::shared_ptr<const Session> s = as_sess(self)->sess;
+  if (!s) ORTLITE_THROW(kNoModel, "the InferenceSession has no model loaded");
+  return s;
+}
+
+int session_setup_types(PyObject* module) {
+  ModuleState* st = get_module_state(module);
+  st->session_type =
+      reinterpret_cast<PyTypeObject*>(PyType_FromModuleAndSpec(module, &session_spec, nullptr));
+  if (!st->session_type) return -1;
+  return PyModule_AddType(module, st->session_type);
+}
+
+}  // namespace ortlite::py

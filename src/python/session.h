@@ -1,0 +1,32 @@
+// ortlite.InferenceSession.
+#pragma once
+
+#include <Python.h>
+
+#include <memory>
+
+#include "ortlite/session.h"
+#include "python/module_state.h"
+
+namespace ortlite::py {
+
+struct SessionObject {
+  PyObject_HEAD std::shared_ptr<const Session>
+      sess;                     // placement-constructed; empty until __init__ succeeds
+  PyObject* sess_options;       // the SessionOptions copy the session was created with
+  PyObject* held_initializers;  // tuple of OrtValues whose memory the core session borrows
+  PyObject* providers;          // list of str
+  PyObject* provider_options;   // dict: provider name -> dict of str
+  PyObject* weakreflist;
+};
+
+// The core session of `self` (an InferenceSession); throws Error(kNoModel) when __init__
+// has not succeeded. While the result lives, so does the core session; the memory of the
+// session's added initializers lives as long as `self` does.
+std::shared_ptr<const Session> session_shared(PyObject* self);
+
+inline bool session_check(ModuleState* st, PyObject* o) {
+  return PyObject_TypeCheck(o, st->session_type);
+}
+
+}  // namespace ortlite::py

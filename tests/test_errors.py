@@ -1,0 +1,281 @@
+"""Every error of the Python API: its exact class and a message that names what is wrong."""
+
+import numpy as np
+import onnxruntime
+import pytest
+from onnx import TensorProto, helper
+
+import ortlite
+from oracle import make_model
+
+F32 = np.float32
+
+ERROR_NAMES = ["Fail", "InvalidArgument", "NoSuchFile", "NoModel", "EngineError",
+               "RuntimeException", "InvalidProtobuf", "ModelLoaded", "NotImplemented",
+               "InvalidGraph", "EPFail"]
+
+
+def _bytes(model):
+    return model.SerializeToString()
+
+
+def add_model():
+    node = helper.make_node("Add", ["x", "y"], ["z"])
+    return _bytes(make_model([node], [("x", F32, ["N", 3]), ("y", F32, ["N", 3])],
+                             [("z", F32, ["N", 3])]))
+
+
+@pytest.fixture(scope="module")
+def sess():
+    return ortlite.InferenceSession(add_model())
+
+
+def feeds(n=2):
+    return {"x": np.ones((n, 3), F32), "y": np.ones((n, 3), F32)}
+
+
+def test_hierarchy():
+    assert issubclass(ortlite.OrtliteError, RuntimeError)
+    for name in ERROR_NAMES:
+        cls = getattr(ortlite, name)
+        assert issubclass(cls, ortlite.OrtliteError), name
+        assert cls.__name__ == name
+        assert cls.__module__ == "ortlite"
+    assert len({getattr(ortlite, n) for n in ERROR_NAMES}) == len(ERROR_NAMES)
+    # onnxruntime has the same names
+    from onnxruntime.capi import onnxruntime_pybind11_state as C
+
+    for name in ERROR_NAMES:
+        assert hasattr(C, name), name
+
+
+def test_missing_file_is_no_such_file(tmp_path):
+    path = tmp_path / "does_not_exist.onnx"
+    with pytest.raises(ortlite.NoSuchFile, match="does_not_exist"):
+        ortlite.InferenceSession(str(path))
+    with pytest.raises(ortlite.NoSuchFile):
+        ortlite.InferenceSession(path)
+
+
+def test_garbage_bytes_are_invalid_protobuf():
+    for junk in (b"\xff\xff\xff\xff\xff", b"this is not an onnx model at all",
+                 bytes(range(256)) * 4):
+        with pytest.raises(ortlite.InvalidProtobuf):
+            ortlite.InferenceSession(junk)
+
+
+def test_garbage_file_is_invalid_protobuf(tmp_path):
+    path = tmp_path / "junk.onnx"
+    path.write_bytes(b"\xff\xfe garbage \x00\x01")
+    with pytest.raises(ortlite.InvalidProtobuf):
+        ortlite.InferenceSession(str(path))
+
+
+@pytest.mark.parametrize("bad", [42, 3.5, None, ["m.onnx"], object()])
+def test_bad_model_argument_is_type_error(bad):
+    with pytest.raises(TypeError, match="path_or_bytes"):
+        ortlite.InferenceSession(bad)
+
+
+def test_missing_input_is_value_error_with_onnxruntime_message(sess):
+    with pytest.raises(ValueError) as ours:
+        sess.run(None, {"x": np.ones((2, 3), F32)})
+    ref = onnxruntime.InferenceSession(add_model(), providers=["CPUExecutionProvider"])
+    with pytest.raises(ValueError) as theirs:
+        ref.run(None, {"x": np.ones((2, 3), F32)})
+    assert str(ours.value) == "Required inputs (['y']) are missing from input feed (['x'])."
+    assert str(ours.value) == str(theirs.value)
+    with pytest.raises(ValueError, match=r"Required inputs \(\['x', 'y'\]\) are missing from "
+                                         r"input feed \(\[\]\)\."):
+        sess.run(None, {})
+
+
+def test_unknown_input_name(sess):
+    f = feeds()
+    f["bogus_input"] = np.ones((2, 3), F32)
+    with pytest.raises(ortlite.InvalidArgument, match="bogus_input"):
+        sess.run(None, f)
+
+
+def test_wrong_element_type(sess):
+    f = feeds()
+    f["y"] = f["y"].astype(np.float64)
+    with pytest.raises(ortlite.InvalidArgument, match=r"(?s)'y'.*double.*float"):
+        sess.run(None, f)
+
+
+def test_wrong_rank(sess):
+    f = feeds()
+    f["x"] = np.ones((2, 3, 1), F32)
+    with pytest.raises(ortlite.InvalidArgument, match="x"):
+        sess.run(None, f)
+
+
+def test_static_dim_mismatch(sess):
+    f = feeds()
+    f["y"] = np.ones((2, 4), F32)
+    with pytest.raises(ortlite.InvalidArgument, match="y"):
+        sess.run(None, f)
+
+
+def test_unknown_output_name(sess):
+    with pytest.raises(ortlite.InvalidArgument, match="no_such_output"):
+        sess.run(["no_such_output"], feeds())
+    with pytest.raises(ortlite.InvalidArgument, match="no_such_output"):
+        sess.run(["z", "no_such_output"], feeds())
+
+
+@pytest.mark.parametrize("bad", [None, [("x", 1)], "x", 3])
+def test_input_feed_not_a_dict(sess, bad):
+    with pytest.raises(TypeError, match="input_feed"):
+        sess.run(None, bad)
+
+
+def test_input_name_not_str(sess):
+    f = feeds()
+    f[1] = np.ones((2, 3), F32)
+    with pytest.raises(TypeError):
+        sess.run(None, f)
+
+
+@pytest.mark.parametrize("bad", ["z", 3, [1], [b"z"]])
+def test_output_names_wrong_type(sess, bad):
+    with pytest.raises(TypeError):
+        sess.run(bad, feeds())
+
+
+def test_run_options_wrong_type(sess):
+    with pytest.raises(TypeError, match="run_options"):
+        sess.run(None, feeds(), {"terminate": True})
+    with pytest.raises(TypeError, match="run_options"):
+        sess.run(None, feeds(), ortlite.SessionOptions())
+
+
+def test_run_with_ort_values_needs_ortvalues(sess):
+    with pytest.raises(TypeError, match="x"):
+        sess.run_with_ort_values(None, feeds())
+
+
+def test_unsupported_numpy_dtype_names_the_input(sess):
+    f = feeds()
+    f["x"] = np.ones((2, 3), np.complex64)
+    with pytest.raises(ortlite.InvalidArgument, match="x"):
+        sess.run(None, f)
+
+
+def test_wrong_number_of_run_arguments(sess):
+    with pytest.raises(TypeError):
+        sess.run(None)
+    with pytest.raises(TypeError):
+        sess.run(None, feeds(), None, None)
+
+
+def test_sess_options_wrong_type():
+    with pytest.raises(TypeError, match="sess_options"):
+        ortlite.InferenceSession(add_model(), sess_options={"intra_op_num_threads": 1})
+
+
+def test_model_loaded_twice():
+    s = ortlite.InferenceSession(add_model())
+    with pytest.raises(ortlite.ModelLoaded):
+        s.__init__(add_model())
+    # still usable
+    assert s.run(None, feeds())[0].shape == (2, 3)
+
+
+def test_no_model_when_init_was_skipped():
+    class Lazy(ortlite.InferenceSession):
+        def __init__(self):
+            pass
+
+    s = Lazy()
+    for call in (lambda: s.run(None, feeds()), s.get_inputs, s.get_outputs, s.get_modelmeta,
+                 s.get_providers, s.get_session_options):
+        with pytest.raises(ortlite.NoModel):
+            call()
+
+
+def test_failed_init_leaves_no_model(tmp_path):
+    s = ortlite.InferenceSession.__new__(ortlite.InferenceSession)
+    with pytest.raises(ortlite.NoSuchFile):
+        s.__init__(str(tmp_path / "missing.onnx"))
+    with pytest.raises(ortlite.NoModel):
+        s.get_inputs()
+    s.__init__(add_model())  # a later successful init works
+    assert [a.name for a in s.get_inputs()] == ["x", "y"]
+
+
+def test_unknown_op_is_not_implemented():
+    node = helper.make_node("NoSuchOperatorXyz", ["x"], ["y"], name="weird_node")
+    data = _bytes(make_model([node], [("x", F32, [2])], [("y", F32, [2])]))
+    with pytest.raises(ortlite.NotImplemented, match="NoSuchOperatorXyz"):
+        ortlite.InferenceSession(data)
+
+
+def test_dangling_node_input_is_invalid_graph():
+    node = helper.make_node("Add", ["x", "nobody_makes_this"], ["y"])
+    data = _bytes(make_model([node], [("x", F32, [2])], [("y", F32, [2])]))
+    with pytest.raises(ortlite.InvalidGraph, match="nobody_makes_this"):
+        ortlite.InferenceSession(data)
+
+
+def test_terminated_run_fails(sess):
+    ro = ortlite.RunOptions()
+    ro.terminate = True
+    with pytest.raises(ortlite.Fail, match="terminat"):
+        sess.run(None, feeds(), ro)
+
+
+def test_config_entry_errors():
+    with pytest.raises(ortlite.InvalidArgument, match="nope"):
+        ortlite.SessionOptions().get_session_config_entry("nope")
+    with pytest.raises(ortlite.InvalidArgument, match="nope"):
+        ortlite.RunOptions().get_run_config_entry("nope")
+    with pytest.raises(TypeError):
+        ortlite.SessionOptions().add_session_config_entry("k", 1)
+    with pytest.raises(TypeError):
+        ortlite.RunOptions().add_run_config_entry(1, "v")
+
+
+def test_cannot_delete_attributes():
+    so, ro = ortlite.SessionOptions(), ortlite.RunOptions()
+    with pytest.raises(TypeError):
+        del so.intra_op_num_threads
+    with pytest.raises(TypeError):
+        del ro.terminate
+
+
+def test_types_that_cannot_be_instantiated():
+    for cls in (ortlite.OrtValue, ortlite.NodeArg, ortlite.ModelMetadata):
+        with pytest.raises(TypeError):
+            cls()
+
+
+def test_element_type_errors():
+    with pytest.raises(TypeError):
+        ortlite.OrtValue.ortvalue_from_shape_and_type([2], "not a dtype")
+    with pytest.raises(ortlite.InvalidArgument):
+        ortlite.OrtValue.ortvalue_from_shape_and_type([2], np.complex64)
+    with pytest.raises(ortlite.InvalidArgument):
+        ortlite.OrtValue.ortvalue_from_shape_and_type([2], 999)
+    with pytest.raises(ortlite.InvalidArgument):
+        ortlite.OrtValue.ortvalue_from_numpy(np.zeros(2, F32), "tpu")
+
+
+def test_string_feed_to_float_input_is_invalid_argument(sess):
+    f = feeds()
+    f["x"] = np.array([["a", "b", "c"], ["d", "e", "f"]])
+    with pytest.raises(ortlite.InvalidArgument, match="x"):
+        sess.run(None, f)
+
+
+def test_errors_are_catchable_as_runtime_error(sess):
+    with pytest.raises(RuntimeError):
+        sess.run(["nope"], feeds())
+
+
+def test_unknown_input_with_list_value_is_invalid_argument(sess):
+    f = feeds()
+    f["extra"] = [1, 2, 3]
+    with pytest.raises(ortlite.InvalidArgument, match="extra"):
+        sess.run(None, f)
