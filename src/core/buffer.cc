@@ -1,5 +1,6 @@
 #include "ortlite/buffer.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -11,12 +12,28 @@ namespace ortlite {
 
 namespace {
 constexpr size_t kAlignment = 64;
+
+// 64-byte aligned blocks carved from plain malloc, the original pointer stored just before
+// the aligned one. glibc's memalign/aligned_alloc leaves free fragments in front of each
+// block; with a fragmented heap, alternating allocate/free of the same sizes then grows
+// the heap without bound (seen as RSS rising run after run). malloc does not.
+void* aligned_malloc(size_t bytes) {
+  if (bytes > SIZE_MAX - kAlignment - sizeof(void*)) return nullptr;
+  void* raw = std::malloc(bytes + kAlignment + sizeof(void*));
+  if (!raw) return nullptr;
+  const uintptr_t start = reinterpret_cast<uintptr_t>(raw) + sizeof(void*);
+  const uintptr_t aligned = (start + kAlignment - 1) & ~static_cast<uintptr_t>(kAlignment - 1);
+  reinterpret_cast<void**>(aligned)[-1] = raw;
+  return reinterpret_cast<void*>(aligned);
 }
 
+void aligned_free(void* p) {
+  if (p) std::free(static_cast<void**>(p)[-1]);
+}
+}  // namespace
+
 Buffer* Buffer::allocate(size_t bytes) {
-  const size_t rounded = ((bytes == 0 ? 1 : bytes) + kAlignment - 1) / kAlignment * kAlignment;
-  if (rounded < bytes) ORTLITE_THROW(kFail, "allocation of ", bytes, " bytes overflows");
-  void* p = std::aligned_alloc(kAlignment, rounded);
+  void* p = aligned_malloc(bytes == 0 ? 1 : bytes);
   if (!p) ORTLITE_THROW(kFail, "failed to allocate ", bytes, " bytes");
   Buffer* b = new Buffer();
   b->data_ = p;
@@ -52,7 +69,7 @@ Buffer::~Buffer() {
   if (release_) {
     release_();
   } else if (kind_ == BufferKind::kOwned) {
-    std::free(data_);
+    aligned_free(data_);
   }
 }
 
