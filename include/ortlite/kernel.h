@@ -122,6 +122,13 @@ class KernelRegistry {
   bool has_op(const std::string& domain, const std::string& op_type) const;
   std::vector<std::string> op_names(const std::string& provider = kCpuProvider) const;
 
+  struct Registration {
+    std::string domain, op_type, provider;
+    int since, until;
+  };
+  // Every registration, in registration order (for docs and tests).
+  std::vector<Registration> registrations() const;
+
  private:
   struct Entry {
     std::string domain, op_type, provider;

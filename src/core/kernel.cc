@@ -166,6 +166,13 @@ std::vector<std::string> KernelRegistry::op_names(const std::string& provider) c
   return names;
 }
 
+std::vector<KernelRegistry::Registration> KernelRegistry::registrations() const {
+  std::vector<Registration> out;
+  out.reserve(entries_.size());
+  for (const Entry& e : entries_) out.push_back(Registration{e.domain, e.op_type, e.provider, e.since, e.until});
+  return out;
+}
+
 // ---- helpers --------------------------------------------------------------------------
 
 int64_t normalize_axis(int64_t axis, int64_t rank, const char* what) {

@@ -2,6 +2,7 @@
 #define ORTLITE_NUMPY_IMPORT
 #include "python/numpy_api.h"
 
+#include "ortlite/kernel.h"
 #include "python/errors.h"
 #include "python/async_run.h"
 #include "python/module_state.h"
@@ -50,6 +51,24 @@ PyObject* noop(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// (domain, op_type, since_version, until_version, provider) of every kernel compiled in.
+PyObject* registered_ops(PyObject*, PyObject*) {
+  try {
+    const auto regs = KernelRegistry::instance().registrations();
+    Ref list = Ref::steal(PyList_New(0));
+    if (!list) return nullptr;
+    for (const auto& r : regs) {
+      Ref item = Ref::steal(Py_BuildValue("(ssiis)", r.domain.c_str(), r.op_type.c_str(), r.since,
+                                          r.until, r.provider.c_str()));
+      if (!item || PyList_Append(list.get(), item.get()) < 0) return nullptr;
+    }
+    return list.release();
+  } catch (...) {
+    PyErr_SetString(PyExc_RuntimeError, "could not list the registered kernels");
+    return nullptr;
+  }
+}
+
 // Called once by ortlite/__init__.py, so that SessionOptions returns enum members.
 PyObject* register_enums(PyObject* module, PyObject* args) {
   PyObject* graph_opt = nullptr;
@@ -86,6 +105,9 @@ PyMethodDef module_methods[] = {
     {"_register_enums", register_enums, METH_VARARGS,
      PyDoc_STR("_register_enums(graph_optimization_level, execution_mode, /)\n--\n\n"
                "Internal: the IntEnum classes SessionOptions returns.")},
+    {"_registered_ops", registered_ops, METH_NOARGS,
+     PyDoc_STR("_registered_ops($module, /)\n--\n\n"
+               "(domain, op_type, since_version, until_version, provider) of every kernel.")},
     {"_async_shutdown", async_shutdown, METH_NOARGS,
      PyDoc_STR("_async_shutdown($module, /)\n--\n\n"
                "Internal (atexit): stops accepting run_async calls, cancels queued runs,\n"

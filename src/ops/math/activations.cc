@@ -208,25 +208,18 @@ class GeluKernel : public Kernel {
     Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
     ew::dispatch<ew::kTFloats>(x.dtype(), ctx, "Gelu", [&](auto tag) {
       using T = decltype(tag);
-      if constexpr (!std::is_same_v<T, double>) {
+      if constexpr (!std::is_same_v<T, double>) {  // float, float16, bfloat16: vectorized
         math::run_fast_unary(ctx.thread_pool(),
                              use_tanh_ ? fast::UnaryFn::kGeluTanh : fast::UnaryFn::kGelu,
                              x.data<T>(), y.data<T>(), x.numel(), 15.0);
-        return;
-      }
-      if (use_tanh_) {
-        ew::run_unary(ctx.thread_pool(), x.data<T>(), y.data<T>(), x.numel(), 15.0, [](auto v) {
-          using C = decltype(v);
-          const C k = static_cast<C>(0.7978845608028654);  // sqrt(2/pi)
-          const C inner = k * (v + static_cast<C>(0.044715) * v * v * v);
-          return static_cast<C>(0.5) * v * (C{1} + std::tanh(inner));
+      } else if (use_tanh_) {
+        ew::run_unary(ctx.thread_pool(), x.data<T>(), y.data<T>(), x.numel(), 15.0, [](T v) {
+          const T inner = 0.7978845608028654 * (v + 0.044715 * v * v * v);  // sqrt(2/pi)
+          return 0.5 * v * (1.0 + std::tanh(inner));
         });
       } else {
-        ew::run_unary(ctx.thread_pool(), x.data<T>(), y.data<T>(), x.numel(), 12.0, [](auto v) {
-          using C = decltype(v);
-          return static_cast<C>(0.5) * v *
-                 (C{1} + std::erf(v * static_cast<C>(0.70710678118654752440)));
-        });
+        ew::run_unary(ctx.thread_pool(), x.data<T>(), y.data<T>(), x.numel(), 12.0,
+                      [](T v) { return 0.5 * v * (1.0 + std::erf(v * 0.70710678118654752440)); });
       }
     });
   }
