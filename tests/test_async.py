@@ -289,3 +289,23 @@ def test_run_async_after_shutdown_is_refused():
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
     assert proc.returncode == 0, proc.stderr.decode()
     assert b"refused: run_async" in proc.stdout
+
+
+def test_cycle_through_callback_closure_holding_the_session_is_collected():
+    class Session(ortlite.InferenceSession):
+        pass
+
+    sess = Session(add_model())
+    x = np.zeros(2, np.float32)
+    done = threading.Event()
+
+    def cb(results, ud, err, owner=sess):  # sess.cb -> cb -> sess: a cycle
+        if err == "" and isinstance(owner, Session):
+            done.set()
+
+    sess.cb = cb
+    wsess, wcb = weakref.ref(sess), weakref.ref(cb)
+    sess.run_async(None, {"x": x, "y": x}, cb, None)
+    del sess, cb
+    assert done.wait(10)
+    assert wait_for(lambda: wsess() is None and wcb() is None)

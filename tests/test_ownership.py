@@ -270,3 +270,24 @@ def test_arrays_over_existing_memory_always_get_an_owning_base():
                     "PyArray_SetBaseObject" not in text:
                 offenders.append(name)
     assert not offenders
+
+
+def test_refcounts_unchanged_over_thousands_of_run_with_ort_values():
+    import sys
+
+    model = make_model([helper.make_node("Add", ["x", "y"], ["z"])], [("x", F, [3]), ("y", F, [3])],
+                       [("z", F, [3])])
+    sess = sess_of(model)
+    arr = np.ones(3, F)
+    ov = ortlite.OrtValue.ortvalue_from_numpy(arr)
+    feed = {"x": ov, "y": ov}
+    names = ["z"]
+    ro = ortlite.RunOptions()
+    objs = [sess, arr, ov, feed, names, ro]
+    gc.collect()
+    before = [sys.getrefcount(o) for o in objs]
+    for _ in range(3000):
+        (out,) = sess.run_with_ort_values(names, feed, ro)
+    del out
+    gc.collect()
+    assert [sys.getrefcount(o) for o in objs] == before
