@@ -170,7 +170,8 @@ class FileExternalData : public onnx_reader::ExternalDataSource {
   File& open_file(const std::string& real, const std::string& loc, const std::string& who) {
     auto it = files_.find(real);
     if (it != files_.end()) return it->second;
-    int fd = ::open(real.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below).
+    int fd = ::open(real.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) {
       int e = errno;
       ORTLITE_THROW(kFail, who, ": cannot open external data file '", loc, "': ", errno_text(e));
@@ -201,7 +202,8 @@ Model load_model_from_file(const std::string& path) {
   if (path.empty()) ORTLITE_THROW(kNoSuchFile, "Load model failed: the path is empty");
   if (path.find('\0') != std::string::npos)
     ORTLITE_THROW(kNoSuchFile, "Load model failed: the path contains a NUL byte");
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     int e = errno;
     if (e == ENOENT || e == ENOTDIR)
