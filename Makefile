@@ -33,6 +33,7 @@ demo: build
 	PYTHONPATH=$(CURDIR) $(PY) tools/demo.py build/demo/cnn_classifier.onnx
 
 test: build
+	$(MAKE) --no-print-directory embed VALGRIND_OPTIONAL=1
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) tests
 
 format:
@@ -40,3 +41,49 @@ format:
 
 clean:
 	rm -rf build ortlite/*.so *.egg-info
+
+# libFuzzer run over model loading, session creation and one run (tools/fuzz,
+# docs/fuzzing.md): `make fuzz FUZZ_SECONDS=1800`. Needs clang++ with libFuzzer.
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz
+fuzz: $(STAMP)
+	$(MAKE) -f tools/fuzz/fuzz.mk -j$$(nproc)
+	$(PY) tools/fuzz/make_corpus.py --out build/fuzz/seeds
+	tools/fuzz/run.sh $(FUZZ_SECONDS)
+
+# --- Memory-safety harnesses (docs/safety.md) -------------------------------------------
+# make asan: the whole suite on an -fsanitize=address,undefined build in build/asan
+# (the in-place build is untouched); ASAN_ARGS=tests/test_api.py narrows it.
+ASAN_ARGS ?=
+# make valgrind: the binding tests under valgrind memcheck, on the in-place build.
+VALGRIND_TESTS ?= tests/test_api.py tests/test_feeds.py tests/test_errors.py \
+	tests/test_async.py tests/test_ownership.py
+# Timing tests are meaningless under valgrind (it runs one thread at a time, 20-50x slower).
+VALGRIND_DESELECT := --deselect tests/test_ownership.py::test_rss_does_not_grow_over_100k_runs \
+	--deselect tests/test_ownership.py::test_run_releases_the_gil \
+	--deselect tests/test_ownership.py::test_terminate_stops_a_long_matmul_run_early
+# make embed: a C++ host of CPython (tools/embed) under valgrind.
+PY_CONFIG = $(shell $(PY) -c 'import os, sys; print(os.path.join(sys.base_prefix, "bin", "python3-config"))')
+SITE_PACKAGES = $(shell $(PY) -c 'import os, numpy; print(os.path.dirname(os.path.dirname(numpy.__file__)))')
+EMBED := build/embed/ortlite_embed
+VALGRIND_OPTIONAL ?= 0
+
+.PHONY: asan valgrind embed
+asan: $(STAMP)
+	tools/asan/run.sh $(ASAN_ARGS)
+
+valgrind: build
+	tools/valgrind/run.sh binding $(PY) -m pytest -q -p no:cacheprovider $(VALGRIND_TESTS) $(VALGRIND_DESELECT)
+
+$(EMBED): tools/embed/embed.cc $(STAMP)
+	@mkdir -p build/embed
+	g++ -std=c++17 -Wall -Wextra -Werror -O1 -g $$($(PY_CONFIG) --embed --cflags | sed 's/-O3//g; s/-Wall//g') \
+		tools/embed/embed.cc -o $@ $$($(PY_CONFIG) --embed --ldflags)
+
+build/embed/model.onnx: tools/embed/make_model.py $(STAMP)
+	@mkdir -p build/embed
+	$(PY) tools/embed/make_model.py --out $@
+
+embed: build $(EMBED) build/embed/model.onnx
+	$(EMBED) $(CURDIR) $(SITE_PACKAGES) build/embed/model.onnx
+	VALGRIND_OPTIONAL=$(VALGRIND_OPTIONAL) tools/valgrind/run.sh embed $(EMBED) $(CURDIR) $(SITE_PACKAGES) build/embed/model.onnx
