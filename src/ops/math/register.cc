@@ -24,6 +24,8 @@ void register_math_kernels(KernelRegistry& r) {
   register_variadic_kernels(r);
   register_clip_kernels(r);
   register_where_kernels(r);
+  register_cumsum_conf_kernels(r);
+  register_einsum_conf_kernels(r);
 }
 
 }  // namespace ortlite

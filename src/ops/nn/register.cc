@@ -12,6 +12,13 @@ void register_nn_kernels(KernelRegistry& r) {
   nn::register_normalization(r);
   nn::register_softmax(r);
   nn::register_dropout(r);
+  nn::register_loss_conf(r);
+  nn::register_attention_conf(r);
+  nn::register_resize_conf(r);
+  nn::register_gridsample_conf(r);
+  nn::register_norm_pool_conf(r);
+  nn::register_conv_transpose_conf(r);
+  nn::register_detection_conf(r);
 }
 
 }  // namespace ortlite

@@ -13,6 +13,8 @@ void register_tensor_kernels(KernelRegistry& r) {
   register_pad_kernels(r);
   register_shape_size_kernels(r);
   register_tensor_creation_kernels(r);
+  register_index_conf_kernels(r);
+  register_layout_conf_kernels(r);
 }
 
 }  // namespace ortlite

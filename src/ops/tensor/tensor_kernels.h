@@ -21,6 +21,8 @@ void register_gather_kernels(KernelRegistry& r);        // gather.cc
 void register_expand_tile_kernels(KernelRegistry& r);   // expand_tile.cc: Expand Tile
 void register_pad_kernels(KernelRegistry& r);           // pad.cc
 void register_shape_size_kernels(KernelRegistry& r);    // shape_size.cc: Shape Size
+void register_index_conf_kernels(KernelRegistry& r);    // index_conf.cc: GatherElements ...
+void register_layout_conf_kernels(KernelRegistry& r);   // layout_conf.cc: CenterCropPad ...
 
 // The newest default-domain opset whose semantics these kernels implement.
 constexpr int kTensorMaxOpset = 23;
