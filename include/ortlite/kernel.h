@@ -117,8 +117,8 @@ class KernelRegistry {
   void add(const std::string& domain, const std::string& op_type, int since, int until,
            KernelFactory factory, const std::string& provider = kCpuProvider);
   // Factory for the given opset, or nullptr.
-  const KernelFactory* find(const std::string& domain, const std::string& op_type,
-                            int64_t opset, const std::string& provider = kCpuProvider) const;
+  const KernelFactory* find(const std::string& domain, const std::string& op_type, int64_t opset,
+                            const std::string& provider = kCpuProvider) const;
   bool has_op(const std::string& domain, const std::string& op_type) const;
   std::vector<std::string> op_names(const std::string& provider = kCpuProvider) const;
 
@@ -141,9 +141,8 @@ class KernelRegistry {
 // Helper to register a kernel class K constructible from const KernelInfo&.
 template <typename K>
 KernelFactory make_factory() {
-  return [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
-    return std::make_unique<K>(info);
-  };
+  return
+      [](const KernelInfo& info) -> std::unique_ptr<Kernel> { return std::make_unique<K>(info); };
 }
 
 // Small shared helpers for kernels.
@@ -156,9 +155,9 @@ double tensor_scalar_as_double(const Tensor& t);
 
 // Registration entry points, one per op family (src/ops/<family>/...). Called once by
 // KernelRegistry::instance().
-void register_math_kernels(KernelRegistry& r);       // src/ops/math
-void register_nn_kernels(KernelRegistry& r);         // src/ops/nn
-void register_tensor_kernels(KernelRegistry& r);     // src/ops/tensor
-void register_reduce_kernels(KernelRegistry& r);     // src/ops/reduce
+void register_math_kernels(KernelRegistry& r);    // src/ops/math
+void register_nn_kernels(KernelRegistry& r);      // src/ops/nn
+void register_tensor_kernels(KernelRegistry& r);  // src/ops/tensor
+void register_reduce_kernels(KernelRegistry& r);  // src/ops/reduce
 
 }  // namespace ortlite

@@ -59,7 +59,7 @@ struct Attribute {
 struct Node {
   std::string name;
   std::string op_type;
-  std::string domain;  // "" and "ai.onnx" both mean the default domain
+  std::string domain;                // "" and "ai.onnx" both mean the default domain
   std::vector<std::string> inputs;   // "" marks an omitted optional input
   std::vector<std::string> outputs;  // "" marks an omitted optional output
   std::vector<Attribute> attributes;
@@ -116,8 +116,8 @@ struct Function {
   std::string overload;
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
-  std::vector<std::string> attribute_names;       // attribute names without defaults
-  std::vector<Attribute> attribute_defaults;      // attribute_proto: with defaults
+  std::vector<std::string> attribute_names;   // attribute names without defaults
+  std::vector<Attribute> attribute_defaults;  // attribute_proto: with defaults
   std::vector<Node> nodes;
   std::vector<OpsetImport> opset_imports;
   std::string doc_string;

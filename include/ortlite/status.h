@@ -48,7 +48,9 @@ std::string concat_message(const T& first, const Rest&... rest);
 #include <sstream>
 
 namespace ortlite::detail {
-inline std::string concat_message() { return {}; }
+inline std::string concat_message() {
+  return {};
+}
 template <typename T, typename... Rest>
 std::string concat_message(const T& first, const Rest&... rest) {
   std::ostringstream os;
@@ -58,11 +60,11 @@ std::string concat_message(const T& first, const Rest&... rest) {
 }
 }  // namespace ortlite::detail
 
-#define ORTLITE_THROW(code, ...)                          \
-  throw ::ortlite::Error(::ortlite::StatusCode::code,     \
+#define ORTLITE_THROW(code, ...)                      \
+  throw ::ortlite::Error(::ortlite::StatusCode::code, \
                          ::ortlite::detail::concat_message(__VA_ARGS__))
 
-#define ORTLITE_ENFORCE(cond, code, ...)      \
-  do {                                        \
+#define ORTLITE_ENFORCE(cond, code, ...)           \
+  do {                                             \
     if (!(cond)) ORTLITE_THROW(code, __VA_ARGS__); \
   } while (0)

@@ -57,23 +57,40 @@ size_t dtype_size(DataType t) {
 
 const char* dtype_name(DataType t) {
   switch (t) {
-    case DataType::kFloat: return "float";
-    case DataType::kUInt8: return "uint8";
-    case DataType::kInt8: return "int8";
-    case DataType::kUInt16: return "uint16";
-    case DataType::kInt16: return "int16";
-    case DataType::kInt32: return "int32";
-    case DataType::kInt64: return "int64";
-    case DataType::kString: return "string";
-    case DataType::kBool: return "bool";
-    case DataType::kFloat16: return "float16";
-    case DataType::kDouble: return "double";
-    case DataType::kUInt32: return "uint32";
-    case DataType::kUInt64: return "uint64";
-    case DataType::kComplex64: return "complex64";
-    case DataType::kComplex128: return "complex128";
-    case DataType::kBFloat16: return "bfloat16";
-    default: return "undefined";
+    case DataType::kFloat:
+      return "float";
+    case DataType::kUInt8:
+      return "uint8";
+    case DataType::kInt8:
+      return "int8";
+    case DataType::kUInt16:
+      return "uint16";
+    case DataType::kInt16:
+      return "int16";
+    case DataType::kInt32:
+      return "int32";
+    case DataType::kInt64:
+      return "int64";
+    case DataType::kString:
+      return "string";
+    case DataType::kBool:
+      return "bool";
+    case DataType::kFloat16:
+      return "float16";
+    case DataType::kDouble:
+      return "double";
+    case DataType::kUInt32:
+      return "uint32";
+    case DataType::kUInt64:
+      return "uint64";
+    case DataType::kComplex64:
+      return "complex64";
+    case DataType::kComplex128:
+      return "complex128";
+    case DataType::kBFloat16:
+      return "bfloat16";
+    default:
+      return "undefined";
   }
 }
 

@@ -29,7 +29,8 @@ int64_t KernelInfo::attr_int(const char* name, int64_t default_value) const {
 
 int64_t KernelInfo::attr_int_required(const char* name) const {
   const Attribute* a = typed_attr(name, AttrType::kInt);
-  if (!a) fail(StatusCode::kInvalidGraph, std::string("required attribute '") + name + "' is missing");
+  if (!a)
+    fail(StatusCode::kInvalidGraph, std::string("required attribute '") + name + "' is missing");
   return a->i;
 }
 
@@ -40,7 +41,8 @@ float KernelInfo::attr_float(const char* name, float default_value) const {
 
 float KernelInfo::attr_float_required(const char* name) const {
   const Attribute* a = typed_attr(name, AttrType::kFloat);
-  if (!a) fail(StatusCode::kInvalidGraph, std::string("required attribute '") + name + "' is missing");
+  if (!a)
+    fail(StatusCode::kInvalidGraph, std::string("required attribute '") + name + "' is missing");
   return a->f;
 }
 
@@ -49,12 +51,14 @@ std::string KernelInfo::attr_string(const char* name, const std::string& default
   return a ? a->s : default_value;
 }
 
-std::vector<int64_t> KernelInfo::attr_ints(const char* name, std::vector<int64_t> default_value) const {
+std::vector<int64_t> KernelInfo::attr_ints(const char* name,
+                                           std::vector<int64_t> default_value) const {
   const Attribute* a = typed_attr(name, AttrType::kInts);
   return a ? a->ints : default_value;
 }
 
-std::vector<float> KernelInfo::attr_floats(const char* name, std::vector<float> default_value) const {
+std::vector<float> KernelInfo::attr_floats(const char* name,
+                                           std::vector<float> default_value) const {
   const Attribute* a = typed_attr(name, AttrType::kFloats);
   return a ? a->floats : default_value;
 }
@@ -88,8 +92,8 @@ Tensor& KernelContext::allocate_output(size_t i, DataType dtype, const Shape& sh
   const int64_t n = shape_size(shape);
   const size_t elem = dtype_size(dtype);
   if (elem == 0)
-    fail(StatusCode::kNotImplemented, std::string("element type ") + dtype_name(dtype) +
-                                          " is not supported");
+    fail(StatusCode::kNotImplemented,
+         std::string("element type ") + dtype_name(dtype) + " is not supported");
   if (static_cast<uint64_t>(n) > SIZE_MAX / elem)
     fail(StatusCode::kInvalidArgument, "output shape " + shape_to_string(shape) + " is too large");
   BufferPtr buf = dtype == DataType::kString
@@ -169,7 +173,8 @@ std::vector<std::string> KernelRegistry::op_names(const std::string& provider) c
 std::vector<KernelRegistry::Registration> KernelRegistry::registrations() const {
   std::vector<Registration> out;
   out.reserve(entries_.size());
-  for (const Entry& e : entries_) out.push_back(Registration{e.domain, e.op_type, e.provider, e.since, e.until});
+  for (const Entry& e : entries_)
+    out.push_back(Registration{e.domain, e.op_type, e.provider, e.since, e.until});
   return out;
 }
 
@@ -191,14 +196,16 @@ std::vector<int64_t> tensor_to_int64s(const Tensor& t) {
     const int32_t* d = t.data<int32_t>();
     std::copy(d, d + t.numel(), v.begin());
   } else {
-    ORTLITE_THROW(kInvalidArgument, "expected an int32 or int64 tensor, got ", dtype_name(t.dtype()));
+    ORTLITE_THROW(kInvalidArgument, "expected an int32 or int64 tensor, got ",
+                  dtype_name(t.dtype()));
   }
   return v;
 }
 
 double tensor_scalar_as_double(const Tensor& t) {
   if (t.numel() != 1)
-    ORTLITE_THROW(kInvalidArgument, "expected a single value, got shape ", shape_to_string(t.shape()));
+    ORTLITE_THROW(kInvalidArgument, "expected a single value, got shape ",
+                  shape_to_string(t.shape()));
   return ORTLITE_DISPATCH_NUMERIC(t.dtype(), "scalar", [&](auto tag) -> double {
     using T = decltype(tag);
     return static_cast<double>(*reinterpret_cast<const T*>(t.raw_data()));
@@ -206,4 +213,3 @@ double tensor_scalar_as_double(const Tensor& t) {
 }
 
 }  // namespace ortlite
-

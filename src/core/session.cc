@@ -32,20 +32,20 @@ const std::string& norm_domain(const std::string& d) {
 struct PlannedNode {
   const Node* node = nullptr;
   std::unique_ptr<Kernel> kernel;
-  std::vector<int> inputs;   // value slots; -1 for an omitted optional input
-  std::vector<int> outputs;  // value slots; -1 for an omitted optional output
+  std::vector<int> inputs;         // value slots; -1 for an omitted optional input
+  std::vector<int> outputs;        // value slots; -1 for an omitted optional output
   std::vector<int> release_after;  // slots whose last use is this step
 };
 
 struct Session::Impl {
   std::vector<std::string> value_names;
   std::unordered_map<std::string, int> slot_of;
-  std::vector<PlannedNode> steps;              // topological order
-  std::vector<int> producer_step;              // per slot: producing step or -1
+  std::vector<PlannedNode> steps;                 // topological order
+  std::vector<int> producer_step;                 // per slot: producing step or -1
   std::vector<std::pair<int, Tensor>> constants;  // initializer slots and their tensors
   std::unordered_map<std::string, const ValueInfo*> feedable;  // inputs + overridable
-  std::vector<int> output_slots;               // graph outputs in order
-  std::unordered_set<int> pinned;              // slots never released (graph outputs)
+  std::vector<int> output_slots;                               // graph outputs in order
+  std::unordered_set<int> pinned;  // slots never released (graph outputs)
 };
 
 Session::~Session() = default;
@@ -110,7 +110,8 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
   }
   for (const ValueInfo& vi : g.inputs) {
     if (vi.name.empty()) ORTLITE_THROW(kInvalidGraph, "a graph input has no name");
-    if (im.slot_of.count(vi.name)) ORTLITE_THROW(kInvalidGraph, "duplicate graph input '", vi.name, "'");
+    if (im.slot_of.count(vi.name))
+      ORTLITE_THROW(kInvalidGraph, "duplicate graph input '", vi.name, "'");
     new_slot(vi.name);
     if (init_names.count(vi.name)) {
       s->overridable_.push_back(vi);
@@ -213,7 +214,8 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
     if (!overridable) known.emplace(init.first, &init.second);
   }
   for (const Node& node : g.nodes) {
-    if (node.op_type == "Constant" && norm_domain(node.domain).empty() && node.outputs.size() == 1) {
+    if (node.op_type == "Constant" && norm_domain(node.domain).empty() &&
+        node.outputs.size() == 1) {
       const Attribute* a = node.find_attr("value");
       if (a && a->type == AttrType::kTensor) known.emplace(node.outputs[0], &a->t);
     }
@@ -275,8 +277,8 @@ void Session::check_feeds(const std::vector<std::pair<std::string, Tensor>>& fee
     if (it == impl_->feedable.end()) {
       std::vector<std::string> names;
       for (const ValueInfo& vi : inputs_) names.push_back(vi.name);
-      ORTLITE_THROW(kInvalidArgument, "Invalid input name: ", name, " (the model's inputs: ",
-                    join(names), ")");
+      ORTLITE_THROW(kInvalidArgument, "Invalid input name: ", name,
+                    " (the model's inputs: ", join(names), ")");
     }
     const TypeInfo& type = it->second->type;
     if (type.kind != TypeInfo::Kind::kTensor && type.kind != TypeInfo::Kind::kUnknown) {
@@ -323,8 +325,8 @@ void Session::check_output_names(const std::vector<std::string>& output_names) c
     if (!found) {
       std::vector<std::string> names;
       for (const ValueInfo& vi : outputs_) names.push_back(vi.name);
-      ORTLITE_THROW(kInvalidArgument, "Invalid output name: ", name, " (the model's outputs: ",
-                    join(names), ")");
+      ORTLITE_THROW(kInvalidArgument, "Invalid output name: ", name,
+                    " (the model's outputs: ", join(names), ")");
     }
   }
 }
@@ -385,8 +387,10 @@ std::vector<Tensor> Session::run(const std::vector<std::pair<std::string, Tensor
     if (!needed[step]) continue;
     const PlannedNode& pn = im.steps[step];
     if (run_config && run_config->terminate.load(std::memory_order_relaxed)) {
-      ORTLITE_THROW(kFail, "Exiting due to terminate flag being set to true: the run was "
-                           "terminated before ", pn.node->label());
+      ORTLITE_THROW(kFail,
+                    "Exiting due to terminate flag being set to true: the run was "
+                    "terminated before ",
+                    pn.node->label());
     }
     std::vector<const Tensor*> inputs;
     inputs.reserve(pn.inputs.size());

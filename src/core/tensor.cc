@@ -9,7 +9,8 @@ namespace ortlite {
 int64_t shape_size(const Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
-    if (d < 0) ORTLITE_THROW(kInvalidArgument, "negative dimension in shape ", shape_to_string(shape));
+    if (d < 0)
+      ORTLITE_THROW(kInvalidArgument, "negative dimension in shape ", shape_to_string(shape));
     if (d != 0 && n > std::numeric_limits<int64_t>::max() / d)
       ORTLITE_THROW(kInvalidArgument, "shape ", shape_to_string(shape), " has too many elements");
     n *= d;
@@ -30,7 +31,8 @@ Tensor::Tensor(DataType dtype, Shape shape, BufferPtr buffer, size_t byte_offset
   numel_ = shape_size(shape_);
   if (buffer_) {
     const size_t elem = dtype_size(dtype_);
-    if (elem == 0) ORTLITE_THROW(kNotImplemented, "element type ", dtype_name(dtype_), " is not supported");
+    if (elem == 0)
+      ORTLITE_THROW(kNotImplemented, "element type ", dtype_name(dtype_), " is not supported");
     if (static_cast<uint64_t>(numel_) > (std::numeric_limits<size_t>::max() - offset_) / elem ||
         offset_ + static_cast<size_t>(numel_) * elem > buffer_->size())
       ORTLITE_THROW(kFail, "tensor of shape ", shape_to_string(shape_), " does not fit its buffer");
@@ -40,7 +42,8 @@ Tensor::Tensor(DataType dtype, Shape shape, BufferPtr buffer, size_t byte_offset
 Tensor Tensor::empty(DataType dtype, const Shape& shape) {
   const int64_t n = shape_size(shape);
   const size_t elem = dtype_size(dtype);
-  if (elem == 0) ORTLITE_THROW(kNotImplemented, "element type ", dtype_name(dtype), " is not supported");
+  if (elem == 0)
+    ORTLITE_THROW(kNotImplemented, "element type ", dtype_name(dtype), " is not supported");
   if (static_cast<uint64_t>(n) > std::numeric_limits<size_t>::max() / elem)
     ORTLITE_THROW(kInvalidArgument, "tensor of shape ", shape_to_string(shape), " is too large");
   if (dtype == DataType::kString) {

@@ -99,7 +99,10 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     std::lock_guard<std::mutex> lock(mu_);
     for (int64_t i = 0; i < helpers; ++i) queue_.push_back([job] { job->work(); });
   }
-  if (helpers == 1) cv_.notify_one(); else cv_.notify_all();
+  if (helpers == 1)
+    cv_.notify_one();
+  else
+    cv_.notify_all();
   job->work();
   {
     std::unique_lock<std::mutex> lock(job->mu);

@@ -19,12 +19,12 @@ void register_normalization(KernelRegistry& r);
 void register_softmax(KernelRegistry& r);
 void register_dropout(KernelRegistry& r);
 void register_loss_conf(KernelRegistry& r);  // loss_conf.cc: NLL, SCE, RMSNorm, LpNorm, Hardmax
-void register_attention_conf(KernelRegistry& r);  // attention_conf.cc: Attention
-void register_resize_conf(KernelRegistry& r);     // resize_conf.cc: Resize
+void register_attention_conf(KernelRegistry& r);   // attention_conf.cc: Attention
+void register_resize_conf(KernelRegistry& r);      // resize_conf.cc: Resize
 void register_gridsample_conf(KernelRegistry& r);  // gridsample_conf.cc: GridSample
 void register_norm_pool_conf(KernelRegistry& r);   // norm_pool_conf.cc: GroupNorm LRN MVN LpPool
 void register_conv_transpose_conf(KernelRegistry& r);  // conv_transpose_conf.cc
-void register_detection_conf(KernelRegistry& r);  // detection_conf.cc: NonMaxSuppression
+void register_detection_conf(KernelRegistry& r);       // detection_conf.cc: NonMaxSuppression
 
 // ---- element conversion (float16 / bfloat16 compute through float) ----------------------
 
