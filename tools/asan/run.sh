@@ -51,9 +51,10 @@ rm -f "$LOGS"/*
 
 args=("$@")
 [ ${#args[@]} -eq 0 ] && args=(tests)
-# RSS growth is not meaningful under ASan (quarantine, shadow memory): that one test is
-# left to the plain `make test`.
+# Memory-growth bounds are not meaningful under ASan (freed blocks wait in its quarantine,
+# shadow memory): those tests are left to the plain `make test`.
 args+=(--deselect tests/test_ownership.py::test_rss_does_not_grow_over_100k_runs)
+args+=(--deselect tests/test_graph.py::test_long_chain_releases_intermediates)
 set +e
 PYTHONPATH="$ROOT/tools/asan${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m pytest -q -p no:cacheprovider -p child_env "${args[@]}"
 rc=$?
