@@ -60,6 +60,13 @@ template <typename Op, typename = void>
 struct HasFast : std::false_type {};
 template <typename Op>
 struct HasFast<Op, std::void_t<decltype(Op::kFast)>> : std::true_type {};
+// Op::kFast named through the element type T, so that the name stays dependent inside the
+// kernels' generic lambdas and is only looked up when the fast branch is taken (clang
+// checks non-dependent names even in a discarded `if constexpr` branch).
+template <typename Op, typename T>
+struct FastOf {
+  static constexpr auto value = Op::kFast;
+};
 
 // Unary kernel: y = Op(x), same shape, output type = input type. Op is constructed from
 // the KernelInfo (attributes), has `static constexpr double kCost` and a
@@ -76,7 +83,7 @@ class UnaryKernel : public Kernel {
     ew::dispatch<Types>(x.dtype(), ctx, ctx.node().op_type.c_str(), [&](auto tag) {
       using T = decltype(tag);
       if constexpr (HasFast<Op>::value && (std::is_same_v<T, float> || ew::is_half_v<T>)) {
-        run_fast_unary(ctx.thread_pool(), Op::kFast, x.data<T>(), y.data<T>(), x.numel(),
+        run_fast_unary(ctx.thread_pool(), FastOf<Op, T>::value, x.data<T>(), y.data<T>(), x.numel(),
                        Op::kCost);
       } else {
         ew::run_unary(ctx.thread_pool(), x.data<T>(), y.data<T>(), x.numel(), Op::kCost, op_);
