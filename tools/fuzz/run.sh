@@ -10,8 +10,12 @@ SECONDS_TO_RUN=${1:-60}
 shift || true
 OUT=build/fuzz
 mkdir -p "$OUT/corpus" "$OUT/artifacts"
+# Past findings (tests/data/fuzz) seed the run too; git keeps no empty folder, so the
+# folder is only passed when it exists.
+SEED_DIRS=("$OUT/seeds")
+[ -d tests/data/fuzz ] && SEED_DIRS+=(tests/data/fuzz)
 # Triage aid: re-running one input is `build/fuzz/fuzz_model FILE`.
-exec "$OUT/fuzz_model" "$OUT/corpus" "$OUT/seeds" tests/data/fuzz \
+exec "$OUT/fuzz_model" "$OUT/corpus" "${SEED_DIRS[@]}" \
   -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
   -max_total_time="$SECONDS_TO_RUN" \
   -max_len=65536 -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 \
