@@ -225,16 +225,9 @@ void session_options_dealloc(PyObject* self) {
 PyObject* add_session_config_entry(PyObject* self, PyObject* args, PyObject* kwds) {
   ModuleState* st = state_of(self);
   if (!st) return nullptr;
-  static const char* kwlist[] = {"config_key", "config_value", nullptr};
-  PyObject* key = nullptr;
-  PyObject* value = nullptr;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO:add_session_config_entry",
-                                   const_cast<char**>(kwlist), &key, &value))
-    return nullptr;
+  std::string k, v;
+  if (!parse_config_args(args, kwds, "OO:add_session_config_entry", &k, &v)) return nullptr;
   try {
-    std::string k, v;
-    if (!str_to_utf8(key, "config_key", &k) || !str_to_utf8(value, "config_value", &v))
-      return nullptr;
     data_of(self).config_entries[k] = v;
     Py_RETURN_NONE;
   }
@@ -244,19 +237,14 @@ PyObject* add_session_config_entry(PyObject* self, PyObject* args, PyObject* kwd
 PyObject* get_session_config_entry(PyObject* self, PyObject* args, PyObject* kwds) {
   ModuleState* st = state_of(self);
   if (!st) return nullptr;
-  static const char* kwlist[] = {"config_key", nullptr};
-  PyObject* key = nullptr;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:get_session_config_entry",
-                                   const_cast<char**>(kwlist), &key))
-    return nullptr;
+  std::string k;
+  if (!parse_config_args(args, kwds, "O:get_session_config_entry", &k, nullptr)) return nullptr;
   try {
-    std::string k;
-    if (!str_to_utf8(key, "config_key", &k)) return nullptr;
-    const auto& entries = data_of(self).config_entries;
-    auto it = entries.find(k);
-    if (it == entries.end())
+    bool missing = false;
+    PyObject* value = config_entry_str(data_of(self).config_entries, k, &missing);
+    if (missing)
       ORTLITE_THROW(kInvalidArgument, "SessionOptions does not have configuration with key: ", k);
-    return str_from_utf8(it->second);
+    return value;
   }
   ORTLITE_PY_CATCH(st, nullptr)
 }

@@ -4,6 +4,7 @@
 
 #include <Python.h>
 
+#include <map>
 #include <string>
 #include <utility>
 
@@ -72,6 +73,29 @@ inline bool str_to_utf8(PyObject* o, const char* what, std::string* out) {
 
 inline PyObject* str_from_utf8(const std::string& s) {
   return PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "surrogateescape");
+}
+
+// Arguments of add_*_config_entry(config_key, config_value) and, with value == nullptr,
+// get_*_config_entry(config_key): both str. False with a Python exception set. `format`
+// is "OO:name" or "O:name".
+inline bool parse_config_args(PyObject* args, PyObject* kwds, const char* format, std::string* key,
+                              std::string* value) {
+  static const char* add_kwlist[] = {"config_key", "config_value", nullptr};
+  static const char* get_kwlist[] = {"config_key", nullptr};
+  PyObject* k = nullptr;
+  PyObject* v = nullptr;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, format,
+                                   const_cast<char**>(value ? add_kwlist : get_kwlist), &k, &v))
+    return false;
+  return str_to_utf8(k, "config_key", key) && (!value || str_to_utf8(v, "config_value", value));
+}
+
+// entries[key] as a str, or NULL with `missing` set: the caller raises the typed error.
+inline PyObject* config_entry_str(const std::map<std::string, std::string>& entries,
+                                  const std::string& key, bool* missing) {
+  auto it = entries.find(key);
+  *missing = it == entries.end();
+  return *missing ? nullptr : str_from_utf8(it->second);
 }
 
 }  // namespace ortlite::py
