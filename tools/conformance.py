@@ -95,6 +95,32 @@ def _case_operator(name, model):
     return best or ops[-1]
 
 
+def _compare(got, ref, rtol, atol, what):
+    import numpy as np
+
+    if ref is None:
+        if got is not None:
+            raise AssertionError(f"{what}: {type(got).__name__}, expected None")
+        return
+    if isinstance(ref, list):
+        if not isinstance(got, list):
+            raise AssertionError(f"{what}: {type(got).__name__}, expected a list")
+        if len(got) != len(ref):
+            raise AssertionError(f"{what}: {len(got)} elements, expected {len(ref)}")
+        for j, (g, r) in enumerate(zip(got, ref)):
+            _compare(g, r, rtol, atol, f"{what}[{j}]")
+        return
+    got = np.asarray(got)
+    if got.shape != ref.shape:
+        raise AssertionError(f"{what}: shape {got.shape}, expected {ref.shape}")
+    if ref.dtype == object:
+        np.testing.assert_array_equal(got, ref)
+        return
+    if got.dtype != ref.dtype:
+        raise AssertionError(f"{what}: dtype {got.dtype}, expected {ref.dtype}")
+    np.testing.assert_allclose(got, ref, rtol=rtol, atol=atol, err_msg=what)
+
+
 def run_case(name, case_dir=None):
     """Runs one case in this process; returns a dict: case, op, status ('pass' / 'fail'),
     kind (why it failed: unsupported-input, load, run, mismatch), error."""
@@ -118,10 +144,22 @@ def run_case(name, case_dir=None):
         return res
 
     def load(path, type_proto):
+        """A tensor as an array, a sequence as a list of arrays, an optional as its
+        element or None: what onnxruntime's run() takes and returns."""
         which = type_proto.WhichOneof("value")
-        if which != "tensor_type":
-            raise TypeError(f"{which} value ({os.path.basename(path)})")
-        return numpy_helper.to_array(onnx.load_tensor(path))
+        with open(path, "rb") as f:
+            data = f.read()
+        if which == "tensor_type":
+            return numpy_helper.to_array(onnx.load_tensor_from_string(data))
+        if which == "sequence_type":
+            seq = onnx.SequenceProto()
+            seq.ParseFromString(data)
+            return numpy_helper.to_list(seq)
+        if which == "optional_type":
+            opt = onnx.OptionalProto()
+            opt.ParseFromString(data)
+            return numpy_helper.to_optional(opt)
+        raise TypeError(f"{which} value ({os.path.basename(path)})")
 
     try:
         sess = ortlite.InferenceSession(model_path, providers=["CPUExecutionProvider"])
@@ -152,16 +190,7 @@ def run_case(name, case_dir=None):
             if len(outputs) != len(expected):
                 raise AssertionError(f"{len(outputs)} outputs, expected {len(expected)}")
             for i, (got, ref) in enumerate(zip(outputs, expected)):
-                got = np.asarray(got)
-                if got.shape != ref.shape:
-                    raise AssertionError(f"output {i}: shape {got.shape}, expected {ref.shape}")
-                if ref.dtype == object:
-                    np.testing.assert_array_equal(got, ref)
-                    continue
-                if got.dtype != ref.dtype:
-                    raise AssertionError(f"output {i}: dtype {got.dtype}, expected {ref.dtype}")
-                np.testing.assert_allclose(got, ref, rtol=rtol, atol=atol,
-                                           err_msg=f"output {i}")
+                _compare(got, ref, rtol, atol, f"output {i}")
         except Exception as e:  # noqa: BLE001
             msg = " ".join(str(e).split())
             res.update(kind="mismatch", error=f"{type(e).__name__}: {msg[:300]}")
@@ -368,8 +397,8 @@ def render_doc(results, seconds, workers):
         "compared with its expected outputs as onnx's backend runner does: same shape,",
         f"same dtype, `np.testing.assert_allclose` with rtol={DEFAULT_RTOL:g}, "
         f"atol={DEFAULT_ATOL:g}",
-        "(or the case's data.json values). Cases with sequence or optional inputs/outputs",
-        "count as failures (ortlite has no sequence/optional types yet).",
+        "(or the case's data.json values). Sequence inputs and outputs are lists of arrays,",
+        "optional ones an array, a list or None, as with onnxruntime.",
         "",
         f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
         f"- ortlite {ortlite.__version__}, onnx {onnx.__version__}",
@@ -381,7 +410,7 @@ def render_doc(results, seconds, workers):
         "(load: the model does not load, mostly `NotImplemented` for a missing operator;",
         "opset: the operator exists but not at the model's opset (24 and newer);",
         "run: an error while running; mismatch: wrong values, shape or dtype;",
-        "unsupported-input: sequence/optional data; crash/timeout: the worker died or hung.)",
+        "unsupported-input: input data of a type ortlite cannot feed; crash/timeout: the worker died or hung.)",
         "",
         "## By operator",
         "",

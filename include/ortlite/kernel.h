@@ -14,22 +14,51 @@
 #include "ortlite/status.h"
 #include "ortlite/tensor.h"
 #include "ortlite/thread_pool.h"
+#include "ortlite/value.h"
 
 namespace ortlite {
+
+struct RunConfig;
+class KernelContext;
+
+// A graph-valued attribute (If branches, Loop and Scan bodies, SequenceMap's body), planned
+// once at load like the main graph. Values the body reads from enclosing graphs (outer
+// scope) reach it as implicit inputs of the node that owns it: the planner appends their
+// names to Node::inputs (Node::implicit_inputs counts them), so they stay alive and ordered
+// like any other input.
+class Subgraph {
+ public:
+  virtual ~Subgraph() = default;
+  // The body's formal inputs and outputs, in order.
+  virtual const std::vector<std::string>& input_names() const = 0;
+  virtual const std::vector<std::string>& output_names() const = 0;
+  // The declared type of output i (kind kUnknown when the body does not say).
+  virtual const TypeInfo& output_type(size_t i) const = 0;
+  // Runs the body. `inputs` are the formal inputs in order (a missing optional input is an
+  // undefined Value); outer-scope values come from `ctx`, the owning node's context.
+  // Errors name the body and the failing node inside it.
+  virtual std::vector<Value> run(std::vector<Value> inputs, const KernelContext& ctx) const = 0;
+};
 
 // What a kernel factory sees of its node at load time.
 class KernelInfo {
  public:
+  using SubgraphBuilder = std::function<std::shared_ptr<const Subgraph>(const Attribute&)>;
   KernelInfo(const Node& node, int64_t opset,
-             std::function<const Tensor*(const std::string&)> constant_lookup)
-      : node_(node), opset_(opset), constant_lookup_(std::move(constant_lookup)) {}
+             std::function<const Tensor*(const std::string&)> constant_lookup,
+             SubgraphBuilder subgraph_builder = nullptr)
+      : node_(node),
+        opset_(opset),
+        constant_lookup_(std::move(constant_lookup)),
+        subgraph_builder_(std::move(subgraph_builder)) {}
 
   const Node& node() const { return node_; }
   const std::string& op_type() const { return node_.op_type; }
   // The opset version of the node's domain in effect for this node.
   int64_t opset() const { return opset_; }
 
-  size_t num_inputs() const { return node_.inputs.size(); }
+  // Explicit inputs only (implicit outer-scope inputs of control-flow nodes excluded).
+  size_t num_inputs() const { return node_.inputs.size() - node_.implicit_inputs; }
   size_t num_outputs() const { return node_.outputs.size(); }
   bool has_input(size_t i) const { return i < node_.inputs.size() && !node_.inputs[i].empty(); }
   // The value of input i when it is a constant (a non-overridable initializer or a
@@ -50,6 +79,9 @@ class KernelInfo {
   std::vector<std::string> attr_strings(const char* name,
                                         std::vector<std::string> default_value = {}) const;
   const Tensor* attr_tensor(const char* name) const;  // nullptr when absent
+  // The planned body of graph attribute `name`; throws kInvalidGraph when it is absent or
+  // not a graph, or when the body does not plan (unknown op, cycle, ...).
+  std::shared_ptr<const Subgraph> subgraph(const char* name) const;
 
   // Throws Error(code) with the message prefixed by the node's label.
   [[noreturn]] void fail(StatusCode code, const std::string& message) const;
@@ -59,21 +91,35 @@ class KernelInfo {
   const Node& node_;
   int64_t opset_;
   std::function<const Tensor*(const std::string&)> constant_lookup_;
+  SubgraphBuilder subgraph_builder_;
 };
 
 // What a kernel sees at run time.
 class KernelContext {
  public:
-  KernelContext(const Node& node, std::vector<const Tensor*> inputs, size_t num_outputs,
-                ThreadPool* pool)
-      : node_(node), inputs_(std::move(inputs)), outputs_(num_outputs), pool_(pool) {}
+  KernelContext(const Node& node, std::vector<const Value*> inputs, size_t num_outputs,
+                ThreadPool* pool, const RunConfig* run_config = nullptr)
+      : node_(node),
+        inputs_(std::move(inputs)),
+        outputs_(num_outputs),
+        pool_(pool),
+        run_config_(run_config) {}
 
   const Node& node() const { return node_; }
-  size_t num_inputs() const { return inputs_.size(); }
-  // nullptr when the input was omitted ("" name) or i is past the node's inputs.
-  const Tensor* input(size_t i) const { return i < inputs_.size() ? inputs_[i] : nullptr; }
+  // Explicit inputs only; implicit (outer-scope) inputs follow them in input_value().
+  size_t num_inputs() const { return inputs_.size() - node_.implicit_inputs; }
+  // nullptr when the input was omitted ("" name), is an optional without a value, or i is
+  // past the node's inputs. Throws Error(kInvalidArgument) when the input is a sequence.
+  const Tensor* input(size_t i) const {
+    if (i >= inputs_.size() || !inputs_[i]) return nullptr;
+    if (inputs_[i]->is_tensor()) return &inputs_[i]->tensor();
+    return non_tensor_input(i);
+  }
   // Throws Error(kInvalidArgument) naming the node when the input is missing.
   const Tensor& required_input(size_t i) const;
+  // Any kind of value (sequence and optional ops); nullptr when omitted. Indices past
+  // num_inputs() are the implicit inputs.
+  const Value* input_value(size_t i) const { return i < inputs_.size() ? inputs_[i] : nullptr; }
 
   size_t num_outputs() const { return outputs_.size(); }
   // Allocates output i in a new owned buffer. The memory is NOT cleared (strings are
@@ -82,19 +128,24 @@ class KernelContext {
   // Makes output i an existing tensor (a view of an input: Reshape, Identity, ...). The
   // binding copies any output that is not a buffer this run allocated.
   void set_output(size_t i, Tensor t);
-  Tensor& output(size_t i) { return outputs_.at(i); }
-  std::vector<Tensor>& outputs() { return outputs_; }
+  // Any kind of value (sequence and optional ops, control flow).
+  void set_output_value(size_t i, Value v);
+  Tensor& output(size_t i) { return outputs_.at(i).tensor(); }
+  std::vector<Value>& outputs() { return outputs_; }
 
   ThreadPool* thread_pool() const { return pool_; }
+  const RunConfig* run_config() const { return run_config_; }
 
   // Throws Error(code) with the message prefixed by the node's label.
   [[noreturn]] void fail(StatusCode code, const std::string& message) const;
 
  private:
+  const Tensor* non_tensor_input(size_t i) const;
   const Node& node_;
-  std::vector<const Tensor*> inputs_;
-  std::vector<Tensor> outputs_;
+  std::vector<const Value*> inputs_;
+  std::vector<Value> outputs_;
   ThreadPool* pool_;
+  const RunConfig* run_config_;
 };
 
 class Kernel {
@@ -155,9 +206,11 @@ double tensor_scalar_as_double(const Tensor& t);
 
 // Registration entry points, one per op family (src/ops/<family>/...). Called once by
 // KernelRegistry::instance().
-void register_math_kernels(KernelRegistry& r);    // src/ops/math
-void register_nn_kernels(KernelRegistry& r);      // src/ops/nn
-void register_tensor_kernels(KernelRegistry& r);  // src/ops/tensor
-void register_reduce_kernels(KernelRegistry& r);  // src/ops/reduce
+void register_math_kernels(KernelRegistry& r);         // src/ops/math
+void register_nn_kernels(KernelRegistry& r);           // src/ops/nn
+void register_tensor_kernels(KernelRegistry& r);       // src/ops/tensor
+void register_reduce_kernels(KernelRegistry& r);       // src/ops/reduce
+void register_sequence_kernels(KernelRegistry& r);     // src/ops/sequence
+void register_controlflow_kernels(KernelRegistry& r);  // src/ops/controlflow
 
 }  // namespace ortlite

@@ -67,6 +67,9 @@ struct Node {
   // Set on nodes inlined from a model-local function whose opset imports differ from the
   // model's; the session then resolves this node's kernel with these versions.
   std::shared_ptr<const std::vector<OpsetImport>> opset_imports;
+  // The last `implicit_inputs` entries of `inputs` are outer-scope values read by this
+  // node's subgraphs, appended by the planner (not part of the ONNX node).
+  size_t implicit_inputs = 0;
 
   const Attribute* find_attr(const std::string& attr_name) const;
   // "Conv node 'conv1'" or "Conv node #3" style label for messages.

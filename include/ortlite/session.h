@@ -13,6 +13,7 @@
 #include "ortlite/model.h"
 #include "ortlite/tensor.h"
 #include "ortlite/thread_pool.h"
+#include "ortlite/value.h"
 
 namespace ortlite {
 
@@ -37,6 +38,9 @@ struct RunConfig {
   std::map<std::string, std::string> config_entries;
 };
 
+// Named input values of a run.
+using Feeds = std::vector<std::pair<std::string, Value>>;
+
 class Session {
  public:
   // Topologically sorts the graph (model-local functions inlined), checks it, creates
@@ -54,10 +58,11 @@ class Session {
   const SessionConfig& config() const { return config_; }
   ThreadPool* thread_pool() const { return pool_.get(); }
 
-  // Checks feeds against the declared inputs: an unknown name, a wrong element type or
-  // rank, a static dim mismatch give Error(kInvalidArgument) naming the input, what was
-  // expected and what was given. Missing inputs are not checked here (see missing_inputs).
-  void check_feeds(const std::vector<std::pair<std::string, Tensor>>& feeds) const;
+  // Checks feeds against the declared inputs: an unknown name, a wrong kind (tensor,
+  // sequence, optional), element type or rank, a static dim mismatch give Error(kInvalidArgument)
+  // naming the input, what was expected and what was given. Missing inputs are not checked here
+  // (see missing_inputs).
+  void check_feeds(const Feeds& feeds) const;
   // Names of required inputs absent from `feed_names`.
   std::vector<std::string> missing_inputs(const std::vector<std::string>& feed_names) const;
   // Throws Error(kInvalidArgument) for an unknown output name.
@@ -67,9 +72,8 @@ class Session {
   // returned tensors may share memory with feeds or initializers (see Buffer::kind): the
   // caller decides whether to copy. Throws Error(kRuntimeException / kFail / ...) naming
   // the failing node, or Error(kFail, "... terminated") when run_config->terminate is set.
-  std::vector<Tensor> run(const std::vector<std::pair<std::string, Tensor>>& feeds,
-                          const std::vector<std::string>& output_names,
-                          const RunConfig* run_config) const;
+  std::vector<Value> run(const Feeds& feeds, const std::vector<std::string>& output_names,
+                         const RunConfig* run_config) const;
 
   struct Impl;
 

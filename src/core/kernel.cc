@@ -74,6 +74,15 @@ const Tensor* KernelInfo::attr_tensor(const char* name) const {
   return a ? &a->t : nullptr;
 }
 
+std::shared_ptr<const Subgraph> KernelInfo::subgraph(const char* name) const {
+  const Attribute* a = typed_attr(name, AttrType::kGraph);
+  if (!a || !a->g)
+    fail(StatusCode::kInvalidGraph, std::string("graph attribute '") + name + "' is missing");
+  if (!subgraph_builder_)
+    fail(StatusCode::kInvalidGraph, std::string("subgraph '") + name + "' cannot be planned here");
+  return subgraph_builder_(*a);
+}
+
 void KernelInfo::fail(StatusCode code, const std::string& message) const {
   throw Error(code, node_.label() + ": " + message);
 }
@@ -100,7 +109,20 @@ Tensor& KernelContext::allocate_output(size_t i, DataType dtype, const Shape& sh
                       ? BufferPtr::adopt(Buffer::allocate_strings(static_cast<size_t>(n)))
                       : BufferPtr::adopt(Buffer::allocate(static_cast<size_t>(n) * elem));
   outputs_[i] = Tensor(dtype, shape, std::move(buf));
-  return outputs_[i];
+  return outputs_[i].tensor();
+}
+
+const Tensor* KernelContext::non_tensor_input(size_t i) const {
+  const Value* v = inputs_[i];
+  if (v->is_none()) return nullptr;
+  fail(StatusCode::kInvalidArgument, "input " + std::to_string(i) + " is a " + v->type_string() +
+                                         "; this operator takes a tensor there");
+}
+
+void KernelContext::set_output_value(size_t i, Value v) {
+  if (i >= outputs_.size())
+    fail(StatusCode::kFail, "output index " + std::to_string(i) + " out of range");
+  outputs_[i] = std::move(v);
 }
 
 void KernelContext::set_output(size_t i, Tensor t) {
@@ -132,6 +154,8 @@ const KernelRegistry& KernelRegistry::instance() {
     register_nn_kernels(r);
     register_tensor_kernels(r);
     register_reduce_kernels(r);
+    register_sequence_kernels(r);
+    register_controlflow_kernels(r);
     return r;
   }();
   return registry;

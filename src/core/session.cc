@@ -37,15 +37,26 @@ struct PlannedNode {
   std::vector<int> release_after;  // slots whose last use is this step
 };
 
-struct Session::Impl {
+// A planned graph: the main graph of a session, or a subgraph (If branch, Loop body, ...).
+struct GraphPlan {
   std::vector<std::string> value_names;
   std::unordered_map<std::string, int> slot_of;
   std::vector<PlannedNode> steps;                 // topological order
   std::vector<int> producer_step;                 // per slot: producing step or -1
   std::vector<std::pair<int, Tensor>> constants;  // initializer slots and their tensors
+  std::vector<int> output_slots;                  // graph outputs in order
+  std::unordered_set<int> pinned;                 // slots never released (graph outputs)
+
+  // Runs the steps that `fetch` needs. `values`/`have` hold the feeds and constants on
+  // entry; returns the fetched values in order.
+  std::vector<Value> execute(std::vector<Value>& values, const std::vector<char>& have,
+                             const std::vector<int>& fetch, ThreadPool* pool,
+                             const RunConfig* run_config) const;
+};
+
+struct Session::Impl {
+  GraphPlan plan;
   std::unordered_map<std::string, const ValueInfo*> feedable;  // inputs + overridable
-  std::vector<int> output_slots;                               // graph outputs in order
-  std::unordered_set<int> pinned;  // slots never released (graph outputs)
 };
 
 Session::~Session() = default;
@@ -68,63 +79,80 @@ int default_thread_count() {
   return static_cast<int>(std::clamp<unsigned>(hw == 0 ? 1 : hw, 1, 8));
 }
 
-}  // namespace
-
-std::shared_ptr<const Session> Session::create(Model model, const SessionConfig& config) {
-  std::shared_ptr<Session> s(new Session());
-  s->config_ = config;
-  s->model_ = std::move(model);
-  s->impl_ = std::make_unique<Impl>();
-  Model& m = s->model_;
-  Graph& g = m.graph;
-  Impl& im = *s->impl_;
-
-  inline_model_functions(m);
-
-  // Initializers added through SessionOptions replace those of the same name.
-  for (const auto& [name, tensor] : config.added_initializers) {
-    bool replaced = false;
-    for (auto& init : g.initializers) {
-      if (init.first == name) {
-        init.second = tensor;
-        replaced = true;
-      }
-    }
-    if (!replaced) g.initializers.emplace_back(name, tensor);
+template <typename F>
+void for_each_subgraph(const Node& node, F&& f) {
+  for (const Attribute& a : node.attributes) {
+    if (a.type == AttrType::kGraph && a.g) f(*a.g);
+    if (a.type == AttrType::kGraphs)
+      for (const auto& g : a.graphs)
+        if (g) f(*g);
   }
+}
 
+// Names that `g` (or a subgraph nested in it) reads but does not define: its outer-scope
+// references, in first-use order.
+std::vector<std::string> free_names(const Graph& g, int depth = 0) {
+  if (depth > 64) ORTLITE_THROW(kInvalidGraph, "subgraphs are nested more than 64 deep");
+  std::unordered_set<std::string> defined;
+  for (const ValueInfo& vi : g.inputs) defined.insert(vi.name);
+  for (const auto& init : g.initializers) defined.insert(init.first);
+  for (const Node& node : g.nodes)
+    for (const std::string& out : node.outputs) defined.insert(out);
+  std::vector<std::string> names;
+  std::unordered_set<std::string> seen;
+  auto use = [&](const std::string& n) {
+    if (!n.empty() && !defined.count(n) && seen.insert(n).second) names.push_back(n);
+  };
+  for (const Node& node : g.nodes) {
+    const size_t explicit_inputs = node.inputs.size() - node.implicit_inputs;
+    for (size_t i = 0; i < explicit_inputs; ++i) use(node.inputs[i]);
+    for_each_subgraph(node, [&](const Graph& sub) {
+      for (const std::string& n : free_names(sub, depth + 1)) use(n);
+    });
+  }
+  for (const ValueInfo& vi : g.outputs) use(vi.name);
+  return names;
+}
+
+std::string graph_label(const Graph& g) {
+  return g.name.empty() ? std::string("a subgraph") : "subgraph '" + g.name + "'";
+}
+
+KernelInfo::SubgraphBuilder subgraph_builder(const Model& model, const Node& owner);
+
+// Plans `g`: `input_names` are the slots given values before any node runs (the graph's
+// inputs; for a subgraph also its outer-scope names). Nodes with subgraphs get their
+// outer-scope references appended as implicit inputs.
+void plan_graph(GraphPlan& p, Graph& g, const Model& m, const std::vector<std::string>& input_names,
+                bool is_subgraph) {
   auto new_slot = [&](const std::string& name) {
-    const int slot = static_cast<int>(im.value_names.size());
-    im.value_names.push_back(name);
-    im.slot_of.emplace(name, slot);
-    im.producer_step.push_back(-1);
+    const int slot = static_cast<int>(p.value_names.size());
+    p.value_names.push_back(name);
+    p.slot_of.emplace(name, slot);
+    p.producer_step.push_back(-1);
     return slot;
   };
+  for (const std::string& name : input_names) {
+    if (name.empty()) ORTLITE_THROW(kInvalidGraph, "a graph input has no name");
+    if (p.slot_of.count(name)) ORTLITE_THROW(kInvalidGraph, "duplicate graph input '", name, "'");
+    new_slot(name);
+  }
+  for (const auto& init : g.initializers) {
+    auto it = p.slot_of.find(init.first);
+    const int slot = it == p.slot_of.end() ? new_slot(init.first) : it->second;
+    p.constants.emplace_back(slot, init.second);
+  }
 
-  // Graph inputs, then initializers. An initializer that is also an input is overridable.
-  std::unordered_set<std::string> init_names;
-  for (const auto& init : g.initializers) {
-    if (init.first.empty()) ORTLITE_THROW(kInvalidGraph, "an initializer has no name");
-    if (!init_names.insert(init.first).second)
-      ORTLITE_THROW(kInvalidGraph, "duplicate initializer name '", init.first, "'");
-  }
-  for (const ValueInfo& vi : g.inputs) {
-    if (vi.name.empty()) ORTLITE_THROW(kInvalidGraph, "a graph input has no name");
-    if (im.slot_of.count(vi.name))
-      ORTLITE_THROW(kInvalidGraph, "duplicate graph input '", vi.name, "'");
-    new_slot(vi.name);
-    if (init_names.count(vi.name)) {
-      s->overridable_.push_back(vi);
-    } else {
-      s->inputs_.push_back(vi);
-    }
-  }
-  for (const ValueInfo& vi : s->inputs_) im.feedable.emplace(vi.name, &vi);
-  for (const ValueInfo& vi : s->overridable_) im.feedable.emplace(vi.name, &vi);
-  for (const auto& init : g.initializers) {
-    auto it = im.slot_of.find(init.first);
-    const int slot = it == im.slot_of.end() ? new_slot(init.first) : it->second;
-    im.constants.emplace_back(slot, init.second);
+  // Outer-scope values read by subgraphs become implicit inputs of their node.
+  for (Node& node : g.nodes) {
+    if (node.implicit_inputs != 0) continue;
+    std::vector<std::string> outer;
+    for_each_subgraph(node, [&](const Graph& sub) {
+      for (const std::string& n : free_names(sub))
+        if (std::find(outer.begin(), outer.end(), n) == outer.end()) outer.push_back(n);
+    });
+    node.inputs.insert(node.inputs.end(), outer.begin(), outer.end());
+    node.implicit_inputs = outer.size();
   }
 
   // Node outputs: each value has exactly one producer.
@@ -137,7 +165,7 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
         out_slots[i].push_back(-1);
         continue;
       }
-      if (im.slot_of.count(out)) {
+      if (p.slot_of.count(out)) {
         ORTLITE_THROW(kInvalidGraph, node.label(), ": output '", out,
                       "' is already defined (duplicate output name)");
       }
@@ -145,7 +173,7 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
     }
   }
   // Which node produces each slot (by node index, before ordering).
-  std::vector<int> producer_node(im.value_names.size(), -1);
+  std::vector<int> producer_node(p.value_names.size(), -1);
   for (size_t i = 0; i < n_nodes; ++i)
     for (int slot : out_slots[i])
       if (slot >= 0) producer_node[slot] = static_cast<int>(i);
@@ -162,17 +190,18 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
         in_slots[i].push_back(-1);
         continue;
       }
-      auto it = im.slot_of.find(in);
-      if (it == im.slot_of.end()) {
+      auto it = p.slot_of.find(in);
+      if (it == p.slot_of.end()) {
         ORTLITE_THROW(kInvalidGraph, node.label(), ": input '", in,
-                      "' is not a graph input, an initializer or the output of any node");
+                      "' is not a graph input, an initializer or the output of any node",
+                      is_subgraph ? " (in " + graph_label(g) + ")" : std::string());
       }
       in_slots[i].push_back(it->second);
-      const int p = producer_node[it->second];
-      if (p >= 0) deps.insert(p);
+      const int pr = producer_node[it->second];
+      if (pr >= 0) deps.insert(pr);
     }
     pending[i] = static_cast<int>(deps.size());
-    for (int p : deps) consumers[p].push_back(static_cast<int>(i));
+    for (int pr : deps) consumers[pr].push_back(static_cast<int>(i));
   }
 
   // Kahn's algorithm, keeping file order among ready nodes.
@@ -197,21 +226,21 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
 
   // Graph outputs must exist.
   for (const ValueInfo& vi : g.outputs) {
-    auto it = im.slot_of.find(vi.name);
-    if (vi.name.empty() || it == im.slot_of.end())
-      ORTLITE_THROW(kInvalidGraph, "graph output '", vi.name, "' is not produced by any node");
-    im.output_slots.push_back(it->second);
-    im.pinned.insert(it->second);
-    s->outputs_.push_back(vi);
+    auto it = p.slot_of.find(vi.name);
+    if (vi.name.empty() || it == p.slot_of.end()) {
+      ORTLITE_THROW(kInvalidGraph, "graph output '", vi.name, "' is not produced by any node",
+                    is_subgraph ? " (in " + graph_label(g) + ")" : std::string());
+    }
+    p.output_slots.push_back(it->second);
+    p.pinned.insert(it->second);
   }
 
-  // Values known at load, for kernels that pre-pack weights: non-overridable initializers
-  // and the value of Constant nodes.
+  // Values known at load, for kernels that pre-pack weights: initializers that no feed
+  // can replace and the value of Constant nodes.
   std::unordered_map<std::string, const Tensor*> known;
   for (const auto& init : g.initializers) {
-    bool overridable = false;
-    for (const ValueInfo& vi : s->overridable_) overridable |= vi.name == init.first;
-    if (!overridable) known.emplace(init.first, &init.second);
+    if (std::find(input_names.begin(), input_names.end(), init.first) == input_names.end())
+      known.emplace(init.first, &init.second);
   }
   for (const Node& node : g.nodes) {
     if (node.op_type == "Constant" && norm_domain(node.domain).empty() &&
@@ -227,7 +256,7 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
 
   // Kernels, in order.
   const KernelRegistry& registry = KernelRegistry::instance();
-  std::vector<int> last_use(im.value_names.size(), -1);
+  std::vector<int> last_use(p.value_names.size(), -1);
   for (size_t step = 0; step < order.size(); ++step) {
     const int i = order[step];
     const Node& node = g.nodes[i];
@@ -247,23 +276,217 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
     }
     PlannedNode pn;
     pn.node = &node;
-    KernelInfo info(node, opset, lookup);
+    KernelInfo info(node, opset, lookup, subgraph_builder(m, node));
     pn.kernel = (*factory)(info);
     pn.inputs = in_slots[i];
     pn.outputs = out_slots[i];
     for (int slot : pn.outputs)
-      if (slot >= 0) im.producer_step[slot] = static_cast<int>(step);
+      if (slot >= 0) p.producer_step[slot] = static_cast<int>(step);
     for (int slot : pn.inputs)
       if (slot >= 0) last_use[slot] = static_cast<int>(step);
-    im.steps.push_back(std::move(pn));
+    p.steps.push_back(std::move(pn));
   }
   // Release values after their last use; an unused output is released right away.
   for (size_t slot = 0; slot < last_use.size(); ++slot) {
-    if (im.pinned.count(static_cast<int>(slot))) continue;
+    if (p.pinned.count(static_cast<int>(slot))) continue;
     int step = last_use[slot];
-    if (step < 0) step = im.producer_step[slot];
-    if (step >= 0) im.steps[step].release_after.push_back(static_cast<int>(slot));
+    if (step < 0) step = p.producer_step[slot];
+    if (step >= 0) p.steps[step].release_after.push_back(static_cast<int>(slot));
   }
+}
+
+// A planned subgraph attribute. Its outer-scope names are read from the owning node's
+// implicit inputs.
+class PlannedSubgraph final : public Subgraph {
+ public:
+  PlannedSubgraph(const Model& m, Graph& g, const Node& owner) : graph_(g) {
+    for (const ValueInfo& vi : g.inputs) inputs_.push_back(vi.name);
+    for (const ValueInfo& vi : g.outputs) outputs_.push_back(vi.name);
+    std::vector<std::string> slots = inputs_;
+    const size_t first_implicit = owner.inputs.size() - owner.implicit_inputs;
+    for (const std::string& n : free_names(g)) {
+      size_t idx = owner.inputs.size();
+      for (size_t i = first_implicit; i < owner.inputs.size(); ++i)
+        if (owner.inputs[i] == n) idx = i;
+      if (idx == owner.inputs.size()) {
+        ORTLITE_THROW(kInvalidGraph, owner.label(), ": ", graph_label(g), " reads '", n,
+                      "', which the enclosing graph does not define");
+      }
+      if (std::find(slots.begin(), slots.end(), n) != slots.end()) continue;
+      slots.push_back(n);
+      outer_.emplace_back(n, idx);
+    }
+    plan_graph(plan_, g, m, slots, true);
+  }
+
+  const std::vector<std::string>& input_names() const override { return inputs_; }
+  const std::vector<std::string>& output_names() const override { return outputs_; }
+  const TypeInfo& output_type(size_t i) const override { return graph_.outputs.at(i).type; }
+
+  std::vector<Value> run(std::vector<Value> inputs, const KernelContext& ctx) const override {
+    if (inputs.size() != inputs_.size()) {
+      ORTLITE_THROW(kInvalidArgument, graph_label(graph_), " takes ", inputs_.size(),
+                    " inputs, got ", inputs.size());
+    }
+    std::vector<Value> values(plan_.value_names.size());
+    std::vector<char> have(values.size(), 0);
+    for (const auto& [slot, t] : plan_.constants) {
+      values[slot] = t;
+      have[slot] = 1;
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i].defined()) continue;
+      values[i] = std::move(inputs[i]);
+      have[i] = 1;
+    }
+    for (size_t k = 0; k < outer_.size(); ++k) {
+      const Value* v = ctx.input_value(outer_[k].second);
+      const size_t slot = inputs_.size() + k;
+      if (v && v->defined()) {
+        values[slot] = *v;
+        have[slot] = 1;
+      }
+    }
+    return plan_.execute(values, have, plan_.output_slots, ctx.thread_pool(), ctx.run_config());
+  }
+
+ private:
+  Graph& graph_;
+  std::vector<std::string> inputs_, outputs_;
+  std::vector<std::pair<std::string, size_t>> outer_;  // name, index in the owner's inputs
+  GraphPlan plan_;
+};
+
+KernelInfo::SubgraphBuilder subgraph_builder(const Model& model, const Node& owner) {
+  bool has_graph = false;
+  for_each_subgraph(owner, [&](const Graph&) { has_graph = true; });
+  if (!has_graph) return nullptr;
+  const Model* m = &model;
+  const Node* node = &owner;
+  return [m, node](const Attribute& a) -> std::shared_ptr<const Subgraph> {
+    return std::make_shared<PlannedSubgraph>(*m, *a.g, *node);
+  };
+}
+
+}  // namespace
+
+std::vector<Value> GraphPlan::execute(std::vector<Value>& values, const std::vector<char>& have,
+                                      const std::vector<int>& fetch, ThreadPool* pool,
+                                      const RunConfig* run_config) const {
+  std::vector<char> needed(steps.size(), 0);
+  {
+    std::vector<int> stack;
+    std::vector<char> seen(value_names.size(), 0);
+    for (int slot : fetch) stack.push_back(slot);
+    while (!stack.empty()) {
+      const int slot = stack.back();
+      stack.pop_back();
+      if (seen[slot]) continue;
+      seen[slot] = 1;
+      if (have[slot]) continue;  // fed or constant
+      const int step = producer_step[slot];
+      if (step < 0 || needed[step]) continue;
+      needed[step] = 1;
+      for (int in : steps[step].inputs)
+        if (in >= 0) stack.push_back(in);
+    }
+  }
+  std::vector<char> fetched(value_names.size(), 0);
+  for (int slot : fetch) fetched[slot] = 1;
+
+  for (size_t step = 0; step < steps.size(); ++step) {
+    if (!needed[step]) continue;
+    const PlannedNode& pn = steps[step];
+    if (run_config && run_config->terminate.load(std::memory_order_relaxed)) {
+      ORTLITE_THROW(kFail,
+                    "Exiting due to terminate flag being set to true: the run was "
+                    "terminated before ",
+                    pn.node->label());
+    }
+    std::vector<const Value*> inputs;
+    inputs.reserve(pn.inputs.size());
+    for (int slot : pn.inputs) inputs.push_back(slot >= 0 ? &values[slot] : nullptr);
+    KernelContext ctx(*pn.node, std::move(inputs), pn.outputs.size(), pool, run_config);
+    try {
+      pn.kernel->compute(ctx);
+    } catch (const Error& e) {
+      const std::string label = pn.node->label();
+      if (std::string(e.what()).rfind(label, 0) == 0) throw;
+      throw Error(e.code(), label + ": " + e.what());
+    } catch (const std::bad_alloc&) {
+      ORTLITE_THROW(kFail, pn.node->label(), ": out of memory");
+    } catch (const std::exception& e) {
+      ORTLITE_THROW(kRuntimeException, pn.node->label(), ": ", e.what());
+    }
+    for (size_t o = 0; o < pn.outputs.size(); ++o) {
+      const int slot = pn.outputs[o];
+      if (slot < 0) continue;
+      Value& v = ctx.outputs()[o];
+      if (!v.defined()) {
+        ORTLITE_THROW(kFail, pn.node->label(), ": the kernel did not produce output '",
+                      value_names[slot], "'");
+      }
+      values[slot] = std::move(v);
+    }
+    for (int slot : pn.release_after)
+      if (!fetched[slot]) values[slot] = Value();
+  }
+
+  std::vector<Value> results;
+  results.reserve(fetch.size());
+  for (int slot : fetch) {
+    if (!values[slot].defined()) {
+      ORTLITE_THROW(kInvalidArgument, "output '", value_names[slot],
+                    "' has no value (an omitted optional graph input?)");
+    }
+    results.push_back(values[slot]);
+  }
+  return results;
+}
+
+std::shared_ptr<const Session> Session::create(Model model, const SessionConfig& config) {
+  std::shared_ptr<Session> s(new Session());
+  s->config_ = config;
+  s->model_ = std::move(model);
+  s->impl_ = std::make_unique<Impl>();
+  Model& m = s->model_;
+  Graph& g = m.graph;
+  Impl& im = *s->impl_;
+
+  inline_model_functions(m);
+
+  // Initializers added through SessionOptions replace those of the same name.
+  for (const auto& [name, tensor] : config.added_initializers) {
+    bool replaced = false;
+    for (auto& init : g.initializers) {
+      if (init.first == name) {
+        init.second = tensor;
+        replaced = true;
+      }
+    }
+    if (!replaced) g.initializers.emplace_back(name, tensor);
+  }
+
+  // Graph inputs, then initializers. An initializer that is also an input is overridable.
+  std::unordered_set<std::string> init_names;
+  for (const auto& init : g.initializers) {
+    if (init.first.empty()) ORTLITE_THROW(kInvalidGraph, "an initializer has no name");
+    if (!init_names.insert(init.first).second)
+      ORTLITE_THROW(kInvalidGraph, "duplicate initializer name '", init.first, "'");
+  }
+  std::vector<std::string> input_names;
+  for (const ValueInfo& vi : g.inputs) {
+    input_names.push_back(vi.name);
+    if (init_names.count(vi.name)) {
+      s->overridable_.push_back(vi);
+    } else {
+      s->inputs_.push_back(vi);
+    }
+  }
+  plan_graph(im.plan, g, m, input_names, false);
+  for (const ValueInfo& vi : s->inputs_) im.feedable.emplace(vi.name, &vi);
+  for (const ValueInfo& vi : s->overridable_) im.feedable.emplace(vi.name, &vi);
+  for (const ValueInfo& vi : g.outputs) s->outputs_.push_back(vi);
 
   const int threads =
       config.intra_op_num_threads > 0 ? config.intra_op_num_threads : default_thread_count();
@@ -271,8 +494,73 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
   return s;
 }
 
-void Session::check_feeds(const std::vector<std::pair<std::string, Tensor>>& feeds) const {
-  for (const auto& [name, t] : feeds) {
+namespace {
+
+void check_tensor_feed(const std::string& name, const TypeInfo& type, const Tensor& t) {
+  if (type.elem_type != DataType::kUndefined && type.elem_type != t.dtype()) {
+    ORTLITE_THROW(kInvalidArgument, "Unexpected input data type for input '", name,
+                  "'. Actual: (tensor(", dtype_name(t.dtype()), ")) , expected: (tensor(",
+                  dtype_name(type.elem_type), "))");
+  }
+  if (!type.has_shape) return;
+  if (type.dims.size() != t.rank()) {
+    ORTLITE_THROW(kInvalidArgument, "Invalid rank for input: ", name, " Got: ", t.rank(),
+                  " Expected: ", type.dims.size(),
+                  " Please fix either the inputs/outputs or the model.");
+  }
+  std::ostringstream bad;
+  for (size_t d = 0; d < type.dims.size(); ++d) {
+    if (type.dims[d].has_value && type.dims[d].value != t.dim(d))
+      bad << " index: " << d << " Got: " << t.dim(d) << " Expected: " << type.dims[d].value;
+  }
+  if (!bad.str().empty()) {
+    ORTLITE_THROW(kInvalidArgument, "Got invalid dimensions for input: ", name,
+                  " for the following indices", bad.str(),
+                  " Please fix either the inputs/outputs or the model.");
+  }
+}
+
+void check_value_feed(const std::string& name, const TypeInfo& type, const Value& v) {
+  using K = TypeInfo::Kind;
+  switch (type.kind) {
+    case K::kUnknown:
+      return;
+    case K::kOptional:
+      if (v.is_none() || !type.elem) return;
+      check_value_feed(name, *type.elem, v);
+      return;
+    case K::kSequence:
+      if (!v.is_sequence()) {
+        ORTLITE_THROW(kInvalidArgument, "input '", name, "' is a ", type.to_string(),
+                      ": feed a list of arrays, not a ", v.type_string());
+      }
+      if (type.elem) {
+        for (const Tensor& t : v.items()) {
+          if (type.elem->kind == K::kTensor && type.elem->elem_type != DataType::kUndefined &&
+              type.elem->elem_type != t.dtype()) {
+            ORTLITE_THROW(kInvalidArgument, "input '", name, "' is a ", type.to_string(),
+                          " but an element has type tensor(", dtype_name(t.dtype()), ")");
+          }
+        }
+      }
+      return;
+    case K::kTensor:
+      if (!v.is_tensor()) {
+        ORTLITE_THROW(kInvalidArgument, "input '", name, "' is a ", type.to_string(), ", not a ",
+                      v.type_string());
+      }
+      check_tensor_feed(name, type, v.tensor());
+      return;
+    default:
+      ORTLITE_THROW(kNotImplemented, "input '", name, "' has type ", type.to_string(),
+                    ", which is not supported yet");
+  }
+}
+
+}  // namespace
+
+void Session::check_feeds(const Feeds& feeds) const {
+  for (const auto& [name, v] : feeds) {
     auto it = impl_->feedable.find(name);
     if (it == impl_->feedable.end()) {
       std::vector<std::string> names;
@@ -280,32 +568,7 @@ void Session::check_feeds(const std::vector<std::pair<std::string, Tensor>>& fee
       ORTLITE_THROW(kInvalidArgument, "Invalid input name: ", name,
                     " (the model's inputs: ", join(names), ")");
     }
-    const TypeInfo& type = it->second->type;
-    if (type.kind != TypeInfo::Kind::kTensor && type.kind != TypeInfo::Kind::kUnknown) {
-      ORTLITE_THROW(kNotImplemented, "input '", name, "' has type ", type.to_string(),
-                    ", which is not supported yet");
-    }
-    if (type.elem_type != DataType::kUndefined && type.elem_type != t.dtype()) {
-      ORTLITE_THROW(kInvalidArgument, "Unexpected input data type for input '", name,
-                    "'. Actual: (tensor(", dtype_name(t.dtype()), ")) , expected: (tensor(",
-                    dtype_name(type.elem_type), "))");
-    }
-    if (!type.has_shape) continue;
-    if (type.dims.size() != t.rank()) {
-      ORTLITE_THROW(kInvalidArgument, "Invalid rank for input: ", name, " Got: ", t.rank(),
-                    " Expected: ", type.dims.size(),
-                    " Please fix either the inputs/outputs or the model.");
-    }
-    std::ostringstream bad;
-    for (size_t d = 0; d < type.dims.size(); ++d) {
-      if (type.dims[d].has_value && type.dims[d].value != t.dim(d))
-        bad << " index: " << d << " Got: " << t.dim(d) << " Expected: " << type.dims[d].value;
-    }
-    if (!bad.str().empty()) {
-      ORTLITE_THROW(kInvalidArgument, "Got invalid dimensions for input: ", name,
-                    " for the following indices", bad.str(),
-                    " Please fix either the inputs/outputs or the model.");
-    }
+    check_value_feed(name, it->second->type, v);
   }
 }
 
@@ -331,100 +594,36 @@ void Session::check_output_names(const std::vector<std::string>& output_names) c
   }
 }
 
-std::vector<Tensor> Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds,
-                                 const std::vector<std::string>& output_names,
-                                 const RunConfig* run_config) const {
-  const Impl& im = *impl_;
-  std::vector<Tensor> values(im.value_names.size());
-  std::vector<char> have(im.value_names.size(), 0);
-  for (const auto& [slot, t] : im.constants) {
+std::vector<Value> Session::run(const Feeds& feeds, const std::vector<std::string>& output_names,
+                                const RunConfig* run_config) const {
+  const GraphPlan& p = impl_->plan;
+  std::vector<Value> values(p.value_names.size());
+  std::vector<char> have(p.value_names.size(), 0);
+  for (const auto& [slot, t] : p.constants) {
     values[slot] = t;
     have[slot] = 1;
   }
-  for (const auto& [name, t] : feeds) {
-    auto it = im.slot_of.find(name);
-    if (it == im.slot_of.end() || !im.feedable.count(name))
+  for (const auto& [name, v] : feeds) {
+    auto it = p.slot_of.find(name);
+    if (it == p.slot_of.end() || !impl_->feedable.count(name))
       ORTLITE_THROW(kInvalidArgument, "Invalid input name: ", name);
-    values[it->second] = t;
+    values[it->second] = v;
     have[it->second] = 1;
   }
   for (const ValueInfo& vi : inputs_) {
-    if (!have[im.slot_of.at(vi.name)])
+    if (!have[p.slot_of.at(vi.name)])
       ORTLITE_THROW(kInvalidArgument, "required input '", vi.name, "' is missing");
   }
 
   // Requested outputs; only the steps they depend on run.
   std::vector<int> fetch;
   if (output_names.empty()) {
-    fetch = im.output_slots;
+    fetch = p.output_slots;
   } else {
     check_output_names(output_names);
-    for (const std::string& n : output_names) fetch.push_back(im.slot_of.at(n));
+    for (const std::string& n : output_names) fetch.push_back(p.slot_of.at(n));
   }
-  std::vector<char> needed(im.steps.size(), 0);
-  {
-    std::vector<int> stack;
-    std::vector<char> seen(im.value_names.size(), 0);
-    for (int slot : fetch) stack.push_back(slot);
-    while (!stack.empty()) {
-      const int slot = stack.back();
-      stack.pop_back();
-      if (seen[slot]) continue;
-      seen[slot] = 1;
-      if (have[slot]) continue;  // fed or constant
-      const int step = im.producer_step[slot];
-      if (step < 0 || needed[step]) continue;
-      needed[step] = 1;
-      for (int in : im.steps[step].inputs)
-        if (in >= 0) stack.push_back(in);
-    }
-  }
-  std::vector<char> fetched(im.value_names.size(), 0);
-  for (int slot : fetch) fetched[slot] = 1;
-
-  ThreadPool* pool = pool_.get();
-  for (size_t step = 0; step < im.steps.size(); ++step) {
-    if (!needed[step]) continue;
-    const PlannedNode& pn = im.steps[step];
-    if (run_config && run_config->terminate.load(std::memory_order_relaxed)) {
-      ORTLITE_THROW(kFail,
-                    "Exiting due to terminate flag being set to true: the run was "
-                    "terminated before ",
-                    pn.node->label());
-    }
-    std::vector<const Tensor*> inputs;
-    inputs.reserve(pn.inputs.size());
-    for (int slot : pn.inputs) inputs.push_back(slot >= 0 ? &values[slot] : nullptr);
-    KernelContext ctx(*pn.node, std::move(inputs), pn.outputs.size(), pool);
-    try {
-      pn.kernel->compute(ctx);
-    } catch (const Error& e) {
-      const std::string label = pn.node->label();
-      if (std::string(e.what()).rfind(label, 0) == 0) throw;
-      throw Error(e.code(), label + ": " + e.what());
-    } catch (const std::bad_alloc&) {
-      ORTLITE_THROW(kFail, pn.node->label(), ": out of memory");
-    } catch (const std::exception& e) {
-      ORTLITE_THROW(kRuntimeException, pn.node->label(), ": ", e.what());
-    }
-    for (size_t o = 0; o < pn.outputs.size(); ++o) {
-      const int slot = pn.outputs[o];
-      if (slot < 0) continue;
-      Tensor& t = ctx.output(o);
-      if (!t.defined()) {
-        ORTLITE_THROW(kFail, pn.node->label(), ": the kernel did not produce output '",
-                      im.value_names[slot], "'");
-      }
-      values[slot] = std::move(t);
-    }
-    for (int slot : pn.release_after)
-      if (!fetched[slot]) values[slot] = Tensor();
-  }
-
-  std::vector<Tensor> results;
-  results.reserve(fetch.size());
-  for (int slot : fetch) results.push_back(values[slot]);
-  return results;
+  return p.execute(values, have, fetch, pool_.get(), run_config);
 }
 
 }  // namespace ortlite

@@ -1,5 +1,7 @@
 #include "ortlite/tensor.h"
 
+#include "ortlite/value.h"
+
 #include <cstring>
 #include <limits>
 #include <sstream>
@@ -83,6 +85,22 @@ bool Tensor::shares_memory_with(const Tensor& other) const {
   const size_t na = nbytes(), nb = other.nbytes();
   if (na == 0 || nb == 0) return false;
   return a < b + nb && b < a + na;
+}
+
+}  // namespace ortlite
+
+namespace ortlite {
+
+std::string Value::type_string() const {
+  switch (kind_) {
+    case Kind::kTensor:
+      return std::string("tensor(") + dtype_name(tensor_.dtype()) + ")";
+    case Kind::kSequence:
+      return std::string("seq(tensor(") + dtype_name(elem_) + "))";
+    case Kind::kNone:
+      return "optional(none)";
+  }
+  return "value";
 }
 
 }  // namespace ortlite

@@ -35,7 +35,7 @@ struct AsyncRun {
   Ref future;  // a concurrent.futures.Future when no callback was given
 
   // Filled by the worker without the GIL.
-  std::vector<Tensor> outputs;
+  std::vector<Value> outputs;
   bool failed = false;
   StatusCode code = StatusCode::kOk;
   std::string message;

@@ -12,15 +12,53 @@ namespace ortlite::py {
 
 namespace {
 
-// The element type declared for a feedable name, kUndefined when unknown or not a tensor.
-DataType declared_type(const Session& sess, const std::string& name) {
+// The type declared for a feedable name, nullptr when unknown.
+const TypeInfo* declared_type(const Session& sess, const std::string& name) {
   for (const auto* list : {&sess.inputs(), &sess.overridable_initializers()}) {
-    for (const ValueInfo& vi : *list) {
-      if (vi.name == name)
-        return vi.type.kind == TypeInfo::Kind::kTensor ? vi.type.elem_type : DataType::kUndefined;
-    }
+    for (const ValueInfo& vi : *list)
+      if (vi.name == name) return &vi.type;
   }
-  return DataType::kUndefined;
+  return nullptr;
+}
+
+DataType tensor_elem_type(const TypeInfo* type) {
+  return type && type->kind == TypeInfo::Kind::kTensor ? type->elem_type : DataType::kUndefined;
+}
+
+// Converts one feed. `held` receives what must outlive the run.
+Value object_to_value(PyObject* value, const TypeInfo* type, const std::string& name,
+                      std::vector<Ref>* held) {
+  using K = TypeInfo::Kind;
+  if (type && type->kind == K::kOptional) {
+    if (value == Py_None) return Value::none();
+    type = type->elem.get();
+  }
+  if (type && type->kind == K::kSequence) {
+    if (!PyList_Check(value) && !PyTuple_Check(value)) {
+      PyErr_Format(PyExc_TypeError, "input '%s' is a %s: feed a list of arrays, not %.100s",
+                   name.c_str(), type->to_string().c_str(), Py_TYPE(value)->tp_name);
+      throw PythonErrorSet{};
+    }
+    Ref seq = Ref::steal(PySequence_Fast(value, "a sequence input must be a list"));
+    if (!seq) throw PythonErrorSet{};
+    const DataType elem = type->elem ? tensor_elem_type(type->elem.get()) : DataType::kUndefined;
+    std::vector<Tensor> items;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      Ref keep;
+      items.push_back(object_to_tensor(PySequence_Fast_GET_ITEM(seq.get(), i), elem,
+                                       name + "[" + std::to_string(i) + "]", &keep));
+      if (keep) held->push_back(std::move(keep));
+    }
+    DataType seq_elem = elem;
+    if (seq_elem == DataType::kUndefined && !items.empty()) seq_elem = items[0].dtype();
+    held->push_back(std::move(seq));
+    return Value::sequence(std::move(items), seq_elem);
+  }
+  Ref keep;
+  Tensor t = object_to_tensor(value, tensor_elem_type(type), name, &keep);
+  if (keep) held->push_back(std::move(keep));
+  return t;
 }
 
 Ref string_list(const std::vector<std::string>& names) {
@@ -118,18 +156,16 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
                    Py_TYPE(value)->tp_name);
       throw PythonErrorSet{};
     }
-    Ref keep;
-    Tensor t = object_to_tensor(value, declared_type(sess, name), name, &keep);
-    if (keep) in->held.push_back(std::move(keep));
-    in->feeds.emplace_back(name, std::move(t));
+    in->feeds.emplace_back(name,
+                           object_to_value(value, declared_type(sess, name), name, &in->held));
   }
 
   sess.check_feeds(in->feeds);
   sess.check_output_names(in->output_names);
 }
 
-std::vector<Tensor> run_without_gil(const Session& sess, const RunInputs& in) {
-  std::vector<Tensor> outs;
+std::vector<Value> run_without_gil(const Session& sess, const RunInputs& in) {
+  std::vector<Value> outs;
   std::exception_ptr err;
   Py_BEGIN_ALLOW_THREADS try {
     outs = sess.run(in.feeds, in.output_names, in.run_config.get());
@@ -140,23 +176,61 @@ std::vector<Tensor> run_without_gil(const Session& sess, const RunInputs& in) {
   return outs;
 }
 
-Ref outputs_to_numpy(ModuleState* st, std::vector<Tensor> outs) {
-  const std::vector<bool> view = exclusive_outputs(outs);
+Ref outputs_to_numpy(ModuleState* st, std::vector<Value> outs) {
+  // Exclusivity is judged on buffer refcounts, so `outs` must not keep references: tensors
+  // are moved out, and each sequence's list is dropped below once its items are in `flat`.
+  std::vector<Tensor> flat;
+  for (Value& v : outs) {
+    if (v.is_tensor()) flat.push_back(std::move(v.tensor()));
+    for (const Tensor& t : v.items()) flat.push_back(t);
+  }
+  std::vector<Value::Kind> kinds;
+  std::vector<size_t> seq_sizes;
+  for (Value& v : outs) {
+    kinds.push_back(v.kind());
+    seq_sizes.push_back(v.items().size());
+    v = Value();  // drops this list's references to sequence items
+  }
+  const std::vector<bool> view = exclusive_outputs(flat);
+  size_t k = 0;
+  auto next_array = [&]() -> Ref {
+    const size_t i = k++;
+    return view[i] ? tensor_to_numpy_owned(st, flat[i]) : tensor_to_numpy_copy(flat[i]);
+  };
   Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(outs.size())));
   if (!list) throw PythonErrorSet{};
   for (size_t i = 0; i < outs.size(); ++i) {
-    Ref arr = view[i] ? tensor_to_numpy_owned(st, outs[i]) : tensor_to_numpy_copy(outs[i]);
-    PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), arr.release());
+    Ref item;
+    if (kinds[i] == Value::Kind::kTensor) {
+      item = next_array();
+    } else if (kinds[i] == Value::Kind::kNone) {
+      item = Ref::borrow(Py_None);
+    } else {
+      const size_t n = seq_sizes[i];
+      item = Ref::steal(PyList_New(static_cast<Py_ssize_t>(n)));
+      if (!item) throw PythonErrorSet{};
+      for (size_t j = 0; j < n; ++j)
+        PyList_SET_ITEM(item.get(), static_cast<Py_ssize_t>(j), next_array().release());
+    }
+    PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), item.release());
   }
   return list;
 }
 
-Ref outputs_to_ortvalues(ModuleState* st, std::vector<Tensor> outs) {
-  const std::vector<bool> keep = exclusive_outputs(outs);
-  Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(outs.size())));
+Ref outputs_to_ortvalues(ModuleState* st, std::vector<Value> outs) {
+  std::vector<Tensor> tensors;
+  for (const Value& v : outs) {
+    if (!v.is_tensor()) {
+      ORTLITE_THROW(kNotImplemented, "an output is a ", v.type_string(),
+                    "; run_with_ort_values returns tensors only (use run())");
+    }
+    tensors.push_back(v.tensor());
+  }
+  const std::vector<bool> keep = exclusive_outputs(tensors);
+  Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(tensors.size())));
   if (!list) throw PythonErrorSet{};
-  for (size_t i = 0; i < outs.size(); ++i) {
-    Tensor t = keep[i] ? outs[i] : outs[i].clone();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    Tensor t = keep[i] ? tensors[i] : tensors[i].clone();
     Ref ov = ortvalue_new(st, std::move(t), nullptr);
     PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), ov.release());
   }

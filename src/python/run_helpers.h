@@ -25,7 +25,7 @@ namespace ortlite::py {
 // this object lives, so destroy it with the GIL held and only after the outputs were
 // converted (an output may share memory with a feed until then).
 struct RunInputs {
-  std::vector<std::pair<std::string, Tensor>> feeds;
+  Feeds feeds;
   std::vector<std::string> output_names;  // explicit: every graph output when none was asked
   std::shared_ptr<RunConfig> run_config;  // null without run options
   std::vector<Ref> held;
@@ -35,7 +35,8 @@ struct RunInputs {
 //  - input_feed must be a dict of str -> value (TypeError). Values are numpy arrays (any
 //    layout or byte order; a copy is made when needed, the caller's array is never
 //    written), lists and scalars (converted to the declared element type) or OrtValues;
-//    with `ortvalues_only` they must be OrtValues.
+//    with `ortvalues_only` they must be OrtValues. An input declared as a sequence takes a
+//    list (or tuple) of arrays; one declared optional also takes None.
 //  - missing required inputs: ValueError "Required inputs ([...]) are missing from input
 //    feed ([...])." as onnxruntime words it.
 //  - unknown input names, wrong element types, ranks or static dims, unknown output names:
@@ -47,12 +48,14 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
 
 // Session::run with the GIL released around it (the caller holds the GIL on entry and gets
 // it back on return, also when this throws).
-std::vector<Tensor> run_without_gil(const Session& sess, const RunInputs& in);
+std::vector<Value> run_without_gil(const Session& sess, const RunInputs& in);
 
-// A list of numpy arrays: zero-copy views for outputs in memory this run allocated and
-// nothing else references (base: a buffer owner), copies for everything else.
-Ref outputs_to_numpy(ModuleState* st, std::vector<Tensor> outs);
-// A list of OrtValues; outputs not exclusively owned by the run are copied.
-Ref outputs_to_ortvalues(ModuleState* st, std::vector<Tensor> outs);
+// A list with one entry per output: a numpy array for a tensor (a zero-copy view when its
+// memory was allocated by this run and nothing else references it, base: a buffer owner;
+// a copy otherwise), a list of arrays for a sequence, None for an empty optional.
+Ref outputs_to_numpy(ModuleState* st, std::vector<Value> outs);
+// A list of OrtValues; outputs not exclusively owned by the run are copied. A sequence or
+// optional output raises NotImplemented (OrtValue holds tensors only).
+Ref outputs_to_ortvalues(ModuleState* st, std::vector<Value> outs);
 
 }  // namespace ortlite::py

@@ -271,7 +271,7 @@ PyObject* session_run_impl(PyObject* self, PyObject* args, PyObject* kwds, bool 
     std::shared_ptr<const Session> sess = loaded(st, self);
     RunInputs in;
     prepare_run(st, *sess, output_names, input_feed, run_options, ortvalues, &in);
-    std::vector<Tensor> outs = run_without_gil(*sess, in);
+    std::vector<Value> outs = run_without_gil(*sess, in);
     // Converted before `in` lets go of the feeds: an output may share a feed's memory.
     Ref result = ortvalues ? outputs_to_ortvalues(st, std::move(outs))
                            : outputs_to_numpy(st, std::move(outs));

@@ -26,8 +26,7 @@ constexpr int64_t kMaxFeedRank = 8;
 
 // Builds zero-filled feeds for the session's inputs; false when they would be too large
 // or an input is not a plain tensor (the run is then skipped, not failed).
-bool make_feeds(const ortlite::Session& s,
-                std::vector<std::pair<std::string, ortlite::Tensor>>* feeds) {
+bool make_feeds(const ortlite::Session& s, ortlite::Feeds* feeds) {
   uint64_t total = 0;
   for (const ortlite::ValueInfo& vi : s.inputs()) {
     if (vi.type.kind != ortlite::TypeInfo::Kind::kTensor) return false;
@@ -71,9 +70,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     config.intra_op_num_threads = 1;
     std::shared_ptr<const ortlite::Session> session =
         ortlite::Session::create(std::move(model), config);
-    std::vector<std::pair<std::string, ortlite::Tensor>> feeds;
+    ortlite::Feeds feeds;
     if (!make_feeds(*session, &feeds)) return 0;
-    std::vector<ortlite::Tensor> outs = session->run(feeds, {}, nullptr);
+    std::vector<ortlite::Tensor> outs;
+    for (const ortlite::Value& v : session->run(feeds, {}, nullptr)) {
+      if (v.is_tensor()) outs.push_back(v.tensor());
+      for (const ortlite::Tensor& t : v.items()) outs.push_back(t);
+    }
     // Touch the outputs so a bad buffer/shape pairing is seen by ASan.
     volatile uint8_t sink = 0;
     for (const ortlite::Tensor& t : outs) {

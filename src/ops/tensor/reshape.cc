@@ -197,7 +197,15 @@ class Unsqueeze final : public Kernel {
 class Identity final : public Kernel {
  public:
   explicit Identity(const KernelInfo&) {}
-  void compute(KernelContext& ctx) const override { ctx.set_output(0, ctx.required_input(0)); }
+  void compute(KernelContext& ctx) const override {
+    // Sequences (opset 14) and optionals (opset 16) pass through unchanged as well.
+    const Value* v = ctx.input_value(0);
+    if (v && !v->is_tensor()) {
+      ctx.set_output_value(0, *v);
+      return;
+    }
+    ctx.set_output(0, ctx.required_input(0));
+  }
 };
 
 }  // namespace

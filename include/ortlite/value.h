@@ -1,0 +1,63 @@
+// Value: what a graph edge carries. A tensor (the common case), a sequence of tensors, or
+// an optional that holds nothing. An optional that holds something is represented by the
+// thing itself, as onnxruntime does, so kernels that take a tensor accept it unchanged.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ortlite/tensor.h"
+
+namespace ortlite {
+
+class Value {
+ public:
+  enum class Kind : unsigned char { kTensor, kSequence, kNone };
+
+  Value() = default;
+  Value(Tensor t) : tensor_(std::move(t)) {}  // NOLINT: a tensor is a value
+
+  // A sequence of tensors of one element type (`elem` may be kUndefined when an empty
+  // sequence's type is unknown).
+  static Value sequence(std::vector<Tensor> items, DataType elem) {
+    Value v;
+    v.kind_ = Kind::kSequence;
+    v.items_ = std::make_shared<const std::vector<Tensor>>(std::move(items));
+    v.elem_ = elem;
+    return v;
+  }
+  // An optional without an element.
+  static Value none() {
+    Value v;
+    v.kind_ = Kind::kNone;
+    return v;
+  }
+
+  Kind kind() const { return kind_; }
+  bool is_tensor() const { return kind_ == Kind::kTensor; }
+  bool is_sequence() const { return kind_ == Kind::kSequence; }
+  bool is_none() const { return kind_ == Kind::kNone; }
+  bool defined() const { return kind_ != Kind::kTensor || tensor_.defined(); }
+
+  const Tensor& tensor() const { return tensor_; }
+  Tensor& tensor() { return tensor_; }
+  // Sequence elements; empty for a non-sequence.
+  const std::vector<Tensor>& items() const {
+    static const std::vector<Tensor> empty;
+    return items_ ? *items_ : empty;
+  }
+  DataType elem_type() const { return elem_; }
+
+  // "tensor(float)", "seq(tensor(int64))", "optional(none)": for error messages.
+  std::string type_string() const;
+
+ private:
+  Kind kind_ = Kind::kTensor;
+  Tensor tensor_;
+  std::shared_ptr<const std::vector<Tensor>> items_;
+  DataType elem_ = DataType::kUndefined;
+};
+
+}  // namespace ortlite
