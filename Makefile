@@ -36,6 +36,12 @@ test: build
 	$(MAKE) --no-print-directory embed VALGRIND_OPTIONAL=1
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) tests
 
+# ortlite vs onnxruntime (tools/bench.py, docs/performance.md); results in build/bench/bench.json.
+# `make bench BENCH_ARGS="--write-docs"` regenerates docs/performance.md; --quick, --only, --threads.
+BENCH_ARGS ?=
+bench: build
+	$(PY) tools/bench.py $(BENCH_ARGS)
+
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
