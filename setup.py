@@ -4,11 +4,21 @@ Environment switches:
   ORTLITE_JOBS      parallel compile jobs (default: number of CPUs)
   ORTLITE_DEBUG=1   -O0 -g
   ORTLITE_SANITIZE  e.g. "address,undefined": builds with -fsanitize=... -fno-omit-frame-pointer
+  ORTLITE_CUDA      1: build the CUDA library (fail without nvcc / cuDNN); 0: CPU only;
+                    unset: build it when nvcc and cuDNN are found
+  CUDA_HOME         the CUDA toolkit (default: nvcc's, or /usr/local/cuda); CUDNN_HOME cuDNN
+  ORTLITE_CUDA_ARCHS  SM versions to compile for (default "80;90"; PTX of the last one too)
+
+The CUDA library (ortlite/_ortlite_cuda.so: src/cuda/*.cu by nvcc, linking cudart, cuBLAS
+and cuDNN) is a plain shared object next to the extension, dlopened by the extension only
+when the CUDA provider is asked for; the extension itself never links CUDA.
 """
 
 import glob
 import os
 import re
+import shutil
+import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,8 +30,54 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 
 
 def _sources():
-    files = sorted(glob.glob(os.path.join("src", "**", "*.cc"), recursive=True))
-    return [f for f in files if not f.startswith(os.path.join("src", "cuda"))]
+    # src/cuda/*.cc are the provider's C++ side (no CUDA headers); the .cu files go to nvcc.
+    return sorted(glob.glob(os.path.join("src", "**", "*.cc"), recursive=True))
+
+
+CUDA_LIBRARY = "_ortlite_cuda.so"
+
+
+def _cuda_config():
+    """nvcc, include and library dirs for the CUDA library, or None for a CPU-only build."""
+    switch = os.environ.get("ORTLITE_CUDA", "")
+    if switch == "0":
+        return None
+
+    def missing(what):
+        if switch == "1":
+            sys.exit(f"ORTLITE_CUDA=1 but {what}")
+        print(f"ortlite: building without CUDA ({what})", file=sys.stderr)
+        return None
+
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    nvcc = os.path.join(home, "bin", "nvcc") if home else shutil.which("nvcc")
+    if not nvcc and os.path.exists("/usr/local/cuda/bin/nvcc"):
+        nvcc = "/usr/local/cuda/bin/nvcc"
+    if not nvcc or not os.path.exists(nvcc):
+        return missing("nvcc was not found (set CUDA_HOME)")
+    home = home or os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
+    cudnn = os.environ.get("CUDNN_HOME")
+    inc_candidates = ([os.path.join(cudnn, "include")] if cudnn else []) + [
+        os.path.join(home, "include"), "/usr/local/include", "/usr/include",
+        "/usr/include/x86_64-linux-gnu"]
+    lib_candidates = ([os.path.join(cudnn, "lib64"), os.path.join(cudnn, "lib")] if cudnn else []) + [
+        os.path.join(home, "lib64"), os.path.join(home, "lib"), "/usr/local/lib",
+        "/usr/lib/x86_64-linux-gnu"]
+    cudnn_inc = next((d for d in inc_candidates if os.path.exists(os.path.join(d, "cudnn.h"))), None)
+    if not cudnn_inc:
+        return missing("cudnn.h was not found (set CUDNN_HOME)")
+    libdirs = [d for d in lib_candidates if glob.glob(os.path.join(d, "libcublas.so*"))
+               or glob.glob(os.path.join(d, "libcudnn.so*"))]
+    archs = [a.strip() for a in os.environ.get("ORTLITE_CUDA_ARCHS", "80;90").split(";") if a.strip()]
+    gencode = []
+    for i, a in enumerate(archs):
+        code = f"[sm_{a},compute_{a}]" if i == len(archs) - 1 else f"sm_{a}"
+        gencode += ["-gencode", f"arch=compute_{a},code={code}"]
+    cc = os.environ.get("CC", "")
+    launcher = ["ccache"] if cc.split()[:1] == ["ccache"] and shutil.which("ccache") else []
+    flags = ["-std=c++17", "-O3", "-Xcompiler", "-fPIC,-fvisibility=hidden,-Wall,-Wextra",
+             "-Werror", "all-warnings", "-Isrc", "-Iinclude", f"-I{cudnn_inc}"] + gencode
+    return {"nvcc": launcher + [nvcc], "flags": flags, "libdirs": libdirs}
 
 
 def _flags():
@@ -58,6 +114,20 @@ def _newer_than_deps(obj, src, depfile):
 class ParallelBuildExt(build_ext):
     """Compiles each source on its own (in parallel, skipping up-to-date objects)."""
 
+    def copy_extensions_to_source(self):
+        # --inplace: setuptools copies the extension from build_lib into the source tree; the
+        # CUDA library is no extension, so it follows here (or goes, after a CPU-only build).
+        super().copy_extensions_to_source()
+        built = os.path.join(self.build_lib, "ortlite", CUDA_LIBRARY)
+        dst = os.path.join(self.get_finalized_command("build_py").get_package_dir("ortlite"),
+                           CUDA_LIBRARY)
+        if not os.path.exists(built):
+            if os.path.exists(dst):
+                os.remove(dst)
+        elif not os.path.exists(dst) or os.path.getmtime(dst) < os.path.getmtime(built):
+            shutil.copy2(built, dst + ".tmp")
+            os.replace(dst + ".tmp", dst)
+
     def build_extension(self, ext):
         compiler = self.compiler
         # distutils passes C flags through CFLAGS/OPT; keep only ours for C++.
@@ -88,9 +158,29 @@ class ParallelBuildExt(build_ext):
                 depends=ext.depends,
             )[0]
 
+        cuda = _cuda_config()
+        cuda_sources = sorted(glob.glob(os.path.join("src", "cuda", "*.cu"))) if cuda else []
+
+        def one_cu(src):
+            obj = os.path.join(build_temp, src + ".o")
+            dep = obj + ".d"
+            if _newer_than_deps(obj, src, dep):
+                return obj
+            os.makedirs(os.path.dirname(obj), exist_ok=True)
+            _run(cuda["nvcc"] + cuda["flags"] + ["-MD", "-MF", dep, "-c", src, "-o", obj])
+            return obj
+
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            # nvcc takes longest (one pass per GPU architecture): start it first.
+            cu_futures = [pool.submit(one_cu, src) for src in cuda_sources]
             objects = list(pool.map(one, ext.sources))
+            cu_objects = [f.result() for f in cu_futures]
         ext_path = self.get_ext_fullpath(ext.name)
+        cuda_path = os.path.join(os.path.dirname(ext_path), CUDA_LIBRARY)
+        if cuda:
+            _link_cuda(cuda, cu_objects, cuda_path)
+        elif os.path.exists(cuda_path):
+            os.remove(cuda_path)  # a CPU-only build must not pick up an earlier CUDA library
         compiler.link_shared_object(
             objects,
             ext_path,
@@ -102,6 +192,24 @@ class ParallelBuildExt(build_ext):
             build_temp=build_temp,
             target_lang="c++",
         )
+
+
+def _run(cmd):
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        sys.exit(" ".join(cmd) + "\n" + proc.stdout)
+
+
+def _link_cuda(cuda, objects, out):
+    """Links the CUDA library (static cudart; cuBLAS and cuDNN found through an rpath)."""
+    if os.path.exists(out) and all(os.path.getmtime(o) <= os.path.getmtime(out) for o in objects):
+        return
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    rpath = [f"-Xlinker=-rpath,{d}" for d in cuda["libdirs"]]
+    _run(cuda["nvcc"] + ["-shared", "-o", out + ".tmp"] + objects
+         + [f"-L{d}" for d in cuda["libdirs"]] + ["-lcublas", "-lcudnn"] + rpath
+         + ["-Xlinker=--exclude-libs,ALL"])
+    os.replace(out + ".tmp", out)
 
 
 def _with_cxx(cmd):
@@ -118,15 +226,46 @@ def _with_cxx(cmd):
     return out
 
 
+def _blas_config():
+    """OpenBLAS from the scipy-openblas32 wheel (a build and runtime dependency), or None
+    when ORTLITE_BLAS=0 or the wheel is missing: ortlite then multiplies matrices with its
+    own kernels only. The extension finds the library at run time through its rpath: the
+    wheel's folder next to ortlite/ in the same site-packages, or the copy it was built
+    against (an in-place build). Importing scipy_openblas32 in Python is not needed (it
+    would add its own import time to `import ortlite`)."""
+    if os.environ.get("ORTLITE_BLAS", "") == "0":
+        return None
+    try:
+        import scipy_openblas32
+    except ImportError:
+        if os.environ.get("ORTLITE_BLAS", "") == "1":
+            sys.exit("ORTLITE_BLAS=1 but the scipy-openblas32 wheel is not installed")
+        print("ortlite: building without a BLAS (pip install scipy-openblas32)", file=sys.stderr)
+        return None
+    lib_dir = scipy_openblas32.get_lib_dir()
+    return {
+        "include_dirs": [scipy_openblas32.get_include_dir()],
+        "library_dirs": [lib_dir],
+        "libraries": [scipy_openblas32.get_library()],
+        "runtime_library_dirs": ["$ORIGIN/../scipy_openblas32/lib", lib_dir],
+        "define_macros": [("ORTLITE_HAVE_BLAS", "1")],
+    }
+
+
 cflags, ldflags = _flags()
+blas = _blas_config() or {}
 
 ext = Extension(
     "ortlite._ortlite",
     sources=_sources(),
-    include_dirs=["include", "src", numpy.get_include()],
-    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION"), ("NPY_TARGET_VERSION", "NPY_1_22_API_VERSION")],
+    include_dirs=["include", "src", numpy.get_include()] + blas.get("include_dirs", []),
+    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION"), ("NPY_TARGET_VERSION", "NPY_1_22_API_VERSION")]
+    + blas.get("define_macros", []),
     extra_compile_args=cflags,
     extra_link_args=ldflags,
+    libraries=["dl"] + blas.get("libraries", []),  # dl: dlopen of the CUDA library
+    library_dirs=blas.get("library_dirs", []),
+    runtime_library_dirs=blas.get("runtime_library_dirs", []),
     language="c++",
 )
 

@@ -343,9 +343,18 @@ def read_pass_list(path=PASS_LIST):
         return [ln.strip() for ln in f if ln.strip() and not ln.startswith("#")]
 
 
+# Cases whose expected outputs are draws from numpy's global random generator (not from
+# the node's seed): ortlite can only match them by chance, so they never join the list.
+NEVER_LISTED = {
+    "test_bernoulli", "test_bernoulli_double", "test_bernoulli_double_expanded",
+    "test_bernoulli_expanded", "test_bernoulli_seed", "test_bernoulli_seed_expanded",
+}
+
+
 def write_pass_list(passed, path=PASS_LIST):
     import onnx
 
+    passed = [c for c in passed if c not in NEVER_LISTED]
     with open(path, "w") as f:
         f.write("# ONNX node conformance cases ortlite passes (onnx "
                 f"{onnx.__version__}); written by `python tools/conformance.py --update`.\n")

@@ -26,7 +26,20 @@ enum class DataType : int32_t {
   kComplex64 = 14,
   kComplex128 = 15,
   kBFloat16 = 16,
+  kFloat8E4M3FN = 17,
+  kFloat8E4M3FNUZ = 18,
+  kFloat8E5M2 = 19,
+  kFloat8E5M2FNUZ = 20,
+  kUInt4 = 21,
+  kInt4 = 22,
+  kFloat4E2M1 = 23,
+  kFloat8E8M0 = 24,
+  kUInt2 = 25,
+  kInt2 = 26,
 };
+
+// The highest TensorProto.DataType number ortlite knows.
+constexpr int32_t kMaxDataType = 26;
 
 // True for the element types ortlite can hold in a Tensor.
 bool dtype_supported(DataType t);
@@ -36,9 +49,61 @@ size_t dtype_size(DataType t);
 const char* dtype_name(DataType t);
 // Parses the spelling above (also accepts "tensor(float)"); kUndefined if unknown.
 DataType dtype_from_name(const std::string& name);
+// These three describe the arithmetic types only: the narrow types below answer false.
 bool dtype_is_float(DataType t);    // float16, bfloat16, float, double
 bool dtype_is_integer(DataType t);  // signed or unsigned, not bool
 bool dtype_is_signed(DataType t);
+
+// ---- Narrow types -------------------------------------------------------------------------
+// float8e4m3fn, float8e4m3fnuz, float8e5m2, float8e5m2fnuz, float8e8m0, float4e2m1, int4,
+// uint4, int2 and uint2. In memory every element takes one byte, laid out as numpy's
+// ml_dtypes lays them out: the element's bit pattern in the low 8 / 4 / 2 bits and, for the
+// 4- and 2-bit types, zeros above (readers mask those bits, so stray ones are ignored).
+// TensorProtos pack the 4- and 2-bit types (two or four elements a byte, the first in the
+// lowest bits); the protobuf reader unpacks them. Only data movement (Reshape, Transpose,
+// Concat, ...) and Cast understand these types; arithmetic kernels report NotImplemented.
+bool dtype_is_narrow(DataType t);
+bool dtype_is_narrow_float(DataType t);  // the float8 types and float4e2m1
+bool dtype_is_narrow_int(DataType t);    // int4, uint4, int2, uint2
+// Bits an element takes in a TensorProto: 4 (int4, uint4, float4e2m1), 2 (int2, uint2), or
+// 0 for the types that are not packed.
+int dtype_packed_bits(DataType t);
+// Bytes that n elements of a packed type take in a TensorProto: ceil(n * bits / 8).
+size_t dtype_packed_bytes(DataType t, int64_t n);
+// Unpacks n elements of a packed type from `src` (dtype_packed_bytes(t, n) bytes) into
+// `dst` (n bytes, one element each).
+void unpack_narrow(DataType t, const uint8_t* src, uint8_t* dst, int64_t n);
+
+// The value of every byte as an element of a narrow float type (float8*, float4e2m1): a
+// table of 256 floats, exact (NaN codes give NaN, float8e5m2's infinities infinity);
+// nullptr for other types.
+const float* narrow_float_values(DataType t);
+// The same for int4, uint4, int2 and uint2; nullptr for other types.
+const int8_t* narrow_int_values(DataType t);
+// Rounds v to the nearest value of float8e4m3fn, float8e4m3fnuz, float8e5m2, float8e5m2fnuz
+// or float4e2m1 (ties to even) and returns its bit pattern. Out of range values (and
+// infinities) give the largest finite value of their sign when `saturate`, else NaN
+// (infinity for float8e5m2); the fnuz types have no -0. float4e2m1 has neither NaN nor
+// infinity: it always saturates and maps NaN to +6, as ONNX's float4 specification says.
+uint8_t narrow_float_from_double(DataType t, double v, bool saturate);
+// The same for a float (the same results; faster), one value or n of them.
+uint8_t narrow_float_from_float(DataType t, float v, bool saturate);
+void narrow_float_from_floats(DataType t, const float* src, uint8_t* dst, int64_t n, bool saturate);
+// Cast's round_mode for float8e8m0 targets.
+enum class E8M0Rounding { kUp, kDown, kNearest };
+// float -> float8e8m0 bits, bit for bit as onnx.numpy_helper.to_float8e8m0, the code that
+// made ONNX's Cast tests: the exponent field of the float, rounded by `mode` on the float's
+// fraction bits (subnormal floats count as exponent 0); `saturate` keeps 2^127 from rounding
+// up to NaN. The sign is ignored; NaN and infinities give NaN.
+uint8_t float8e8m0_from_float(float v, bool saturate, E8M0Rounding mode);
+// v rounded to the nearest integer (ties to even) and wrapped into int4 / uint4 / int2 /
+// uint2 (the low bits of the two's complement); NaN, infinities and values beyond the int32
+// range give 0.
+uint8_t narrow_int_from_double(DataType t, double v);
+// The low bits of an integer value as an element of int4 / uint4 / int2 / uint2.
+inline uint8_t narrow_int_from_bits(DataType t, uint64_t v) {
+  return static_cast<uint8_t>(v & (dtype_packed_bits(t) == 2 ? 0x3u : 0xfu));
+}
 
 // IEEE half precision stored as its 16 bits. Arithmetic goes through float.
 struct Float16 {

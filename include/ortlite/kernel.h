@@ -97,21 +97,26 @@ class KernelInfo {
 // What a kernel sees at run time.
 class KernelContext {
  public:
-  KernelContext(const Node& node, std::vector<const Value*> inputs, size_t num_outputs,
-                ThreadPool* pool, const RunConfig* run_config = nullptr)
+  // `inputs` (num_inputs entries, nullptr for an omitted input) and `outputs` (num_outputs
+  // empty values the kernel fills) are owned by the caller and outlive the context: the
+  // session reuses one scratch array per run instead of allocating per node.
+  KernelContext(const Node& node, const Value* const* inputs, size_t num_inputs, Value* outputs,
+                size_t num_outputs, ThreadPool* pool, const RunConfig* run_config = nullptr)
       : node_(node),
-        inputs_(std::move(inputs)),
-        outputs_(num_outputs),
+        inputs_(inputs),
+        n_inputs_(num_inputs),
+        outputs_(outputs),
+        n_outputs_(num_outputs),
         pool_(pool),
         run_config_(run_config) {}
 
   const Node& node() const { return node_; }
   // Explicit inputs only; implicit (outer-scope) inputs follow them in input_value().
-  size_t num_inputs() const { return inputs_.size() - node_.implicit_inputs; }
+  size_t num_inputs() const { return n_inputs_ - node_.implicit_inputs; }
   // nullptr when the input was omitted ("" name), is an optional without a value, or i is
   // past the node's inputs. Throws Error(kInvalidArgument) when the input is a sequence.
   const Tensor* input(size_t i) const {
-    if (i >= inputs_.size() || !inputs_[i]) return nullptr;
+    if (i >= n_inputs_ || !inputs_[i]) return nullptr;
     if (inputs_[i]->is_tensor()) return &inputs_[i]->tensor();
     return non_tensor_input(i);
   }
@@ -119,9 +124,9 @@ class KernelContext {
   const Tensor& required_input(size_t i) const;
   // Any kind of value (sequence and optional ops); nullptr when omitted. Indices past
   // num_inputs() are the implicit inputs.
-  const Value* input_value(size_t i) const { return i < inputs_.size() ? inputs_[i] : nullptr; }
+  const Value* input_value(size_t i) const { return i < n_inputs_ ? inputs_[i] : nullptr; }
 
-  size_t num_outputs() const { return outputs_.size(); }
+  size_t num_outputs() const { return n_outputs_; }
   // Allocates output i in a new owned buffer. The memory is NOT cleared (strings are
   // constructed empty): the kernel writes every element.
   Tensor& allocate_output(size_t i, DataType dtype, const Shape& shape);
@@ -130,8 +135,12 @@ class KernelContext {
   void set_output(size_t i, Tensor t);
   // Any kind of value (sequence and optional ops, control flow).
   void set_output_value(size_t i, Value v);
-  Tensor& output(size_t i) { return outputs_.at(i).tensor(); }
-  std::vector<Value>& outputs() { return outputs_; }
+  Tensor& output(size_t i) { return output_value(i).tensor(); }
+  Value& output_value(size_t i) {
+    if (i >= n_outputs_)
+      fail(StatusCode::kFail, "output index " + std::to_string(i) + " out of range");
+    return outputs_[i];
+  }
 
   ThreadPool* thread_pool() const { return pool_; }
   const RunConfig* run_config() const { return run_config_; }
@@ -142,8 +151,10 @@ class KernelContext {
  private:
   const Tensor* non_tensor_input(size_t i) const;
   const Node& node_;
-  std::vector<const Value*> inputs_;
-  std::vector<Value> outputs_;
+  const Value* const* inputs_;
+  size_t n_inputs_;
+  Value* outputs_;
+  size_t n_outputs_;
   ThreadPool* pool_;
   const RunConfig* run_config_;
 };
@@ -212,5 +223,7 @@ void register_tensor_kernels(KernelRegistry& r);       // src/ops/tensor
 void register_reduce_kernels(KernelRegistry& r);       // src/ops/reduce
 void register_sequence_kernels(KernelRegistry& r);     // src/ops/sequence
 void register_controlflow_kernels(KernelRegistry& r);  // src/ops/controlflow
+void register_quant_kernels(KernelRegistry& r);        // src/ops/quant
+void register_ml_kernels(KernelRegistry& r);           // src/ops/ml (ai.onnx.ml)
 
 }  // namespace ortlite

@@ -1,6 +1,7 @@
-// Value: what a graph edge carries. A tensor (the common case), a sequence of tensors, or
-// an optional that holds nothing. An optional that holds something is represented by the
-// thing itself, as onnxruntime does, so kernels that take a tensor accept it unchanged.
+// Value: what a graph edge carries. A tensor (the common case), a sequence of tensors, a
+// sequence of maps that share one key set (ai.onnx.ml ZipMap), or an optional that holds
+// nothing. An optional that holds something is represented by the thing itself, as
+// onnxruntime does, so kernels that take a tensor accept it unchanged.
 #pragma once
 
 #include <memory>
@@ -14,7 +15,7 @@ namespace ortlite {
 
 class Value {
  public:
-  enum class Kind : unsigned char { kTensor, kSequence, kNone };
+  enum class Kind : unsigned char { kTensor, kSequence, kNone, kMaps };
 
   Value() = default;
   Value(Tensor t) : tensor_(std::move(t)) {}  // NOLINT: a tensor is a value
@@ -28,6 +29,18 @@ class Value {
     v.elem_ = elem;
     return v;
   }
+  // N maps with the same C keys (ZipMap's seq(map(K, float))): map n is
+  // {keys[j]: values[n, j]}. `keys` is int64 or string, shape [C], without duplicates (the
+  // producer resolves them); `values` is float, shape [N, C]. Kept as two tensors rather
+  // than N map objects: the binding builds the Python dicts straight from them.
+  static Value maps(Tensor keys, Tensor values) {
+    Value v;
+    v.kind_ = Kind::kMaps;
+    v.elem_ = keys.dtype();
+    v.items_ = std::make_shared<const std::vector<Tensor>>(
+        std::vector<Tensor>{std::move(keys), std::move(values)});
+    return v;
+  }
   // An optional without an element.
   static Value none() {
     Value v;
@@ -39,6 +52,7 @@ class Value {
   bool is_tensor() const { return kind_ == Kind::kTensor; }
   bool is_sequence() const { return kind_ == Kind::kSequence; }
   bool is_none() const { return kind_ == Kind::kNone; }
+  bool is_maps() const { return kind_ == Kind::kMaps; }
   bool defined() const { return kind_ != Kind::kTensor || tensor_.defined(); }
 
   const Tensor& tensor() const { return tensor_; }
@@ -46,11 +60,16 @@ class Value {
   // Sequence elements; empty for a non-sequence.
   const std::vector<Tensor>& items() const {
     static const std::vector<Tensor> empty;
-    return items_ ? *items_ : empty;
+    return items_ && kind_ == Kind::kSequence ? *items_ : empty;
   }
+  // kMaps only: the keys [C] and the values [N, C].
+  const Tensor& map_keys() const { return (*items_)[0]; }
+  const Tensor& map_values() const { return (*items_)[1]; }
+  // Sequence element type; the key type of kMaps.
   DataType elem_type() const { return elem_; }
 
-  // "tensor(float)", "seq(tensor(int64))", "optional(none)": for error messages.
+  // "tensor(float)", "seq(tensor(int64))", "seq(map(int64,tensor(float)))",
+  // "optional(none)": for error messages.
   std::string type_string() const;
 
  private:

@@ -51,6 +51,13 @@ Buffer* Buffer::wrap(void* data, size_t bytes, BufferKind kind, std::function<vo
   return b;
 }
 
+Buffer* Buffer::wrap_device(void* data, size_t bytes, Device device,
+                            std::function<void()> release) {
+  Buffer* b = wrap(data, bytes, BufferKind::kOwned, std::move(release));
+  b->device_ = device;
+  return b;
+}
+
 Buffer* Buffer::allocate_strings(size_t count) {
   if (count > (SIZE_MAX / sizeof(std::string)))
     ORTLITE_THROW(kFail, "string tensor of ", count, " elements is too large");

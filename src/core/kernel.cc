@@ -96,7 +96,7 @@ const Tensor& KernelContext::required_input(size_t i) const {
 }
 
 Tensor& KernelContext::allocate_output(size_t i, DataType dtype, const Shape& shape) {
-  if (i >= outputs_.size())
+  if (i >= n_outputs_)
     fail(StatusCode::kFail, "output index " + std::to_string(i) + " out of range");
   const int64_t n = shape_size(shape);
   const size_t elem = dtype_size(dtype);
@@ -120,13 +120,13 @@ const Tensor* KernelContext::non_tensor_input(size_t i) const {
 }
 
 void KernelContext::set_output_value(size_t i, Value v) {
-  if (i >= outputs_.size())
+  if (i >= n_outputs_)
     fail(StatusCode::kFail, "output index " + std::to_string(i) + " out of range");
   outputs_[i] = std::move(v);
 }
 
 void KernelContext::set_output(size_t i, Tensor t) {
-  if (i >= outputs_.size())
+  if (i >= n_outputs_)
     fail(StatusCode::kFail, "output index " + std::to_string(i) + " out of range");
   outputs_[i] = std::move(t);
 }
@@ -147,6 +147,10 @@ bool same_domain(const std::string& a, const std::string& b) {
 }
 }  // namespace
 
+// src/cuda/kernels.cc: the CUDAExecutionProvider kernels (wrappers compiled by g++; the
+// device code is in the separately loaded CUDA library).
+void register_cuda_kernels(KernelRegistry& r);
+
 const KernelRegistry& KernelRegistry::instance() {
   static const KernelRegistry registry = [] {
     KernelRegistry r;
@@ -156,6 +160,9 @@ const KernelRegistry& KernelRegistry::instance() {
     register_reduce_kernels(r);
     register_sequence_kernels(r);
     register_controlflow_kernels(r);
+    register_quant_kernels(r);
+    register_ml_kernels(r);
+    register_cuda_kernels(r);
     return r;
   }();
   return registry;

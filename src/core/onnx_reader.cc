@@ -241,6 +241,10 @@ struct Layout {
   size_t esize = 0;
   size_t nbytes = 0;  // numel * esize (numeric types)
   size_t align = 1;
+  // Bytes of the values in the TensorProto: nbytes, except for the packed 4- and 2-bit
+  // types, which ortlite unpacks to a byte per element.
+  size_t stored = 0;
+  bool packed = false;
 };
 
 // Checks dims (no negative values, no overflow) and the element type.
@@ -272,6 +276,8 @@ Layout check_dims(const std::vector<int64_t>& dims, DataType dtype, const std::s
                   " need more bytes than can be addressed");
   L.nbytes = static_cast<size_t>(numel) * L.esize;
   L.align = std::min(L.esize, alignof(std::max_align_t));
+  L.packed = dtype_packed_bits(dtype) != 0;
+  L.stored = L.packed ? dtype_packed_bytes(dtype, numel) : L.nbytes;
   return L;
 }
 
@@ -374,7 +380,22 @@ void fill_from_typed(const RawTensor& t, const Layout& L, void* dst) {
     case DataType::kInt8:
       return convert_into<int8_t>(dst, t.int32_data);
     case DataType::kUInt8:
+    case DataType::kFloat8E4M3FN:  // the 8 bits of the value
+    case DataType::kFloat8E4M3FNUZ:
+    case DataType::kFloat8E5M2:
+    case DataType::kFloat8E5M2FNUZ:
+    case DataType::kFloat8E8M0:
       return convert_into<uint8_t>(dst, t.int32_data);
+    case DataType::kInt4:  // one packed byte per value
+    case DataType::kUInt4:
+    case DataType::kFloat4E2M1:
+    case DataType::kInt2:
+    case DataType::kUInt2: {
+      std::vector<uint8_t> bytes(t.int32_data.size());
+      convert_into<uint8_t>(bytes.data(), t.int32_data);
+      unpack_narrow(L.dtype, bytes.data(), static_cast<uint8_t*>(dst), L.numel);
+      return;
+    }
     case DataType::kInt16:
       return convert_into<int16_t>(dst, t.int32_data);
     case DataType::kUInt16:
@@ -448,18 +469,23 @@ Tensor load_external(const RawTensor& t, const Layout& L, Ctx& ctx, const std::s
     ORTLITE_THROW(kInvalidGraph, label,
                   ": data_location is EXTERNAL but external_data has no "
                   "'location'");
-  if (ref.has_length && ref.length != L.nbytes)
+  if (ref.has_length && ref.length != L.stored)
     ORTLITE_THROW(kInvalidGraph, label, ": external_data length ", ref.length, " but dims ",
-                  dims_to_string(t.dims), " of ", dtype_name(L.dtype), " need ", L.nbytes,
+                  dims_to_string(t.dims), " of ", dtype_name(L.dtype), " need ", L.stored,
                   " bytes");
   if (!ctx.external)
     ORTLITE_THROW(kFail, label, ": uses external data (location '", ref.location,
                   "'), which can only be loaded with the model from a file path, not from "
                   "bytes");
-  ref.nbytes = L.nbytes;
+  ref.nbytes = L.stored;
   ref.alignment = L.align;
   BufferPtr b = ctx.external->load(ref);
-  if (ctx.owned) {
+  if (L.packed) {
+    BufferPtr unpacked = new_buffer(L.nbytes);
+    unpack_narrow(L.dtype, static_cast<const uint8_t*>(b->data()),
+                  static_cast<uint8_t*>(unpacked->data()), L.numel);
+    b = finish(std::move(unpacked), ctx);
+  } else if (ctx.owned) {
     BufferPtr copy = new_buffer(L.nbytes);
     if (L.nbytes) std::memcpy(copy->data(), b->data(), L.nbytes);
     b = std::move(copy);
@@ -497,9 +523,14 @@ Tensor convert_tensor(const RawTensor& t, Ctx& ctx, const std::string& label) {
       ORTLITE_THROW(kInvalidGraph, label, ": has both raw_data and ", typed_present);
     if (L.dtype == DataType::kString)
       ORTLITE_THROW(kInvalidGraph, label, ": a string tensor cannot use raw_data");
-    if (t.raw.size != L.nbytes)
+    if (t.raw.size != L.stored)
       ORTLITE_THROW(kInvalidGraph, label, ": raw_data holds ", t.raw.size, " bytes but dims ",
-                    dims_to_string(t.dims), " of ", dtype_name(L.dtype), " need ", L.nbytes);
+                    dims_to_string(t.dims), " of ", dtype_name(L.dtype), " need ", L.stored);
+    if (L.packed) {
+      BufferPtr b = new_buffer(L.nbytes);
+      unpack_narrow(L.dtype, t.raw.data, static_cast<uint8_t*>(b->data()), L.numel);
+      return Tensor(L.dtype, L.shape, finish(std::move(b), ctx));
+    }
     uintptr_t addr = reinterpret_cast<uintptr_t>(t.raw.data);
     if (!ctx.owned && ctx.backing && L.nbytes > 0 && addr % L.align == 0) {
       // In place over the model bytes; the buffer keeps the model's backing alive.
@@ -515,7 +546,8 @@ Tensor convert_tensor(const RawTensor& t, Ctx& ctx, const std::string& label) {
 
   // Typed fields.
   size_t count = typed_count(t, expected);
-  uint64_t want = static_cast<uint64_t>(L.numel) * values_per_element(L.dtype);
+  uint64_t want =
+      L.packed ? L.stored : static_cast<uint64_t>(L.numel) * values_per_element(L.dtype);
   if (count != want)
     ORTLITE_THROW(kInvalidGraph, label, ": has ", count, " values in ", typed_field_name(expected),
                   " but dims ", dims_to_string(t.dims), " need ", want);

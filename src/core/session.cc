@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "core/function_inliner.h"
+#include "core/graph_optimizer.h"
 
 namespace ortlite {
 
@@ -46,17 +47,22 @@ struct GraphPlan {
   std::vector<std::pair<int, Tensor>> constants;  // initializer slots and their tensors
   std::vector<int> output_slots;                  // graph outputs in order
   std::unordered_set<int> pinned;                 // slots never released (graph outputs)
+  std::vector<char> needed_all;                   // per step: needed for every graph output
+  size_t max_inputs = 0, max_outputs = 0;         // over the steps, for the per-run scratch
 
-  // Runs the steps that `fetch` needs. `values`/`have` hold the feeds and constants on
-  // entry; returns the fetched values in order.
-  std::vector<Value> execute(std::vector<Value>& values, const std::vector<char>& have,
-                             const std::vector<int>& fetch, ThreadPool* pool,
-                             const RunConfig* run_config) const;
+  // Per step: whether computing `fetch` needs it. Fed and constant slots have no
+  // producer, so the answer does not depend on the feeds.
+  std::vector<char> needed_for(const std::vector<int>& fetch) const;
+  // Runs the steps that `fetch` needs. `values` holds the feeds and constants on entry;
+  // returns the fetched values in order.
+  std::vector<Value> execute(std::vector<Value>& values, const std::vector<int>& fetch,
+                             ThreadPool* pool, const RunConfig* run_config) const;
 };
 
 struct Session::Impl {
   GraphPlan plan;
   std::unordered_map<std::string, const ValueInfo*> feedable;  // inputs + overridable
+  std::vector<int> required_slots;                             // slots of inputs_
 };
 
 Session::~Session() = default;
@@ -284,6 +290,8 @@ void plan_graph(GraphPlan& p, Graph& g, const Model& m, const std::vector<std::s
       if (slot >= 0) p.producer_step[slot] = static_cast<int>(step);
     for (int slot : pn.inputs)
       if (slot >= 0) last_use[slot] = static_cast<int>(step);
+    p.max_inputs = std::max(p.max_inputs, pn.inputs.size());
+    p.max_outputs = std::max(p.max_outputs, pn.outputs.size());
     p.steps.push_back(std::move(pn));
   }
   // Release values after their last use; an unused output is released right away.
@@ -293,6 +301,7 @@ void plan_graph(GraphPlan& p, Graph& g, const Model& m, const std::vector<std::s
     if (step < 0) step = p.producer_step[slot];
     if (step >= 0) p.steps[step].release_after.push_back(static_cast<int>(slot));
   }
+  p.needed_all = p.needed_for(p.output_slots);
 }
 
 // A planned subgraph attribute. Its outer-scope names are read from the owning node's
@@ -329,25 +338,14 @@ class PlannedSubgraph final : public Subgraph {
                     " inputs, got ", inputs.size());
     }
     std::vector<Value> values(plan_.value_names.size());
-    std::vector<char> have(values.size(), 0);
-    for (const auto& [slot, t] : plan_.constants) {
-      values[slot] = t;
-      have[slot] = 1;
-    }
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (!inputs[i].defined()) continue;
-      values[i] = std::move(inputs[i]);
-      have[i] = 1;
-    }
+    for (const auto& [slot, t] : plan_.constants) values[slot] = t;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].defined()) values[i] = std::move(inputs[i]);
     for (size_t k = 0; k < outer_.size(); ++k) {
       const Value* v = ctx.input_value(outer_[k].second);
-      const size_t slot = inputs_.size() + k;
-      if (v && v->defined()) {
-        values[slot] = *v;
-        have[slot] = 1;
-      }
+      if (v && v->defined()) values[inputs_.size() + k] = *v;
     }
-    return plan_.execute(values, have, plan_.output_slots, ctx.thread_pool(), ctx.run_config());
+    return plan_.execute(values, plan_.output_slots, ctx.thread_pool(), ctx.run_config());
   }
 
  private:
@@ -370,30 +368,40 @@ KernelInfo::SubgraphBuilder subgraph_builder(const Model& model, const Node& own
 
 }  // namespace
 
-std::vector<Value> GraphPlan::execute(std::vector<Value>& values, const std::vector<char>& have,
-                                      const std::vector<int>& fetch, ThreadPool* pool,
-                                      const RunConfig* run_config) const {
+std::vector<char> GraphPlan::needed_for(const std::vector<int>& fetch) const {
   std::vector<char> needed(steps.size(), 0);
-  {
-    std::vector<int> stack;
-    std::vector<char> seen(value_names.size(), 0);
-    for (int slot : fetch) stack.push_back(slot);
-    while (!stack.empty()) {
-      const int slot = stack.back();
-      stack.pop_back();
-      if (seen[slot]) continue;
-      seen[slot] = 1;
-      if (have[slot]) continue;  // fed or constant
-      const int step = producer_step[slot];
-      if (step < 0 || needed[step]) continue;
-      needed[step] = 1;
-      for (int in : steps[step].inputs)
-        if (in >= 0) stack.push_back(in);
-    }
+  std::vector<int> stack(fetch.begin(), fetch.end());
+  std::vector<char> seen(value_names.size(), 0);
+  while (!stack.empty()) {
+    const int slot = stack.back();
+    stack.pop_back();
+    if (seen[slot]) continue;
+    seen[slot] = 1;
+    const int step = producer_step[slot];
+    if (step < 0 || needed[step]) continue;
+    needed[step] = 1;
+    for (int in : steps[step].inputs)
+      if (in >= 0) stack.push_back(in);
   }
-  std::vector<char> fetched(value_names.size(), 0);
-  for (int slot : fetch) fetched[slot] = 1;
+  return needed;
+}
 
+std::vector<Value> GraphPlan::execute(std::vector<Value>& values, const std::vector<int>& fetch,
+                                      ThreadPool* pool, const RunConfig* run_config) const {
+  // Fetching every graph output (the common case) uses the plan made at load; those slots
+  // are pinned, so nothing fetched is ever released.
+  const bool all = fetch == output_slots;
+  std::vector<char> needed_some, fetched;
+  if (!all) {
+    needed_some = needed_for(fetch);
+    fetched.assign(value_names.size(), 0);
+    for (int slot : fetch) fetched[slot] = 1;
+  }
+  const std::vector<char>& needed = all ? needed_all : needed_some;
+
+  // One scratch array for every step's input pointers and outputs.
+  std::vector<const Value*> in_ptrs(max_inputs);
+  std::vector<Value> outs(max_outputs);
   for (size_t step = 0; step < steps.size(); ++step) {
     if (!needed[step]) continue;
     const PlannedNode& pn = steps[step];
@@ -403,33 +411,39 @@ std::vector<Value> GraphPlan::execute(std::vector<Value>& values, const std::vec
                     "terminated before ",
                     pn.node->label());
     }
-    std::vector<const Value*> inputs;
-    inputs.reserve(pn.inputs.size());
-    for (int slot : pn.inputs) inputs.push_back(slot >= 0 ? &values[slot] : nullptr);
-    KernelContext ctx(*pn.node, std::move(inputs), pn.outputs.size(), pool, run_config);
+    const size_t n_in = pn.inputs.size(), n_out = pn.outputs.size();
+    for (size_t i = 0; i < n_in; ++i)
+      in_ptrs[i] = pn.inputs[i] >= 0 ? &values[pn.inputs[i]] : nullptr;
+    KernelContext ctx(*pn.node, in_ptrs.data(), n_in, outs.data(), n_out, pool, run_config);
     try {
       pn.kernel->compute(ctx);
     } catch (const Error& e) {
+      for (size_t o = 0; o < n_out; ++o) outs[o] = Value();
       const std::string label = pn.node->label();
       if (std::string(e.what()).rfind(label, 0) == 0) throw;
       throw Error(e.code(), label + ": " + e.what());
     } catch (const std::bad_alloc&) {
+      for (size_t o = 0; o < n_out; ++o) outs[o] = Value();
       ORTLITE_THROW(kFail, pn.node->label(), ": out of memory");
     } catch (const std::exception& e) {
+      for (size_t o = 0; o < n_out; ++o) outs[o] = Value();
       ORTLITE_THROW(kRuntimeException, pn.node->label(), ": ", e.what());
     }
-    for (size_t o = 0; o < pn.outputs.size(); ++o) {
+    for (size_t o = 0; o < n_out; ++o) {
       const int slot = pn.outputs[o];
-      if (slot < 0) continue;
-      Value& v = ctx.outputs()[o];
-      if (!v.defined()) {
+      if (slot < 0) {
+        outs[o] = Value();
+        continue;
+      }
+      if (!outs[o].defined()) {
         ORTLITE_THROW(kFail, pn.node->label(), ": the kernel did not produce output '",
                       value_names[slot], "'");
       }
-      values[slot] = std::move(v);
+      values[slot] = std::move(outs[o]);
+      outs[o] = Value();
     }
     for (int slot : pn.release_after)
-      if (!fetched[slot]) values[slot] = Value();
+      if (all || !fetched[slot]) values[slot] = Value();
   }
 
   std::vector<Value> results;
@@ -466,6 +480,7 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
     }
     if (!replaced) g.initializers.emplace_back(name, tensor);
   }
+  optimize_graph(m, config.graph_optimization_level);
 
   // Graph inputs, then initializers. An initializer that is also an input is overridable.
   std::unordered_set<std::string> init_names;
@@ -486,6 +501,7 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
   plan_graph(im.plan, g, m, input_names, false);
   for (const ValueInfo& vi : s->inputs_) im.feedable.emplace(vi.name, &vi);
   for (const ValueInfo& vi : s->overridable_) im.feedable.emplace(vi.name, &vi);
+  for (const ValueInfo& vi : s->inputs_) im.required_slots.push_back(im.plan.slot_of.at(vi.name));
   for (const ValueInfo& vi : g.outputs) s->outputs_.push_back(vi);
 
   const int threads =
@@ -530,6 +546,11 @@ void check_value_feed(const std::string& name, const TypeInfo& type, const Value
       check_value_feed(name, *type.elem, v);
       return;
     case K::kSequence:
+      // seq(map(...)) inputs (DictVectorizer-style models) have no feed form yet.
+      if (type.elem && type.elem->kind == K::kMap) {
+        ORTLITE_THROW(kNotImplemented, "input '", name, "' is a ", type.to_string(),
+                      ": feeding maps is not supported");
+      }
       if (!v.is_sequence()) {
         ORTLITE_THROW(kInvalidArgument, "input '", name, "' is a ", type.to_string(),
                       ": feed a list of arrays, not a ", v.type_string());
@@ -604,15 +625,14 @@ std::vector<Value> Session::run(const Feeds& feeds, const std::vector<std::strin
     have[slot] = 1;
   }
   for (const auto& [name, v] : feeds) {
-    auto it = p.slot_of.find(name);
-    if (it == p.slot_of.end() || !impl_->feedable.count(name))
-      ORTLITE_THROW(kInvalidArgument, "Invalid input name: ", name);
-    values[it->second] = v;
-    have[it->second] = 1;
+    if (!impl_->feedable.count(name)) ORTLITE_THROW(kInvalidArgument, "Invalid input name: ", name);
+    const int slot = p.slot_of.at(name);
+    values[slot] = v;
+    have[slot] = 1;
   }
-  for (const ValueInfo& vi : inputs_) {
-    if (!have[p.slot_of.at(vi.name)])
-      ORTLITE_THROW(kInvalidArgument, "required input '", vi.name, "' is missing");
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    if (!have[impl_->required_slots[i]])
+      ORTLITE_THROW(kInvalidArgument, "required input '", inputs_[i].name, "' is missing");
   }
 
   // Requested outputs; only the steps they depend on run.
@@ -623,7 +643,7 @@ std::vector<Value> Session::run(const Feeds& feeds, const std::vector<std::strin
     check_output_names(output_names);
     for (const std::string& n : output_names) fetch.push_back(p.slot_of.at(n));
   }
-  return p.execute(values, have, fetch, pool_.get(), run_config);
+  return p.execute(values, fetch, pool_.get(), run_config);
 }
 
 }  // namespace ortlite

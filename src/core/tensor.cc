@@ -99,6 +99,9 @@ std::string Value::type_string() const {
       return std::string("seq(tensor(") + dtype_name(elem_) + "))";
     case Kind::kNone:
       return "optional(none)";
+    case Kind::kMaps:
+      return std::string("seq(map(") + dtype_name(elem_) + ",tensor(" +
+             dtype_name(map_values().dtype()) + ")))";
   }
   return "value";
 }

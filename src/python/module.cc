@@ -114,6 +114,19 @@ PyMethodDef module_methods[] = {
                "waits for running ones to deliver their results.")},
     {"_async_in_flight", async_in_flight, METH_NOARGS,
      PyDoc_STR("_async_in_flight($module, /)\n--\n\nInternal: async runs queued or running.")},
+    {"_cuda_info", cuda_info, METH_NOARGS,
+     PyDoc_STR("_cuda_info($module, /)\n--\n\n"
+               "The CUDA library's path, whether it loaded, the devices, or why not.")},
+    {"_cuda_memory_stats", cuda_memory_stats, METH_O,
+     PyDoc_STR("_cuda_memory_stats($module, device, /)\n--\n\n"
+               "(reserved, in_use) bytes of the device's caching allocator.")},
+    {"_cuda_set_allow_tf32", cuda_set_allow_tf32, METH_O,
+     PyDoc_STR("_cuda_set_allow_tf32($module, allow, /)\n--\n\n"
+               "Lets fp32 GEMMs and convolutions use TF32 tensor cores (default off).")},
+    {"_cuda_run_node", as_cfunc(cuda_run_node), METH_VARARGS | METH_KEYWORDS,
+     PyDoc_STR("_cuda_run_node($module, model, feeds, device_id=0, return_ortvalues=False, "
+               "repeat=1)\n--\n\n"
+               "Test entry: runs a one-node model's CUDA kernel (see providers.cc).")},
     {nullptr, nullptr, 0, nullptr},
 };
 

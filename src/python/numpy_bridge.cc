@@ -3,8 +3,6 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
-#include <unordered_map>
-#include <unordered_set>
 #include <utility>
 
 #include "ortlite/status.h"
@@ -51,6 +49,126 @@ PyType_Spec buffer_owner_spec = {
 };
 
 // ---------------------------------------------------------------------------------------
+// Element types numpy lacks (bfloat16 and the narrow types) travel as ml_dtypes' numpy
+// dtypes (the package onnx itself uses), whose memory layout is ortlite's: one element per
+// byte (two for bfloat16). ml_dtypes is imported only when such a tensor crosses.
+
+// numpy's own dtypes, by kind and item size.
+DataType builtin_dtype_of_descr(PyArray_Descr* descr) {
+  const npy_intp size = PyDataType_ELSIZE(descr);
+  switch (descr->kind) {
+    case 'b':
+      return size == 1 ? DataType::kBool : DataType::kUndefined;
+    case 'f':
+      if (size == 2) return DataType::kFloat16;
+      if (size == 4) return DataType::kFloat;
+      if (size == 8) return DataType::kDouble;
+      return DataType::kUndefined;
+    case 'i':
+      if (size == 1) return DataType::kInt8;
+      if (size == 2) return DataType::kInt16;
+      if (size == 4) return DataType::kInt32;
+      if (size == 8) return DataType::kInt64;
+      return DataType::kUndefined;
+    case 'u':
+      if (size == 1) return DataType::kUInt8;
+      if (size == 2) return DataType::kUInt16;
+      if (size == 4) return DataType::kUInt32;
+      if (size == 8) return DataType::kUInt64;
+      return DataType::kUndefined;
+    case 'U':
+    case 'S':
+    case 'O':
+      return DataType::kString;
+    default:
+      return DataType::kUndefined;
+  }
+}
+
+const char* ml_dtypes_name(DataType t) {
+  switch (t) {
+    case DataType::kBFloat16:
+      return "bfloat16";
+    case DataType::kFloat8E4M3FN:
+      return "float8_e4m3fn";
+    case DataType::kFloat8E4M3FNUZ:
+      return "float8_e4m3fnuz";
+    case DataType::kFloat8E5M2:
+      return "float8_e5m2";
+    case DataType::kFloat8E5M2FNUZ:
+      return "float8_e5m2fnuz";
+    case DataType::kFloat8E8M0:
+      return "float8_e8m0fnu";
+    case DataType::kFloat4E2M1:
+      return "float4_e2m1fn";
+    case DataType::kInt4:
+      return "int4";
+    case DataType::kUInt4:
+      return "uint4";
+    case DataType::kInt2:
+      return "int2";
+    case DataType::kUInt2:
+      return "uint2";
+    default:
+      return nullptr;
+  }
+}
+
+constexpr DataType kMlDtypesTypes[] = {
+    DataType::kBFloat16,   DataType::kFloat8E4M3FN,   DataType::kFloat8E4M3FNUZ,
+    DataType::kFloat8E5M2, DataType::kFloat8E5M2FNUZ, DataType::kFloat8E8M0,
+    DataType::kFloat4E2M1, DataType::kInt4,           DataType::kUInt4,
+    DataType::kInt2,       DataType::kUInt2};
+
+// The DataType of an ml_dtypes dtype; kUndefined for anything else. Looks only at an
+// ml_dtypes that is already imported (an array of its dtypes implies it is).
+DataType ml_dtype_of(PyArray_Descr* descr) {
+  Ref name = Ref::steal(PyUnicode_FromString("ml_dtypes"));
+  if (!name) throw PythonErrorSet{};
+  Ref mod = Ref::steal(PyImport_GetModule(name.get()));
+  if (!mod) {
+    if (PyErr_Occurred()) throw PythonErrorSet{};
+    return DataType::kUndefined;
+  }
+  for (DataType t : kMlDtypesTypes) {
+    Ref type = Ref::steal(PyObject_GetAttrString(mod.get(), ml_dtypes_name(t)));
+    if (!type) {
+      PyErr_Clear();  // an older ml_dtypes without this type
+      continue;
+    }
+    if (type.get() == reinterpret_cast<PyObject*>(descr->typeobj)) return t;
+  }
+  return DataType::kUndefined;
+}
+
+// A new reference to the numpy dtype of t (imports ml_dtypes for the types numpy lacks).
+PyArray_Descr* descr_of(DataType t) {
+  const int tn = npy_type_of(t);
+  if (tn >= 0) {
+    PyArray_Descr* d = PyArray_DescrFromType(tn);
+    if (!d) throw PythonErrorSet{};
+    return d;
+  }
+  const char* name = ml_dtypes_name(t);
+  if (!name)
+    ORTLITE_THROW(kNotImplemented, "element type ", dtype_name(t), " has no numpy equivalent");
+  Ref mod = Ref::steal(PyImport_ImportModule("ml_dtypes"));
+  if (!mod) {
+    if (!PyErr_ExceptionMatches(PyExc_ImportError)) throw PythonErrorSet{};
+    PyErr_Clear();
+    ORTLITE_THROW(kNotImplemented, "element type ", dtype_name(t),
+                  " has no numpy dtype; install ml_dtypes to exchange it with numpy");
+  }
+  Ref type = Ref::steal(PyObject_GetAttrString(mod.get(), name));
+  if (!type) {
+    PyErr_Clear();
+    ORTLITE_THROW(kNotImplemented, "element type ", dtype_name(t), " needs ml_dtypes.", name,
+                  ", which the installed ml_dtypes lacks");
+  }
+  PyArray_Descr* d = nullptr;
+  if (!PyArray_DescrConverter(type.get(), &d)) throw PythonErrorSet{};
+  return d;
+}
 
 void shape_to_dims(const Tensor& t, npy_intp* dims) {
   if (t.rank() > static_cast<size_t>(NPY_MAXDIMS))
@@ -131,8 +249,8 @@ Tensor array_to_tensor(PyArrayObject* a, const std::string& name, Ref* keepalive
   // Returns `a` itself when it is already a C-contiguous, aligned, native-order base-class
   // ndarray of the canonical dtype; a fresh copy otherwise. The caller's array is never
   // written.
-  Ref c = Ref::steal(PyArray_FromAny(reinterpret_cast<PyObject*>(a),
-                                     PyArray_DescrFromType(npy_type_of(dt)), 0, 0,
+  // PyArray_FromAny steals the descr, also on failure.
+  Ref c = Ref::steal(PyArray_FromAny(reinterpret_cast<PyObject*>(a), descr_of(dt), 0, 0,
                                      NPY_ARRAY_CARRAY_RO | NPY_ARRAY_ENSUREARRAY, nullptr));
   if (!c) throw PythonErrorSet{};
   auto* ca = reinterpret_cast<PyArrayObject*>(c.get());
@@ -150,34 +268,8 @@ Tensor array_to_tensor(PyArrayObject* a, const std::string& name, Ref* keepalive
 // ---------------------------------------------------------------------------------------
 
 DataType dtype_of_descr(PyArray_Descr* descr) {
-  const npy_intp size = PyDataType_ELSIZE(descr);
-  switch (descr->kind) {
-    case 'b':
-      return size == 1 ? DataType::kBool : DataType::kUndefined;
-    case 'f':
-      if (size == 2) return DataType::kFloat16;
-      if (size == 4) return DataType::kFloat;
-      if (size == 8) return DataType::kDouble;
-      return DataType::kUndefined;
-    case 'i':
-      if (size == 1) return DataType::kInt8;
-      if (size == 2) return DataType::kInt16;
-      if (size == 4) return DataType::kInt32;
-      if (size == 8) return DataType::kInt64;
-      return DataType::kUndefined;
-    case 'u':
-      if (size == 1) return DataType::kUInt8;
-      if (size == 2) return DataType::kUInt16;
-      if (size == 4) return DataType::kUInt32;
-      if (size == 8) return DataType::kUInt64;
-      return DataType::kUndefined;
-    case 'U':
-    case 'S':
-    case 'O':
-      return DataType::kString;
-    default:
-      return DataType::kUndefined;
-  }
+  const DataType t = builtin_dtype_of_descr(descr);
+  return t != DataType::kUndefined ? t : ml_dtype_of(descr);
 }
 
 int npy_type_of(DataType t) {
@@ -218,7 +310,7 @@ DataType dtype_from_python(PyObject* element_type) {
     const long v = PyLong_AsLong(element_type);
     if (v == -1 && PyErr_Occurred()) throw PythonErrorSet{};
     const auto dt = static_cast<DataType>(v);
-    if (v <= 0 || v > 16 || !dtype_supported(dt) || npy_type_of(dt) < 0)
+    if (v <= 0 || v > kMaxDataType || !dtype_supported(dt) || !has_numpy_dtype(dt))
       ORTLITE_THROW(kInvalidArgument, "element type ", v,
                     " is not an ONNX element type ortlite supports");
     return dt;
@@ -238,11 +330,10 @@ Tensor object_to_tensor(PyObject* obj, DataType want, const std::string& name, R
     return array_to_tensor(reinterpret_cast<PyArrayObject*>(obj), name, keepalive);
   PyArray_Descr* descr = nullptr;
   if (want != DataType::kUndefined) {
-    const int tn = npy_type_of(want);
-    if (tn < 0)
+    if (!has_numpy_dtype(want))
       ORTLITE_THROW(kNotImplemented, "input '", name, "' has element type ", dtype_name(want),
                     ", which numpy cannot represent: feed an OrtValue");
-    descr = PyArray_DescrFromType(tn);
+    descr = descr_of(want);
   }
   // PyArray_FromAny steals descr, also on failure.
   Ref arr = Ref::steal(PyArray_FromAny(obj, descr, 0, 0, NPY_ARRAY_CARRAY, nullptr));
@@ -250,8 +341,12 @@ Tensor object_to_tensor(PyObject* obj, DataType want, const std::string& name, R
   return array_to_tensor(reinterpret_cast<PyArrayObject*>(arr.get()), name, keepalive);
 }
 
+bool has_numpy_dtype(DataType t) {
+  return npy_type_of(t) >= 0 || ml_dtypes_name(t) != nullptr;
+}
+
 bool can_view(const Tensor& t) {
-  if (t.dtype() == DataType::kString || npy_type_of(t.dtype()) < 0) return false;
+  if (t.dtype() == DataType::kString || !has_numpy_dtype(t.dtype())) return false;
   if (t.numel() == 0 || !t.buffer() || t.buffer()->device().type != DeviceType::kCPU) return false;
   const size_t align = dtype_size(t.dtype());
   return align != 0 && reinterpret_cast<uintptr_t>(t.raw_data()) % align == 0;
@@ -275,11 +370,9 @@ Ref tensor_to_numpy_copy(const Tensor& t) {
     }
     return arr;
   }
-  const int tn = npy_type_of(t.dtype());
-  if (tn < 0)
-    ORTLITE_THROW(kNotImplemented, "element type ", dtype_name(t.dtype()),
-                  " has no numpy equivalent");
-  Ref arr = Ref::steal(PyArray_SimpleNew(nd, dims, tn));
+  // Steals the descr.
+  Ref arr = Ref::steal(PyArray_NewFromDescr(&PyArray_Type, descr_of(t.dtype()), nd, dims, nullptr,
+                                            nullptr, 0, nullptr));
   if (!arr) throw PythonErrorSet{};
   const size_t n = t.nbytes();
   if (n) std::memcpy(PyArray_DATA(reinterpret_cast<PyArrayObject*>(arr.get())), t.raw_data(), n);
@@ -291,8 +384,7 @@ Ref tensor_to_numpy_view(const Tensor& t, PyObject* base, bool writeable) {
   if (!can_view(t)) ORTLITE_THROW(kEngineError, "internal error: tensor cannot be viewed by numpy");
   npy_intp dims[NPY_MAXDIMS];
   shape_to_dims(t, dims);
-  PyArray_Descr* descr = PyArray_DescrFromType(npy_type_of(t.dtype()));
-  if (!descr) throw PythonErrorSet{};
+  PyArray_Descr* descr = descr_of(t.dtype());
   PyObject* arr = PyArray_NewFromDescr(&PyArray_Type, descr, static_cast<int>(t.rank()), dims,
                                        nullptr, t.raw_data(),
                                        writeable ? NPY_ARRAY_CARRAY : NPY_ARRAY_CARRAY_RO, nullptr);
@@ -316,16 +408,21 @@ Ref tensor_to_numpy_owned(ModuleState* st, const Tensor& t) {
 }
 
 std::vector<bool> exclusive_outputs(const std::vector<Tensor>& outs) {
-  std::unordered_map<const Buffer*, int32_t> refs_in_outs;
-  for (const Tensor& t : outs)
-    if (t.buffer()) ++refs_in_outs[t.buffer().get()];
-  std::unordered_set<const Buffer*> seen;
+  // Quadratic in the number of outputs, which is small; no hash tables on the per-call path.
   std::vector<bool> result(outs.size(), false);
   for (size_t i = 0; i < outs.size(); ++i) {
     const Buffer* b = outs[i].buffer().get();
-    if (!b || !seen.insert(b).second) continue;
+    if (!b) continue;
+    bool first = true;
+    int32_t refs_in_outs = 0;
+    for (size_t j = 0; j < outs.size(); ++j) {
+      if (outs[j].buffer().get() != b) continue;
+      ++refs_in_outs;
+      if (j < i) first = false;
+    }
+    if (!first) continue;
     result[i] = b->kind() == BufferKind::kOwned && b->device().type == DeviceType::kCPU &&
-                b->ref_count() == refs_in_outs[b] && can_view(outs[i]);
+                b->ref_count() == refs_in_outs && can_view(outs[i]);
   }
   return result;
 }

@@ -19,10 +19,14 @@
 namespace ortlite::py {
 
 // DataType of a numpy dtype, by kind and item size; kString for str, bytes and object;
-// kUndefined for anything ortlite cannot hold.
+// ml_dtypes' bfloat16, float8, float4, int4 and int2 dtypes by identity; kUndefined for
+// anything ortlite cannot hold.
 DataType dtype_of_descr(PyArray_Descr* descr);
 // numpy type number of a DataType (kString: NPY_OBJECT); -1 when numpy has none.
 int npy_type_of(DataType t);
+// True when t has a numpy dtype: numpy's own or, for bfloat16 and the narrow types,
+// ml_dtypes' (then converting needs ml_dtypes installed; NotImplemented says so otherwise).
+bool has_numpy_dtype(DataType t);
 // DataType from a numpy dtype-like (np.float32, np.dtype('int64'), 'float16', ...) or an
 // ONNX TensorProto element type number. Throws on anything else.
 DataType dtype_from_python(PyObject* element_type);

@@ -23,8 +23,9 @@ inline bool ortvalue_check(ModuleState* st, PyObject* o) {
   return PyObject_TypeCheck(o, st->ortvalue_type);
 }
 
-inline const Tensor& ortvalue_tensor(PyObject* o) {
-  return reinterpret_cast<OrtValueObject*>(o)->tensor;
-}
+// The OrtValue's tensor for a consumer on the CPU (a session feed, an added initializer): a
+// tensor on a CUDA device is copied to the host, as sessions run every node on the CPU
+// until the planner places nodes on the GPU (docs/cuda.md). Throws ortlite::Error.
+Tensor ortvalue_tensor(PyObject* o);
 
 }  // namespace ortlite::py

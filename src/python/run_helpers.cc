@@ -34,6 +34,10 @@ Value object_to_value(PyObject* value, const TypeInfo* type, const std::string& 
     type = type->elem.get();
   }
   if (type && type->kind == K::kSequence) {
+    if (type->elem && type->elem->kind == K::kMap) {
+      ORTLITE_THROW(kNotImplemented, "input '", name, "' is a ", type->to_string(),
+                    ": feeding maps is not supported");
+    }
     if (!PyList_Check(value) && !PyTuple_Check(value)) {
       PyErr_Format(PyExc_TypeError, "input '%s' is a %s: feed a list of arrays, not %.100s",
                    name.c_str(), type->to_string().c_str(), Py_TYPE(value)->tp_name);
@@ -61,6 +65,43 @@ Value object_to_value(PyObject* value, const TypeInfo* type, const std::string& 
   return t;
 }
 
+// The N dicts of a kMaps value, {key: float} like onnxruntime's ZipMap output. The key
+// objects are made once and shared by every dict.
+Ref maps_to_list(const Value& v) {
+  const Tensor& keys = v.map_keys();
+  const Tensor& values = v.map_values();
+  if (values.dtype() != DataType::kFloat || values.rank() != 2 || keys.rank() != 1 ||
+      values.dim(1) != keys.dim(0) ||
+      (keys.dtype() != DataType::kInt64 && keys.dtype() != DataType::kString)) {
+    ORTLITE_THROW(kFail, "malformed ", v.type_string(), " output: keys ",
+                  shape_to_string(keys.shape()), ", values ", shape_to_string(values.shape()));
+  }
+  const int64_t n = values.dim(0), c = keys.dim(0);
+  std::vector<Ref> key_objs;
+  key_objs.reserve(static_cast<size_t>(c));
+  for (int64_t j = 0; j < c; ++j) {
+    Ref k =
+        Ref::steal(keys.dtype() == DataType::kInt64 ? PyLong_FromLongLong(keys.data<int64_t>()[j])
+                                                    : str_from_utf8(keys.data<std::string>()[j]));
+    if (!k) throw PythonErrorSet{};
+    key_objs.push_back(std::move(k));
+  }
+  const float* src = values.data<float>();
+  Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(n)));
+  if (!list) throw PythonErrorSet{};
+  for (int64_t i = 0; i < n; ++i) {
+    Ref dict = Ref::steal(PyDict_New());
+    if (!dict) throw PythonErrorSet{};
+    for (int64_t j = 0; j < c; ++j) {
+      Ref f = Ref::steal(PyFloat_FromDouble(static_cast<double>(src[i * c + j])));
+      if (!f || PyDict_SetItem(dict.get(), key_objs[static_cast<size_t>(j)].get(), f.get()) < 0)
+        throw PythonErrorSet{};
+    }
+    PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), dict.release());
+  }
+  return list;
+}
+
 Ref string_list(const std::vector<std::string>& names) {
   Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(names.size())));
   if (!list) throw PythonErrorSet{};
@@ -72,8 +113,7 @@ Ref string_list(const std::vector<std::string>& names) {
   return list;
 }
 
-void parse_output_names(const Session& sess, PyObject* output_names,
-                        std::vector<std::string>* out) {
+void parse_output_names(PyObject* output_names, std::vector<std::string>* out) {
   out->clear();
   if (output_names != Py_None) {
     if (PyUnicode_Check(output_names) || PyBytes_Check(output_names) ||
@@ -92,9 +132,6 @@ void parse_output_names(const Session& sess, PyObject* output_names,
       out->push_back(std::move(name));
     }
   }
-  if (out->empty()) {
-    for (const ValueInfo& vi : sess.outputs()) out->push_back(vi.name);
-  }
 }
 
 }  // namespace
@@ -106,30 +143,32 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
                  Py_TYPE(input_feed)->tp_name);
     throw PythonErrorSet{};
   }
-  // A snapshot: converting values may run Python code that changes the dict.
-  Ref items = Ref::steal(PyDict_Items(input_feed));
-  if (!items) throw PythonErrorSet{};
-  const Py_ssize_t n = PyList_GET_SIZE(items.get());
-  std::vector<std::string> names;
-  Ref keys = Ref::steal(PyList_New(n));
-  if (!keys) throw PythonErrorSet{};
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    PyObject* key = PyTuple_GET_ITEM(PyList_GET_ITEM(items.get(), i), 0);
-    std::string name;
-    if (!str_to_utf8(key, "each input name", &name)) throw PythonErrorSet{};
-    names.push_back(std::move(name));
-    PyList_SET_ITEM(keys.get(), i, Py_NewRef(key));
+  // A snapshot with strong references: converting values may run Python code that
+  // changes the dict. (Cheaper than PyDict_Items, which builds a tuple per entry.)
+  std::vector<std::pair<Ref, Ref>> items;
+  items.reserve(static_cast<size_t>(PyDict_GET_SIZE(input_feed)));
+  {
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(input_feed, &pos, &key, &value))
+      items.emplace_back(Ref::borrow(key), Ref::borrow(value));
   }
+  const size_t n = items.size();
+  std::vector<std::string> names(n);
+  for (size_t i = 0; i < n; ++i)
+    if (!str_to_utf8(items[i].first.get(), "each input name", &names[i])) throw PythonErrorSet{};
 
   const std::vector<std::string> missing = sess.missing_inputs(names);
   if (!missing.empty()) {
     Ref missing_list = string_list(missing);
+    Ref keys = Ref::steal(PyDict_Keys(input_feed));
+    if (!keys) throw PythonErrorSet{};
     PyErr_Format(PyExc_ValueError, "Required inputs (%R) are missing from input feed (%R).",
                  missing_list.get(), keys.get());
     throw PythonErrorSet{};
   }
 
-  parse_output_names(sess, output_names, &in->output_names);
+  parse_output_names(output_names, &in->output_names);
 
   in->run_config.reset();
   if (run_options && run_options != Py_None) {
@@ -142,10 +181,10 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
   }
 
   in->feeds.clear();
-  in->feeds.reserve(static_cast<size_t>(n));
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    PyObject* value = PyTuple_GET_ITEM(PyList_GET_ITEM(items.get(), i), 1);
-    const std::string& name = names[static_cast<size_t>(i)];
+  in->feeds.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    PyObject* value = items[i].second.get();
+    const std::string& name = names[i];
     if (ortvalue_check(st, value)) {
       in->held.push_back(Ref::borrow(value));
       in->feeds.emplace_back(name, ortvalue_tensor(value));
@@ -186,9 +225,11 @@ Ref outputs_to_numpy(ModuleState* st, std::vector<Value> outs) {
   }
   std::vector<Value::Kind> kinds;
   std::vector<size_t> seq_sizes;
+  std::vector<Value> maps;  // always converted to Python objects, so kept as they are
   for (Value& v : outs) {
     kinds.push_back(v.kind());
     seq_sizes.push_back(v.items().size());
+    if (v.is_maps()) maps.push_back(std::move(v));
     v = Value();  // drops this list's references to sequence items
   }
   const std::vector<bool> view = exclusive_outputs(flat);
@@ -197,6 +238,7 @@ Ref outputs_to_numpy(ModuleState* st, std::vector<Value> outs) {
     const size_t i = k++;
     return view[i] ? tensor_to_numpy_owned(st, flat[i]) : tensor_to_numpy_copy(flat[i]);
   };
+  size_t next_maps = 0;
   Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(outs.size())));
   if (!list) throw PythonErrorSet{};
   for (size_t i = 0; i < outs.size(); ++i) {
@@ -205,6 +247,8 @@ Ref outputs_to_numpy(ModuleState* st, std::vector<Value> outs) {
       item = next_array();
     } else if (kinds[i] == Value::Kind::kNone) {
       item = Ref::borrow(Py_None);
+    } else if (kinds[i] == Value::Kind::kMaps) {
+      item = maps_to_list(maps[next_maps++]);
     } else {
       const size_t n = seq_sizes[i];
       item = Ref::steal(PyList_New(static_cast<Py_ssize_t>(n)));

@@ -26,7 +26,7 @@ namespace ortlite::py {
 // converted (an output may share memory with a feed until then).
 struct RunInputs {
   Feeds feeds;
-  std::vector<std::string> output_names;  // explicit: every graph output when none was asked
+  std::vector<std::string> output_names;  // empty: every graph output
   std::shared_ptr<RunConfig> run_config;  // null without run options
   std::vector<Ref> held;
 };
@@ -52,10 +52,11 @@ std::vector<Value> run_without_gil(const Session& sess, const RunInputs& in);
 
 // A list with one entry per output: a numpy array for a tensor (a zero-copy view when its
 // memory was allocated by this run and nothing else references it, base: a buffer owner;
-// a copy otherwise), a list of arrays for a sequence, None for an empty optional.
+// a copy otherwise), a list of arrays for a sequence, a list of dicts {key: float} for a
+// sequence of maps (ZipMap), None for an empty optional.
 Ref outputs_to_numpy(ModuleState* st, std::vector<Value> outs);
-// A list of OrtValues; outputs not exclusively owned by the run are copied. A sequence or
-// optional output raises NotImplemented (OrtValue holds tensors only).
+// A list of OrtValues; outputs not exclusively owned by the run are copied. A sequence,
+// map or optional output raises NotImplemented (OrtValue holds tensors only).
 Ref outputs_to_ortvalues(ModuleState* st, std::vector<Value> outs);
 
 }  // namespace ortlite::py

@@ -256,17 +256,52 @@ PyObject* session_get_session_options(PyObject* self, PyObject*) {
   ORTLITE_PY_CATCH(st, nullptr)
 }
 
-PyObject* session_run_impl(PyObject* self, PyObject* args, PyObject* kwds, bool ortvalues,
-                           const char* format) {
+// (output_names, input_feed, run_options=None) of a vectorcall, without building an args
+// tuple or kwargs dict: run() is the per-call path.
+bool parse_run_args(const char* fname, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                    PyObject* out[3]) {
+  static const char* const names[3] = {"output_names", "input_feed", "run_options"};
+  out[0] = out[1] = nullptr;
+  out[2] = Py_None;
+  if (nargs > 3) {
+    PyErr_Format(PyExc_TypeError, "%s() takes at most 3 arguments (%zd given)", fname, nargs);
+    return false;
+  }
+  for (Py_ssize_t i = 0; i < nargs; ++i) out[i] = args[i];
+  const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t k = 0; k < nkw; ++k) {
+    PyObject* key = PyTuple_GET_ITEM(kwnames, k);
+    int which = -1;
+    for (int j = 0; j < 3 && which < 0; ++j)
+      if (PyUnicode_CompareWithASCIIString(key, names[j]) == 0) which = j;
+    if (which < 0) {
+      PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname, key);
+      return false;
+    }
+    if (which < nargs) {
+      PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fname,
+                   names[which]);
+      return false;
+    }
+    out[which] = args[nargs + k];
+  }
+  for (int j = 0; j < 2; ++j) {
+    if (!out[j]) {
+      PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s' (pos %d)", fname, names[j],
+                   j + 1);
+      return false;
+    }
+  }
+  return true;
+}
+
+PyObject* session_run_impl(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                           PyObject* kwnames, bool ortvalues, const char* fname) {
   ModuleState* st = state_of(self);
   if (!st) return nullptr;
-  static const char* kwlist[] = {"output_names", "input_feed", "run_options", nullptr};
-  PyObject* output_names = nullptr;
-  PyObject* input_feed = nullptr;
-  PyObject* run_options = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, format, const_cast<char**>(kwlist), &output_names,
-                                   &input_feed, &run_options))
-    return nullptr;
+  PyObject* a[3];
+  if (!parse_run_args(fname, args, nargs, kwnames, a)) return nullptr;
+  PyObject *output_names = a[0], *input_feed = a[1], *run_options = a[2];
   try {
     std::shared_ptr<const Session> sess = loaded(st, self);
     RunInputs in;
@@ -280,12 +315,13 @@ PyObject* session_run_impl(PyObject* self, PyObject* args, PyObject* kwds, bool 
   ORTLITE_PY_CATCH(st, nullptr)
 }
 
-PyObject* session_run(PyObject* self, PyObject* args, PyObject* kwds) {
-  return session_run_impl(self, args, kwds, false, "OO|O:run");
+PyObject* session_run(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  return session_run_impl(self, args, nargs, kwnames, false, "run");
 }
 
-PyObject* session_run_with_ort_values(PyObject* self, PyObject* args, PyObject* kwds) {
-  return session_run_impl(self, args, kwds, true, "OO|O:run_with_ort_values");
+PyObject* session_run_with_ort_values(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                                      PyObject* kwnames) {
+  return session_run_impl(self, args, nargs, kwnames, true, "run_with_ort_values");
 }
 
 PyObject* session_noop(PyObject*, PyObject*) {
@@ -293,14 +329,14 @@ PyObject* session_noop(PyObject*, PyObject*) {
 }
 
 PyMethodDef session_methods[] = {
-    {"run", as_cfunc(session_run), METH_VARARGS | METH_KEYWORDS,
+    {"run", as_cfunc(session_run), METH_FASTCALL | METH_KEYWORDS,
      PyDoc_STR("run($self, output_names, input_feed, run_options=None)\n--\n\n"
                "Computes the outputs.\n\n"
                "output_names: the names of the outputs to compute (None or []: all).\n"
                "input_feed: dict of input name to numpy array, list, scalar or OrtValue.\n"
                "run_options: a RunOptions or None.\n"
                "Returns a list of numpy arrays, one per output name.")},
-    {"run_with_ort_values", as_cfunc(session_run_with_ort_values), METH_VARARGS | METH_KEYWORDS,
+    {"run_with_ort_values", as_cfunc(session_run_with_ort_values), METH_FASTCALL | METH_KEYWORDS,
      PyDoc_STR("run_with_ort_values($self, output_names, input_feed, run_options=None)\n--\n\n"
                "Like run(), with a dict of input name to OrtValue; returns a list of OrtValue.")},
     {"run_async", as_cfunc(session_run_async), METH_VARARGS | METH_KEYWORDS,

@@ -1,5 +1,6 @@
 # Builds the libFuzzer harness build/fuzz/fuzz_model straight from the C++ sources under
-# src/core and src/ops (no Python), with clang's fuzzer, ASan and UBSan instrumentation.
+# src/core, src/ops and src/cuda (the CUDA provider's g++ side, no device code; no Python),
+# with clang's fuzzer, ASan and UBSan instrumentation.
 # Used by `make fuzz`; incremental (one object per source, header dependencies tracked).
 FUZZ_CXX    ?= clang++
 FUZZ_OUT    ?= build/fuzz
@@ -11,7 +12,7 @@ FUZZ_CFLAGS := -std=c++17 -O1 -g -Iinclude -Isrc -pthread $(FUZZ_SAN) -Wno-unkno
 FUZZ_AVX2   := -mavx2 -mfma
 FUZZ_AVX512 := -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx2 -mfma
 
-SRCS := $(sort $(wildcard src/core/*.cc) $(wildcard src/ops/*/*.cc))
+SRCS := $(sort $(wildcard src/core/*.cc) $(wildcard src/ops/*/*.cc) $(wildcard src/cuda/*.cc))
 OBJS := $(patsubst src/%.cc,$(FUZZ_OUT)/obj/%.o,$(SRCS))
 
 all: $(FUZZ_OUT)/fuzz_model

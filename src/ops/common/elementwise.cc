@@ -14,8 +14,14 @@ void check_same_type(const KernelContext& ctx, const Tensor& a, const Tensor& b,
 }
 
 Shape broadcast_or_fail(const KernelContext& ctx, const Shape& a, const Shape& b) {
-  const std::string label = ctx.node().label();
-  return broadcast_shapes(a, b, label.c_str());
+  if (a == b) return a;
+  try {
+    return broadcast_shapes(a, b, "");
+  } catch (const Error&) {
+    // The node's label is only built on failure: it costs more than the check itself.
+    const std::string label = ctx.node().label();
+    return broadcast_shapes(a, b, label.c_str());
+  }
 }
 
 }  // namespace ew

@@ -282,6 +282,24 @@ BroadcastPlan<N> make_broadcast_plan(const Shape& out, const std::array<const Sh
   BroadcastPlan<N> p;
   p.total = shape_size(out);
   if (p.total == 0) return p;
+  // Common cases without building stride tables: every input has the output's shape or is
+  // a single element no wider in rank (one span, strides 1 or 0).
+  bool simple = true;
+  for (int k = 0; k < N && simple; ++k) {
+    const Shape& s = *ins[k];
+    if (s == out) {
+      p.inner_stride[k] = 1;
+    } else if (s.size() <= out.size() && shape_size(s) == 1) {
+      p.inner_stride[k] = 0;
+    } else {
+      simple = false;
+    }
+  }
+  if (simple) {
+    p.inner = p.total;
+    return p;
+  }
+  p.inner_stride.fill(0);
   std::array<std::vector<int64_t>, N> st;
   for (int k = 0; k < N; ++k) st[k] = broadcast_strides(*ins[k], out);
   // Collapse from the innermost dim outwards; dims of size 1 contribute nothing.

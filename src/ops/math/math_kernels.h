@@ -25,6 +25,10 @@ void register_clip_kernels(KernelRegistry& r);           // clip.cc: Clip
 void register_where_kernels(KernelRegistry& r);          // where.cc: Where
 void register_cumsum_conf_kernels(KernelRegistry& r);    // cumsum_conf.cc: CumSum *Window
 void register_einsum_conf_kernels(KernelRegistry& r);    // einsum_conf.cc: Einsum
+void register_random_conf_kernels(KernelRegistry& r);    // random_conf.cc: Random* Bernoulli
+                                                         // Multinomial
+void register_signal_conf_kernels(KernelRegistry& r);    // signal_conf.cc: DFT STFT
+                                                         // MelWeightMatrix
 
 namespace math {
 

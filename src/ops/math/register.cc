@@ -26,6 +26,8 @@ void register_math_kernels(KernelRegistry& r) {
   register_where_kernels(r);
   register_cumsum_conf_kernels(r);
   register_einsum_conf_kernels(r);
+  register_random_conf_kernels(r);
+  register_signal_conf_kernels(r);
 }
 
 }  // namespace ortlite

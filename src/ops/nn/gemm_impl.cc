@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/nn/blas.h"
 #include "ops/nn/gemm_kernels.h"
 #include "ortlite/status.h"
 
@@ -317,6 +318,24 @@ void PackedGemmMatrix<T>::Free::operator()(T* p) const {
   aligned_delete(p);
 }
 
+namespace {
+
+// From this many rows of A on, a product with a pre-packed B goes to the BLAS (which packs B
+// per call) rather than to the micro-kernels on the pre-packed panels (tools/bench.py MLP
+// batch 64 and /tmp-style MatMul sweeps; docs/performance.md).
+constexpr int64_t kPlainMinRows = 192;
+// B matrices smaller than this never go to the BLAS, so they keep no plain copy.
+constexpr int64_t kPlainMinElements = 64 * 64;
+
+// Row-major copy of op(X) (rows x cols) from X with leading dimension ld.
+template <typename T>
+void copy_plain(bool trans, int64_t rows, int64_t cols, const T* X, int64_t ld, T* out) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) out[i * cols + j] = trans ? X[j * ld + i] : X[i * ld + j];
+}
+
+}  // namespace
+
 template <typename T>
 PackedGemmMatrix<T> pack_gemm_a(bool transA, int64_t M, int64_t K, const T* A, int64_t lda) {
   ORTLITE_ENFORCE(M >= 0 && K >= 0, kInvalidArgument, "pack_gemm_a: negative size");
@@ -325,6 +344,11 @@ PackedGemmMatrix<T> pack_gemm_a(bool transA, int64_t M, int64_t K, const T* A, i
   r.is_a_ = true;
   r.rows_ = M;
   r.cols_ = K;
+  if (blas::enabled()) {
+    r.plain_.reset(aligned_new<T>(static_cast<size_t>(std::max<int64_t>(M * K, 1))));
+    copy_plain(transA, M, K, A, lda, r.plain_.get());
+    return r;
+  }
   const int64_t rows = round_up(std::max<int64_t>(M, 1), t.mr);
   r.data_.reset(aligned_new<T>(static_cast<size_t>(rows * std::max<int64_t>(K, 1))));
   if (M > 0 && K > 0) t.pack_a(transA, A, lda, 0, M, 0, K, r.data_.get());
@@ -339,6 +363,10 @@ PackedGemmMatrix<T> pack_gemm_b(bool transB, int64_t K, int64_t N, const T* B, i
   r.is_a_ = false;
   r.rows_ = K;
   r.cols_ = N;
+  if (blas::enabled() && K * N >= kPlainMinElements) {
+    r.plain_.reset(aligned_new<T>(static_cast<size_t>(K * N)));
+    copy_plain(transB, K, N, B, ldb, r.plain_.get());
+  }
   const int64_t cols = round_up(std::max<int64_t>(N, 1), t.nr);
   r.data_.reset(aligned_new<T>(static_cast<size_t>(cols * std::max<int64_t>(K, 1))));
   if (N > 0 && K > 0) t.pack_b(transB, B, ldb, 0, K, 0, N, r.data_.get());
@@ -349,6 +377,11 @@ template <typename T>
 void gemm_packed_a(const PackedGemmMatrix<T>& A, bool transB, int64_t N, const T* B, int64_t ldb,
                    T alpha, T beta, T* C, int64_t ldc, ThreadPool* pool) {
   ORTLITE_ENFORCE(A.is_a() && !A.empty(), kFail, "gemm_packed_a: operand is not a packed A");
+  if (A.plain_) {
+    gemm(false, transB, A.rows(), N, A.cols(), alpha, A.plain_.get(), A.cols(), B, ldb, beta, C,
+         ldc, pool);
+    return;
+  }
   run_gemm<T>({false, nullptr, 0, &A}, {transB, B, ldb, nullptr}, A.rows(), N, A.cols(), alpha,
               beta, C, ldc, pool);
 }
@@ -357,6 +390,11 @@ template <typename T>
 void gemm_packed_b(bool transA, int64_t M, const T* A, int64_t lda, const PackedGemmMatrix<T>& B,
                    T alpha, T beta, T* C, int64_t ldc, ThreadPool* pool) {
   ORTLITE_ENFORCE(!B.is_a() && !B.empty(), kFail, "gemm_packed_b: operand is not a packed B");
+  if (B.plain_ && M >= kPlainMinRows &&
+      blas::gemm(transA, false, M, B.cols(), B.rows(), alpha, A, lda, B.plain_.get(), B.cols(),
+                 beta, C, ldc, pool)) {
+    return;
+  }
   run_gemm<T>({transA, A, lda, nullptr}, {false, nullptr, 0, &B}, M, B.cols(), B.rows(), alpha,
               beta, C, ldc, pool);
 }
@@ -364,6 +402,7 @@ void gemm_packed_b(bool transA, int64_t M, const T* A, int64_t lda, const Packed
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
           ThreadPool* pool) {
+  if (blas::gemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool)) return;
   run_gemm<float>({transA, A, lda, nullptr}, {transB, B, ldb, nullptr}, M, N, K, alpha, beta, C,
                   ldc, pool);
 }
@@ -371,6 +410,7 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
           int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc,
           ThreadPool* pool) {
+  if (blas::gemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool)) return;
   run_gemm<double>({transA, A, lda, nullptr}, {transB, B, ldb, nullptr}, M, N, K, alpha, beta, C,
                    ldc, pool);
 }

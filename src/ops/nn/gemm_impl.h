@@ -30,7 +30,7 @@ template <typename T>
 class PackedGemmMatrix {
  public:
   PackedGemmMatrix() = default;
-  bool empty() const { return data_ == nullptr; }
+  bool empty() const { return data_ == nullptr && plain_ == nullptr; }
   bool is_a() const { return is_a_; }
   // Logical op(X) dimensions: rows x cols (A: M x K, B: K x N).
   int64_t rows() const { return rows_; }
@@ -46,9 +46,20 @@ class PackedGemmMatrix {
   friend PackedGemmMatrix<U> pack_gemm_a(bool, int64_t, int64_t, const U*, int64_t);
   template <typename U>
   friend PackedGemmMatrix<U> pack_gemm_b(bool, int64_t, int64_t, const U*, int64_t);
+  template <typename U>
+  friend void gemm_packed_a(const PackedGemmMatrix<U>&, bool, int64_t, const U*, int64_t, U, U, U*,
+                            int64_t, ThreadPool*);
+  template <typename U>
+  friend void gemm_packed_b(bool, int64_t, const U*, int64_t, const PackedGemmMatrix<U>&, U, U, U*,
+                            int64_t, ThreadPool*);
   bool is_a_ = false;
   int64_t rows_ = 0, cols_ = 0;
+  // The micro-kernels' panel layout, and/or (with the BLAS enabled) a plain row-major copy
+  // of op(X) for the BLAS, which packs per call. A (filters) keeps only the plain copy; B
+  // (weights of MatMul / Gemm) keeps both, because for few rows the pre-packed panels save
+  // the BLAS's per-call packing of all of B, and for many rows the BLAS is faster.
   std::unique_ptr<T[], Free> data_;
+  std::unique_ptr<T[], Free> plain_;
 };
 
 // Packs op(A) (M x K) or op(B) (K x N) for repeated use.

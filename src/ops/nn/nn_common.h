@@ -25,6 +25,12 @@ void register_gridsample_conf(KernelRegistry& r);  // gridsample_conf.cc: GridSa
 void register_norm_pool_conf(KernelRegistry& r);   // norm_pool_conf.cc: GroupNorm LRN MVN LpPool
 void register_conv_transpose_conf(KernelRegistry& r);  // conv_transpose_conf.cc
 void register_detection_conf(KernelRegistry& r);       // detection_conf.cc: NonMaxSuppression
+void register_unpool_conf(KernelRegistry& r);          // unpool_conf.cc: MaxUnpool Col2Im
+void register_roi_conf(KernelRegistry& r);             // roi_conf.cc: RoiAlign MaxRoiPool
+void register_upsample_conf(KernelRegistry& r);        // upsample_conf.cc: Upsample
+void register_deform_conv_conf(KernelRegistry& r);     // deform_conv_conf.cc: DeformConv
+void register_swish_conf(KernelRegistry& r);           // swish_conf.cc: Swish
+void register_rnn_conf(KernelRegistry& r);             // rnn_conf.cc: RNN, GRU, LSTM
 
 // ---- element conversion (float16 / bfloat16 compute through float) ----------------------
 

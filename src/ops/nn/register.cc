@@ -19,6 +19,12 @@ void register_nn_kernels(KernelRegistry& r) {
   nn::register_norm_pool_conf(r);
   nn::register_conv_transpose_conf(r);
   nn::register_detection_conf(r);
+  nn::register_unpool_conf(r);
+  nn::register_roi_conf(r);
+  nn::register_upsample_conf(r);
+  nn::register_deform_conv_conf(r);
+  nn::register_swish_conf(r);
+  nn::register_rnn_conf(r);
 }
 
 }  // namespace ortlite

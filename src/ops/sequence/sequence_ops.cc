@@ -17,8 +17,9 @@ const Value& sequence_input(const KernelContext& ctx, size_t i) {
   const Value* v = ctx.input_value(i);
   if (!v || !v->defined()) ctx.fail(StatusCode::kInvalidArgument, "the input sequence is missing");
   if (!v->is_sequence()) {
-    ctx.fail(StatusCode::kInvalidArgument,
-             "input " + std::to_string(i) + " must be a sequence, got a " + v->type_string());
+    ctx.fail(
+        StatusCode::kInvalidArgument,
+        "input " + std::to_string(i) + " must be a sequence of tensors, got a " + v->type_string());
   }
   return *v;
 }

@@ -1,4 +1,5 @@
 // Element conversions shared by Cast / CastLike (cast.cc) and the reductions (src/ops/reduce).
+// The narrow types (float8, float4, int4, int2: dtype.h) convert as described at the end.
 //
 // The results follow onnxruntime on x86-64 wherever C++ leaves a conversion undefined:
 //   * float -> int8/int16/int32/uint8/uint16: truncate to int32 ("cvttss2si": NaN and
@@ -183,6 +184,50 @@ inline bool from_string_value(const std::string& s, To& out) {
     if (!parse_int64(s, i)) return false;
     out = static_cast<To>(static_cast<std::make_unsigned_t<To>>(i));
     return true;
+  }
+}
+
+// ---- narrow types (dtype.h) ------------------------------------------------------------
+// A narrow element converts to other types through its exact value (a float for the float8
+// and float4 types, an int8_t for int4 / uint4 / int2 / uint2), by the rules above. Into a
+// narrow type: integers and bool keep their low bits for the integer targets; everything
+// else goes through its value (as a float where that is exact, else as a double; as a
+// float for float8e8m0) and dtype.h's rounding.
+
+// A narrow target type with Cast's `saturate` and `round_mode`.
+struct NarrowTarget {
+  DataType type = DataType::kUndefined;
+  bool saturate = true;
+  E8M0Rounding round = E8M0Rounding::kUp;
+
+  uint8_t from_double(double v) const {
+    if (type == DataType::kFloat8E8M0)
+      return float8e8m0_from_float(static_cast<float>(v), saturate, round);
+    if (dtype_is_narrow_int(type)) return narrow_int_from_double(type, v);
+    return narrow_float_from_double(type, v, saturate);
+  }
+  uint8_t from_float(float v) const {
+    if (type == DataType::kFloat8E8M0) return float8e8m0_from_float(v, saturate, round);
+    if (dtype_is_narrow_int(type)) return narrow_int_from_double(type, v);
+    return narrow_float_from_float(type, v, saturate);
+  }
+  // An integer source: `bits` its two's complement, `value` the number.
+  uint8_t from_integer(uint64_t bits, double value) const {
+    return dtype_is_narrow_int(type) ? narrow_int_from_bits(type, bits) : from_double(value);
+  }
+};
+
+// One numeric (float, double, float16, bfloat16, ints, bool) element into a narrow type.
+template <typename From>
+inline uint8_t to_narrow(From v, const NarrowTarget& to) {
+  if constexpr (std::is_same_v<From, double>) {
+    return to.from_double(v);
+  } else if constexpr (is_floatish_v<From>) {  // float, float16, bfloat16: exact as float
+    return to.from_float(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<From, bool>) {
+    return to.from_integer(v ? 1u : 0u, v ? 1.0 : 0.0);
+  } else {
+    return to.from_integer(static_cast<uint64_t>(v), static_cast<double>(v));
   }
 }
 

@@ -1,4 +1,5 @@
-// Constant (opset 1, 9, 11, 12, 13, 19, 21, 23) and ConstantOfShape (opset 9, 20, 21, 23).
+// Constant (opset 1, 9, 11, 12, 13, 19, 21, 23, 24, 25) and ConstantOfShape (opset 9, 20, 21,
+// 23, 24, 25).
 //
 // Constant builds its tensor once at load; at run it hands out that tensor, whose buffer is
 // kConstant, so the binding copies it before giving it to the user.
@@ -24,12 +25,28 @@ Tensor as_constant(const Tensor& t) {
   return Tensor(src.dtype(), src.shape(), BufferPtr::adopt(wrapped), src.byte_offset());
 }
 
-bool fill_type_supported(DataType t) {
+// The ConstantOfShape opset that allows value type t (0: not allowed).
+int64_t fill_type_since(DataType t) {
   switch (t) {
+    case DataType::kBFloat16:
+      return 20;
+    case DataType::kFloat8E4M3FN:
+    case DataType::kFloat8E4M3FNUZ:
+    case DataType::kFloat8E5M2:
+    case DataType::kFloat8E5M2FNUZ:
+    case DataType::kInt4:
+    case DataType::kUInt4:
+      return 21;
+    case DataType::kFloat4E2M1:
+      return 23;
+    case DataType::kFloat8E8M0:
+      return 24;
+    case DataType::kInt2:
+    case DataType::kUInt2:
+      return 25;
     case DataType::kFloat:
     case DataType::kDouble:
     case DataType::kFloat16:
-    case DataType::kBFloat16:
     case DataType::kInt8:
     case DataType::kInt16:
     case DataType::kInt32:
@@ -39,9 +56,9 @@ bool fill_type_supported(DataType t) {
     case DataType::kUInt32:
     case DataType::kUInt64:
     case DataType::kBool:
-      return true;
+      return 9;
     default:
-      return false;
+      return 0;
   }
 }
 
@@ -111,8 +128,8 @@ class ConstantOfShapeKernel : public Kernel {
         info.fail(StatusCode::kInvalidGraph,
                   "attribute 'value' must hold exactly one element, got shape " +
                       shape_to_string(v->shape()));
-      if (!fill_type_supported(v->dtype()) ||
-          (v->dtype() == DataType::kBFloat16 && info.opset() < 20))
+      const int64_t since = fill_type_since(v->dtype());
+      if (since == 0 || info.opset() < since)
         info.fail(StatusCode::kNotImplemented,
                   std::string("attribute 'value' element type ") + dtype_name(v->dtype()) +
                       " is not supported at opset " + std::to_string(info.opset()));
@@ -150,8 +167,10 @@ class ConstantOfShapeKernel : public Kernel {
 }  // namespace
 
 void register_constant_kernels(KernelRegistry& r) {
-  add_versions(r, "Constant", {1, 9, 11, 12, 13, 19, 21, 23}, make_factory<ConstantKernel>());
-  add_versions(r, "ConstantOfShape", {9, 20, 21, 23}, make_factory<ConstantOfShapeKernel>());
+  add_versions(r, "Constant", {1, 9, 11, 12, 13, 19, 21, 23, 24, 25},
+               make_factory<ConstantKernel>());
+  add_versions(r, "ConstantOfShape", {9, 20, 21, 23, 24, 25},
+               make_factory<ConstantOfShapeKernel>());
 }
 
 }  // namespace creation

@@ -15,6 +15,10 @@ void register_tensor_kernels(KernelRegistry& r) {
   register_tensor_creation_kernels(r);
   register_index_conf_kernels(r);
   register_layout_conf_kernels(r);
+  register_string_conf_kernels(r);
+  register_scatter_bitcast_conf_kernels(r);
+  register_topk_conf_kernels(r);
+  register_cumprod_conf_kernels(r);
 }
 
 }  // namespace ortlite

@@ -23,9 +23,16 @@ void register_pad_kernels(KernelRegistry& r);           // pad.cc
 void register_shape_size_kernels(KernelRegistry& r);    // shape_size.cc: Shape Size
 void register_index_conf_kernels(KernelRegistry& r);    // index_conf.cc: GatherElements ...
 void register_layout_conf_kernels(KernelRegistry& r);   // layout_conf.cc: CenterCropPad ...
+void register_string_conf_kernels(KernelRegistry& r);   // string_conf.cc: StringConcat ...
+// scatter_bitcast_conf.cc: TensorScatter BitCast
+void register_scatter_bitcast_conf_kernels(KernelRegistry& r);
+void register_topk_conf_kernels(KernelRegistry& r);     // topk_conf.cc: TopK
+void register_cumprod_conf_kernels(KernelRegistry& r);  // cumprod_conf.cc: CumProd
 
-// The newest default-domain opset whose semantics these kernels implement.
-constexpr int kTensorMaxOpset = 23;
+// The newest default-domain opset whose semantics these kernels implement. Opsets 24 to 27
+// changed these operators only by new element types (and Cast's round_mode, Range's
+// stash_type), which the kernels that list those versions handle.
+constexpr int kTensorMaxOpset = 27;
 
 // Registers `factory` for op_type in the default domain once per ONNX version range:
 // `since` lists the versions where the op changed (ascending); each entry covers

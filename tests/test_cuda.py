@@ -1,0 +1,770 @@
+"""The CUDA execution provider (docs/cuda.md): the separately built CUDA library and how it is
+loaded, provider selection and fallback, device OrtValues, and every CUDA kernel against the
+CPU kernel of the same node (through the test entry ortlite._ortlite._cuda_run_node, until
+the session planner places nodes on the GPU).
+
+Tests marked `gpu` skip, with the reason, when no CUDA device is usable; the others (build,
+loading, provider listing, fallback / EPFail without a device) run everywhere."""
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import ortlite
+from oracle import assert_same, make_model
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NATIVE = ortlite._ortlite
+INFO = NATIVE._cuda_info()
+HAS_GPU = INFO["loaded"] and INFO["device_count"] > 0
+gpu = pytest.mark.skipif(not HAS_GPU, reason=f"no CUDA device: {INFO['error']}")
+no_gpu = pytest.mark.skipif(HAS_GPU, reason="a CUDA device is present")
+CUDA = "CUDAExecutionProvider"
+CPU = "CPUExecutionProvider"
+F32, F16, F64 = np.float32, np.float16, np.float64
+
+
+def _run_py(code, env=None, args=()):
+    e = dict(os.environ)
+    e.update(env or {})
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          env=e, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def _nvcc_found():
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home:
+        return os.path.exists(os.path.join(home, "bin", "nvcc"))
+    return bool(shutil.which("nvcc")) or os.path.exists("/usr/local/cuda/bin/nvcc")
+
+
+def add_model_bytes(shape=(2, 3)):
+    node = helper.make_node("Add", ["x", "y"], ["z"])
+    shape = list(shape)
+    return make_model([node], [("x", F32, shape), ("y", F32, shape)],
+                      [("z", F32, shape)]).SerializeToString()
+
+
+# --- build and loading (run everywhere) --------------------------------------------------------
+
+
+def test_cuda_library_is_built_when_the_toolkit_is_there():
+    lib = os.path.join(os.path.dirname(NATIVE.__file__), "_ortlite_cuda.so")
+    assert INFO["library"] == lib
+    if os.environ.get("ORTLITE_CUDA") == "0" or not _nvcc_found():
+        assert not os.path.exists(lib), "a CPU-only build must not ship the CUDA library"
+        assert not INFO["loaded"] and "built without CUDA" in INFO["error"]
+    else:
+        assert os.path.exists(lib), "nvcc is present but the CUDA library was not built"
+        # Loading needs no GPU: only a missing device shows in the error.
+        assert INFO["loaded"], INFO["error"]
+        assert INFO["abi_version"] >= 1
+        if not HAS_GPU:
+            assert INFO["device_count"] == 0 and INFO["error"]
+
+
+def test_importing_ortlite_loads_no_cuda_library_until_cuda_is_asked_for(tmp_path):
+    model = tmp_path / "add.onnx"
+    model.write_bytes(add_model_bytes())
+    out = _run_py(
+        "import sys, ortlite, numpy as np\n"
+        "def mapped():\n"
+        "    text = open('/proc/self/maps').read()\n"
+        "    return [n for n in ('_ortlite_cuda', 'libcudart', 'libcublas', 'libcudnn')\n"
+        "            if n in text]\n"
+        "print('before', mapped())\n"
+        "sess = ortlite.InferenceSession(sys.argv[1], providers=['CPUExecutionProvider'])\n"
+        "x = np.ones((2, 3), np.float32)\n"
+        "sess.run(None, {'x': x, 'y': x})\n"
+        "print('cpu_run', mapped())\n"
+        "ortlite.get_available_providers()\n"
+        "print('after', mapped())\n", args=[str(model)])
+    lines = dict(line.split(" ", 1) for line in out.splitlines())
+    assert lines["before"] == "[]"
+    assert lines["cpu_run"] == "[]"
+    if INFO["loaded"]:
+        assert "_ortlite_cuda" in lines["after"]
+
+
+def test_main_extension_does_not_link_cuda():
+    readelf = shutil.which("readelf")
+    if not readelf:
+        pytest.skip("readelf is not installed")
+    out = subprocess.run([readelf, "-d", NATIVE.__file__], capture_output=True, text=True).stdout
+    needed = [line for line in out.splitlines() if "NEEDED" in line]
+    assert needed and not [n for n in needed if "cuda" in n or "cublas" in n or "cudnn" in n]
+
+
+def test_missing_or_foreign_library_means_cpu_only():
+    code = ("import ortlite\n"
+            "i = ortlite._ortlite._cuda_info()\n"
+            "print(ortlite.get_available_providers() == ['CPUExecutionProvider'], i['loaded'])\n"
+            "print(i['error'])\n")
+    out = _run_py(code, {"ORTLITE_CUDA_LIBRARY": "/nonexistent/_ortlite_cuda.so"}).splitlines()
+    assert out[0] == "True False" and "built without CUDA" in out[1]
+    # A shared object without the entry point (numpy's core extension).
+    foreign = np._core._multiarray_umath.__file__
+    out = _run_py(code, {"ORTLITE_CUDA_LIBRARY": foreign}).splitlines()
+    assert out[0] == "True False" and "does not export ortlite_cuda_api" in out[1]
+
+
+def test_available_providers():
+    expected = [CUDA, CPU] if HAS_GPU else [CPU]
+    assert ortlite.get_available_providers() == expected
+    assert CUDA in ortlite.get_all_providers()
+
+
+def test_every_cuda_kernel_has_a_cpu_kernel_for_fallback():
+    regs = NATIVE._registered_ops()
+    cuda = {(d, op) for d, op, _, _, p in regs if p == CUDA}
+    cpu = {(d, op) for d, op, _, _, p in regs if p == CPU}
+    assert len(cuda) >= 60
+    assert cuda <= cpu, sorted(cuda - cpu)
+    for d, op, since, until, p in regs:
+        if p == CUDA:
+            assert 1 <= since <= until <= 23, (op, since, until)
+
+
+@no_gpu
+def test_cuda_with_cpu_falls_back_with_a_warning_saying_why():
+    with pytest.warns(UserWarning, match="CUDAExecutionProvider") as rec:
+        sess = ortlite.InferenceSession(add_model_bytes(), providers=[CUDA, CPU])
+    assert INFO["error"] in str(rec[0].message)
+    assert sess.get_providers() == [CPU]
+    x = np.arange(6, dtype=F32).reshape(2, 3)
+    np.testing.assert_array_equal(sess.run(None, {"x": x, "y": x})[0], x + x)
+
+
+@no_gpu
+def test_cuda_alone_without_a_device_is_epfail_saying_why():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ortlite.EPFail, match="CUDAExecutionProvider") as exc:
+            ortlite.InferenceSession(add_model_bytes(), providers=[CUDA])
+    assert INFO["error"] in str(exc.value)
+
+
+@no_gpu
+def test_device_values_without_a_device_are_epfail():
+    x = np.ones((2, 3), F32)
+    with pytest.raises(ortlite.EPFail, match="CUDA is not available"):
+        ortlite.OrtValue.ortvalue_from_numpy(x, "cuda", 0)
+    with pytest.raises(ortlite.EPFail, match="CUDA is not available"):
+        ortlite.OrtValue.ortvalue_from_shape_and_type([2, 3], np.float32, "cuda", 0)
+    with pytest.raises(ortlite.EPFail, match="CUDA is not available"):
+        NATIVE._cuda_run_node(add_model_bytes(), {"x": x, "y": x})
+    with pytest.raises(ortlite.EPFail):
+        NATIVE._cuda_memory_stats(0)
+
+
+def test_bad_device_arguments():
+    x = np.ones(3, F32)
+    with pytest.raises(ortlite.InvalidArgument, match="device_type 'tpu'"):
+        ortlite.OrtValue.ortvalue_from_numpy(x, "tpu", 0)
+    with pytest.raises(TypeError, match="device_id"):
+        ortlite.OrtValue.ortvalue_from_numpy(x, "cuda", "0")
+    with pytest.raises((ortlite.InvalidArgument, ortlite.EPFail)):
+        ortlite.OrtValue.ortvalue_from_numpy(x, "cuda", -1)
+    with pytest.raises(ortlite.EPFail):
+        ortlite.OrtValue.ortvalue_from_numpy(x, "cuda", 1 << 16)
+
+
+# --- provider selection with a device ------------------------------------------------------
+
+
+@gpu
+def test_cuda_provider_is_selected_and_cpu_appended():
+    sess = ortlite.InferenceSession(add_model_bytes(), providers=[CUDA])
+    assert sess.get_providers() == [CUDA, CPU]
+    sess = ortlite.InferenceSession(add_model_bytes(), providers=[(CUDA, {"device_id": 0}), CPU])
+    assert sess.get_providers() == [CUDA, CPU]
+    assert sess.get_provider_options()[CUDA] == {"device_id": "0"}
+    x = np.ones((2, 3), F32)
+    np.testing.assert_array_equal(sess.run(None, {"x": x, "y": x})[0], x + x)
+
+
+@gpu
+def test_cuda_device_id_option_is_checked():
+    n = INFO["device_count"]
+    with pytest.raises(ortlite.EPFail, match="does not exist"):
+        ortlite.InferenceSession(add_model_bytes(), providers=[(CUDA, {"device_id": n}), CPU])
+    with pytest.raises(ortlite.EPFail, match="device_id"):
+        ortlite.InferenceSession(add_model_bytes(), providers=[(CUDA, {"device_id": "x"}), CPU])
+
+
+@gpu
+def test_device_info():
+    d = INFO["devices"][0]
+    assert d["id"] == 0 and d["name"] and d["total_memory"] > 0
+    assert d["compute_capability"][0] >= 5 and d["multiprocessor_count"] > 0
+
+
+# --- device OrtValues ----------------------------------------------------------------------
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64, np.int64, np.int8,
+                                   np.uint8, np.bool_])
+def test_ortvalue_round_trip(dtype):
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((3, 5, 7)) * 10).astype(dtype)
+    v = ortlite.OrtValue.ortvalue_from_numpy(x, "cuda", 0)
+    assert v.device_name() == "cuda"
+    assert v.shape() == [3, 5, 7] and v.tensor_size_in_bytes() == x.nbytes
+    assert v.data_ptr() not in (0, x.ctypes.data)
+    assert "cuda:0" in repr(v)
+    y = v.numpy()
+    np.testing.assert_array_equal(y, x)
+    assert y.dtype == x.dtype and not np.shares_memory(y, x)
+    # A view over a host buffer ortlite owns, kept alive by its base.
+    assert y.base is not None and not y.flags.owndata
+    x[:] = 0  # the device copy is independent of the source
+    np.testing.assert_array_equal(v.numpy(), y)
+    z = np.asarray(v)
+    np.testing.assert_array_equal(z, y)
+    with pytest.raises(ValueError):
+        np.array(v, copy=False)
+
+
+@gpu
+def test_ortvalue_device_zeros_update_and_errors():
+    v = ortlite.OrtValue.ortvalue_from_shape_and_type([4, 6], np.float32, "cuda", 0)
+    assert v.device_name() == "cuda"
+    np.testing.assert_array_equal(v.numpy(), np.zeros((4, 6), F32))
+    src = np.arange(24, dtype=F32).reshape(4, 6)
+    v.update_inplace(src)
+    np.testing.assert_array_equal(v.numpy(), src)
+    with pytest.raises(ortlite.InvalidArgument, match="shape"):
+        v.update_inplace(np.zeros((6, 4), F32))
+    with pytest.raises(ortlite.InvalidArgument, match="element type"):
+        v.update_inplace(np.zeros((4, 6), F64))
+    empty = ortlite.OrtValue.ortvalue_from_numpy(np.zeros((0, 3), F32), "cuda", 0)
+    assert empty.numpy().shape == (0, 3)
+    with pytest.raises(ortlite.NotImplemented, match="string"):
+        ortlite.OrtValue.ortvalue_from_numpy(np.array(["a"], dtype=object), "cuda", 0)
+    with pytest.raises(ortlite.EPFail, match="does not exist"):
+        ortlite.OrtValue.ortvalue_from_numpy(src, "cuda", INFO["device_count"])
+
+
+@gpu
+def test_device_feeds_run_on_a_cpu_session():
+    x = np.arange(6, dtype=F32).reshape(2, 3)
+    v = ortlite.OrtValue.ortvalue_from_numpy(x, "cuda", 0)
+    sess = ortlite.InferenceSession(add_model_bytes(), providers=[CPU])
+    np.testing.assert_array_equal(sess.run(None, {"x": v, "y": x})[0], x + x)
+    out = sess.run_with_ort_values(None, {"x": v, "y": v})[0]
+    np.testing.assert_array_equal(out.numpy(), x + x)
+
+
+@gpu
+def test_caching_allocator_reuses_blocks():
+    x = np.ones((256, 1024), F32)
+    ortlite.OrtValue.ortvalue_from_numpy(x, "cuda", 0)
+    reserved0, _ = NATIVE._cuda_memory_stats(0)
+    for _ in range(50):
+        v = ortlite.OrtValue.ortvalue_from_numpy(x, "cuda", 0)
+        del v
+    reserved1, in_use = NATIVE._cuda_memory_stats(0)
+    assert reserved1 == reserved0
+    assert in_use <= reserved1
+
+
+# --- kernels: CUDA against the CPU kernel of the same node ------------------------------------
+
+
+def _vi(name, dtype):
+    elem = dtype if isinstance(dtype, int) else {
+        np.dtype(F32): TensorProto.FLOAT, np.dtype(F16): TensorProto.FLOAT16,
+        np.dtype(F64): TensorProto.DOUBLE, np.dtype(np.int64): TensorProto.INT64,
+        np.dtype(np.int32): TensorProto.INT32, np.dtype(np.int8): TensorProto.INT8,
+        np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int16): TensorProto.INT16,
+        np.dtype(np.uint16): TensorProto.UINT16, np.dtype(np.uint32): TensorProto.UINT32,
+        np.dtype(np.uint64): TensorProto.UINT64, np.dtype(np.bool_): TensorProto.BOOL,
+    }[np.dtype(dtype)]
+    return helper.make_tensor_value_info(name, elem, None)
+
+
+def node_model(op, inputs, outputs, attrs=None, opset=17, consts=()):
+    """inputs: [(name, array)] fed at run time ("" for an omitted input: pass (""), None));
+    consts: [(name, array)] initializers; outputs: [(name, dtype)]."""
+    names = [n for n, _ in inputs]
+    node = helper.make_node(op, names, [n for n, _ in outputs], **(attrs or {}))
+    feeds = [(n, a) for n, a in inputs if n and all(n != c for c, _ in consts)]
+    graph = helper.make_graph(
+        [node], "g", [_vi(n, a.dtype) for n, a in feeds], [_vi(n, d) for n, d in outputs],
+        initializer=[numpy_helper.from_array(a, n) for n, a in consts])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model.SerializeToString(), {n: a for n, a in feeds}
+
+
+def check(op, inputs, outputs, attrs=None, opset=17, consts=(), rtol=1e-5, atol=1e-6):
+    """Runs the node with its CUDA kernel and with the CPU session; asserts equal outputs."""
+    model, feeds = node_model(op, inputs, outputs, attrs, opset, consts)
+    expected = ortlite.InferenceSession(model, providers=[CPU]).run(None, feeds)
+    actual = NATIVE._cuda_run_node(model, feeds)
+    assert_same(actual, expected, rtol=rtol, atol=atol)
+    return actual
+
+
+def tol(dtype):
+    return {np.dtype(F16): dict(rtol=2e-3, atol=2e-3), np.dtype(F64): dict(rtol=1e-12, atol=1e-12)
+            }.get(np.dtype(dtype), dict(rtol=2e-6, atol=1e-6))
+
+
+RNG = np.random.default_rng(1234)
+
+
+def rand(*shape, dtype=F32, low=-3.0, high=3.0):
+    return np.asarray(RNG.uniform(low, high, shape)).astype(dtype)
+
+
+BINARY_SHAPES = [((2, 3, 4), (2, 3, 4)), ((2, 3, 4), (4,)), ((3, 1), (1, 5)), ((), (2, 3)),
+                 ((2, 1, 4, 1, 3), (5, 1, 1, 1)), ((1, 1000), (1000, 1))]
+
+
+@gpu
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div", "Min", "Max", "PRelu"])
+@pytest.mark.parametrize("shapes", BINARY_SHAPES)
+def test_binary_float(op, shapes):
+    a, b = rand(*shapes[0]), rand(*shapes[1])
+    if op == "Div":
+        b = np.where(np.abs(b) < 0.1, 0.5, b).astype(F32)
+    if op == "PRelu":  # the slope broadcasts to X
+        a = rand(*np.broadcast_shapes(shapes[0], shapes[1]))
+    check(op, [("a", a), ("b", b)], [("y", F32)])
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [F16, F64, np.int32, np.int64, np.int8, np.uint8])
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div", "Max"])
+def test_binary_other_types(dtype, op):
+    if np.dtype(dtype).kind in "iu":
+        a = RNG.integers(-100 if np.dtype(dtype).kind == "i" else 0, 100, (4, 33)).astype(dtype)
+        b = RNG.integers(-7 if np.dtype(dtype).kind == "i" else 0, 8, (33,)).astype(dtype)
+    else:
+        a, b = rand(4, 33, dtype=dtype), rand(33, dtype=dtype, low=0.5, high=2)
+    check(op, [("a", a), ("b", b)], [("y", dtype)], opset=14, **tol(dtype))
+
+
+@gpu
+def test_integer_division_edge_cases():
+    a = np.array([7, -7, 7, -7, 5, np.iinfo(np.int32).min], np.int32)
+    b = np.array([2, 2, -2, -2, 0, -1], np.int32)
+    check("Div", [("a", a), ("b", b)], [("y", np.int32)])
+
+
+@gpu
+def test_pow_and_nan_propagation():
+    check("Pow", [("a", rand(3, 4, low=0.1)), ("b", rand(4, low=-2, high=2))], [("y", F32)],
+          rtol=1e-5)
+    a = np.array([1, np.nan, 3, np.nan], F32)
+    b = np.array([np.nan, 2, 1, np.nan], F32)
+    for op in ("Min", "Max"):
+        check(op, [("a", a), ("b", b)], [("y", F32)])
+
+
+@gpu
+@pytest.mark.parametrize("op", ["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"])
+@pytest.mark.parametrize("dtype", [F32, np.int64, F16])
+def test_comparisons(op, dtype):
+    a = RNG.integers(-3, 3, (3, 4, 5)).astype(dtype)
+    b = RNG.integers(-3, 3, (4, 1)).astype(dtype)
+    check(op, [("a", a), ("b", b)], [("y", np.bool_)], opset=16)
+
+
+@gpu
+@pytest.mark.parametrize("op", ["And", "Or", "Xor"])
+def test_logical(op):
+    a = RNG.integers(0, 2, (3, 4)).astype(bool)
+    b = RNG.integers(0, 2, (4,)).astype(bool)
+    check(op, [("a", a), ("b", b)], [("y", np.bool_)])
+    check("Equal", [("a", a), ("b", b)], [("y", np.bool_)], opset=19)
+
+
+@gpu
+@pytest.mark.parametrize("op", ["Max", "Min", "Sum"])
+def test_variadic(op):
+    check(op, [("a", rand(2, 3, 4)), ("b", rand(3, 1)), ("c", rand(4))], [("y", F32)])
+    check(op, [("a", rand(5))], [("y", F32)])
+
+
+UNARY = [("Relu", {}), ("LeakyRelu", {"alpha": 0.2}), ("Sigmoid", {}), ("Tanh", {}),
+         ("Elu", {"alpha": 0.7}), ("Selu", {}), ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}),
+         ("HardSwish", {}), ("Softplus", {}), ("Softsign", {}), ("Exp", {}), ("Log", {}),
+         ("Sqrt", {}), ("Abs", {}), ("Neg", {}), ("Reciprocal", {}), ("Erf", {}), ("Sin", {}),
+         ("Cos", {}), ("Floor", {}), ("Ceil", {})]
+
+
+@gpu
+@pytest.mark.parametrize("op,attrs", UNARY, ids=[u[0] for u in UNARY])
+@pytest.mark.parametrize("dtype", [F32, F16, F64])
+def test_unary(op, attrs, dtype):
+    positive = op in ("Log", "Sqrt", "Reciprocal")
+    x = rand(7, 129, dtype=dtype, low=0.1 if positive else -4, high=4)
+    t = tol(dtype)
+    if dtype == F32:  # the CPU's vectorized exp / tanh / erf are a few ulp from libm
+        t = dict(rtol=1e-5, atol=1e-6)
+    check(op, [("x", x)], [("y", dtype)], attrs=attrs, opset=18, **t)
+
+
+@gpu
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu(approximate):
+    check("Gelu", [("x", rand(1000))], [("y", F32)], attrs={"approximate": approximate},
+          opset=20, rtol=1e-5, atol=1e-6)
+
+
+@gpu
+def test_clip_not():
+    x = rand(50)
+    check("Clip", [("x", x), ("lo", np.array(-1, F32)), ("hi", np.array(0.5, F32))],
+          [("y", F32)], opset=13)
+    check("Clip", [("x", x), ("", None), ("hi", np.array(0.5, F32))], [("y", F32)], opset=13)
+    check("Clip", [("x", x)], [("y", F32)], opset=13)
+    check("Clip", [("x", x)], [("y", F32)], attrs={"min": -0.5, "max": 2.0}, opset=6)
+    check("Clip", [("x", x.astype(F64)), ("lo", np.array(0.1, F64))], [("y", F64)], opset=13)
+    check("Not", [("x", x > 0)], [("y", np.bool_)])
+
+
+@gpu
+def test_where():
+    c = RNG.integers(0, 2, (3, 1, 5)).astype(bool)
+    for dtype in (F32, np.int64, F16, np.uint8):
+        x, y = rand(4, 5, dtype=dtype), rand(3, 4, 1, dtype=dtype)
+        check("Where", [("c", c), ("x", x), ("y", y)], [("o", dtype)])
+
+
+CAST_TYPES = [F32, F16, F64, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
+              np.int64, np.uint64, np.bool_]
+
+
+@gpu
+@pytest.mark.parametrize("src", CAST_TYPES)
+def test_cast(src):
+    base = np.array([0, 1, -1, 2.5, -2.5, 100.7, -100.7, 65000, 3e9, -3e9, 0.4], F64)
+    if np.dtype(src).kind in "iub":
+        base = np.array([0, 1, 2, 100, 127, 255, 7, 0], F64)
+        if np.dtype(src).kind == "i":
+            base = np.concatenate([base, [-1, -100, -128]])
+    with np.errstate(all="ignore"):
+        x = base.astype(src)
+    for dst in CAST_TYPES:
+        check("Cast", [("x", x)], [("y", dst)], attrs={"to": int(_vi("t", dst).type.tensor_type
+                                                                 .elem_type)}, opset=13)
+
+
+@gpu
+def test_cast_nan_and_infinity():
+    x = np.array([np.nan, np.inf, -np.inf, 1e30, -0.0], F32)
+    for dst in (np.bool_, np.int32, np.int64, F16, np.uint8):
+        check("Cast", [("x", x)], [("y", dst)],
+              attrs={"to": int(_vi("t", dst).type.tensor_type.elem_type)})
+
+
+@gpu
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("shape,axis,opset", [((4, 7), -1, 13), ((2, 3, 2000), -1, 13),
+                                              ((2, 5, 3), 1, 13), ((2, 5, 3), 1, 11),
+                                              ((3, 1), 0, 13), ((64, 1024), 1, 13)])
+def test_softmax(op, shape, axis, opset):
+    x = rand(*shape, low=-10, high=10)
+    check(op, [("x", x)], [("y", F32)], attrs={"axis": axis}, opset=opset, rtol=1e-5, atol=1e-6)
+    check(op, [("x", x.astype(F16))], [("y", F16)], attrs={"axis": axis}, opset=opset,
+          rtol=5e-3, atol=5e-3)
+
+
+@gpu
+def test_softmax_with_infinities():
+    x = np.array([[1, 2, -np.inf], [-np.inf, -np.inf, 0]], F32)
+    check("Softmax", [("x", x)], [("y", F32)], opset=13)
+
+
+@gpu
+@pytest.mark.parametrize("shape,axis", [((2, 3, 8), -1), ((2, 3, 8), 1), ((4, 4096), -1),
+                                        ((3, 5), 0)])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_layer_normalization(shape, axis, with_bias):
+    x = rand(*shape)
+    norm = shape[axis if axis >= 0 else len(shape) + axis:]
+    inputs = [("x", x), ("s", rand(*norm)), ("b", rand(*norm)) if with_bias else ("", None)]
+    check("LayerNormalization", inputs, [("y", F32), ("mean", F32), ("inv", F32)],
+          attrs={"axis": axis, "epsilon": 1e-3}, rtol=1e-4, atol=1e-5)
+    # Scale broadcast over the normalized dims; float16.
+    inputs = [("x", x.astype(F16)), ("s", rand(norm[-1], dtype=F16))]
+    check("LayerNormalization", inputs, [("y", F16)], attrs={"axis": axis}, rtol=1e-2, atol=1e-2)
+
+
+@gpu
+@pytest.mark.parametrize("opset", [9, 15])
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_batch_normalization(opset, dtype):
+    x = rand(2, 3, 4, 5, dtype=dtype)
+    params = [("s", rand(3, dtype=dtype)), ("b", rand(3, dtype=dtype)), ("m", rand(3, dtype=dtype)),
+              ("v", rand(3, dtype=dtype, low=0.5, high=2))]
+    check("BatchNormalization", [("x", x)] + params, [("y", dtype)], attrs={"epsilon": 1e-3},
+          opset=opset, **({"rtol": 1e-5, "atol": 1e-5} if dtype == F32 else tol(dtype)))
+
+
+REDUCE_OPS = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+              "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"]
+
+
+@gpu
+@pytest.mark.parametrize("op", REDUCE_OPS)
+@pytest.mark.parametrize("axes,keepdims", [([1], 1), ([0, 2], 0), (None, 1), ([-1], 0)])
+def test_reductions(op, axes, keepdims):
+    positive = op in ("ReduceLogSum", "ReduceProd")
+    x = rand(3, 17, 5, low=0.5 if positive else -2, high=1.5 if positive else 2)
+    inputs = [("x", x)] + ([("axes", np.array(axes, np.int64))] if axes is not None else [])
+    check(op, inputs, [("y", F32)], attrs={"keepdims": keepdims}, opset=18, rtol=1e-5,
+          atol=1e-5)
+
+
+@gpu
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"])
+def test_reduction_layouts_and_types(op):
+    # One long reduction (a block per output), many strided columns (a thread per output).
+    check(op, [("x", rand(3, 100000)), ("axes", np.array([1], np.int64))], [("y", F32)],
+          opset=18, rtol=1e-5, atol=1e-4)
+    check(op, [("x", rand(300, 4096)), ("axes", np.array([0], np.int64))], [("y", F32)],
+          opset=18, rtol=1e-5, atol=1e-4)
+    xi = RNG.integers(-50, 50, (4, 6, 5)).astype(np.int64)
+    check(op, [("x", xi), ("axes", np.array([1], np.int64))], [("y", np.int64)], opset=18)
+    check(op, [("x", xi.astype(np.int32))], [("y", np.int32)], attrs={"axes": [0, 2]}, opset=11)
+    check(op, [("x", rand(4, 6, dtype=F16))], [("y", F16)], opset=18, **tol(F16))
+
+
+@gpu
+def test_reduction_special_cases():
+    x = rand(3, 4)
+    check("ReduceSum", [("x", x), ("axes", np.zeros(0, np.int64))], [("y", F32)],
+          attrs={"noop_with_empty_axes": 1}, opset=18)
+    check("ReduceSum", [("x", rand(3, 0, 2)), ("axes", np.array([1], np.int64))], [("y", F32)],
+          opset=18)
+    check("ReduceMax", [("x", np.array([[1, np.nan, 3]], F32))], [("y", F32)], opset=18)
+
+
+POOLS = [
+    ("MaxPool", (1, 2, 9, 9), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, 12),
+    ("MaxPool", (1, 2, 9, 9), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}, 12),
+    ("MaxPool", (2, 3, 10, 11), {"kernel_shape": [2, 3], "dilations": [2, 1]}, 12),
+    ("MaxPool", (2, 3, 20), {"kernel_shape": [4], "strides": [3], "pads": [1, 2]}, 12),
+    ("MaxPool", (1, 2, 5, 6, 7), {"kernel_shape": [2, 2, 3]}, 12),
+    ("AveragePool", (1, 2, 9, 9), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, 11),
+    ("AveragePool", (1, 2, 9, 9), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1],
+                                   "count_include_pad": 1}, 11),
+    ("AveragePool", (1, 2, 9, 9), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
+                                   "count_include_pad": 1, "ceil_mode": 1}, 19),
+    ("AveragePool", (2, 3, 20), {"kernel_shape": [4], "strides": [3], "auto_pad": "SAME_UPPER"},
+     11),
+    ("AveragePool", (1, 2, 5, 6, 7), {"kernel_shape": [2, 2, 3], "strides": [1, 2, 2]}, 11),
+]
+
+
+@gpu
+@pytest.mark.parametrize("op,shape,attrs,opset", POOLS)
+def test_pooling(op, shape, attrs, opset):
+    x = rand(*shape)
+    outputs = [("y", F32)] + ([("i", np.int64)] if op == "MaxPool" else [])
+    check(op, [("x", x)], outputs, attrs=attrs, opset=opset)
+    check(op, [("x", x.astype(F16))], [("y", F16)], attrs=attrs, opset=opset, **tol(F16))
+
+
+@gpu
+def test_max_pool_indices_storage_order():
+    check("MaxPool", [("x", rand(1, 2, 6, 7))], [("y", F32), ("i", np.int64)],
+          attrs={"kernel_shape": [2, 2], "storage_order": 1}, opset=12)
+
+
+@gpu
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+def test_global_pooling(op):
+    check(op, [("x", rand(2, 3, 7, 9))], [("y", F32)], rtol=1e-5, atol=1e-6)
+    check(op, [("x", rand(2, 64, 224))], [("y", F32)], rtol=1e-5, atol=1e-6)
+
+
+@gpu
+@pytest.mark.parametrize("shape,perm", [((2, 3, 4, 5), [0, 2, 1, 3]), ((2, 3, 4), None),
+                                        ((256, 130), [1, 0]), ((3, 64, 96), [0, 2, 1]),
+                                        ((2, 3, 4, 5, 6, 7), [5, 3, 1, 0, 2, 4])])
+@pytest.mark.parametrize("dtype", [F32, F16, np.int64, np.uint8])
+def test_transpose(shape, perm, dtype):
+    x = rand(*shape, dtype=dtype, low=0, high=100)
+    check("Transpose", [("x", x)], [("y", dtype)], attrs={"perm": perm} if perm else {})
+
+
+@gpu
+def test_concat():
+    for axis in (0, 1, -1):
+        shapes = [(2, 3, 4), (2, 3, 4), (2, 3, 4)]
+        shapes = [tuple(d + i if k == axis % 3 else d for k, d in enumerate(s))
+                  for i, s in enumerate(shapes)]
+        inputs = [(f"x{i}", rand(*s)) for i, s in enumerate(shapes)]
+        check("Concat", inputs, [("y", F32)], attrs={"axis": axis})
+    check("Concat", [("a", rand(2, 0)), ("b", rand(2, 3, dtype=F32))], [("y", F32)],
+          attrs={"axis": 1})
+    check("Concat", [("a", np.arange(3, dtype=np.int64)), ("b", np.arange(2, dtype=np.int64))],
+          [("y", np.int64)], attrs={"axis": 0})
+
+
+@gpu
+@pytest.mark.parametrize("starts,ends,axes,steps", [
+    ([1], [3], [0], [1]), ([0, 1], [-1, 100], [1, 2], [2, 1]), ([-1], [-1000], [2], [-1]),
+    ([5, 0], [0, 4], [0, 1], [-2, 3]), ([0], [0], [0], [1])])
+def test_slice(starts, ends, axes, steps):
+    x = rand(6, 5, 4)
+    ins = [("x", x), ("s", np.array(starts, np.int64)), ("e", np.array(ends, np.int64)),
+           ("a", np.array(axes, np.int64)), ("t", np.array(steps, np.int64))]
+    check("Slice", ins, [("y", F32)], opset=13)
+
+
+@gpu
+def test_slice_opset9_and_int32_inputs():
+    x = rand(6, 5, 4)
+    check("Slice", [("x", x)], [("y", F32)], attrs={"starts": [1, 0], "ends": [4, -1],
+                                                    "axes": [0, 2]}, opset=9)
+    check("Slice", [("x", x), ("s", np.array([1], np.int32)), ("e", np.array([3], np.int32))],
+          [("y", F32)], opset=13)
+
+
+@gpu
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("idx_dtype", [np.int64, np.int32])
+def test_gather(axis, idx_dtype):
+    x = rand(5, 6, 7)
+    dim = x.shape[axis]
+    idx = np.array([[0, dim - 1], [-1, 2]], idx_dtype)
+    check("Gather", [("x", x), ("i", idx)], [("y", F32)], attrs={"axis": axis})
+    check("Gather", [("x", x), ("i", idx)], [("y", F32)], attrs={"axis": axis},
+          consts=[("i", idx)])
+    check("Gather", [("x", x.astype(np.int64)), ("i", np.array(1, idx_dtype))],
+          [("y", np.int64)], attrs={"axis": axis})
+
+
+@gpu
+def test_gather_out_of_range_is_invalid_argument():
+    x = rand(5, 6)
+    idx = np.array([0, 7], np.int64)
+    for consts in ((), [("i", idx)]):
+        model, feeds = node_model("Gather", [("x", x), ("i", idx)], [("y", F32)], consts=consts)
+        with pytest.raises(ortlite.InvalidArgument, match="out of range"):
+            NATIVE._cuda_run_node(model, feeds)
+
+
+@gpu
+def test_expand_and_views():
+    x = rand(3, 1, 4)
+    check("Expand", [("x", x), ("s", np.array([2, 3, 5, 4], np.int64))], [("y", F32)], opset=13)
+    check("Reshape", [("x", x), ("s", np.array([-1, 2], np.int64))], [("y", F32)], opset=14)
+    check("Flatten", [("x", x)], [("y", F32)], attrs={"axis": 2}, opset=13)
+    check("Squeeze", [("x", x), ("a", np.array([1], np.int64))], [("y", F32)], opset=13)
+    check("Unsqueeze", [("x", x), ("a", np.array([0, -1], np.int64))], [("y", F32)], opset=13)
+    check("Identity", [("x", x)], [("y", F32)])
+    # The view shares the device memory of its input.
+    model, feeds = node_model("Reshape", [("x", x), ("s", np.array([12], np.int64))],
+                              [("y", F32)], opset=14)
+    v = ortlite.OrtValue.ortvalue_from_numpy(x, "cuda", 0)
+    out = NATIVE._cuda_run_node(model, {"x": v, "s": feeds["s"]}, return_ortvalues=True)[0]
+    assert out.device_name() == "cuda" and out.data_ptr() == v.data_ptr()
+    np.testing.assert_array_equal(out.numpy(), x.reshape(12))
+
+
+MATMULS = [((3, 4), (4, 5)), ((2, 3, 4), (2, 4, 5)), ((2, 1, 3, 4), (3, 4, 5)),
+           ((2, 3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)),
+           ((2, 1, 3, 4), (1, 5, 4, 2)), ((5, 3, 0), (5, 0, 2)), ((65, 129), (129, 33))]
+
+
+@gpu
+@pytest.mark.parametrize("sa,sb", MATMULS)
+@pytest.mark.parametrize("dtype", [F32, F16, F64])
+def test_matmul(sa, sb, dtype):
+    t = {np.dtype(F32): dict(rtol=1e-5, atol=1e-4), np.dtype(F16): dict(rtol=1e-2, atol=5e-2)
+         }.get(np.dtype(dtype), tol(dtype))
+    r = 1.0 if dtype == F16 else 3.0
+    a, b = rand(*sa, dtype=dtype, low=-r, high=r), rand(*sb, dtype=dtype, low=-r, high=r)
+    check("MatMul", [("a", a), ("b", b)], [("y", dtype)], **t)
+
+
+@gpu
+@pytest.mark.parametrize("ta,tb", [(0, 0), (1, 0), (0, 1), (1, 1)])
+@pytest.mark.parametrize("cshape", [None, (5,), (1, 5), (3, 1), (3, 5), ()])
+def test_gemm(ta, tb, cshape):
+    a = rand(4, 3) if ta else rand(3, 4)
+    b = rand(5, 4) if tb else rand(4, 5)
+    inputs = [("a", a), ("b", b)] + ([("c", rand(*cshape))] if cshape is not None else [])
+    check("Gemm", inputs, [("y", F32)], attrs={"transA": ta, "transB": tb, "alpha": 0.5,
+                                               "beta": 2.0}, rtol=1e-5, atol=1e-5)
+
+
+CONVS = [
+    ((1, 3, 9, 9), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 4, 10, 11), (6, 2, 3, 2), {"group": 2, "strides": [2, 1], "dilations": [1, 2]}),
+    ((1, 8, 7, 7), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}),
+    ((2, 3, 20), (5, 3, 4), {"strides": [2], "pads": [1, 1]}),
+    ((1, 2, 5, 6, 7), (3, 2, 2, 3, 2), {"pads": [0, 1, 1, 0, 1, 1]}),
+    ((1, 3, 8, 8), (4, 3, 2, 2), {"auto_pad": "SAME_UPPER"}),
+    ((1, 3, 8, 8), (4, 3, 3, 3), {"pads": [0, 1, 2, 1]}),
+]
+
+
+@gpu
+@pytest.mark.parametrize("xs,ws,attrs", CONVS)
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv(xs, ws, attrs, bias):
+    inputs = [("x", rand(*xs)), ("w", rand(*ws))] + ([("b", rand(ws[0]))] if bias else [])
+    check("Conv", inputs, [("y", F32)], attrs=attrs, rtol=1e-4, atol=1e-4)
+
+
+@gpu
+def test_conv_float16_and_double():
+    for dtype, t in ((F16, dict(rtol=2e-2, atol=5e-2)), (F64, tol(F64))):
+        r = 1.0 if dtype == F16 else 3.0
+        inputs = [("x", rand(1, 3, 9, 9, dtype=dtype, low=-r, high=r)),
+                  ("w", rand(4, 3, 3, 3, dtype=dtype, low=-r, high=r)),
+                  ("b", rand(4, dtype=dtype, low=-r, high=r))]
+        check("Conv", inputs, [("y", dtype)], attrs={"pads": [1, 1, 1, 1]}, **t)
+
+
+@gpu
+def test_kernel_errors_are_typed():
+    model, feeds = node_model("Relu", [("x", np.arange(4, dtype=np.int32))], [("y", np.int32)])
+    with pytest.raises(ortlite.NotImplemented, match="int32 is not supported on CUDA"):
+        NATIVE._cuda_run_node(model, feeds)
+    model, feeds = node_model("Add", [("a", rand(2, 3)), ("b", rand(4))], [("y", F32)])
+    with pytest.raises(ortlite.InvalidArgument, match="Add"):
+        NATIVE._cuda_run_node(model, feeds)
+    model, feeds = node_model("MatMul", [("a", rand(2, 3)), ("b", rand(4, 5))], [("y", F32)])
+    with pytest.raises(ortlite.InvalidArgument, match="do not match"):
+        NATIVE._cuda_run_node(model, feeds)
+    model, feeds = node_model("Mod", [("a", rand(2)), ("b", rand(2))], [("y", F32)],
+                              attrs={"fmod": 1})
+    with pytest.raises(ortlite.NotImplemented, match="no CUDA kernel"):
+        NATIVE._cuda_run_node(model, feeds)
+    with pytest.raises(ortlite.InvalidArgument, match="missing"):
+        NATIVE._cuda_run_node(add_model_bytes(), {"x": rand(2, 3)})
+
+
+@gpu
+def test_device_outputs_repeat_and_no_growth():
+    x = rand(64, 256)
+    model, feeds = node_model("Softmax", [("x", x)], [("y", F32)], opset=13)
+    v = ortlite.OrtValue.ortvalue_from_numpy(x, "cuda", 0)
+    out = NATIVE._cuda_run_node(model, {"x": v}, return_ortvalues=True)[0]
+    assert out.device_name() == "cuda"
+    outs, ms = NATIVE._cuda_run_node(model, {"x": v}, repeat=5)
+    assert ms > 0 and len(outs) == 1
+    NATIVE._cuda_run_node(model, {"x": v})
+    reserved0, _ = NATIVE._cuda_memory_stats(0)
+    for _ in range(200):
+        NATIVE._cuda_run_node(model, {"x": v})
+    assert NATIVE._cuda_memory_stats(0)[0] == reserved0
