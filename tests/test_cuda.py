@@ -6,7 +6,6 @@ the session planner places nodes on the GPU).
 Tests marked `gpu` skip, with the reason, when no CUDA device is usable; the others (build,
 loading, provider listing, fallback / EPFail without a device) run everywhere."""
 
-import glob
 import os
 import shutil
 import subprocess
@@ -40,11 +39,20 @@ def _run_py(code, env=None, args=()):
     return proc.stdout
 
 
-def _nvcc_found():
+def _toolkit_found():
+    """setup.py's rule for building the CUDA library: nvcc and cudnn.h are found."""
     home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    if home:
-        return os.path.exists(os.path.join(home, "bin", "nvcc"))
-    return bool(shutil.which("nvcc")) or os.path.exists("/usr/local/cuda/bin/nvcc")
+    nvcc = os.path.join(home, "bin", "nvcc") if home else shutil.which("nvcc")
+    if not nvcc and os.path.exists("/usr/local/cuda/bin/nvcc"):
+        nvcc = "/usr/local/cuda/bin/nvcc"
+    if not nvcc or not os.path.exists(nvcc):
+        return False
+    home = home or os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
+    cudnn = os.environ.get("CUDNN_HOME")
+    dirs = ([os.path.join(cudnn, "include")] if cudnn else []) + [
+        os.path.join(home, "include"), "/usr/local/include", "/usr/include",
+        "/usr/include/x86_64-linux-gnu"]
+    return any(os.path.exists(os.path.join(d, "cudnn.h")) for d in dirs)
 
 
 def add_model_bytes(shape=(2, 3)):
@@ -60,7 +68,7 @@ def add_model_bytes(shape=(2, 3)):
 def test_cuda_library_is_built_when_the_toolkit_is_there():
     lib = os.path.join(os.path.dirname(NATIVE.__file__), "_ortlite_cuda.so")
     assert INFO["library"] == lib
-    if os.environ.get("ORTLITE_CUDA") == "0" or not _nvcc_found():
+    if os.environ.get("ORTLITE_CUDA") == "0" or not _toolkit_found():
         assert not os.path.exists(lib), "a CPU-only build must not ship the CUDA library"
         assert not INFO["loaded"] and "built without CUDA" in INFO["error"]
     else:
@@ -555,7 +563,8 @@ def test_reduction_special_cases():
 
 
 POOLS = [
-    ("MaxPool", (1, 2, 9, 9), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, 12),
+    ("MaxPool", (1, 2, 9, 9), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+     12),
     ("MaxPool", (1, 2, 9, 9), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}, 12),
     ("MaxPool", (2, 3, 10, 11), {"kernel_shape": [2, 3], "dilations": [2, 1]}, 12),
     ("MaxPool", (2, 3, 20), {"kernel_shape": [4], "strides": [3], "pads": [1, 2]}, 12),
