@@ -6,8 +6,29 @@
 """
 
 import enum as _enum
+import os as _os
 
-from ortlite import _ortlite
+import numpy as _numpy  # noqa: F401  (first: numpy's own BLAS reads the environment as it is)
+
+
+def _load_extension():
+    # The extension links OpenBLAS (the scipy-openblas32 wheel), which starts its worker
+    # threads when it loads unless OPENBLAS_NUM_THREADS says otherwise. ortlite splits
+    # products over its own pool, so those threads would only spin against it: load with
+    # the variable set to 1, then restore the caller's environment.
+    saved = _os.environ.get("OPENBLAS_NUM_THREADS")
+    _os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        from ortlite import _ortlite as ext
+    finally:
+        if saved is None:
+            del _os.environ["OPENBLAS_NUM_THREADS"]
+        else:
+            _os.environ["OPENBLAS_NUM_THREADS"] = saved
+    return ext
+
+
+_ortlite = _load_extension()
 from ortlite._ortlite import *  # noqa: F401,F403  (the native API: types, errors, functions)
 from ortlite._ortlite import __version__  # noqa: F401
 

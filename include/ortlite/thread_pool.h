@@ -3,6 +3,7 @@
 // so nesting cannot deadlock.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -37,6 +38,8 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
+  std::atomic<int> queued_{0};  // queue_.size(), readable without the lock (spinning workers)
+  int sleepers_ = 0;            // workers blocked on cv_ (guarded by mu_)
   bool stop_ = false;
 };
 

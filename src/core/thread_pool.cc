@@ -2,10 +2,43 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <exception>
 #include <memory>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace ortlite {
+
+namespace {
+
+// How long an idle thread (a worker between tasks, a caller waiting for its helpers)
+// polls before it blocks: a kernel's parallel_for follows the previous one within
+// microseconds, and waking a blocked thread costs tens of microseconds.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
+
+// Polls `ready` for up to kSpin; true when it became true.
+template <typename Pred>
+bool spin_until(const Pred& ready) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (ready()) return true;
+      cpu_relax();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return ready();
+  }
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
   const int workers = std::max(0, num_threads - 1);
@@ -25,12 +58,18 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::worker_loop() {
   for (;;) {
     std::function<void()> task;
+    spin_until([this] { return queued_.load(std::memory_order_acquire) > 0; });
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty() && !stop_) {
+        ++sleepers_;
+        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        --sleepers_;
+      }
       if (queue_.empty()) return;  // stop_ and drained
       task = std::move(queue_.front());
       queue_.pop_front();
+      queued_.fetch_sub(1, std::memory_order_relaxed);
     }
     task();
   }
@@ -41,11 +80,14 @@ void ThreadPool::schedule(std::function<void()> task) {
     task();
     return;
   }
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(task));
+    queued_.fetch_add(1, std::memory_order_release);
+    wake = sleepers_ > 0;
   }
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
 }
 
 namespace {
@@ -95,16 +137,22 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   job->chunk = (n + target_chunks - 1) / target_chunks;
   job->num_chunks = (n + job->chunk - 1) / job->chunk;
   const int64_t helpers = std::min<int64_t>(threads - 1, job->num_chunks - 1);
+  int sleeping;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (int64_t i = 0; i < helpers; ++i) queue_.push_back([job] { job->work(); });
+    queued_.fetch_add(static_cast<int>(helpers), std::memory_order_release);
+    sleeping = sleepers_;
   }
-  if (helpers == 1)
-    cv_.notify_one();
-  else
-    cv_.notify_all();
+  // Spinning workers pick the tasks up without a wake-up; only sleeping ones need one.
+  if (sleeping > 0) {
+    if (helpers == 1)
+      cv_.notify_one();
+    else
+      cv_.notify_all();
+  }
   job->work();
-  {
+  if (!spin_until([&] { return job->done.load() == job->num_chunks; })) {
     std::unique_lock<std::mutex> lock(job->mu);
     job->cv.wait(lock, [&] { return job->done.load() == job->num_chunks; });
   }
