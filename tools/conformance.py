@@ -372,6 +372,44 @@ def compare_with_pass_list(results, listed):
     return regressed, new
 
 
+# Operator families for the summary; operators not listed count as "core" (elementwise,
+# reduction, tensor and nn operators).
+FAMILIES = {
+    "recurrent": "RNN GRU LSTM",
+    "control flow": "If Loop Scan SequenceMap",
+    "sequence / optional": "SequenceInsert SequenceAt SequenceConstruct SequenceEmpty "
+                           "SequenceErase SequenceLength SplitToSequence ConcatFromSequence "
+                           "Optional OptionalHasElement OptionalGetElement",
+    "quantization": "QuantizeLinear DequantizeLinear DynamicQuantizeLinear QLinearConv "
+                    "QLinearMatMul MatMulInteger ConvInteger",
+    "random": "RandomNormal RandomUniform RandomNormalLike RandomUniformLike Bernoulli "
+              "Multinomial",
+    "cast / element types": "Cast CastLike BitCast",
+    "signal": "DFT STFT MelWeightMatrix HannWindow HammingWindow BlackmanWindow",
+    "string": "StringConcat StringSplit StringNormalizer RegexFullMatch",
+    "ai.onnx.ml": "LabelEncoder TreeEnsemble TreeEnsembleRegressor TreeEnsembleClassifier "
+                  "Binarizer ArrayFeatureExtractor LinearClassifier LinearRegressor Normalizer "
+                  "ZipMap Scaler",
+    "training": "Adagrad Adam Momentum Gradient",
+    "attention / preview": "Attention FlexAttention LinearAttention CausalConvWithState "
+                           "RotaryEmbedding RMSNormalization",
+}
+_FAMILY_OF = {op: fam for fam, ops in FAMILIES.items() for op in ops.split()}
+
+
+def family_of(op):
+    return _FAMILY_OF.get(op.split("::")[-1], "core")
+
+
+def by_family(results):
+    table = collections.defaultdict(lambda: [0, 0])
+    for r in results.values():
+        f = family_of(r["op"])
+        table[f][1] += 1
+        table[f][0] += r["status"] == "pass"
+    return table
+
+
 def by_operator(results):
     table = collections.defaultdict(lambda: [0, 0])
     for r in results.values():
@@ -420,6 +458,20 @@ def render_doc(results, seconds, workers):
         "opset: the operator exists but not at the model's opset (24 and newer);",
         "run: an error while running; mismatch: wrong values, shape or dtype;",
         "unsupported-input: input data of a type ortlite cannot feed; crash/timeout: the worker died or hung.)",
+        "",
+        "## By family",
+        "",
+        "`core` is every operator not named in `FAMILIES` (tools/conformance.py):",
+        "elementwise, reduction, tensor and nn operators.",
+        "",
+        "| family | passed | cases |",
+        "|---|---:|---:|",
+    ]
+    fams = by_family(results)
+    for fam in sorted(fams, key=lambda f: -fams[f][1]):
+        p, c = fams[fam]
+        lines.append(f"| {fam} | {p} | {c} |")
+    lines += [
         "",
         "## By operator",
         "",
@@ -496,6 +548,12 @@ def main(argv):
     for op in sorted(table, key=lambda o: o.lower()):
         p, c = table[op]
         print(f"{op:<{width}}  {p:>6}  {c:>5}")
+    print()
+    fams = by_family(results)
+    print(f"{'family':<{width}}  passed  cases")
+    for fam in sorted(fams, key=lambda f: -fams[f][1]):
+        p, c = fams[fam]
+        print(f"{fam:<{width}}  {p:>6}  {c:>5}")
     if args.failures:
         print()
         for c in sorted(results):
