@@ -1,7 +1,9 @@
 """The CUDA execution provider (docs/cuda.md): the separately built CUDA library and how it is
-loaded, provider selection and fallback, device OrtValues, and every CUDA kernel against the
-CPU kernel of the same node (through the test entry ortlite._ortlite._cuda_run_node, until
-the session planner places nodes on the GPU).
+loaded, provider selection and fallback, device OrtValues, every CUDA kernel against the
+CPU kernel of the same node (through the test entry ortlite._ortlite._cuda_run_node), and
+sessions whose planner places nodes on the GPU (models CUDA vs CPU, mixed placement, device
+outputs, run_async lifetimes). The planner's placement is also checked without a device,
+through the test hook session config entry "ortlite.test.cuda_plan_only".
 
 Tests marked `gpu` skip, with the reason, when no CUDA device is usable; the others (build,
 loading, provider listing, fallback / EPFail without a device) run everywhere."""
@@ -777,3 +779,232 @@ def test_device_outputs_repeat_and_no_growth():
     for _ in range(200):
         NATIVE._cuda_run_node(model, {"x": v})
     assert NATIVE._cuda_memory_stats(0)[0] == reserved0
+
+
+# --- session placement (phase 2) ------------------------------------------------------------
+
+import gc  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+import weakref  # noqa: E402
+
+import test_models  # noqa: E402
+
+PLAN_ONLY = "ortlite.test.cuda_plan_only"
+
+
+def planned(model_bytes, verbose=False):
+    """A session planned as if CUDA were usable (no device touched); it cannot run."""
+    so = ortlite.SessionOptions()
+    so.add_session_config_entry(PLAN_ONLY, "1")
+    if verbose:
+        so.log_severity_level = 0
+    return ortlite.InferenceSession(model_bytes, so, providers=[CPU])
+
+
+def placement(sess):
+    return [("CUDA" if p == CUDA else "CPU") for _, p in sess._node_placement()]
+
+
+def by_output(sess):
+    """{first output name: 'CUDA' | 'CPU'} from the placement labels."""
+    out = {}
+    for label, p in sess._node_placement():
+        name = label.split("outputs: ")[1].rstrip(")").split(",")[0]
+        out[name] = "CUDA" if p == CUDA else "CPU"
+    return out
+
+
+MODELS = {"mlp": test_models.mlp_model, "cnn": test_models.cnn_model,
+          "transformer": test_models.transformer_layer_model}
+
+
+def model_feeds(name, rng):
+    shape = {"mlp": (5, 64), "cnn": (2, 3, 32, 32), "transformer": (2, 9, 64)}[name]
+    return {"x": rng.standard_normal(shape).astype(F32)}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_planner_places_every_node_of_float_models_on_cuda(name):
+    sess = planned(MODELS[name]().SerializeToString())
+    assert placement(sess) and set(placement(sess)) == {"CUDA"}
+    with pytest.raises(ortlite.NotImplemented, match="without a device"):
+        sess.run(None, model_feeds(name, np.random.default_rng(0)))
+
+
+def mixed_model():
+    """Relu -> Hardmax (no CUDA kernel) -> Add, a shape computation feeding Reshape's shape
+    input, and an int32 Relu (no CUDA kernel for that type)."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Hardmax", ["r"], ["h"], axis=-1),
+        helper.make_node("Add", ["h", "r"], ["a"]),
+        helper.make_node("Shape", ["a"], ["s"]),
+        helper.make_node("Gather", ["s", "i0"], ["g"], axis=0),
+        helper.make_node("Unsqueeze", ["g", "ax"], ["gu"]),
+        helper.make_node("Concat", ["gu", "minus1"], ["shape"], axis=0),
+        helper.make_node("Reshape", ["a", "shape"], ["y"]),
+        helper.make_node("Relu", ["k"], ["ky"]),
+    ]
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "i0"),
+             numpy_helper.from_array(np.array([0], np.int64), "ax"),
+             numpy_helper.from_array(np.array([-1], np.int64), "minus1")]
+    graph = helper.make_graph(
+        nodes, "mixed",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4]),
+         helper.make_tensor_value_info("k", TensorProto.INT32, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("ky", TensorProto.INT32, None)], initializer=inits,
+        # The planner has no type rule for Hardmax: the declared type lets Add go to CUDA.
+        value_info=[helper.make_tensor_value_info("h", TensorProto.FLOAT, None)])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m.SerializeToString()
+
+
+def mixed_feeds():
+    rng = np.random.default_rng(3)
+    return {"x": rng.standard_normal((2, 3, 4)).astype(F32),
+            "k": np.array([-2, 0, 5], np.int32)}
+
+
+def test_planner_mixed_placement_and_shape_only_nodes_stay_on_the_cpu():
+    where = by_output(planned(mixed_model()))
+    assert where == {"r": "CUDA", "h": "CPU", "a": "CUDA", "s": "CPU", "g": "CPU", "gu": "CPU",
+                     "shape": "CPU", "y": "CUDA", "ky": "CPU"}
+
+
+def test_planner_declines_unknown_types_and_respects_provider_order():
+    # An input without a declared element type: no CUDA kernel can be chosen at load.
+    node = helper.make_node("Relu", ["x"], ["y"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 0, None)],
+                              [helper.make_tensor_value_info("y", 0, None)])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    assert placement(planned(m.SerializeToString())) == ["CPU"]
+    # Add of float and double: the CUDA kernel would refuse it.
+    model = make_model([helper.make_node("Add", ["x", "y"], ["z"])],
+                       [("x", F32, [2]), ("y", F64, [2])], [("z", F32, [2])])
+    assert placement(planned(model.SerializeToString())) == ["CPU"]
+    # The CPU before CUDA, or the CPU alone: nothing goes to CUDA.
+    assert placement(ortlite.InferenceSession(add_model_bytes(), providers=[CPU])) == ["CPU"]
+    if HAS_GPU:
+        sess = ortlite.InferenceSession(add_model_bytes(), providers=[CPU, CUDA])
+        assert placement(sess) == ["CPU"]
+
+
+def test_planner_logs_placement_when_verbose(capfd):
+    planned(mixed_model(), verbose=True)
+    err = capfd.readouterr().err
+    assert "node placement" in err
+    assert "Hardmax node" in err and "no CUDA kernel" in err
+    assert "read only on the host" in err
+    planned(mixed_model())
+    assert "node placement" not in capfd.readouterr().err
+
+
+@no_gpu
+def test_session_asking_for_cuda_without_a_device_runs_on_the_cpu():
+    with pytest.warns(UserWarning, match="CUDAExecutionProvider"):
+        sess = ortlite.InferenceSession(mixed_model(), providers=[CUDA, CPU])
+    assert set(placement(sess)) == {"CPU"}
+    feeds = mixed_feeds()
+    ref = ortlite.InferenceSession(mixed_model(), providers=[CPU]).run(None, feeds)
+    for got, want in zip(sess.run(None, feeds), ref):
+        np.testing.assert_array_equal(got, want)
+
+
+def cuda_session(model_bytes):
+    return ortlite.InferenceSession(model_bytes, providers=[CUDA, CPU])
+
+
+@gpu
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_models_on_cuda_match_the_cpu(name):
+    model = MODELS[name]().SerializeToString()
+    sess = cuda_session(model)
+    assert set(placement(sess)) == {"CUDA"}
+    cpu = ortlite.InferenceSession(model, providers=[CPU])
+    rng = np.random.default_rng(4)
+    for _ in range(2):
+        feeds = model_feeds(name, rng)
+        got, want = sess.run(None, feeds), cpu.run(None, feeds)
+        assert isinstance(got[0], np.ndarray)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-4)
+
+
+@gpu
+def test_mixed_placement_runs_on_cuda_and_cpu():
+    sess = cuda_session(mixed_model())
+    assert by_output(sess)["h"] == "CPU" and by_output(sess)["a"] == "CUDA"
+    feeds = mixed_feeds()
+    want = ortlite.InferenceSession(mixed_model(), providers=[CPU]).run(None, feeds)
+    for _ in range(2):
+        got = sess.run(None, feeds)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(sess.run(["ky"], feeds)[0], want[1])
+
+
+@gpu
+def test_run_with_ort_values_keeps_outputs_on_the_device():
+    model = test_models.mlp_model().SerializeToString()
+    sess = cuda_session(model)
+    x = np.random.default_rng(5).standard_normal((3, 64)).astype(F32)
+    want = ortlite.InferenceSession(model, providers=[CPU]).run(None, {"x": x})[0]
+    for feed in (ortlite.OrtValue.ortvalue_from_numpy(x, "cuda", 0),
+                 ortlite.OrtValue.ortvalue_from_numpy(x)):
+        out = sess.run_with_ort_values(None, {"x": feed})[0]
+        assert out.device_name() == "cuda"
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-5)
+    # A device feed through run() gives numpy results.
+    got = sess.run(None, {"x": ortlite.OrtValue.ortvalue_from_numpy(x, "cuda", 0)})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    # An output that is a view of a device feed (Identity) is copied on the device.
+    ident = make_model([helper.make_node("Identity", ["x"], ["y"])], [("x", F32, [3, 64])],
+                       [("y", F32, [3, 64])]).SerializeToString()
+    v = ortlite.OrtValue.ortvalue_from_numpy(x, "cuda", 0)
+    out = cuda_session(ident).run_with_ort_values(None, {"x": v})[0]
+    assert out.device_name() == "cuda" and out.data_ptr() != v.data_ptr()
+    np.testing.assert_array_equal(out.numpy(), x)
+
+
+@gpu
+def test_run_async_on_cuda_keeps_feeds_and_session_alive():
+    model = test_models.transformer_layer_model().SerializeToString()
+    sess = cuda_session(model)
+    x = np.random.default_rng(6).standard_normal((2, 16, 64)).astype(F32)
+    want = ortlite.InferenceSession(model, providers=[CPU]).run(None, {"x": x})[0]
+    v = ortlite.OrtValue.ortvalue_from_numpy(x, "cuda", 0)
+    wv, wsess = weakref.ref(v), weakref.ref(sess)
+    done, got = threading.Event(), {}
+
+    def cb(results, user_data, err):
+        got.update(err=err, ok=bool(results) and np.allclose(results[0], want, 1e-4, 1e-4))
+        done.set()
+
+    sess.run_async(None, {"x": v}, cb, None)
+    del v, sess
+    gc.collect()
+    assert done.wait(30)
+    assert got == {"err": "", "ok": True}
+    x2 = x.copy()
+    wx2 = weakref.ref(x2)
+    fut = cuda_session(model).run_async(None, {"x": x2})
+    del x2
+    np.testing.assert_allclose(fut.result(30)[0], want, rtol=1e-4, atol=1e-4)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (wx2() or wv() or wsess()) is not None:
+        gc.collect()
+        time.sleep(0.05)
+    assert wx2() is None and wv() is None and wsess() is None
+
+
+@gpu
+def test_cuda_session_errors_name_the_node():
+    model = make_model([helper.make_node("Add", ["x", "y"], ["z"])],
+                       [("x", F32, ["a"]), ("y", F32, ["b"])], [("z", F32, None)])
+    sess = cuda_session(model.SerializeToString())
+    assert placement(sess) == ["CUDA"]
+    with pytest.raises(ortlite.InvalidArgument, match="Add node"):
+        sess.run(None, {"x": np.ones(3, F32), "y": np.ones(4, F32)})

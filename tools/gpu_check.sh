@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Device checks of the CUDA provider, for a machine with an NVIDIA GPU (docs/cuda.md):
-#   build      ORTLITE_CUDA=1 make build (creates .venv on a fresh machine; needs pip's index
-#              then, or an existing .venv), timed
+#   build      with ORTLITE_CUDA=1, timed. With a Python environment already there (.venv, or
+#              ORTLITE_PY naming an interpreter that has numpy, onnx, onnxruntime, pytest,
+#              setuptools and scipy-openblas32) it builds with setup.py directly and never
+#              calls pip; only without any does it run `make build`, which creates .venv and
+#              needs pip's index (the device machine has no network: see docs/cuda.md).
 #   info       nvidia-smi and ortlite._ortlite._cuda_info()
 #   tests      tests/test_cuda.py; fails when its GPU tests skip
 #   memcheck   compute-sanitizer memcheck (plain cudaMalloc per buffer, so bounds are exact)
 #              and racecheck over a short run of every CUDA kernel
-#   bench      cuBLAS GEMM TFLOP/s (FP32, TF32, FP16) and kernel latency on the GPU vs the
-#              same node on the CPU
+#   bench      cuBLAS GEMM TFLOP/s (FP32, TF32, FP16), kernel latency on the GPU vs the same
+#              node on the CPU, and whole-model latency (MLP, CNN, transformer layer of
+#              tests/test_models.py) of a CUDA session vs a CPU session
 # Run from the repository root: tools/gpu_check.sh [--quick] [--skip-build]
 # Logs and results.json go to build/gpu_check/; the exit status is non-zero when a step fails.
 set -uo pipefail
@@ -25,8 +29,15 @@ done
 
 OUT=build/gpu_check
 mkdir -p "$OUT"
-PY=.venv/bin/python
 FAILED=()
+# The interpreter: ORTLITE_PY, else .venv's, else a python3 that has the packages.
+PY=${ORTLITE_PY:-}
+if [ -z "$PY" ] && [ -x .venv/bin/python ] && .venv/bin/python -c "import numpy" 2>/dev/null; then
+  PY=.venv/bin/python
+fi
+if [ -z "$PY" ] && python3 -c "import numpy, onnx, pytest" 2>/dev/null; then
+  PY=$(command -v python3)
+fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
 # step NAME CMD...: runs CMD with its output in $OUT/NAME.log, reports time and status.
@@ -45,12 +56,20 @@ step() {
 }
 
 if [ "$BUILD" = 1 ]; then
-  step build env ORTLITE_CUDA=1 make build
+  mkdir -p build
+  if [ -n "$PY" ]; then
+    # An existing environment: no pip (the device machine has no network).
+    step build env ORTLITE_CUDA=1 "$PY" setup.py -q build_ext --inplace
+  else
+    step build env ORTLITE_CUDA=1 make build
+    PY=.venv/bin/python
+  fi
 fi
-if [ ! -x "$PY" ]; then
-  echo "no $PY: the build step could not create the virtual environment" >&2
+if [ -z "$PY" ] || ! "$PY" -c "import numpy" 2>/dev/null; then
+  echo "no usable Python environment (.venv, ORTLITE_PY or python3 with numpy, onnx, pytest)" >&2
   exit 1
 fi
+echo "== python: $PY"
 
 step info bash -c "nvidia-smi; $PY -c 'import ortlite, pprint; pprint.pprint(ortlite._ortlite._cuda_info())'"
 cat "$OUT/info.log"
@@ -130,6 +149,17 @@ node("Conv", [("x", f(1, 3, 8, 8)), ("w", f(4, 3, 2, 2))], [("y", F)], auto_pad=
 node("Reshape", [("x", f(3, 4)), ("s", i64(-1))], [("y", F)], opset=14)
 v = ortlite.OrtValue.ortvalue_from_numpy(f(1000), "cuda", 0)
 assert np.array_equal(v.numpy(), v.numpy())
+# Sessions placing nodes on the GPU: copies, device constants, the run's stream.
+import sys  # noqa: E402
+sys.path.insert(0, "tests")
+import test_models  # noqa: E402
+for build, shape in ((test_models.mlp_model, (4, 64)), (test_models.cnn_model, (1, 3, 32, 32)),
+                     (test_models.transformer_layer_model, (2, 8, 64))):
+    s = ortlite.InferenceSession(build().SerializeToString(),
+                                 providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+    x = rng.standard_normal(shape).astype(np.float32)
+    s.run(None, {"x": x})
+    s.run_with_ort_values(None, {"x": ortlite.OrtValue.ortvalue_from_numpy(x, "cuda", 0)})
 print("kernels smoke run: ok")
 EOF
 
@@ -232,9 +262,54 @@ for name, op, inputs, attrs in cases[:4] if quick else cases:
     latency.append({"case": name, "gpu_ms": g, "cpu_ms": c, "speedup": c / g})
     print(f"{name:32s} GPU {g:9.3f} ms   CPU {c:9.3f} ms   x{c / g:8.1f}", flush=True)
 results["kernels"] = latency
-# Whole-model latency (MLP, CNN, transformer) needs the session planner (phase 2).
-results["models"] = "not measured: the session does not place nodes on the GPU yet"
-print(results["models"])
+
+# Whole models: a session placing nodes on the GPU vs a CPU session. run() includes the
+# host-to-device copy of the feed and the device-to-host copy of the output;
+# run_with_ort_values with a device feed keeps both on the device.
+sys.path.insert(0, "tests")
+import test_models  # noqa: E402
+
+CUDA_EPS = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+
+
+def session_ms(fn, repeat):
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return float(np.median(times))
+
+
+model_cases = [
+    ("mlp", test_models.mlp_model, [(1, 64), (256, 64)]),
+    ("cnn", test_models.cnn_model, [(1, 3, 32, 32), (32, 3, 32, 32)]),
+    ("transformer", test_models.transformer_layer_model, [(1, 16, 64), (8, 128, 64)]),
+]
+models = []
+for name, build, shapes in model_cases:
+    data = build().SerializeToString()
+    gpu_sess = ortlite.InferenceSession(data, providers=CUDA_EPS)
+    cpu_sess = ortlite.InferenceSession(data, providers=["CPUExecutionProvider"])
+    placed = [p for _, p in gpu_sess._node_placement()]
+    for shape in shapes[:1] if quick else shapes:
+        x = rng.standard_normal(shape).astype(np.float32)
+        feeds = {"x": x}
+        dev = {"x": ortlite.OrtValue.ortvalue_from_numpy(x, "cuda", 0)}
+        repeat = 10 if quick else 30
+        g = session_ms(lambda: gpu_sess.run(None, feeds), repeat)
+        gd = session_ms(lambda: gpu_sess.run_with_ort_values(None, dev), repeat)
+        c = session_ms(lambda: cpu_sess.run(None, feeds), repeat)
+        diff = float(np.max(np.abs(gpu_sess.run(None, feeds)[0] - cpu_sess.run(None, feeds)[0])))
+        models.append({"model": name, "input": list(shape), "gpu_ms": g, "gpu_device_io_ms": gd,
+                       "cpu_ms": c, "speedup": c / g, "max_abs_diff": diff,
+                       "nodes_on_cuda": placed.count("CUDAExecutionProvider"),
+                       "nodes": len(placed)})
+        print(f"{name:12s} {str(shape):18s} GPU {g:8.3f} ms (device I/O {gd:8.3f} ms)   "
+              f"CPU {c:8.3f} ms   x{c / g:6.1f}   max|diff| {diff:.2e}   "
+              f"{models[-1]['nodes_on_cuda']}/{len(placed)} nodes on CUDA", flush=True)
+results["models"] = models
 json.dump(results, open(sys.argv[1], "w"), indent=1)
 EOF
 step bench "$PY" "$OUT/bench.py" "$OUT/results.json" $([ "$QUICK" = 1 ] && echo --quick)

@@ -83,6 +83,15 @@ class KernelInfo {
   // not a graph, or when the body does not plan (unknown op, cycle, ...).
   std::shared_ptr<const Subgraph> subgraph(const char* name) const;
 
+  // Element types of the explicit inputs as the planner inferred them (kUndefined where
+  // unknown or omitted). Only a session that places nodes on another provider sets them:
+  // that provider's factories decline (kNotImplemented) nodes whose types they cannot run.
+  bool has_input_types() const { return !input_types_.empty(); }
+  DataType input_type(size_t i) const {
+    return i < input_types_.size() ? input_types_[i] : DataType::kUndefined;
+  }
+  void set_input_types(std::vector<DataType> types) { input_types_ = std::move(types); }
+
   // Throws Error(code) with the message prefixed by the node's label.
   [[noreturn]] void fail(StatusCode code, const std::string& message) const;
 
@@ -90,6 +99,7 @@ class KernelInfo {
   const Attribute* typed_attr(const char* name, AttrType type) const;
   const Node& node_;
   int64_t opset_;
+  std::vector<DataType> input_types_;
   std::function<const Tensor*(const std::string&)> constant_lookup_;
   SubgraphBuilder subgraph_builder_;
 };

@@ -27,6 +27,14 @@ struct SessionConfig {
   // From SessionOptions.add_initializer: replace or add initializers by name. The binding
   // keeps the memory alive for the session's lifetime (buffers are kBorrowed).
   std::vector<std::pair<std::string, Tensor>> added_initializers;
+  // Execution providers in order of preference, already checked usable by the binding
+  // (empty: the CPU only). With "CUDAExecutionProvider" the planner places the main graph's
+  // nodes that a CUDA kernel accepts on device cuda_device_id (docs/cuda.md).
+  std::vector<std::string> providers;
+  int cuda_device_id = 0;
+  // Test hook: place nodes as if CUDA were usable, without touching a device (no device
+  // constants); such a session reports its placement but cannot run.
+  bool cuda_plan_only = false;
 };
 
 struct RunConfig {
@@ -72,8 +80,16 @@ class Session {
   // returned tensors may share memory with feeds or initializers (see Buffer::kind): the
   // caller decides whether to copy. Throws Error(kRuntimeException / kFail / ...) naming
   // the failing node, or Error(kFail, "... terminated") when run_config->terminate is set.
+  // With nodes on a CUDA device, `device_outputs` keeps outputs produced there on the
+  // device (run_with_ort_values); otherwise they are copied to the host. Feeds may be device
+  // tensors. The run's stream is synchronized before returning.
   std::vector<Value> run(const Feeds& feeds, const std::vector<std::string>& output_names,
-                         const RunConfig* run_config) const;
+                         const RunConfig* run_config, bool device_outputs = false) const;
+
+  // Whether some node runs on a CUDA device.
+  bool uses_cuda() const;
+  // The main graph's nodes in plan order: (node label, provider name).
+  std::vector<std::pair<std::string, std::string>> node_placement() const;
 
   struct Impl;
 

@@ -1,6 +1,7 @@
 #include "ortlite/session.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <deque>
 #include <new>
 #include <set>
@@ -11,6 +12,7 @@
 
 #include "core/function_inliner.h"
 #include "core/graph_optimizer.h"
+#include "cuda/provider.h"
 
 namespace ortlite {
 
@@ -36,6 +38,12 @@ struct PlannedNode {
   std::vector<int> inputs;         // value slots; -1 for an omitted optional input
   std::vector<int> outputs;        // value slots; -1 for an omitted optional output
   std::vector<int> release_after;  // slots whose last use is this step
+  bool cuda = false;               // runs on the plan's CUDA device
+  // CUDA node: per input, whether it stays in CPU memory (cuda::input_on_host, implicit
+  // inputs).
+  std::vector<char> host_inputs;
+  // CPU node that reads only its inputs' shapes (Shape, Size): a device input needs no copy.
+  bool shape_only = false;
 };
 
 // A planned graph: the main graph of a session, or a subgraph (If branch, Loop body, ...).
@@ -49,6 +57,11 @@ struct GraphPlan {
   std::unordered_set<int> pinned;                 // slots never released (graph outputs)
   std::vector<char> needed_all;                   // per step: needed for every graph output
   size_t max_inputs = 0, max_outputs = 0;         // over the steps, for the per-run scratch
+  // Nodes placed on a CUDA device (main graph only). device_constants: device copies of the
+  // constants (initializers, Constant outputs) that CUDA nodes read, made once at load.
+  bool has_cuda = false, cuda_plan_only = false;
+  int device = 0;
+  std::vector<std::pair<int, Tensor>> device_constants;
 
   // Per step: whether computing `fetch` needs it. Fed and constant slots have no
   // producer, so the answer does not depend on the feeds.
@@ -57,6 +70,11 @@ struct GraphPlan {
   // returns the fetched values in order.
   std::vector<Value> execute(std::vector<Value>& values, const std::vector<int>& fetch,
                              ThreadPool* pool, const RunConfig* run_config) const;
+  // execute() for a plan with CUDA nodes: one stream for the run, copies between host and
+  // device where a consumer needs the other side, a sync before returning.
+  std::vector<Value> execute_cuda(std::vector<Value>& values, const std::vector<int>& fetch,
+                                  ThreadPool* pool, const RunConfig* run_config,
+                                  bool device_outputs) const;
 };
 
 struct Session::Impl {
@@ -126,11 +144,262 @@ std::string graph_label(const Graph& g) {
 
 KernelInfo::SubgraphBuilder subgraph_builder(const Model& model, const Node& owner);
 
+bool op_in(const std::string& op, std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (op == n) return true;
+  return false;
+}
+
+// Element types of the graph's tensor values as far as declarations and a few per-op rules
+// tell (no shape inference): enough for a provider's factory to decline nodes whose types
+// it does not run. Unknown values are absent.
+std::unordered_map<std::string, DataType> infer_elem_types(const Graph& g,
+                                                           const std::vector<int>& order) {
+  std::unordered_map<std::string, DataType> types;
+  auto declare = [&](const ValueInfo& vi) {
+    if (vi.type.kind == TypeInfo::Kind::kTensor && vi.type.elem_type != DataType::kUndefined)
+      types.emplace(vi.name, vi.type.elem_type);
+  };
+  for (const auto& init : g.initializers) types[init.first] = init.second.dtype();
+  for (const ValueInfo& vi : g.inputs) declare(vi);
+  for (const ValueInfo& vi : g.value_info) declare(vi);
+  for (const ValueInfo& vi : g.outputs) declare(vi);
+  for (int i : order) {
+    const Node& node = g.nodes[i];
+    if (!norm_domain(node.domain).empty()) continue;
+    auto in_type = [&](size_t k) {
+      if (k >= node.inputs.size() || node.inputs[k].empty()) return DataType::kUndefined;
+      auto it = types.find(node.inputs[k]);
+      return it == types.end() ? DataType::kUndefined : it->second;
+    };
+    const std::string& op = node.op_type;
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      if (node.outputs[o].empty() || types.count(node.outputs[o])) continue;
+      DataType t = DataType::kUndefined;
+      if (op == "Constant") {
+        const Attribute* a = node.find_attr("value");
+        if (a && a->type == AttrType::kTensor) t = a->t.dtype();
+        if (node.find_attr("value_float") || node.find_attr("value_floats")) t = DataType::kFloat;
+        if (node.find_attr("value_int") || node.find_attr("value_ints")) t = DataType::kInt64;
+      } else if (op == "Cast" && o == 0) {
+        const Attribute* a = node.find_attr("to");
+        if (a && a->type == AttrType::kInt) t = static_cast<DataType>(a->i);
+      } else if (op == "CastLike" && o == 0) {
+        t = in_type(1);
+      } else if (op_in(op, {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And",
+                            "Or", "Xor", "Not", "IsNaN", "IsInf"}) &&
+                 o == 0) {
+        t = DataType::kBool;
+      } else if ((op_in(op, {"Shape", "Size", "NonZero", "ArgMax", "ArgMin"}) && o == 0) ||
+                 (op_in(op, {"MaxPool", "TopK"}) && o == 1)) {
+        t = DataType::kInt64;
+      } else if (op == "Dropout" && o == 1) {
+        t = DataType::kBool;
+      } else if (op == "Where" && o == 0) {
+        t = in_type(1);
+      } else if (o == 0 || op == "Split") {
+        static const std::unordered_set<std::string> same_as_input0 = {"Add",
+                                                                       "Sub",
+                                                                       "Mul",
+                                                                       "Div",
+                                                                       "Pow",
+                                                                       "Mod",
+                                                                       "PRelu",
+                                                                       "Max",
+                                                                       "Min",
+                                                                       "Sum",
+                                                                       "Mean",
+                                                                       "Relu",
+                                                                       "LeakyRelu",
+                                                                       "Sigmoid",
+                                                                       "Tanh",
+                                                                       "Gelu",
+                                                                       "Elu",
+                                                                       "Selu",
+                                                                       "HardSigmoid",
+                                                                       "HardSwish",
+                                                                       "Softplus",
+                                                                       "Softsign",
+                                                                       "Exp",
+                                                                       "Log",
+                                                                       "Sqrt",
+                                                                       "Abs",
+                                                                       "Neg",
+                                                                       "Reciprocal",
+                                                                       "Erf",
+                                                                       "Sin",
+                                                                       "Cos",
+                                                                       "Floor",
+                                                                       "Ceil",
+                                                                       "Clip",
+                                                                       "Softmax",
+                                                                       "LogSoftmax",
+                                                                       "LayerNormalization",
+                                                                       "BatchNormalization",
+                                                                       "InstanceNormalization",
+                                                                       "MaxPool",
+                                                                       "AveragePool",
+                                                                       "GlobalMaxPool",
+                                                                       "GlobalAveragePool",
+                                                                       "Conv",
+                                                                       "ConvTranspose",
+                                                                       "MatMul",
+                                                                       "Gemm",
+                                                                       "ReduceSum",
+                                                                       "ReduceMean",
+                                                                       "ReduceMax",
+                                                                       "ReduceMin",
+                                                                       "ReduceProd",
+                                                                       "ReduceL1",
+                                                                       "ReduceL2",
+                                                                       "ReduceLogSum",
+                                                                       "ReduceLogSumExp",
+                                                                       "ReduceSumSquare",
+                                                                       "Transpose",
+                                                                       "Concat",
+                                                                       "Slice",
+                                                                       "Gather",
+                                                                       "GatherElements",
+                                                                       "Expand",
+                                                                       "Reshape",
+                                                                       "Flatten",
+                                                                       "Squeeze",
+                                                                       "Unsqueeze",
+                                                                       "Identity",
+                                                                       "Dropout",
+                                                                       "Split",
+                                                                       "Tile",
+                                                                       "Pad",
+                                                                       "Resize",
+                                                                       "Mish",
+                                                                       "Swish",
+                                                                       "Range",
+                                                                       "CumSum",
+                                                                       "Einsum",
+                                                                       "Sign",
+                                                                       "Round"};
+        if (same_as_input0.count(op)) t = in_type(0);
+      }
+      if (t != DataType::kUndefined) types[node.outputs[o]] = t;
+    }
+  }
+  return types;
+}
+
+// Whether the session asks for CUDA placement: CUDAExecutionProvider before the CPU.
+bool wants_cuda(const SessionConfig& c) {
+  for (const std::string& p : c.providers) {
+    if (p == kCpuProvider) return false;
+    if (p == cuda::kCudaProvider) return true;
+  }
+  return false;
+}
+
+// Chooses the CUDA kernel of each node the CUDA provider accepts (a factory that throws
+// declines), then sends back to the CPU, consumers first, every node whose outputs are read
+// only on the host (shape arithmetic feeding Reshape's shape, ...), so such values never
+// travel to the device and back. `kernels` gets one entry per step (null: CPU).
+template <typename Lookup>
+void place_on_cuda(GraphPlan& p, const Graph& g, const Model& m, const std::vector<int>& order,
+                   const std::vector<std::vector<int>>& in_slots,
+                   const std::vector<std::vector<int>>& out_slots, const Lookup& lookup,
+                   const SessionConfig& config, std::vector<std::unique_ptr<Kernel>>& kernels) {
+  if (!wants_cuda(config)) return;
+  p.device = config.cuda_device_id;
+  p.cuda_plan_only = config.cuda_plan_only;
+  const KernelRegistry& registry = KernelRegistry::instance();
+  const std::unordered_map<std::string, DataType> types = infer_elem_types(g, order);
+  const size_t n = order.size();
+  kernels.resize(n);
+  std::vector<std::string> why(n);
+  std::vector<int64_t> opsets(n);
+  for (size_t step = 0; step < n; ++step) {
+    const Node& node = g.nodes[order[step]];
+    opsets[step] = node_opset(m, node);
+    if (opsets[step] < 0) continue;
+    const KernelFactory* f =
+        registry.find(node.domain, node.op_type, opsets[step], cuda::kCudaProvider);
+    if (!f) {
+      why[step] = "no CUDA kernel";
+      continue;
+    }
+    KernelInfo info(node, opsets[step], lookup);
+    std::vector<DataType> ts(info.num_inputs(), DataType::kUndefined);
+    for (size_t k = 0; k < ts.size(); ++k) {
+      auto it = types.find(node.inputs[k]);
+      if (it != types.end()) ts[k] = it->second;
+    }
+    info.set_input_types(std::move(ts));
+    try {
+      kernels[step] = (*f)(info);
+    } catch (const Error& e) {
+      // Any refusal (types, attributes) leaves the node to the CPU kernel, which reports
+      // a genuinely bad node itself.
+      why[step] = e.what();
+    }
+  }
+  std::vector<std::vector<std::pair<size_t, size_t>>> uses(p.value_names.size());
+  for (size_t step = 0; step < n; ++step) {
+    const std::vector<int>& ins = in_slots[order[step]];
+    for (size_t k = 0; k < ins.size(); ++k)
+      if (ins[k] >= 0) uses[ins[k]].emplace_back(step, k);
+  }
+  for (size_t r = n; r-- > 0;) {
+    if (!kernels[r]) continue;
+    bool used = false, device_use = false;
+    for (int slot : out_slots[order[r]]) {
+      if (slot < 0) continue;
+      if (p.pinned.count(slot)) device_use = true;
+      for (const auto& [c, k] : uses[slot]) {
+        const Node& cn = g.nodes[order[c]];
+        if (!kernels[c] && norm_domain(cn.domain).empty() && op_in(cn.op_type, {"Shape", "Size"}))
+          continue;  // reads only the shape, on either side
+        used = true;
+        const size_t n_explicit = cn.inputs.size() - cn.implicit_inputs;
+        if (kernels[c] && k < n_explicit && !cuda::input_on_host(cn.op_type, opsets[c], k))
+          device_use = true;
+      }
+    }
+    if (used && !device_use) {
+      kernels[r].reset();
+      why[r] = "its outputs are read only on the host";
+    }
+  }
+  if (config.log_severity_level <= 0) {
+    std::fprintf(stderr, "[ortlite] node placement (CUDAExecutionProvider device %d%s):\n",
+                 p.device, p.cuda_plan_only ? ", plan only" : "");
+    for (size_t step = 0; step < n; ++step) {
+      const std::string label = g.nodes[order[step]].label();
+      std::fprintf(stderr, "[ortlite]   %s: %s%s%s%s\n", label.c_str(),
+                   kernels[step] ? "CUDA" : "CPU", why[step].empty() ? "" : " (", why[step].c_str(),
+                   why[step].empty() ? "" : ")");
+    }
+  }
+}
+
+// Device copies of the load-time constants that CUDA nodes read on the device. Overridable
+// initializers are not in `known`: a feed may replace them.
+void upload_device_constants(GraphPlan& p,
+                             const std::unordered_map<std::string, const Tensor*>& known) {
+  if (p.cuda_plan_only) return;
+  std::vector<char> device_use(p.value_names.size(), 0);
+  for (const PlannedNode& pn : p.steps) {
+    if (!pn.cuda) continue;
+    for (size_t k = 0; k < pn.inputs.size(); ++k)
+      if (pn.inputs[k] >= 0 && !pn.host_inputs[k]) device_use[pn.inputs[k]] = 1;
+  }
+  for (const auto& [name, t] : known) {
+    const int slot = p.slot_of.at(name);
+    if (device_use[slot])
+      p.device_constants.emplace_back(slot, cuda::to_device(*t, p.device, nullptr));
+  }
+}
+
 // Plans `g`: `input_names` are the slots given values before any node runs (the graph's
 // inputs; for a subgraph also its outer-scope names). Nodes with subgraphs get their
 // outer-scope references appended as implicit inputs.
 void plan_graph(GraphPlan& p, Graph& g, const Model& m, const std::vector<std::string>& input_names,
-                bool is_subgraph) {
+                bool is_subgraph, const SessionConfig* placement = nullptr) {
   auto new_slot = [&](const std::string& name) {
     const int slot = static_cast<int>(p.value_names.size());
     p.value_names.push_back(name);
@@ -262,6 +531,9 @@ void plan_graph(GraphPlan& p, Graph& g, const Model& m, const std::vector<std::s
 
   // Kernels, in order.
   const KernelRegistry& registry = KernelRegistry::instance();
+  std::vector<std::unique_ptr<Kernel>> cuda_kernels;
+  if (placement)
+    place_on_cuda(p, g, m, order, in_slots, out_slots, lookup, *placement, cuda_kernels);
   std::vector<int> last_use(p.value_names.size(), -1);
   for (size_t step = 0; step < order.size(); ++step) {
     const int i = order[step];
@@ -271,6 +543,26 @@ void plan_graph(GraphPlan& p, Graph& g, const Model& m, const std::vector<std::s
     if (opset < 0) {
       ORTLITE_THROW(kInvalidGraph, node.label(), ": the model does not import domain '",
                     domain_label, "'");
+    }
+    if (step < cuda_kernels.size() && cuda_kernels[step]) {
+      PlannedNode pn;
+      pn.node = &node;
+      pn.kernel = std::move(cuda_kernels[step]);
+      pn.cuda = true;
+      pn.inputs = in_slots[i];
+      pn.outputs = out_slots[i];
+      const size_t n_explicit = node.inputs.size() - node.implicit_inputs;
+      for (size_t k = 0; k < pn.inputs.size(); ++k)
+        pn.host_inputs.push_back(k >= n_explicit || cuda::input_on_host(node.op_type, opset, k));
+      for (int slot : pn.outputs)
+        if (slot >= 0) p.producer_step[slot] = static_cast<int>(step);
+      for (int slot : pn.inputs)
+        if (slot >= 0) last_use[slot] = static_cast<int>(step);
+      p.max_inputs = std::max(p.max_inputs, pn.inputs.size());
+      p.max_outputs = std::max(p.max_outputs, pn.outputs.size());
+      p.has_cuda = true;
+      p.steps.push_back(std::move(pn));
+      continue;
     }
     const KernelFactory* factory = registry.find(node.domain, node.op_type, opset);
     if (!factory) {
@@ -284,6 +576,7 @@ void plan_graph(GraphPlan& p, Graph& g, const Model& m, const std::vector<std::s
     pn.node = &node;
     KernelInfo info(node, opset, lookup, subgraph_builder(m, node));
     pn.kernel = (*factory)(info);
+    pn.shape_only = norm_domain(node.domain).empty() && op_in(node.op_type, {"Shape", "Size"});
     pn.inputs = in_slots[i];
     pn.outputs = out_slots[i];
     for (int slot : pn.outputs)
@@ -302,6 +595,7 @@ void plan_graph(GraphPlan& p, Graph& g, const Model& m, const std::vector<std::s
     if (step >= 0) p.steps[step].release_after.push_back(static_cast<int>(slot));
   }
   p.needed_all = p.needed_for(p.output_slots);
+  if (p.has_cuda) upload_device_constants(p, known);
 }
 
 // A planned subgraph attribute. Its outer-scope names are read from the owning node's
@@ -458,6 +752,133 @@ std::vector<Value> GraphPlan::execute(std::vector<Value>& values, const std::vec
   return results;
 }
 
+std::vector<Value> GraphPlan::execute_cuda(std::vector<Value>& values,
+                                           const std::vector<int>& fetch, ThreadPool* pool,
+                                           const RunConfig* run_config, bool device_outputs) const {
+  const bool all = fetch == output_slots;
+  std::vector<char> needed_some, fetched;
+  if (!all) {
+    needed_some = needed_for(fetch);
+    fetched.assign(value_names.size(), 0);
+    for (int slot : fetch) fetched[slot] = 1;
+  }
+  const std::vector<char>& needed = all ? needed_all : needed_some;
+
+  cuda::Stream stream(device);
+  OrtliteCudaStream* s = stream.get();
+  // CUDA kernels find the run's stream through the thread's scope: this thread runs every
+  // node of the plan (subgraph bodies are CPU-only plans).
+  cuda::StreamScope scope(s);
+  // Per slot: the value's copy on the other side (device copy of a host value or host
+  // copy of a device one), made on first need and dropped with the value.
+  std::vector<Value> other(value_names.size());
+  for (const auto& [slot, t] : device_constants) other[slot] = t;
+  // Queued work may still read the run's buffers or the feeds' host memory: an error exit
+  // waits for the stream before any of them is released.
+  struct SyncOnExit {
+    OrtliteCudaStream* s;
+    ~SyncOnExit() {
+      if (s) cuda::api().stream_sync(s);
+    }
+  } sync_on_exit{s};
+
+  auto located = [&](int slot, bool on_device) -> const Value* {
+    const Value& v = values[slot];
+    if (!v.is_tensor() || cuda::is_cuda(v.tensor()) == on_device) return &v;
+    Value& c = other[slot];
+    if (!c.defined()) {
+      c = on_device ? Value(cuda::to_device(v.tensor(), device, s))
+                    : Value(cuda::to_host(v.tensor(), s));
+    }
+    return &c;
+  };
+
+  std::vector<const Value*> in_ptrs(max_inputs);
+  std::vector<Value> outs(max_outputs);
+  for (size_t step = 0; step < steps.size(); ++step) {
+    if (!needed[step]) continue;
+    const PlannedNode& pn = steps[step];
+    if (run_config && run_config->terminate.load(std::memory_order_relaxed)) {
+      ORTLITE_THROW(kFail,
+                    "Exiting due to terminate flag being set to true: the run was "
+                    "terminated before ",
+                    pn.node->label());
+    }
+    const size_t n_in = pn.inputs.size(), n_out = pn.outputs.size();
+    try {
+      for (size_t i = 0; i < n_in; ++i) {
+        const int slot = pn.inputs[i];
+        if (slot < 0) {
+          in_ptrs[i] = nullptr;
+        } else if (pn.shape_only) {
+          in_ptrs[i] = &values[slot];
+        } else {
+          in_ptrs[i] = located(slot, pn.cuda && !pn.host_inputs[i]);
+        }
+      }
+      KernelContext ctx(*pn.node, in_ptrs.data(), n_in, outs.data(), n_out, pool, run_config);
+      pn.kernel->compute(ctx);
+    } catch (const Error& e) {
+      for (size_t o = 0; o < n_out; ++o) outs[o] = Value();
+      const std::string label = pn.node->label();
+      if (std::string(e.what()).rfind(label, 0) == 0) throw;
+      throw Error(e.code(), label + (pn.cuda ? " (CUDA): " : ": ") + e.what());
+    } catch (const std::bad_alloc&) {
+      for (size_t o = 0; o < n_out; ++o) outs[o] = Value();
+      ORTLITE_THROW(kFail, pn.node->label(), ": out of memory");
+    } catch (const std::exception& e) {
+      for (size_t o = 0; o < n_out; ++o) outs[o] = Value();
+      ORTLITE_THROW(kRuntimeException, pn.node->label(), ": ", e.what());
+    }
+    for (size_t o = 0; o < n_out; ++o) {
+      const int slot = pn.outputs[o];
+      if (slot < 0) {
+        outs[o] = Value();
+        continue;
+      }
+      if (!outs[o].defined()) {
+        ORTLITE_THROW(kFail, pn.node->label(), ": the kernel did not produce output '",
+                      value_names[slot], "'");
+      }
+      values[slot] = std::move(outs[o]);
+      outs[o] = Value();
+      other[slot] = Value();
+    }
+    for (int slot : pn.release_after) {
+      if (all || !fetched[slot]) {
+        values[slot] = Value();
+        other[slot] = Value();
+      }
+    }
+  }
+
+  std::vector<Value> results;
+  results.reserve(fetch.size());
+  for (int slot : fetch) {
+    if (!values[slot].defined()) {
+      ORTLITE_THROW(kInvalidArgument, "output '", value_names[slot],
+                    "' has no value (an omitted optional graph input?)");
+    }
+    const Value& v = values[slot];
+    if (!device_outputs && v.is_tensor() && cuda::is_cuda(v.tensor())) {
+      try {
+        results.push_back(*located(slot, false));
+      } catch (const Error& e) {
+        throw Error(e.code(), "output '" + value_names[slot] + "': " + e.what());
+      }
+    } else {
+      results.push_back(v);
+    }
+  }
+  sync_on_exit.s = nullptr;
+  try {
+    stream.sync();
+  } catch (const Error& e) {
+    throw Error(e.code(), std::string("the run's CUDA work failed: ") + e.what());
+  }
+  return results;
+}
+
 std::shared_ptr<const Session> Session::create(Model model, const SessionConfig& config) {
   std::shared_ptr<Session> s(new Session());
   s->config_ = config;
@@ -480,7 +901,16 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
     }
     if (!replaced) g.initializers.emplace_back(name, tensor);
   }
-  optimize_graph(m, config.graph_optimization_level);
+  SessionConfig& cfg = s->config_;
+  if (auto it = cfg.config_entries.find("ortlite.test.cuda_plan_only");
+      it != cfg.config_entries.end() && it->second == "1") {
+    cfg.cuda_plan_only = true;
+    cfg.providers = {cuda::kCudaProvider, kCpuProvider};
+  }
+  if (wants_cuda(cfg) && !cfg.cuda_plan_only) cuda::check_device(cfg.cuda_device_id);
+  // The optimizer's fusions make com.ortlite nodes that only the CPU runs: with CUDA
+  // placement the graph is planned as written.
+  if (!wants_cuda(cfg)) optimize_graph(m, config.graph_optimization_level);
 
   // Graph inputs, then initializers. An initializer that is also an input is overridable.
   std::unordered_set<std::string> init_names;
@@ -498,7 +928,7 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
       s->inputs_.push_back(vi);
     }
   }
-  plan_graph(im.plan, g, m, input_names, false);
+  plan_graph(im.plan, g, m, input_names, false, &cfg);
   for (const ValueInfo& vi : s->inputs_) im.feedable.emplace(vi.name, &vi);
   for (const ValueInfo& vi : s->overridable_) im.feedable.emplace(vi.name, &vi);
   for (const ValueInfo& vi : s->inputs_) im.required_slots.push_back(im.plan.slot_of.at(vi.name));
@@ -615,8 +1045,19 @@ void Session::check_output_names(const std::vector<std::string>& output_names) c
   }
 }
 
+bool Session::uses_cuda() const {
+  return impl_->plan.has_cuda;
+}
+
+std::vector<std::pair<std::string, std::string>> Session::node_placement() const {
+  std::vector<std::pair<std::string, std::string>> r;
+  for (const PlannedNode& pn : impl_->plan.steps)
+    r.emplace_back(pn.node->label(), pn.cuda ? cuda::kCudaProvider : kCpuProvider);
+  return r;
+}
+
 std::vector<Value> Session::run(const Feeds& feeds, const std::vector<std::string>& output_names,
-                                const RunConfig* run_config) const {
+                                const RunConfig* run_config, bool device_outputs) const {
   const GraphPlan& p = impl_->plan;
   std::vector<Value> values(p.value_names.size());
   std::vector<char> have(p.value_names.size(), 0);
@@ -642,6 +1083,13 @@ std::vector<Value> Session::run(const Feeds& feeds, const std::vector<std::strin
   } else {
     check_output_names(output_names);
     for (const std::string& n : output_names) fetch.push_back(p.slot_of.at(n));
+  }
+  if (p.has_cuda) {
+    if (p.cuda_plan_only)
+      ORTLITE_THROW(kNotImplemented,
+                    "this session was planned for CUDA without a device (test hook); it "
+                    "cannot run");
+    return p.execute_cuda(values, fetch, pool_.get(), run_config, device_outputs);
   }
   return p.execute(values, fetch, pool_.get(), run_config);
 }

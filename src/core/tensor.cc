@@ -64,6 +64,9 @@ Tensor Tensor::reshaped(const Shape& new_shape) const {
 }
 
 Tensor Tensor::clone() const {
+  // Host code must never read device memory; device copies go through the CUDA provider.
+  if (buffer_ && buffer_->device().type != DeviceType::kCPU)
+    ORTLITE_THROW(kFail, "clone() of a tensor in device memory (copy it with the provider)");
   if (dtype_ == DataType::kString) {
     Tensor t = empty(dtype_, shape_);
     const auto* src = data<std::string>();

@@ -46,10 +46,91 @@ bool is_arith(DataType t) {
          t == DataType::kInt64;
 }
 
+bool is_fixed_size(DataType t) {
+  return t != DataType::kUndefined && t != DataType::kString && dtype_size(t) > 0;
+}
+
+bool in(const std::string& op, std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (op == n) return true;
+  return false;
+}
+
+// Whether the CUDA kernel of `info`'s op runs device input i of element type t (the same
+// limits its compute() enforces with need()).
+bool device_type_ok(const KernelInfo& info, size_t i, DataType t) {
+  const std::string& op = info.op_type();
+  if (in(op, {"Transpose", "Concat", "Slice", "Expand", "Reshape", "Flatten", "Squeeze",
+              "Unsqueeze", "Identity"}))
+    return is_fixed_size(t);
+  if (op == "Gather")
+    return i == 0 ? is_fixed_size(t) : (t == DataType::kInt32 || t == DataType::kInt64);
+  if (op == "Where") return i == 0 ? t == DataType::kBool : is_fixed_size(t);
+  if (op == "Cast")
+    return t != DataType::kString && static_cast<int>(t) <= 16 && dtype_supported(t);
+  if (in(op, {"And", "Or", "Xor", "Not"})) return t == DataType::kBool;
+  if (op == "Equal") return is_arith(t) || t == DataType::kBool;
+  if (in(op, {"Add", "Sub", "Mul", "Div", "PRelu", "Max", "Min", "Sum", "Less", "Greater",
+              "LessOrEqual", "GreaterOrEqual"}))
+    return is_arith(t);
+  if (op == "Conv")
+    return t == DataType::kFloat || t == DataType::kFloat16 || t == DataType::kDouble;
+  if (in(op, {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+              "ReduceSumSquare"}))
+    return is_float(t) || t == DataType::kInt32 || t == DataType::kInt64;
+  return is_float(t);
+}
+
+// Declines (kNotImplemented, which sends the node to the CPU) a node whose device inputs
+// have element types the kernel does not run, or are unknown at load. Only checked when the
+// planner gave the types; the kernel test entry (_cuda_run_node) does not.
+void check_placeable(const KernelInfo& info) {
+  if (!info.has_input_types()) return;
+  const bool same_types = in(info.op_type(), {"Add",
+                                              "Sub",
+                                              "Mul",
+                                              "Div",
+                                              "Pow",
+                                              "PRelu",
+                                              "Max",
+                                              "Min",
+                                              "Sum",
+                                              "Equal",
+                                              "Less",
+                                              "Greater",
+                                              "LessOrEqual",
+                                              "GreaterOrEqual",
+                                              "And",
+                                              "Or",
+                                              "Xor",
+                                              "Concat",
+                                              "MatMul",
+                                              "Gemm",
+                                              "Conv",
+                                              "LayerNormalization",
+                                              "BatchNormalization"});
+  DataType first = DataType::kUndefined;
+  for (size_t i = 0; i < info.num_inputs(); ++i) {
+    if (!info.has_input(i) || input_on_host(info.op_type(), info.opset(), i)) continue;
+    const DataType t = info.input_type(i);
+    if (t == DataType::kUndefined)
+      info.fail(StatusCode::kNotImplemented,
+                "the element type of input " + std::to_string(i) + " is not known at load");
+    if (!device_type_ok(info, i, t) || (same_types && first != DataType::kUndefined && t != first))
+      info.fail(StatusCode::kNotImplemented,
+                std::string("element type ") + dtype_name(t) + " is not supported on CUDA");
+    if (first == DataType::kUndefined) first = t;
+  }
+}
+
 void add(KernelRegistry& r, const char* op, std::vector<int> since, const KernelFactory& f) {
+  const KernelFactory checked = [f](const KernelInfo& info) {
+    check_placeable(info);
+    return f(info);
+  };
   for (size_t i = 0; i < since.size(); ++i) {
     const int until = i + 1 < since.size() ? since[i + 1] - 1 : kCudaMaxOpset;
-    r.add("", op, since[i], until, f, kCudaProvider);
+    r.add("", op, since[i], until, checked, kCudaProvider);
   }
 }
 

@@ -203,6 +203,16 @@ Tensor to_host(const Tensor& dev, OrtliteCudaStream* stream) {
   return t;
 }
 
+Tensor copy_on_device(const Tensor& dev) {
+  if (!is_cuda(dev)) ORTLITE_THROW(kFail, "copy_on_device: the tensor is not on a CUDA device");
+  const int device = device_of(dev);
+  Tensor t = empty(dev.dtype(), dev.shape(), device, nullptr);
+  if (t.nbytes())
+    check(api().memcpy(device, t.raw_data(), dev.raw_data(), t.nbytes(), ORTLITE_CUDA_D2D, nullptr),
+          "copy on the CUDA device");
+  return t;
+}
+
 void copy_host_to(const Tensor& dev, const void* src, size_t bytes) {
   if (!is_cuda(dev) || bytes > dev.nbytes()) ORTLITE_THROW(kFail, "copy_host_to: bad destination");
   if (bytes)

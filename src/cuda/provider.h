@@ -92,6 +92,8 @@ Tensor empty(DataType dtype, const Shape& shape, int device, OrtliteCudaStream* 
 // With stream == nullptr they complete before returning; to_host always waits.
 Tensor to_device(const Tensor& host, int device, OrtliteCudaStream* stream);
 Tensor to_host(const Tensor& dev, OrtliteCudaStream* stream);
+// A new device tensor with a copy of `dev`'s bytes, on the same device (synchronous).
+Tensor copy_on_device(const Tensor& dev);
 // Copies host bytes into a device tensor of the same size (synchronous).
 void copy_host_to(const Tensor& dev, const void* src, size_t bytes);
 // Sets a device tensor's bytes to zero (synchronous).

@@ -404,6 +404,10 @@ Tensor ortvalue_tensor(PyObject* o) {
   return cuda::is_cuda(t) ? cuda::to_host(t, nullptr) : t;
 }
 
+const Tensor& ortvalue_raw_tensor(PyObject* o) {
+  return reinterpret_cast<OrtValueObject*>(o)->tensor;
+}
+
 Ref ortvalue_new(ModuleState* st, Tensor t, PyObject* source) {
   PyTypeObject* tp = st->ortvalue_type;
   PyObject* obj = tp->tp_alloc(tp, 0);

@@ -127,6 +127,25 @@ PyObject* available_providers_list() {
   return string_list(names.data(), names.size());
 }
 
+void provider_config(const ProviderChoice& choice, SessionConfig* config) {
+  const Py_ssize_t n = PyList_GET_SIZE(choice.names.get());
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    std::string name;
+    if (!str_to_utf8(PyList_GET_ITEM(choice.names.get(), i), "provider name", &name))
+      throw PythonErrorSet{};
+    config->providers.push_back(name);
+    if (name != cuda::kCudaProvider) continue;
+    PyObject* opts = PyDict_GetItemString(choice.options.get(), name.c_str());  // borrowed
+    PyObject* v = opts ? PyDict_GetItemString(opts, "device_id") : nullptr;     // borrowed
+    std::string text;
+    if (v && str_to_utf8(v, "device_id", &text)) {
+      config->cuda_device_id = static_cast<int>(std::strtol(text.c_str(), nullptr, 10));
+    } else if (PyErr_Occurred()) {
+      throw PythonErrorSet{};
+    }
+  }
+}
+
 ProviderChoice choose_providers(ModuleState*, PyObject* providers, PyObject* provider_options) {
   // (name, options) pairs as given.
   std::vector<std::string> names;

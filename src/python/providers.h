@@ -3,6 +3,7 @@
 
 #include <Python.h>
 
+#include "ortlite/session.h"
 #include "python/module_state.h"
 #include "python/util.h"
 
@@ -21,6 +22,8 @@ struct ProviderChoice {
 //   - None or []: CPUExecutionProvider.
 // Throws PythonErrorSet / ortlite::Error.
 ProviderChoice choose_providers(ModuleState* st, PyObject* providers, PyObject* provider_options);
+// Copies the chosen provider names and the CUDA device_id into the session's config.
+void provider_config(const ProviderChoice& choice, SessionConfig* config);
 
 // get_all_providers() / get_available_providers().
 PyObject* all_providers_list();

@@ -2,6 +2,7 @@
 
 #include <exception>
 
+#include "cuda/provider.h"
 #include "ortlite/status.h"
 #include "python/errors.h"
 #include "python/numpy_bridge.h"
@@ -187,7 +188,10 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
     const std::string& name = names[i];
     if (ortvalue_check(st, value)) {
       in->held.push_back(Ref::borrow(value));
-      in->feeds.emplace_back(name, ortvalue_tensor(value));
+      // A session with CUDA nodes takes device tensors as they are (its plan copies what a
+      // node needs); a CPU-only one gets a host copy.
+      in->feeds.emplace_back(
+          name, sess.uses_cuda() ? ortvalue_raw_tensor(value) : ortvalue_tensor(value));
       continue;
     }
     if (ortvalues_only) {
@@ -203,11 +207,11 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
   sess.check_output_names(in->output_names);
 }
 
-std::vector<Value> run_without_gil(const Session& sess, const RunInputs& in) {
+std::vector<Value> run_without_gil(const Session& sess, const RunInputs& in, bool device_outputs) {
   std::vector<Value> outs;
   std::exception_ptr err;
   Py_BEGIN_ALLOW_THREADS try {
-    outs = sess.run(in.feeds, in.output_names, in.run_config.get());
+    outs = sess.run(in.feeds, in.output_names, in.run_config.get(), device_outputs);
   } catch (...) {
     err = std::current_exception();
   }
@@ -274,7 +278,9 @@ Ref outputs_to_ortvalues(ModuleState* st, std::vector<Value> outs) {
   Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(tensors.size())));
   if (!list) throw PythonErrorSet{};
   for (size_t i = 0; i < tensors.size(); ++i) {
-    Tensor t = keep[i] ? tensors[i] : tensors[i].clone();
+    Tensor t = keep[i]                     ? tensors[i]
+               : cuda::is_cuda(tensors[i]) ? cuda::copy_on_device(tensors[i])
+                                           : tensors[i].clone();
     Ref ov = ortvalue_new(st, std::move(t), nullptr);
     PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), ov.release());
   }

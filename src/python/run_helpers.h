@@ -48,7 +48,9 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
 
 // Session::run with the GIL released around it (the caller holds the GIL on entry and gets
 // it back on return, also when this throws).
-std::vector<Value> run_without_gil(const Session& sess, const RunInputs& in);
+// `device_outputs`: outputs computed on a CUDA device stay there (run_with_ort_values).
+std::vector<Value> run_without_gil(const Session& sess, const RunInputs& in,
+                                   bool device_outputs = false);
 
 // A list with one entry per output: a numpy array for a tensor (a zero-copy view when its
 // memory was allocated by this run and nothing else references it, base: a buffer owner;

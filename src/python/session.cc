@@ -109,7 +109,8 @@ int session_init(PyObject* self, PyObject* args, PyObject* kwds) {
     ModelSource source = model_source(path_or_bytes);
     Ref options = session_options_copy(st, sess_options == Py_None ? nullptr : sess_options);
     Ref held;
-    const SessionConfig config = session_options_to_config(st, options.get(), &held);
+    SessionConfig config = session_options_to_config(st, options.get(), &held);
+    provider_config(choice, &config);
 
     std::shared_ptr<const Session> created;
     std::exception_ptr err;
@@ -306,7 +307,7 @@ PyObject* session_run_impl(PyObject* self, PyObject* const* args, Py_ssize_t nar
     std::shared_ptr<const Session> sess = loaded(st, self);
     RunInputs in;
     prepare_run(st, *sess, output_names, input_feed, run_options, ortvalues, &in);
-    std::vector<Value> outs = run_without_gil(*sess, in);
+    std::vector<Value> outs = run_without_gil(*sess, in, ortvalues);
     // Converted before `in` lets go of the feeds: an output may share a feed's memory.
     Ref result = ortvalues ? outputs_to_ortvalues(st, std::move(outs))
                            : outputs_to_numpy(st, std::move(outs));
@@ -322,6 +323,25 @@ PyObject* session_run(PyObject* self, PyObject* const* args, Py_ssize_t nargs, P
 PyObject* session_run_with_ort_values(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
                                       PyObject* kwnames) {
   return session_run_impl(self, args, nargs, kwnames, true, "run_with_ort_values");
+}
+
+PyObject* session_node_placement(PyObject* self, PyObject*) {
+  ModuleState* st = state_of(self);
+  if (!st) return nullptr;
+  try {
+    std::shared_ptr<const Session> sess = loaded(st, self);
+    const auto placement = sess->node_placement();
+    Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(placement.size())));
+    if (!list) throw PythonErrorSet{};
+    for (size_t i = 0; i < placement.size(); ++i) {
+      PyObject* item =
+          Py_BuildValue("(ss)", placement[i].first.c_str(), placement[i].second.c_str());
+      if (!item) throw PythonErrorSet{};
+      PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), item);
+    }
+    return list.release();
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
 }
 
 PyObject* session_noop(PyObject*, PyObject*) {
@@ -368,6 +388,8 @@ PyMethodDef session_methods[] = {
     {"get_session_options", as_cfunc(session_get_session_options), METH_NOARGS,
      PyDoc_STR("get_session_options($self, /)\n--\n\n"
                "The SessionOptions the session was created with (a copy).")},
+    {"_node_placement", as_cfunc(session_node_placement), METH_NOARGS,
+     "Test entry (not API): [(node label, provider)] in plan order."},
     {"disable_fallback", as_cfunc(session_noop), METH_NOARGS,
      PyDoc_STR("disable_fallback($self, /)\n--\n\n"
                "Accepted for onnxruntime compatibility; ortlite has no provider fallback at run.")},
