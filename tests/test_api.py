@@ -63,7 +63,7 @@ def test_module_functions():
     allp = ortlite.get_all_providers()
     assert "CUDAExecutionProvider" in allp and "CPUExecutionProvider" in allp
     assert allp == onnxruntime.get_all_providers()
-    assert ortlite.get_device() == "CPU"
+    assert ortlite.get_device() == ("GPU" if _cuda_usable() else "CPU")
     assert ortlite.__version__ == "0.1.0"
     assert ortlite.get_version_string() == ortlite.__version__
     ortlite.set_default_logger_severity(3)

@@ -6,6 +6,7 @@
 #include "python/errors.h"
 #include "python/async_run.h"
 #include "python/module_state.h"
+#include "cuda/provider.h"
 #include "python/providers.h"
 #include "python/util.h"
 
@@ -24,7 +25,15 @@ PyObject* get_all_providers(PyObject*, PyObject*) {
 }
 
 PyObject* get_device(PyObject*, PyObject*) {
-  return PyUnicode_FromString("CPU");
+  // onnxruntime says "GPU" for its CUDA build; ortlite says it when the CUDA provider is
+  // usable here (this loads the CUDA library when it was built).
+  bool gpu = false;
+  try {
+    gpu = cuda::available();
+  } catch (...) {
+    gpu = false;
+  }
+  return PyUnicode_FromString(gpu ? "GPU" : "CPU");
 }
 
 PyObject* get_version_string(PyObject*, PyObject*) {
@@ -86,7 +95,8 @@ PyMethodDef module_methods[] = {
     {"get_all_providers", get_all_providers, METH_NOARGS,
      PyDoc_STR("get_all_providers()\n--\n\nEvery execution provider name onnxruntime knows.")},
     {"get_device", get_device, METH_NOARGS,
-     PyDoc_STR("get_device()\n--\n\nThe default device: 'CPU'.")},
+     PyDoc_STR("get_device()\n--\n\nThe default device: 'GPU' when the CUDA provider is usable, "
+               "else 'CPU'.")},
     {"get_version_string", get_version_string, METH_NOARGS,
      PyDoc_STR("get_version_string()\n--\n\nortlite's version.")},
     {"set_default_logger_severity", set_default_logger_severity, METH_O,
@@ -97,7 +107,8 @@ PyMethodDef module_methods[] = {
                "Accepted for onnxruntime compatibility; ortlite logs nothing.")},
     {"set_seed", accept_int, METH_O,
      PyDoc_STR("set_seed(seed, /)\n--\n\n"
-               "Accepted for onnxruntime compatibility; ortlite's kernels use no randomness.")},
+               "Accepted for onnxruntime compatibility; it has no effect: random operators\n"
+               "without a seed attribute draw new values on every run.")},
     {"enable_telemetry_events", noop, METH_NOARGS,
      PyDoc_STR("enable_telemetry_events()\n--\n\nA no-op: ortlite sends no telemetry.")},
     {"disable_telemetry_events", noop, METH_NOARGS,
