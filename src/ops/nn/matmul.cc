@@ -14,67 +14,6 @@ namespace ortlite {
 namespace nn {
 namespace {
 
-struct MatMulPlan {
-  Shape out;
-  int64_t M = 0, N = 0, K = 0;
-  int64_t batches = 1;
-  bool b_shared = false;                  // B has no batch (or all-1 batch dims)
-  std::vector<int64_t> a_index, b_index;  // matrix index of A / B per output batch
-};
-
-MatMulPlan make_plan(const KernelContext& ctx, const Shape& a, const Shape& b) {
-  if (a.empty() || b.empty())
-    ctx.fail(StatusCode::kInvalidArgument, "MatMul needs inputs of rank >= 1, got A " +
-                                               shape_to_string(a) + " and B " + shape_to_string(b));
-  Shape a2 = a, b2 = b;
-  if (a2.size() == 1) a2.insert(a2.begin(), 1);
-  if (b2.size() == 1) b2.push_back(1);
-  MatMulPlan p;
-  p.M = a2[a2.size() - 2];
-  p.K = a2.back();
-  p.N = b2.back();
-  if (b2[b2.size() - 2] != p.K)
-    ctx.fail(StatusCode::kInvalidArgument,
-             "MatMul inner dimensions do not match: A " + shape_to_string(a) + " and B " +
-                 shape_to_string(b) + " (A's last dim " + std::to_string(p.K) + " != B's dim " +
-                 std::to_string(b2[b2.size() - 2]) + ")");
-  const Shape ab(a2.begin(), a2.end() - 2), bb(b2.begin(), b2.end() - 2);
-  Shape batch;
-  try {
-    batch = broadcast_shapes(ab, bb, "MatMul");
-  } catch (const Error&) {
-    ctx.fail(StatusCode::kInvalidArgument, "MatMul batch dimensions cannot be broadcast: A " +
-                                               shape_to_string(a) + " and B " + shape_to_string(b));
-  }
-  p.batches = shape_size(batch);
-  p.out = batch;
-  if (a.size() > 1) p.out.push_back(p.M);
-  if (b.size() > 1) p.out.push_back(p.N);
-  p.b_shared = shape_size(bb) == 1;
-  if (!p.b_shared && p.batches > 0) {
-    const std::vector<int64_t> sa = broadcast_strides(ab, batch);
-    const std::vector<int64_t> sb = broadcast_strides(bb, batch);
-    p.a_index.resize(static_cast<size_t>(p.batches));
-    p.b_index.resize(static_cast<size_t>(p.batches));
-    std::vector<int64_t> idx(batch.size(), 0);
-    int64_t ia = 0, ib = 0;
-    for (int64_t n = 0; n < p.batches; ++n) {
-      p.a_index[n] = ia;
-      p.b_index[n] = ib;
-      for (size_t d = batch.size(); d-- > 0;) {
-        ++idx[d];
-        ia += sa[d];
-        ib += sb[d];
-        if (idx[d] < batch[d]) break;
-        ia -= sa[d] * idx[d];
-        ib -= sb[d] * idx[d];
-        idx[d] = 0;
-      }
-    }
-  }
-  return p;
-}
-
 template <typename T>
 void matmul_real(const MatMulPlan& p, const T* a, const T* b, T* c,
                  const PackedGemmMatrix<T>* packed, ThreadPool* pool) {
@@ -149,7 +88,7 @@ class MatMul final : public Kernel {
       ctx.fail(StatusCode::kInvalidArgument, std::string("MatMul inputs must have the same ") +
                                                  "element type, got A " + dtype_name(A.dtype()) +
                                                  " and B " + dtype_name(B.dtype()));
-    const MatMulPlan p = make_plan(ctx, A.shape(), B.shape());
+    const MatMulPlan p = make_matmul_plan(ctx, A.shape(), B.shape());
     Tensor& Y = ctx.allocate_output(0, A.dtype(), p.out);
     if (Y.numel() == 0) return;
     ThreadPool* pool = ctx.thread_pool();

@@ -31,6 +31,7 @@ void register_upsample_conf(KernelRegistry& r);        // upsample_conf.cc: Upsa
 void register_deform_conv_conf(KernelRegistry& r);     // deform_conv_conf.cc: DeformConv
 void register_swish_conf(KernelRegistry& r);           // swish_conf.cc: Swish
 void register_rnn_conf(KernelRegistry& r);             // rnn_conf.cc: RNN, GRU, LSTM
+void register_fused_conf(KernelRegistry& r);           // fused_conf.cc: com.ortlite ops
 
 // ---- element conversion (float16 / bfloat16 compute through float) ----------------------
 
@@ -90,6 +91,19 @@ inline void valid_range(int64_t off, int64_t s, int64_t in, int64_t out, int64_t
   if (hi > out) hi = out;
   if (hi < lo) hi = lo;
 }
+
+// numpy matmul shapes for MatMul and com.ortlite FusedMatMul: 1-D operands promoted (A:
+// [1, K], B: [K, 1]) and the added dim dropped from `out`; batch dims broadcast.
+struct MatMulPlan {
+  Shape out;
+  int64_t M = 0, N = 0, K = 0;
+  int64_t batches = 1;
+  bool b_shared = false;                  // B has no batch (or all-1 batch dims)
+  std::vector<int64_t> a_index, b_index;  // matrix index of A / B per output batch
+};
+// Throws InvalidArgument (naming both shapes) for rank-0 operands, mismatched inner
+// dimensions or batch dimensions that do not broadcast.
+MatMulPlan make_matmul_plan(const KernelContext& ctx, const Shape& a, const Shape& b);
 
 }  // namespace nn
 }  // namespace ortlite

@@ -25,6 +25,7 @@ void register_nn_kernels(KernelRegistry& r) {
   nn::register_deform_conv_conf(r);
   nn::register_swish_conf(r);
   nn::register_rnn_conf(r);
+  nn::register_fused_conf(r);
 }
 
 }  // namespace ortlite

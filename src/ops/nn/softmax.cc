@@ -9,6 +9,7 @@
 #include <limits>
 #include <vector>
 
+#include "ops/math/fast_kernels.h"
 #include "ops/nn/nn_common.h"
 #include "ops/nn/simd.h"
 
@@ -74,26 +75,18 @@ ORTLITE_NN_CLONES void softmax_row_f32(const float* x, float* y, int64_t n, bool
   float m = ninf;
   for (int j = 0; j < 8; ++j) m = vm[j] > m ? vm[j] : m;
   for (; i < n; ++i) m = x[i] > m ? x[i] : m;
-  // exp(x - m) into y, summed; the tail goes through a block padded with -inf (exp = 0).
+  // exp(x - m) into y by the vectorized exp of fast_kernels (AVX-512 where the CPU has it:
+  // the exponential is most of the work), then summed.
+  for (i = 0; i < n; ++i) y[i] = x[i] - m;
+  fast::unary(fast::UnaryFn::kExp, y, y, n);
   v8sf vs = {};
   for (i = 0; i + 8 <= n; i += 8) {
-    v8sf v, e;
-    load8(x + i, v);
-    exp8(v - m, e);
-    store8(y + i, e);
+    v8sf e;
+    load8(y + i, e);
     vs += e;
   }
-  if (i < n) {
-    alignas(32) float t[8];
-    for (int j = 0; j < 8; ++j) t[j] = i + j < n ? x[i + j] : ninf;
-    v8sf v, e;
-    load8(t, v);
-    exp8(v - m, e);
-    vs += e;
-    store8(t, e);
-    for (int j = 0; i + j < n; ++j) y[i + j] = t[j];
-  }
-  const float sum = hsum8(vs);
+  float sum = hsum8(vs);
+  for (; i < n; ++i) sum += y[i];
   if (log) {
     const float lse = m + std::log(sum);
     for (i = 0; i < n; ++i) y[i] = x[i] - lse;

@@ -1,0 +1,325 @@
+"""Load-time graph rewrites (src/core/graph_optimizer.cc) and the com.ortlite operators they
+write (FusedConv, FusedMatMul, FusedGemm, Gelu): every model runs with
+graph_optimization_level 0 (no rewrite) and 99, and both are compared with onnxruntime.
+Whether a rewrite happened is visible in error messages, which name the node by its op
+type ("FusedConv node 'conv'")."""
+
+import math
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import ortlite
+from oracle import run_ort
+
+F32 = np.float32
+LEVELS = [ortlite.GraphOptimizationLevel.ORT_DISABLE_ALL, ortlite.GraphOptimizationLevel.ORT_ENABLE_ALL]
+
+
+def rand(shape, seed, scale=1.0, dtype=F32):
+    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
+
+
+class G:
+    """Builds a model: nodes, initializers, inputs and outputs by name."""
+
+    def __init__(self, opset=17):
+        self.nodes, self.inits, self.opset = [], [], opset
+
+    def const(self, name, arr):
+        self.inits.append(numpy_helper.from_array(np.asarray(arr), name))
+        return name
+
+    def node(self, op, ins, outs, name=None, **attrs):
+        self.nodes.append(helper.make_node(op, ins, outs, name=name or outs[0], **attrs))
+        return outs[0]
+
+    def model(self, inputs, outputs, graph_inputs_extra=()):
+        vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s)) for n, s in inputs]
+        vi += list(graph_inputs_extra)
+        vo = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs]
+        g = helper.make_graph(self.nodes, "g", vi, vo, initializer=self.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", self.opset)])
+        m.ir_version = 8
+        return m
+
+
+def sess(model, level, threads=1):
+    so = ortlite.SessionOptions()
+    so.graph_optimization_level = level
+    so.intra_op_num_threads = threads
+    return ortlite.InferenceSession(model.SerializeToString(), so)
+
+
+def check_levels(model, feeds, rel=2e-5, threads=1):
+    """Both optimization levels against onnxruntime; returns the level-99 outputs."""
+    expected = run_ort(model, feeds)
+    out = None
+    for level in LEVELS:
+        out = sess(model, level, threads).run(None, feeds)
+        for a, e in zip(out, expected):
+            assert a.shape == e.shape and a.dtype == e.dtype
+            scale = float(np.abs(e).max()) + 1e-6
+            np.testing.assert_allclose(a, e, rtol=rel * 10, atol=rel * scale)
+    return out
+
+
+def error_text(model, feeds, level=LEVELS[1]):
+    """The error a run with bad feeds gives (input shapes undeclared, so that the kernels,
+    not the feed check, see them)."""
+    m = type(model)()
+    m.CopyFrom(model)
+    for vi in m.graph.input:
+        vi.type.tensor_type.ClearField("shape")
+    with pytest.raises(ortlite.OrtliteError) as e:
+        sess(m, level).run(None, feeds)
+    return str(e.value)
+
+
+def conv_bn(g, x, cin, cout, name, seed, k=3, stride=1):
+    w = g.const(name + "_w", rand((cout, cin, k, k), seed, 1.0 / math.sqrt(cin * k * k)))
+    y = g.node("Conv", [x, w], [name], kernel_shape=[k, k], strides=[stride, stride],
+               pads=[k // 2] * 4)
+    r = np.random.default_rng(seed + 100)
+    p = [g.const(f"{name}_{t}", r.uniform(lo, hi, cout).astype(F32))
+         for t, lo, hi in (("s", 0.5, 1.5), ("b", -0.1, 0.1), ("m", -0.1, 0.1), ("v", 0.5, 1.5))]
+    return g.node("BatchNormalization", [y] + p, [name + "_bn"], epsilon=1e-5)
+
+
+# ---- Conv --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_resnet_block(threads):
+    g = G()
+    h = g.node("Relu", [conv_bn(g, "x", 16, 32, "c1", 1)], ["r1"])
+    y = conv_bn(g, h, 32, 32, "c2", 2)
+    s = conv_bn(g, "x", 16, 32, "sc", 3, k=1)
+    g.node("Relu", [g.node("Add", [y, s], ["sum"])], ["out"])
+    model = g.model([("x", (2, 16, 12, 12))], ["out"])
+    feeds = {"x": rand((2, 16, 12, 12), 4)}
+    check_levels(model, feeds, threads=threads)
+    # The three convolutions became FusedConv (the BatchNormalization, Add and Relu nodes
+    # are gone): a bad input is reported by the fused node.
+    assert "FusedConv node 'c1'" in error_text(model, {"x": rand((2, 8, 12, 12), 4)})
+
+
+@pytest.mark.parametrize("act, extra", [
+    ("Relu", {}), ("LeakyRelu", {"alpha": 0.2}), ("Sigmoid", {}), ("Tanh", {}),
+    ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("Clip6", {}), ("Clip6old", {}),
+])
+@pytest.mark.parametrize("depthwise", [False, True])
+def test_conv_activation(act, extra, depthwise):
+    opset = 6 if act == "Clip6old" else 17
+    g = G(opset)
+    c = 16
+    w = g.const("w", rand((c, 1 if depthwise else c, 3, 3), 1, 0.5))
+    b = g.const("b", rand((c,), 2))
+    y = g.node("Conv", ["x", w, b], ["conv"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+               group=c if depthwise else 1)
+    if act == "Clip6":
+        g.node("Clip", [y, g.const("lo", np.array(0, F32)), g.const("hi", np.array(6, F32))],
+               ["out"])
+    elif act == "Clip6old":
+        g.node("Clip", [y], ["out"], min=0.0, max=6.0)
+    else:
+        g.node(act, [y], ["out"], **extra)
+    model = g.model([("x", (1, c, 9, 9))], ["out"])
+    check_levels(model, {"x": rand((1, c, 9, 9), 3, 4.0)})
+    assert "FusedConv node 'conv'" in error_text(model, {"x": rand((1, c + 1, 9, 9), 3)})
+
+
+@pytest.mark.parametrize("z_shape", [(1, 32, 8, 8), (1, 32, 1, 1), (1, 1, 8, 8), (2, 32, 8, 8)])
+def test_conv_add_broadcast(z_shape):
+    # Z of the conv's shape is added in the epilogue; one that broadcasts, or that makes the
+    # output larger than the conv's, gives what Add gives.
+    g = G()
+    w = g.const("w", rand((32, 16, 3, 3), 1, 0.2))
+    y = g.node("Conv", ["x", w], ["conv"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    g.node("Relu", [g.node("Add", ["z", y], ["sum"])], ["out"])
+    model = g.model([("x", (1, 16, 8, 8)), ("z", z_shape)], ["out"])
+    check_levels(model, {"x": rand((1, 16, 8, 8), 2), "z": rand(z_shape, 3)})
+
+
+def test_conv_add_z_mismatch_is_an_error():
+    g = G()
+    w = g.const("w", rand((8, 8, 3, 3), 1))
+    g.node("Add", [g.node("Conv", ["x", w], ["conv"], kernel_shape=[3, 3]), "z"], ["out"])
+    model = g.model([("x", (1, 8, 6, 6)), ("z", (1, 8, 5, 5))], ["out"])
+    feeds = {"x": rand((1, 8, 6, 6), 2), "z": rand((1, 8, 5, 5), 3)}
+    for level in LEVELS:
+        with pytest.raises(ortlite.InvalidArgument):
+            sess(model, level).run(None, feeds)
+
+
+def test_bn_output_is_a_graph_output():
+    g = G()
+    bn = conv_bn(g, "x", 8, 8, "c", 1)
+    g.node("Relu", [bn], ["out"])
+    model = g.model([("x", (1, 8, 6, 6))], ["c_bn", "out"])
+    check_levels(model, {"x": rand((1, 8, 6, 6), 2)})
+    # Nothing fused: the Conv stays a Conv.
+    assert "Conv node 'c'" in error_text(model, {"x": rand((1, 4, 6, 6), 2)})
+
+
+def test_conv_output_read_twice():
+    g = G()
+    w = g.const("w", rand((8, 8, 3, 3), 1))
+    y = g.node("Conv", ["x", w], ["conv"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    g.node("Add", [g.node("Relu", [y], ["r"]), y], ["out"])
+    model = g.model([("x", (1, 8, 6, 6))], ["out"])
+    check_levels(model, {"x": rand((1, 8, 6, 6), 2)})
+    assert "FusedConv" not in error_text(model, {"x": rand((1, 4, 6, 6), 2)})
+
+
+def test_overridable_conv_weights():
+    # W and the BatchNormalization scale are initializers that are also graph inputs: a feed
+    # may replace them, so neither is folded and the fed values are used.
+    g = G()
+    bn = conv_bn(g, "x", 8, 8, "c", 1)
+    g.node("Relu", [bn], ["out"])
+    extra = [helper.make_tensor_value_info("c_w", TensorProto.FLOAT, [8, 8, 3, 3]),
+             helper.make_tensor_value_info("c_s", TensorProto.FLOAT, [8])]
+    model = g.model([("x", (1, 8, 6, 6))], ["out"], extra)
+    x = rand((1, 8, 6, 6), 2)
+    check_levels(model, {"x": x})
+    feeds = {"x": x, "c_w": rand((8, 8, 3, 3), 9), "c_s": np.full(8, 2.0, F32)}
+    expected = run_ort(model, feeds)[0]
+    for level in LEVELS:
+        np.testing.assert_allclose(sess(model, level).run(None, feeds)[0], expected, rtol=1e-4,
+                                   atol=1e-4)
+
+
+def test_session_options_initializer_replaces_folded_weights():
+    g = G()
+    g.node("Relu", [conv_bn(g, "x", 8, 8, "c", 1)], ["out"])
+    model = g.model([("x", (1, 8, 6, 6))], ["out"])
+    w2 = rand((8, 8, 3, 3), 7)
+    ref = G()
+    ref.inits = [i if i.name != "c_w" else numpy_helper.from_array(w2, "c_w") for i in g.inits]
+    ref.nodes = g.nodes
+    expected = run_ort(ref.model([("x", (1, 8, 6, 6))], ["out"]), {"x": rand((1, 8, 6, 6), 2)})[0]
+    so = ortlite.SessionOptions()
+    w2_value = ortlite.OrtValue.ortvalue_from_numpy(w2)
+    so.add_initializer("c_w", w2_value)
+    s = ortlite.InferenceSession(model.SerializeToString(), so)
+    np.testing.assert_allclose(s.run(None, {"x": rand((1, 8, 6, 6), 2)})[0], expected, rtol=1e-4,
+                               atol=1e-4)
+
+
+def test_mobilenet_block():
+    g = G()
+    lo, hi = g.const("lo", np.array(0, F32)), g.const("hi", np.array(6, F32))
+    c, e = 16, 96
+    w1, b1 = g.const("w1", rand((e, c, 1, 1), 1, 0.3)), g.const("b1", rand((e,), 2, 0.1))
+    w2, b2 = g.const("w2", rand((e, 1, 3, 3), 3, 0.3)), g.const("b2", rand((e,), 4, 0.1))
+    w3, b3 = g.const("w3", rand((c, e, 1, 1), 5, 0.1)), g.const("b3", rand((c,), 6, 0.1))
+    h = g.node("Clip", [g.node("Conv", ["x", w1, b1], ["e"], kernel_shape=[1, 1]), lo, hi], ["e6"])
+    h = g.node("Clip", [g.node("Conv", [h, w2, b2], ["d"], kernel_shape=[3, 3],
+                               pads=[1, 1, 1, 1], group=e), lo, hi], ["d6"])
+    h = g.node("Conv", [h, w3, b3], ["p"], kernel_shape=[1, 1])
+    g.node("Add", ["x", h], ["out"])
+    model = g.model([("x", (1, c, 28, 28))], ["out"])
+    check_levels(model, {"x": rand((1, c, 28, 28), 7)})
+
+
+# ---- MatMul, Gemm, GELU -----------------------------------------------------------------
+
+
+def gelu(g, f, order):
+    sqrt2, one, half = g.const("sqrt2", np.array(math.sqrt(2), F32)), g.const(
+        "one", np.array(1, F32)), g.const("half", np.array(0.5, F32))
+    if order == "div":
+        t = g.node("Div", [f, sqrt2], ["t"])
+    else:
+        t = g.node("Mul", [g.const("isq", np.array(1 / math.sqrt(2), F32)), f], ["t"])
+    a = g.node("Add", [one, g.node("Erf", [t], ["erf"])], ["a"])
+    if order in ("div", "mul"):  # (x * a) * 0.5
+        return g.node("Mul", [g.node("Mul", [f, a], ["m1"]), half], ["out"])
+    if order == "half_first":  # (x * 0.5) * a
+        return g.node("Mul", [g.node("Mul", [half, f], ["h"]), a], ["out"])
+    return g.node("Mul", [f, g.node("Mul", [a, half], ["m1"])], ["out"])  # x * (a * 0.5)
+
+
+@pytest.mark.parametrize("order", ["div", "mul", "half_first", "half_on_a"])
+def test_matmul_bias_gelu(order):
+    g = G()
+    w, b = g.const("w", rand((64, 96), 1, 0.2)), g.const("b", rand((96,), 2))
+    f = g.node("Add", [g.node("MatMul", ["x", w], ["mm"]), b], ["f"])
+    gelu(g, f, order)
+    model = g.model([("x", (2, 5, 64))], ["out"])
+    check_levels(model, {"x": rand((2, 5, 64), 3)})
+    assert "FusedMatMul node 'mm'" in error_text(model, {"x": rand((2, 5, 63), 3)})
+
+
+def test_gelu_alone_and_graph_output_inside():
+    g = G()
+    gelu(g, "x", "div")
+    model = g.model([("x", (3, 50))], ["out"])
+    check_levels(model, {"x": rand((3, 50), 1, 3.0)})
+    # The Erf output is also a graph output: no Gelu node.
+    model2 = g.model([("x", (3, 50))], ["out", "erf"])
+    check_levels(model2, {"x": rand((3, 50), 1, 3.0)})
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_attention_scores(threads):
+    # Batched MatMul * scalar (alpha), then Softmax; MatMul + bias + Relu with a 1-D A.
+    g = G()
+    s = g.node("Mul", [g.node("MatMul", ["q", "k"], ["qk"]), g.const("sc", np.array(0.125, F32))],
+               ["scores"])
+    g.node("Softmax", [s], ["out"], axis=-1)
+    model = g.model([("q", (2, 3, 16, 8)), ("k", (2, 3, 8, 16))], ["out"])
+    check_levels(model, {"q": rand((2, 3, 16, 8), 1), "k": rand((2, 3, 8, 16), 2)},
+                 threads=threads)
+    g2 = G()
+    w, b = g2.const("w", rand((40, 33), 1)), g2.const("b", rand((33,), 2))
+    g2.node("Relu", [g2.node("Add", [b, g2.node("MatMul", ["x", w], ["mm"])], ["f"])], ["out"])
+    model2 = g2.model([("x", (40,))], ["out"])
+    check_levels(model2, {"x": rand((40,), 3)})
+
+
+def test_matmul_bias_not_matching_is_left_alone():
+    # A [1, N] bias would change the output rank of a 1-D product: not fused.
+    g = G()
+    w, b = g.const("w", rand((16, 8), 1)), g.const("b", rand((1, 8), 2))
+    g.node("Add", [g.node("MatMul", ["x", w], ["mm"]), b], ["out"])
+    model = g.model([("x", (16,))], ["out"])
+    check_levels(model, {"x": rand((16,), 3)})
+
+
+@pytest.mark.parametrize("trans_b", [0, 1])
+def test_gemm_activation(trans_b):
+    g = G()
+    w = g.const("w", rand((48, 64) if trans_b else (64, 48), 1, 0.2))
+    c = g.const("c", rand((48,), 2))
+    g.node("LeakyRelu", [g.node("Gemm", ["x", w, c], ["gm"], transB=trans_b, alpha=0.7,
+                                beta=0.5)], ["out"], alpha=0.05)
+    model = g.model([("x", (7, 64))], ["out"])
+    check_levels(model, {"x": rand((7, 64), 3)})
+    assert "FusedGemm node 'gm'" in error_text(model, {"x": rand((7, 63), 3)})
+
+
+# ---- constant folding --------------------------------------------------------------------
+
+
+def test_constant_folding_shape_chain():
+    g = G()
+    shp = g.node("Shape", [g.const("c", rand((4, 6), 1))], ["shp"])
+    first = g.node("Gather", [shp, g.const("i0", np.array([0], np.int64))], ["first"], axis=0)
+    newshape = g.node("Concat", [first, g.const("m1", np.array([-1], np.int64))], ["ns"], axis=0)
+    g.node("Reshape", ["x", newshape], ["out"])
+    model = g.model([("x", (2, 2, 6))], ["out"])
+    check_levels(model, {"x": rand((2, 2, 6), 2)})
+
+
+def test_folded_node_output_that_is_a_graph_output():
+    g = G()
+    g.node("Cast", [g.const("c", np.arange(6, dtype=np.int64))], ["cast"], to=TensorProto.FLOAT)
+    g.node("Add", ["x", "cast"], ["out"])
+    model = g.model([("x", (6,))], ["out", "cast"])
+    out = check_levels(model, {"x": rand((6,), 2)})
+    out[1][0] = 42.0  # a copy the caller owns: the session's constant stays as it was
+    again = sess(model, LEVELS[1]).run(None, {"x": rand((6,), 2)})[1]
+    assert again[0] == 0.0
