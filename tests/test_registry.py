@@ -47,6 +47,9 @@ def test_required_op_has_a_kernel_for_every_opset_from_its_introduction_to_23(op
         assert any(s <= opset <= u for s, u in spans), f"{op} has no kernel at opset {opset}"
 
 
+@pytest.mark.skipif(bool(os.environ.get("ORTLITE_TEST_PATH")),
+                    reason="checks the in-place build's registry (make test); a sanitizer run "
+                           "tests another build")
 def test_operators_doc_is_current():
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "gen_operators_doc.py"),
                            "--check"], capture_output=True, text=True)
