@@ -320,13 +320,6 @@ void PackedGemmMatrix<T>::Free::operator()(T* p) const {
 
 namespace {
 
-// From this many rows of A on, a product with a pre-packed B goes to the BLAS (which packs B
-// per call) rather than to the micro-kernels on the pre-packed panels (tools/bench.py MLP
-// batch 64 and /tmp-style MatMul sweeps; docs/performance.md).
-constexpr int64_t kPlainMinRows = 192;
-// B matrices smaller than this never go to the BLAS, so they keep no plain copy.
-constexpr int64_t kPlainMinElements = 64 * 64;
-
 // Row-major copy of op(X) (rows x cols) from X with leading dimension ld.
 template <typename T>
 void copy_plain(bool trans, int64_t rows, int64_t cols, const T* X, int64_t ld, T* out) {
@@ -363,10 +356,7 @@ PackedGemmMatrix<T> pack_gemm_b(bool transB, int64_t K, int64_t N, const T* B, i
   r.is_a_ = false;
   r.rows_ = K;
   r.cols_ = N;
-  if (blas::enabled() && K * N >= kPlainMinElements) {
-    r.plain_.reset(aligned_new<T>(static_cast<size_t>(K * N)));
-    copy_plain(transB, K, N, B, ldb, r.plain_.get());
-  }
+
   const int64_t cols = round_up(std::max<int64_t>(N, 1), t.nr);
   r.data_.reset(aligned_new<T>(static_cast<size_t>(cols * std::max<int64_t>(K, 1))));
   if (N > 0 && K > 0) t.pack_b(transB, B, ldb, 0, K, 0, N, r.data_.get());
@@ -390,11 +380,6 @@ template <typename T>
 void gemm_packed_b(bool transA, int64_t M, const T* A, int64_t lda, const PackedGemmMatrix<T>& B,
                    T alpha, T beta, T* C, int64_t ldc, ThreadPool* pool) {
   ORTLITE_ENFORCE(!B.is_a() && !B.empty(), kFail, "gemm_packed_b: operand is not a packed B");
-  if (B.plain_ && M >= kPlainMinRows &&
-      blas::gemm(transA, false, M, B.cols(), B.rows(), alpha, A, lda, B.plain_.get(), B.cols(),
-                 beta, C, ldc, pool)) {
-    return;
-  }
   run_gemm<T>({transA, A, lda, nullptr}, {false, nullptr, 0, &B}, M, B.cols(), B.rows(), alpha,
               beta, C, ldc, pool);
 }

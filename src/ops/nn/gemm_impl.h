@@ -54,10 +54,10 @@ class PackedGemmMatrix {
                             int64_t, ThreadPool*);
   bool is_a_ = false;
   int64_t rows_ = 0, cols_ = 0;
-  // The micro-kernels' panel layout, and/or (with the BLAS enabled) a plain row-major copy
-  // of op(X) for the BLAS, which packs per call. A (filters) keeps only the plain copy; B
-  // (weights of MatMul / Gemm) keeps both, because for few rows the pre-packed panels save
-  // the BLAS's per-call packing of all of B, and for many rows the BLAS is faster.
+  // A (filters) with the BLAS enabled: a plain row-major copy of op(A) for the BLAS, which
+  // packs per call. B (weights of MatMul / Gemm): the micro-kernels' panels, packed once;
+  // a second, plain copy for the BLAS made products of many rows a little faster but
+  // doubled load time and weight memory (docs/performance.md).
   std::unique_ptr<T[], Free> data_;
   std::unique_ptr<T[], Free> plain_;
 };
