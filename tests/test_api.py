@@ -688,8 +688,9 @@ def test_terminate_from_another_thread():
 
 def test_terminate_reaches_a_run_in_flight_after_other_options_changed():
     # Changing another option while a run holds the options must not cut that run off
-    # from a later terminate.
-    n = 400
+    # from a later terminate. The chain must outlast the 0.1 s wait by far (400 Adds of 1M
+    # floats once took longer than that; now they can finish within it).
+    n = 4000
     nodes = [helper.make_node("Add", ["x" if i == 0 else f"t{i}", "x"], [f"t{i + 1}"])
              for i in range(n)]
     data = _bytes(make_model(nodes, [("x", F32, [1024, 1024])], [(f"t{n}", F32, [1024, 1024])]))
