@@ -186,6 +186,28 @@ ORTLITE_DTYPE_OF(std::string, kString)
     }                                                                                         \
   }()
 
+// ORTLITE_DISPATCH_NUMERIC without bool: the types arithmetic kernels take.
+#define ORTLITE_DISPATCH_ARITHMETIC(DTYPE, WHAT, FN)                                          \
+  [&]() {                                                                                     \
+    switch (DTYPE) {                                                                          \
+      ORTLITE_DISPATCH_CASE(kFloat, float, FN)                                                \
+      ORTLITE_DISPATCH_CASE(kDouble, double, FN)                                              \
+      ORTLITE_DISPATCH_CASE(kFloat16, ::ortlite::Float16, FN)                                 \
+      ORTLITE_DISPATCH_CASE(kBFloat16, ::ortlite::BFloat16, FN)                               \
+      ORTLITE_DISPATCH_CASE(kInt8, int8_t, FN)                                                \
+      ORTLITE_DISPATCH_CASE(kInt16, int16_t, FN)                                              \
+      ORTLITE_DISPATCH_CASE(kInt32, int32_t, FN)                                              \
+      ORTLITE_DISPATCH_CASE(kInt64, int64_t, FN)                                              \
+      ORTLITE_DISPATCH_CASE(kUInt8, uint8_t, FN)                                              \
+      ORTLITE_DISPATCH_CASE(kUInt16, uint16_t, FN)                                            \
+      ORTLITE_DISPATCH_CASE(kUInt32, uint32_t, FN)                                            \
+      ORTLITE_DISPATCH_CASE(kUInt64, uint64_t, FN)                                            \
+      default:                                                                                \
+        ORTLITE_THROW(kNotImplemented, WHAT, ": element type ", ::ortlite::dtype_name(DTYPE), \
+                      " is not supported");                                                   \
+    }                                                                                         \
+  }()
+
 // Same for float, double, float16 and bfloat16 only.
 #define ORTLITE_DISPATCH_FLOAT(DTYPE, WHAT, FN)                                               \
   [&]() {                                                                                     \

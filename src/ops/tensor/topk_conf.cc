@@ -122,35 +122,7 @@ class TopK final : public Kernel {
         }
       });
     };
-    switch (x.dtype()) {
-      case DataType::kFloat:
-        return run(float{});
-      case DataType::kDouble:
-        return run(double{});
-      case DataType::kFloat16:
-        return run(Float16{});
-      case DataType::kBFloat16:
-        return run(BFloat16{});
-      case DataType::kInt8:
-        return run(int8_t{});
-      case DataType::kInt16:
-        return run(int16_t{});
-      case DataType::kInt32:
-        return run(int32_t{});
-      case DataType::kInt64:
-        return run(int64_t{});
-      case DataType::kUInt8:
-        return run(uint8_t{});
-      case DataType::kUInt16:
-        return run(uint16_t{});
-      case DataType::kUInt32:
-        return run(uint32_t{});
-      case DataType::kUInt64:
-        return run(uint64_t{});
-      default:
-        ctx.fail(StatusCode::kNotImplemented, std::string("input 'X': element type ") +
-                                                  dtype_name(x.dtype()) + " is not supported");
-    }
+    return ORTLITE_DISPATCH_ARITHMETIC(x.dtype(), "input 'X'", run);
   }
 
  private:
