@@ -1,4 +1,4 @@
-// Kernels added for ONNX node conformance: CumSum and the window generators
+// Kernels added for ONNX node conformance: CumSum, CumProd and the window generators
 // (HannWindow, HammingWindow, BlackmanWindow).
 #include <cmath>
 #include <type_traits>
@@ -10,12 +10,14 @@ namespace {
 
 constexpr int kConfMaxOpset = 23;
 
-// CumSum(x, axis): running sum along one axis; `exclusive` leaves out the element itself,
-// `reverse` runs from the end. Accumulates in the element type (float16 / bfloat16 in
-// float), like onnxruntime.
-class CumSum final : public Kernel {
+// CumSum(x, axis) / CumProd(x, axis) (opset 26): running sum or product along one axis;
+// `exclusive` leaves out the element itself, `reverse` runs from the end. Accumulates in
+// the element type (float16 / bfloat16 in float), like onnxruntime; integers wrap around
+// like numpy's instead of overflowing.
+template <bool kProduct>
+class Cumulative final : public Kernel {
  public:
-  explicit CumSum(const KernelInfo& info)
+  explicit Cumulative(const KernelInfo& info)
       : exclusive_(info.attr_int("exclusive", 0) != 0),
         reverse_(info.attr_int("reverse", 0) != 0) {}
 
@@ -44,23 +46,20 @@ class CumSum final : public Kernel {
           std::conditional_t<std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>, float, T>;
       const T* src = x.data<T>();
       T* dst = y.data<T>();
-      for (int64_t o = 0; o < outer; ++o) {
-        for (int64_t i = 0; i < inner; ++i) {
-          Acc acc = Acc(0);
-          for (int64_t s = 0; s < n; ++s) {
-            const int64_t k = rev ? n - 1 - s : s;
-            const int64_t at = (o * n + k) * inner + i;
-            const Acc v = static_cast<Acc>(src[at]);
-            if (excl) {
-              dst[at] = T(acc);
-              acc = static_cast<Acc>(acc + v);
-            } else {
-              acc = static_cast<Acc>(acc + v);
-              dst[at] = T(acc);
-            }
-          }
-        }
-      }
+      parallel_for(ctx.thread_pool(), outer * inner, static_cast<double>(n),
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t row = begin; row < end; ++row) {
+                       const int64_t o = row / inner, i = row % inner;
+                       Acc acc = Acc(kProduct ? 1 : 0);
+                       for (int64_t s = 0; s < n; ++s) {
+                         const int64_t at = (o * n + (rev ? n - 1 - s : s)) * inner + i;
+                         const Acc v = static_cast<Acc>(src[at]);
+                         if (excl) dst[at] = T(acc);
+                         acc = combine(acc, v);
+                         if (!excl) dst[at] = T(acc);
+                       }
+                     }
+                   });
     };
     switch (x.dtype()) {
       case DataType::kFloat:
@@ -86,6 +85,17 @@ class CumSum final : public Kernel {
   }
 
  private:
+  template <typename A>
+  static A combine(A a, A b) {
+    if constexpr (std::is_integral_v<A>) {
+      using U = std::make_unsigned_t<A>;
+      return static_cast<A>(kProduct ? static_cast<U>(a) * static_cast<U>(b)
+                                     : static_cast<U>(a) + static_cast<U>(b));
+    } else {
+      return kProduct ? a * b : a + b;
+    }
+  }
+
   bool exclusive_, reverse_;
 };
 
@@ -158,8 +168,9 @@ class WindowOp final : public Kernel {
 }  // namespace
 
 void register_cumsum_conf_kernels(KernelRegistry& r) {
-  r.add("", "CumSum", 11, 13, make_factory<CumSum>());
-  r.add("", "CumSum", 14, kConfMaxOpset, make_factory<CumSum>());
+  r.add("", "CumSum", 11, 13, make_factory<Cumulative<false>>());
+  r.add("", "CumSum", 14, kConfMaxOpset, make_factory<Cumulative<false>>());
+  r.add("", "CumProd", 26, kMaxOpset, make_factory<Cumulative<true>>());
   const std::pair<const char*, Window> windows[] = {{"HannWindow", Window::kHann},
                                                     {"HammingWindow", Window::kHamming},
                                                     {"BlackmanWindow", Window::kBlackman}};

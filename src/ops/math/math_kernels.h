@@ -23,7 +23,7 @@ void register_compare_logic_kernels(KernelRegistry& r);  // compare_logic.cc: Eq
 void register_variadic_kernels(KernelRegistry& r);       // variadic.cc: Min Max Sum Mean
 void register_clip_kernels(KernelRegistry& r);           // clip.cc: Clip
 void register_where_kernels(KernelRegistry& r);          // where.cc: Where
-void register_cumsum_conf_kernels(KernelRegistry& r);    // cumsum_conf.cc: CumSum *Window
+void register_cumsum_conf_kernels(KernelRegistry& r);    // cumsum_conf.cc: CumSum CumProd *Window
 void register_einsum_conf_kernels(KernelRegistry& r);    // einsum_conf.cc: Einsum
 void register_random_conf_kernels(KernelRegistry& r);    // random_conf.cc: Random* Bernoulli
                                                          // Multinomial

@@ -18,7 +18,6 @@ void register_tensor_kernels(KernelRegistry& r) {
   register_string_conf_kernels(r);
   register_scatter_bitcast_conf_kernels(r);
   register_topk_conf_kernels(r);
-  register_cumprod_conf_kernels(r);
 }
 
 }  // namespace ortlite

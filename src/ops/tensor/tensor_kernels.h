@@ -26,8 +26,7 @@ void register_layout_conf_kernels(KernelRegistry& r);   // layout_conf.cc: Cente
 void register_string_conf_kernels(KernelRegistry& r);   // string_conf.cc: StringConcat ...
 // scatter_bitcast_conf.cc: TensorScatter BitCast
 void register_scatter_bitcast_conf_kernels(KernelRegistry& r);
-void register_topk_conf_kernels(KernelRegistry& r);     // topk_conf.cc: TopK
-void register_cumprod_conf_kernels(KernelRegistry& r);  // cumprod_conf.cc: CumProd
+void register_topk_conf_kernels(KernelRegistry& r);  // topk_conf.cc: TopK
 
 // The newest default-domain opset whose semantics these kernels implement. Opsets 24 to 27
 // changed these operators only by new element types (and Cast's round_mode, Range's
