@@ -954,12 +954,16 @@ void check_tensor_feed(const std::string& name, const TypeInfo& type, const Tens
                   " Expected: ", type.dims.size(),
                   " Please fix either the inputs/outputs or the model.");
   }
-  std::ostringstream bad;
-  for (size_t d = 0; d < type.dims.size(); ++d) {
-    if (type.dims[d].has_value && type.dims[d].value != t.dim(d))
-      bad << " index: " << d << " Got: " << t.dim(d) << " Expected: " << type.dims[d].value;
-  }
-  if (!bad.str().empty()) {
+  bool mismatch = false;
+  for (size_t d = 0; d < type.dims.size(); ++d)
+    mismatch |= type.dims[d].has_value && type.dims[d].value != t.dim(d);
+  if (mismatch) {
+    // Built only on failure: a stream costs more than the whole check.
+    std::ostringstream bad;
+    for (size_t d = 0; d < type.dims.size(); ++d) {
+      if (type.dims[d].has_value && type.dims[d].value != t.dim(d))
+        bad << " index: " << d << " Got: " << t.dim(d) << " Expected: " << type.dims[d].value;
+    }
     ORTLITE_THROW(kInvalidArgument, "Got invalid dimensions for input: ", name,
                   " for the following indices", bad.str(),
                   " Please fix either the inputs/outputs or the model.");
