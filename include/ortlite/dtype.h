@@ -164,60 +164,42 @@ ORTLITE_DTYPE_OF(std::string, kString)
   case ::ortlite::DataType::E:          \
     return FN(T{});
 
-#define ORTLITE_DISPATCH_NUMERIC(DTYPE, WHAT, FN)                                             \
+// The switch shared by the dispatch macros: CASES is a list of ORTLITE_DISPATCH_CASE.
+#define ORTLITE_DISPATCH_SWITCH(DTYPE, WHAT, CASES)                                           \
   [&]() {                                                                                     \
     switch (DTYPE) {                                                                          \
-      ORTLITE_DISPATCH_CASE(kFloat, float, FN)                                                \
-      ORTLITE_DISPATCH_CASE(kDouble, double, FN)                                              \
-      ORTLITE_DISPATCH_CASE(kFloat16, ::ortlite::Float16, FN)                                 \
-      ORTLITE_DISPATCH_CASE(kBFloat16, ::ortlite::BFloat16, FN)                               \
-      ORTLITE_DISPATCH_CASE(kInt8, int8_t, FN)                                                \
-      ORTLITE_DISPATCH_CASE(kInt16, int16_t, FN)                                              \
-      ORTLITE_DISPATCH_CASE(kInt32, int32_t, FN)                                              \
-      ORTLITE_DISPATCH_CASE(kInt64, int64_t, FN)                                              \
-      ORTLITE_DISPATCH_CASE(kUInt8, uint8_t, FN)                                              \
-      ORTLITE_DISPATCH_CASE(kUInt16, uint16_t, FN)                                            \
-      ORTLITE_DISPATCH_CASE(kUInt32, uint32_t, FN)                                            \
-      ORTLITE_DISPATCH_CASE(kUInt64, uint64_t, FN)                                            \
-      ORTLITE_DISPATCH_CASE(kBool, bool, FN)                                                  \
+      CASES                                                                                   \
       default:                                                                                \
         ORTLITE_THROW(kNotImplemented, WHAT, ": element type ", ::ortlite::dtype_name(DTYPE), \
                       " is not supported");                                                   \
     }                                                                                         \
   }()
+
+#define ORTLITE_FLOAT_CASES(FN)                           \
+  ORTLITE_DISPATCH_CASE(kFloat, float, FN)                \
+  ORTLITE_DISPATCH_CASE(kDouble, double, FN)              \
+  ORTLITE_DISPATCH_CASE(kFloat16, ::ortlite::Float16, FN) \
+  ORTLITE_DISPATCH_CASE(kBFloat16, ::ortlite::BFloat16, FN)
+
+#define ORTLITE_ARITHMETIC_CASES(FN)           \
+  ORTLITE_FLOAT_CASES(FN)                      \
+  ORTLITE_DISPATCH_CASE(kInt8, int8_t, FN)     \
+  ORTLITE_DISPATCH_CASE(kInt16, int16_t, FN)   \
+  ORTLITE_DISPATCH_CASE(kInt32, int32_t, FN)   \
+  ORTLITE_DISPATCH_CASE(kInt64, int64_t, FN)   \
+  ORTLITE_DISPATCH_CASE(kUInt8, uint8_t, FN)   \
+  ORTLITE_DISPATCH_CASE(kUInt16, uint16_t, FN) \
+  ORTLITE_DISPATCH_CASE(kUInt32, uint32_t, FN) \
+  ORTLITE_DISPATCH_CASE(kUInt64, uint64_t, FN)
+
+#define ORTLITE_DISPATCH_NUMERIC(DTYPE, WHAT, FN) \
+  ORTLITE_DISPATCH_SWITCH(DTYPE, WHAT,            \
+                          ORTLITE_ARITHMETIC_CASES(FN) ORTLITE_DISPATCH_CASE(kBool, bool, FN))
 
 // ORTLITE_DISPATCH_NUMERIC without bool: the types arithmetic kernels take.
-#define ORTLITE_DISPATCH_ARITHMETIC(DTYPE, WHAT, FN)                                          \
-  [&]() {                                                                                     \
-    switch (DTYPE) {                                                                          \
-      ORTLITE_DISPATCH_CASE(kFloat, float, FN)                                                \
-      ORTLITE_DISPATCH_CASE(kDouble, double, FN)                                              \
-      ORTLITE_DISPATCH_CASE(kFloat16, ::ortlite::Float16, FN)                                 \
-      ORTLITE_DISPATCH_CASE(kBFloat16, ::ortlite::BFloat16, FN)                               \
-      ORTLITE_DISPATCH_CASE(kInt8, int8_t, FN)                                                \
-      ORTLITE_DISPATCH_CASE(kInt16, int16_t, FN)                                              \
-      ORTLITE_DISPATCH_CASE(kInt32, int32_t, FN)                                              \
-      ORTLITE_DISPATCH_CASE(kInt64, int64_t, FN)                                              \
-      ORTLITE_DISPATCH_CASE(kUInt8, uint8_t, FN)                                              \
-      ORTLITE_DISPATCH_CASE(kUInt16, uint16_t, FN)                                            \
-      ORTLITE_DISPATCH_CASE(kUInt32, uint32_t, FN)                                            \
-      ORTLITE_DISPATCH_CASE(kUInt64, uint64_t, FN)                                            \
-      default:                                                                                \
-        ORTLITE_THROW(kNotImplemented, WHAT, ": element type ", ::ortlite::dtype_name(DTYPE), \
-                      " is not supported");                                                   \
-    }                                                                                         \
-  }()
+#define ORTLITE_DISPATCH_ARITHMETIC(DTYPE, WHAT, FN) \
+  ORTLITE_DISPATCH_SWITCH(DTYPE, WHAT, ORTLITE_ARITHMETIC_CASES(FN))
 
 // Same for float, double, float16 and bfloat16 only.
-#define ORTLITE_DISPATCH_FLOAT(DTYPE, WHAT, FN)                                               \
-  [&]() {                                                                                     \
-    switch (DTYPE) {                                                                          \
-      ORTLITE_DISPATCH_CASE(kFloat, float, FN)                                                \
-      ORTLITE_DISPATCH_CASE(kDouble, double, FN)                                              \
-      ORTLITE_DISPATCH_CASE(kFloat16, ::ortlite::Float16, FN)                                 \
-      ORTLITE_DISPATCH_CASE(kBFloat16, ::ortlite::BFloat16, FN)                               \
-      default:                                                                                \
-        ORTLITE_THROW(kNotImplemented, WHAT, ": element type ", ::ortlite::dtype_name(DTYPE), \
-                      " is not supported");                                                   \
-    }                                                                                         \
-  }()
+#define ORTLITE_DISPATCH_FLOAT(DTYPE, WHAT, FN) \
+  ORTLITE_DISPATCH_SWITCH(DTYPE, WHAT, ORTLITE_FLOAT_CASES(FN))

@@ -106,6 +106,8 @@ ORTLITE_NN_INLINE void zero_run(T* d, int64_t n) {
   if (n * sizeof(T) & 4) std::memset(d, 0, 4);
 }
 
+}  // namespace
+
 // Expands the input of one group (Cg channels) for output positions [p0, p0 + pc) into
 // col[(c * ksize + k) * pc + (p - p0)]. The chunk is walked row by row along the last
 // output axis; each kernel tap is a strided copy with zero fill at the borders.
@@ -184,6 +186,11 @@ void im2col(const T* x, const SpatialGeometry& g, int64_t Cg, int64_t p0, int64_
     }
   }
 }
+
+template void im2col<float>(const float*, const SpatialGeometry&, int64_t, int64_t, int64_t,
+                            float*);
+
+namespace {
 
 // ---- depthwise ---------------------------------------------------------------------------
 

@@ -73,6 +73,12 @@ SpatialGeometry conv_geometry(const KernelContext& ctx, const SpatialAttrs& a,
 
 // Pooling geometry (onnxruntime's rules: ceil_mode, and with ceil_mode the last window must
 // start inside the input or its begin padding).
+// Expands the input of one group (Cg channels, in[] image each) for output positions
+// [p0, p0 + pc) into col[(c * ksize + k) * pc + (p - p0)], zero where a tap falls in the
+// padding (conv.cc; instantiated for float, other types inside conv.cc).
+template <typename T>
+void im2col(const T* x, const SpatialGeometry& g, int64_t Cg, int64_t p0, int64_t pc, T* col);
+
 SpatialGeometry pool_geometry(const KernelContext& ctx, const SpatialAttrs& a,
                               const std::vector<int64_t>& in, bool ceil_mode);
 

@@ -37,81 +37,6 @@ void dispatch_int8(DataType t, Fn&& fn) {
   return fn(int8_t{});
 }
 
-// Expands the input of one group (Cg channels) for output positions [p0, p0 + pc) into
-// col[(c * ksize + k) * pc + (p - p0)], zero outside the input. The same walk as Conv's
-// (src/ops/nn/conv.cc): row by row along the last output axis, each kernel tap a strided
-// copy with zero fill at the borders.
-void im2col(const float* x, const SpatialGeometry& g, int64_t Cg, int64_t p0, int64_t pc,
-            float* col) {
-  const size_t n = g.rank;
-  const size_t last = n - 1;
-  int64_t ksize = 1, in_size = 1;
-  for (size_t d = 0; d < n; ++d) {
-    ksize *= g.kernel[d];
-    in_size *= g.in[d];
-  }
-  const int64_t in_l = g.in[last], s_l = g.stride[last], out_l = g.out[last];
-  const int64_t row0 = p0 / out_l;
-  const int64_t nrows = (p0 + pc - 1) / out_l - row0 + 1;
-  std::vector<int64_t> kidx(n), oi(n), start(n, 0);
-  {
-    int64_t r = row0;
-    for (size_t d = last; d-- > 0;) {
-      start[d] = r % g.out[d];
-      r /= g.out[d];
-    }
-  }
-  // Input row offset (over the leading axes) of each output row for the current kernel
-  // position, or -1 when that row falls in the padding.
-  std::vector<int64_t> base(static_cast<size_t>(nrows));
-  for (int64_t kf = 0; kf < ksize; ++kf) {
-    {
-      int64_t r = kf;
-      for (size_t d = n; d-- > 0;) {
-        kidx[d] = r % g.kernel[d];
-        r /= g.kernel[d];
-      }
-    }
-    oi = start;
-    for (int64_t q = 0; q < nrows; ++q) {
-      int64_t off = 0;
-      bool valid = true;
-      for (size_t d = 0; d < last; ++d) {
-        const int64_t ii = oi[d] * g.stride[d] - g.pad_begin[d] + kidx[d] * g.dilation[d];
-        if (ii < 0 || ii >= g.in[d]) valid = false;
-        off = off * g.in[d] + ii;
-      }
-      base[q] = valid ? off * in_l : -1;
-      for (size_t d = last; d-- > 0;) {
-        if (++oi[d] < g.out[d]) break;
-        oi[d] = 0;
-      }
-    }
-    const int64_t off_l = kidx[last] * g.dilation[last] - g.pad_begin[last];
-    int64_t lo, hi;
-    nn::valid_range(off_l, s_l, in_l, out_l, lo, hi);
-    for (int64_t c = 0; c < Cg; ++c) {
-      const float* xc = x + c * in_size;
-      float* dcol = col + (c * ksize + kf) * pc;
-      for (int64_t q = 0; q < nrows; ++q) {
-        const int64_t rs = (row0 + q) * out_l;
-        const int64_t ob = std::max<int64_t>(0, p0 - rs);
-        const int64_t oe = std::min<int64_t>(out_l, p0 + pc - rs);
-        float* dst = dcol + rs - p0;  // dst[o] for o in [ob, oe)
-        if (base[q] < 0) {
-          for (int64_t o = ob; o < oe; ++o) dst[o] = 0.0f;
-          continue;
-        }
-        const float* src = xc + base[q] + off_l;
-        const int64_t h = std::clamp(hi, ob, oe), l = std::clamp(lo, ob, h);
-        for (int64_t o = ob; o < l; ++o) dst[o] = 0.0f;
-        for (int64_t o = l; o < h; ++o) dst[o] = src[o * s_l];
-        for (int64_t o = h; o < oe; ++o) dst[o] = 0.0f;
-      }
-    }
-  }
-}
-
 std::vector<float>& col_scratch() {
   thread_local std::vector<float> buf;
   return buf;
@@ -309,7 +234,7 @@ class QConvBase : public Kernel {
       } else {
         std::vector<float>& col = col_scratch();
         if (col.size() < static_cast<size_t>(Kg * pc)) col.resize(static_cast<size_t>(Kg * pc));
-        im2col(xg, g, Cg, p0, pc, col.data());
+        nn::im2col<float>(xg, g, Cg, p0, pc, col.data());
         bmat = col.data();
         ldb = pc;
       }
