@@ -368,7 +368,8 @@ def compare_with_pass_list(results, listed):
     listed_set = set(listed)
     regressed = sorted(c for c in listed_set
                        if c not in results or results[c]["status"] != "pass")
-    new = sorted(c for c, r in results.items() if r["status"] == "pass" and c not in listed_set)
+    new = sorted(c for c, r in results.items()
+                 if r["status"] == "pass" and c not in listed_set and c not in NEVER_LISTED)
     return regressed, new
 
 
