@@ -290,12 +290,16 @@ def test_matmul_bias_not_matching_is_left_alone():
 
 
 @pytest.mark.parametrize("trans_b", [0, 1])
-def test_gemm_activation(trans_b):
+@pytest.mark.parametrize("cshape,beta", [((48,), 0.5), ((7, 48), 1.0), ((7, 48), 0.5),
+                                         ((7, 1), 2.0), ((), 1.0)])
+@pytest.mark.parametrize("act", [("LeakyRelu", dict(alpha=0.05)), ("Sigmoid", {}),
+                                 ("Relu", {})])
+def test_gemm_activation(trans_b, cshape, beta, act):
     g = G()
     w = g.const("w", rand((48, 64) if trans_b else (64, 48), 1, 0.2))
-    c = g.const("c", rand((48,), 2))
-    g.node("LeakyRelu", [g.node("Gemm", ["x", w, c], ["gm"], transB=trans_b, alpha=0.7,
-                                beta=0.5)], ["out"], alpha=0.05)
+    c = g.const("c", rand(cshape, 2))
+    g.node(act[0], [g.node("Gemm", ["x", w, c], ["gm"], transB=trans_b, alpha=0.7,
+                           beta=beta)], ["out"], **act[1])
     model = g.model([("x", (7, 64))], ["out"])
     check_levels(model, {"x": rand((7, 64), 3)})
     assert "FusedGemm node 'gm'" in error_text(model, {"x": rand((7, 63), 3)})

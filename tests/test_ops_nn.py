@@ -261,16 +261,25 @@ C_SHAPES = [None, (), (1,), (5,), (1, 5), (4, 1), (4, 5), (1, 1)]
 @pytest.mark.parametrize("ta,tb", [(0, 0), (1, 0), (0, 1), (1, 1)])
 @pytest.mark.parametrize("cshape", C_SHAPES)
 @pytest.mark.parametrize("alpha,beta", [(1.0, 1.0), (0.5, 2.0), (2.0, 0.0), (0.0, 1.5)])
-def test_gemm_attrs_and_c_broadcast(ta, tb, cshape, alpha, beta):
+@pytest.mark.parametrize("const_b", [False, True])
+def test_gemm_attrs_and_c_broadcast(ta, tb, cshape, alpha, beta, const_b):
+    """A constant float B takes the fused GEMM (C as its bias or summed input) where the
+    CPU has it; a B fed at run time the BLAS path."""
     M, K, N = 4, 3, 5
     a = rand((K, M) if ta else (M, K), seed=1)
     b = rand((N, K) if tb else (K, N), seed=2)
     ins = {"A": a, "B": b}
     if cshape is not None:
         ins["C"] = rand(cshape, seed=3)
-    m = node_model("Gemm", ins, ["Y"], attrs=dict(transA=ta, transB=tb, alpha=alpha, beta=beta),
-                   opset=13)
-    check(m, ins, **tol(F32, K))
+    attrs = dict(transA=ta, transB=tb, alpha=alpha, beta=beta)
+    if const_b:
+        feeds = {k: v for k, v in ins.items() if k != "B"}
+        m = node_model("Gemm", feeds, ["Y"], attrs=attrs, opset=13, consts={"B": b},
+                       order=["A", "B", "C"] if cshape is not None else ["A", "B"])
+        check(m, feeds, **tol(F32, K))
+    else:
+        m = node_model("Gemm", ins, ["Y"], attrs=attrs, opset=13)
+        check(m, ins, **tol(F32, K))
 
 
 @pytest.mark.parametrize("opset", [7, 9, 11, 13, 23])
@@ -329,10 +338,16 @@ def test_gemm_int_dtypes(dtype, alpha, beta):
 
 
 @pytest.mark.parametrize("threads", [1, 4])
-def test_gemm_large(threads):
+@pytest.mark.parametrize("const_b", [False, True])
+def test_gemm_large(threads, const_b):
     a, b, c = rand((257, 129)), rand((513, 129), seed=1), rand((513,), seed=2)
-    m = node_model("Gemm", {"A": a, "B": b, "C": c}, ["Y"], attrs=dict(transB=1))
-    check(m, {"A": a, "B": b, "C": c}, threads=threads, **tol(F32, 129))
+    if const_b:
+        m = node_model("Gemm", {"A": a, "C": c}, ["Y"], attrs=dict(transB=1), consts={"B": b},
+                       order=["A", "B", "C"])
+        check(m, {"A": a, "C": c}, threads=threads, **tol(F32, 129))
+    else:
+        m = node_model("Gemm", {"A": a, "B": b, "C": c}, ["Y"], attrs=dict(transB=1))
+        check(m, {"A": a, "B": b, "C": c}, threads=threads, **tol(F32, 129))
 
 
 @pytest.mark.parametrize("sa,sb,cs,attrs", [

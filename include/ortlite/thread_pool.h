@@ -25,8 +25,11 @@ class ThreadPool {
   int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
   // Runs fn(begin, end) over disjoint ranges covering [0, n); returns when all are done.
-  // The first exception thrown by fn is rethrown here.
-  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+  // The first exception thrown by fn is rethrown here. Ranges are about n / (4 threads)
+  // long, and at most `max_chunk` when it is > 0 (items that are each long enough to be
+  // worth claiming one by one: finer ranges even out the threads' finishing times).
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
+                    int64_t max_chunk = 0);
 
   // Queues a task for a worker thread (used by async runs). Runs inline when the pool has
   // no workers.

@@ -123,7 +123,8 @@ struct ParallelJob {
 };
 }  // namespace
 
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
+                              int64_t max_chunk) {
   if (n <= 0) return;
   const int64_t threads = num_threads();
   if (threads == 1 || n == 1) {
@@ -135,6 +136,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   job->n = n;
   const int64_t target_chunks = std::min<int64_t>(n, threads * 4);
   job->chunk = (n + target_chunks - 1) / target_chunks;
+  if (max_chunk > 0) job->chunk = std::min(job->chunk, max_chunk);
   job->num_chunks = (n + job->chunk - 1) / job->chunk;
   const int64_t helpers = std::min<int64_t>(threads - 1, job->num_chunks - 1);
   int sleeping;

@@ -236,6 +236,8 @@ class FusedGemm final : public Kernel {
                                                std::to_string(info.num_inputs()));
     const Tensor* w = info.constant_input(1);
     if (!w || w->rank() != 2 || w->numel() == 0 || w->dtype() != DataType::kFloat) return;
+    fused_.pack(w, trans_b_);
+    if (fused_.packed()) return;
     const int64_t K = trans_b_ ? w->dim(1) : w->dim(0);
     const int64_t N = trans_b_ ? w->dim(0) : w->dim(1);
     packed_ = pack_gemm_b<float>(trans_b_, K, N, w->data<float>(), w->dim(1));
@@ -284,6 +286,11 @@ class FusedGemm final : public Kernel {
     if (Y.numel() == 0) return;
     float* y = Y.data<float>();
     const bool use_c = C && beta_ != 0.f;
+    ThreadPool* pool = ctx.thread_pool();
+    if (K > 0 && fused_.accepts(B, C, use_c ? beta_ : 0.f, M, N)) {
+      fused_.run(A, trans_a_, use_c ? C : nullptr, alpha_, use_c ? beta_ : 0.f, act_, y, pool);
+      return;
+    }
     if (use_c) {
       const std::vector<int64_t> st = broadcast_strides(C->shape(), Shape{M, N});
       const float* c = C->data<float>();
@@ -291,7 +298,6 @@ class FusedGemm final : public Kernel {
         for (int64_t j = 0; j < N; ++j) y[i * N + j] = c[i * st[0] + j * st[1]];
     }
     const float beta = use_c ? beta_ : 0.f;
-    ThreadPool* pool = ctx.thread_pool();
     if (K == 0) {
       for (int64_t i = 0; i < M * N; ++i) y[i] = use_c ? beta * y[i] : 0.f;
     } else if (!packed_.empty() && packed_shape_ == B.shape()) {
@@ -308,7 +314,8 @@ class FusedGemm final : public Kernel {
   bool trans_a_, trans_b_;
   float alpha_, beta_;
   ActSpec act_;
-  PackedGemmMatrix<float> packed_;
+  fgemm::ConstB fused_;             // B for the fused GEMM (instead of packed_)
+  PackedGemmMatrix<float> packed_;  // B when the fused GEMM is not available
   Shape packed_shape_;
 };
 

@@ -149,13 +149,19 @@ void run(const Problem& p, ThreadPool* pool) {
     run_block(p, 0, mb, 0, nb);
     return;
   }
-  pool->parallel_for(units, [&](int64_t s, int64_t e) {
-    if (by_cols) {
-      run_block(p, 0, mb, s, e);
-    } else {
-      run_block(p, s, e, 0, nb);
-    }
-  });
+  // One unit per claim once a unit is worth >= ~20 us: the threads then finish within one
+  // unit of each other.
+  const int64_t max_chunk = work / static_cast<double>(units) >= 2e6 ? 1 : 0;
+  pool->parallel_for(
+      units,
+      [&](int64_t s, int64_t e) {
+        if (by_cols) {
+          run_block(p, 0, mb, s, e);
+        } else {
+          run_block(p, s, e, 0, nb);
+        }
+      },
+      max_chunk);
 }
 
 }  // namespace
@@ -207,6 +213,74 @@ void gemm_w_right(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const P
   run(Problem{M, N, K, row_blocks(M, std::max<int64_t>(M, 1)), a, false, a_rs, a_ks, W.data(),
               K * kNR, kNR, C, ldc, &ep},
       pool);
+}
+
+void ConstB::pack(const Tensor* b, bool trans_b) {
+  if (!b || b->rank() != 2 || b->numel() == 0 || b->dtype() != DataType::kFloat || !available())
+    return;
+  // op(B) is K x N; W(j, k) = op(B)(k, j): B^T's rows are B's rows when trans_b.
+  const int64_t N = trans_b ? b->dim(0) : b->dim(1);
+  const int64_t K = trans_b ? b->dim(1) : b->dim(0);
+  w_ = Packed::pack(b->data<float>(), b->dim(1), N, K, !trans_b);
+  b_shape_ = b->shape();
+}
+
+namespace {
+// How C (broadcast to M x N) enters the epilogue.
+enum class CForm { kNone, kScalar, kRow, kColumn, kFull };
+
+CForm c_form(const Tensor* C, int64_t M, int64_t N) {
+  if (!C) return CForm::kNone;
+  const Shape& cs = C->shape();
+  const int64_t cm = cs.size() == 2 ? cs[0] : 1;
+  const int64_t cn = cs.empty() ? 1 : cs.back();
+  const bool per_row = cm == M && M != 1, per_col = cn == N && N != 1;
+  if (per_row && per_col) return CForm::kFull;
+  if (per_row) return CForm::kRow;
+  if (per_col) return CForm::kColumn;
+  return CForm::kScalar;
+}
+}  // namespace
+
+bool ConstB::accepts(const Tensor& B, const Tensor* C, float beta, int64_t M, int64_t N) const {
+  if (w_.empty() || B.shape() != b_shape_) return false;
+  if (!C || beta == 0.f) return true;
+  return C->dtype() == DataType::kFloat && (c_form(C, M, N) != CForm::kFull || beta == 1.f);
+}
+
+void ConstB::run(const Tensor& A, bool trans_a, const Tensor* C, float alpha, float beta,
+                 const ActSpec& act, float* y, ThreadPool* pool) const {
+  const int64_t N = w_.outputs();
+  const int64_t M = trans_a ? A.dim(1) : A.dim(0);
+  Epilogue ep;
+  ep.alpha = alpha;
+  ep.act = act;
+  std::vector<float> scaled;  // beta * C when beta is not 1, or a scalar C spread out
+  const CForm form = beta == 0.f ? CForm::kNone : c_form(C, M, N);
+  const float* c = form == CForm::kNone ? nullptr : C->data<float>();
+  auto bias = [&](int64_t n) -> const float* {
+    if (beta == 1.f && form != CForm::kScalar) return c;
+    scaled.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) scaled[i] = beta * c[form == CForm::kScalar ? 0 : i];
+    return scaled.data();
+  };
+  switch (form) {
+    case CForm::kNone:
+      break;
+    case CForm::kScalar:
+    case CForm::kColumn:
+      ep.bias_col = bias(N);
+      break;
+    case CForm::kRow:
+      ep.bias_row = bias(M);
+      break;
+    case CForm::kFull:
+      ep.z = c;
+      ep.ldz = N;
+      break;
+  }
+  const int64_t lda = A.dim(1);
+  gemm_w_right(A.data<float>(), trans_a ? 1 : lda, trans_a ? lda : 1, M, w_, y, N, ep, pool);
 }
 
 }  // namespace fgemm

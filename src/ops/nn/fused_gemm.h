@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "ops/nn/fused_act.h"
+#include "ortlite/tensor.h"
 #include "ortlite/thread_pool.h"
 
 namespace ortlite {
@@ -104,6 +105,28 @@ void gemm_w_left(const Packed& W, const float* X, int64_t ldx, int64_t N, float*
 // column-wise: a_rs = 1, a_ks = its row stride).
 void gemm_w_right(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const Packed& W, float* C,
                   int64_t ldc, const Epilogue& ep, ThreadPool* pool);
+
+// Gemm (and FusedGemm) with a constant float B: op(B) packed once at load, then
+// Y = act(alpha op(A) op(B) + beta C) in one pass with C as the epilogue's bias or Z.
+class ConstB {
+ public:
+  // Packs `b` (2-D float, op(B) = B^T when trans_b); leaves this empty when the fused GEMM
+  // is not available on this CPU or `b` is not a non-empty 2-D float tensor.
+  void pack(const Tensor* b, bool trans_b);
+  bool packed() const { return !w_.empty(); }
+  // Whether run() can take this call: packed, B has the packed shape, and C (when used) is
+  // one of the shapes the epilogue takes (any row or column broadcast; a full M x N C only
+  // with beta 1).
+  bool accepts(const Tensor& B, const Tensor* C, float beta, int64_t M, int64_t N) const;
+  // y (M x N, row stride N) = act(alpha op(A) op(B) + beta C); A float, op(A) = A^T when
+  // trans_a. Call only when accepts().
+  void run(const Tensor& A, bool trans_a, const Tensor* C, float alpha, float beta,
+           const ActSpec& act, float* y, ThreadPool* pool) const;
+
+ private:
+  Packed w_;
+  Shape b_shape_;
+};
 
 }  // namespace fgemm
 }  // namespace nn

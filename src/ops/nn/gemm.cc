@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "ops/common/broadcast.h"
+#include "ops/nn/fused_gemm.h"
 #include "ops/nn/gemm_impl.h"
 #include "ops/nn/int_gemm.h"
 #include "ops/nn/nn_common.h"
@@ -56,6 +57,8 @@ class Gemm final : public Kernel {
                 "input C is required before opset 11 (opset " + std::to_string(info.opset()) + ")");
     const Tensor* w = info.has_input(1) ? info.constant_input(1) : nullptr;
     if (!w || w->rank() != 2 || w->numel() == 0) return;
+    fused_.pack(w, trans_b_);
+    if (fused_.packed()) return;
     const int64_t K = trans_b_ ? w->dim(1) : w->dim(0);
     const int64_t N = trans_b_ ? w->dim(0) : w->dim(1);
     switch (w->dtype()) {
@@ -125,8 +128,12 @@ class Gemm final : public Kernel {
     switch (A.dtype()) {
       case DataType::kFloat: {
         float* y = Y.data<float>();
-        if (use_c) fill_broadcast_c<float, float>(*C, M, N, y);
         const float beta = use_c ? beta_ : 0.f;
+        if (K > 0 && fused_.accepts(B, C, beta, M, N)) {
+          fused_.run(A, trans_a_, use_c ? C : nullptr, alpha_, beta, ActSpec{}, y, pool);
+          return;
+        }
+        if (use_c) fill_broadcast_c<float, float>(*C, M, N, y);
         if (use_packed) {
           gemm_packed_b<float>(trans_a_, M, A.data<float>(), lda, packed_f32_, alpha_, beta, y, N,
                                pool);
@@ -194,6 +201,7 @@ class Gemm final : public Kernel {
  private:
   bool trans_a_, trans_b_;
   float alpha_, beta_;
+  fgemm::ConstB fused_;  // float B for the fused GEMM (instead of packed_f32_)
   PackedGemmMatrix<float> packed_f32_;
   PackedGemmMatrix<double> packed_f64_;
   DataType packed_dtype_ = DataType::kUndefined;
