@@ -44,6 +44,7 @@ class Buffer {
   size_t size() const { return size_; }
   BufferKind kind() const { return kind_; }
   Device device() const { return device_; }
+  bool holds_strings() const { return string_count_ > 0; }
 
   void add_ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
   void release_ref() {

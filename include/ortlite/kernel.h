@@ -137,8 +137,9 @@ class KernelContext {
   const Value* input_value(size_t i) const { return i < n_inputs_ ? inputs_[i] : nullptr; }
 
   size_t num_outputs() const { return n_outputs_; }
-  // Allocates output i in a new owned buffer. The memory is NOT cleared (strings are
-  // constructed empty): the kernel writes every element.
+  // Allocates output i in an owned buffer: a new one, or one of the run's arena that
+  // nothing else references. The memory is NOT cleared (strings are constructed empty):
+  // the kernel writes every element.
   Tensor& allocate_output(size_t i, DataType dtype, const Shape& shape);
   // Makes output i an existing tensor (a view of an input: Reshape, Identity, ...). The
   // binding copies any output that is not a buffer this run allocated.
@@ -155,6 +156,11 @@ class KernelContext {
   ThreadPool* thread_pool() const { return pool_; }
   const RunConfig* run_config() const { return run_config_; }
 
+  // The run's arena (set by the session): per output, a tensor kept from an earlier use of
+  // the same arena slot (or nullptr). allocate_output takes its buffer instead of a new one
+  // when nothing else references it and it is large enough.
+  void set_recycled(Tensor* const* recycled) { recycled_ = recycled; }
+
   // Throws Error(code) with the message prefixed by the node's label.
   [[noreturn]] void fail(StatusCode code, const std::string& message) const;
 
@@ -167,6 +173,7 @@ class KernelContext {
   size_t n_outputs_;
   ThreadPool* pool_;
   const RunConfig* run_config_;
+  Tensor* const* recycled_ = nullptr;
 };
 
 class Kernel {

@@ -85,6 +85,9 @@ class Session {
   // tensors. The run's stream is synchronized before returning.
   std::vector<Value> run(const Feeds& feeds, const std::vector<std::string>& output_names,
                          const RunConfig* run_config, bool device_outputs = false) const;
+  // The same, taking the feeds' values instead of copying them.
+  std::vector<Value> run(Feeds&& feeds, const std::vector<std::string>& output_names,
+                         const RunConfig* run_config, bool device_outputs = false) const;
 
   // Whether some node runs on a CUDA device.
   bool uses_cuda() const;
@@ -95,6 +98,9 @@ class Session {
 
  private:
   Session() = default;
+  std::vector<Value> run_feeds(Feeds& feeds, bool take_feeds,
+                               const std::vector<std::string>& output_names,
+                               const RunConfig* run_config, bool device_outputs) const;
   Model model_;
   SessionConfig config_;
   std::vector<ValueInfo> inputs_, outputs_, overridable_;

@@ -47,6 +47,10 @@ class Tensor {
     return static_cast<T*>(raw_data());
   }
 
+  // Same buffer (from its start), new element type and shape, assigned in place (the
+  // shape's storage is reused when it is large enough). Throws Error(kFail) when the new
+  // tensor does not fit the buffer.
+  void reinit(DataType dtype, const Shape& shape);
   // Same buffer, new shape with the same element count (Reshape, Squeeze, ...).
   Tensor reshaped(const Shape& new_shape) const;
   // Deep copy into a new owned buffer.

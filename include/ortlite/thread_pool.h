@@ -47,8 +47,16 @@ class ThreadPool {
 };
 
 // Splits [0, n) for `pool` (may be null: runs serially). `cost` is a rough count of
-// operations per item; small totals run on the calling thread alone.
-void parallel_for(ThreadPool* pool, int64_t n, double cost,
-                  const std::function<void(int64_t, int64_t)>& fn);
+// operations per item; small totals (under ~64k operations) run on the calling thread
+// alone, calling fn directly (no std::function is made, so nothing is allocated).
+template <typename Fn>
+void parallel_for(ThreadPool* pool, int64_t n, double cost, const Fn& fn) {
+  if (n <= 0) return;
+  if (!pool || pool->num_threads() == 1 || static_cast<double>(n) * cost < 65536.0) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  pool->parallel_for(n, std::function<void(int64_t, int64_t)>(std::cref(fn)));
+}
 
 }  // namespace ortlite

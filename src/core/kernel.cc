@@ -105,6 +105,18 @@ Tensor& KernelContext::allocate_output(size_t i, DataType dtype, const Shape& sh
          std::string("element type ") + dtype_name(dtype) + " is not supported");
   if (static_cast<uint64_t>(n) > SIZE_MAX / elem)
     fail(StatusCode::kInvalidArgument, "output shape " + shape_to_string(shape) + " is too large");
+  if (recycled_ && recycled_[i] && dtype != DataType::kString) {
+    // The arena's tensor for this output: reused when this run is its only holder (a
+    // buffer still referenced by a value, a view or a numpy array is never written).
+    Tensor& r = *recycled_[i];
+    const Buffer* b = r.buffer().get();
+    if (b && b->ref_count() == 1 && b->size() >= static_cast<size_t>(n) * elem) {
+      outputs_[i] = Value(std::move(r));
+      Tensor& t = outputs_[i].tensor();
+      t.reinit(dtype, shape);
+      return t;
+    }
+  }
   BufferPtr buf = dtype == DataType::kString
                       ? BufferPtr::adopt(Buffer::allocate_strings(static_cast<size_t>(n)))
                       : BufferPtr::adopt(Buffer::allocate(static_cast<size_t>(n) * elem));

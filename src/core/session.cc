@@ -38,12 +38,28 @@ struct PlannedNode {
   std::vector<int> inputs;         // value slots; -1 for an omitted optional input
   std::vector<int> outputs;        // value slots; -1 for an omitted optional output
   std::vector<int> release_after;  // slots whose last use is this step
+  std::vector<int> arena_ids;      // per output: its buffer's arena slot, or -1
   bool cuda = false;               // runs on the plan's CUDA device
   // CUDA node: per input, whether it stays in CPU memory (cuda::input_on_host, implicit
   // inputs).
   std::vector<char> host_inputs;
   // CPU node that reads only its inputs' shapes (Shape, Size): a device input needs no copy.
   bool shape_only = false;
+};
+
+// What one run of a plan keeps between runs so that a warmed-up run allocates nothing but
+// its outputs: the value table and kernel scratch arrays, and per arena slot the tensor
+// whose buffer the next run may write again (docs/architecture.md, "Memory").
+struct RunArena {
+  // The value table. Constant slots keep their tensors between runs (constants_set) unless
+  // a feed replaced one (an overridable initializer); every other slot is emptied after a run.
+  std::vector<Value> values;
+  bool constants_set = false, constant_fed = false;
+  std::vector<char> have;
+  std::vector<const Value*> in_ptrs;
+  std::vector<Value> outs;
+  std::vector<Tensor*> recycled;  // per output of the current step
+  std::vector<Tensor> tensors;    // per arena slot
 };
 
 // A planned graph: the main graph of a session, or a subgraph (If branch, Loop body, ...).
@@ -57,6 +73,11 @@ struct GraphPlan {
   std::unordered_set<int> pinned;                 // slots never released (graph outputs)
   std::vector<char> needed_all;                   // per step: needed for every graph output
   size_t max_inputs = 0, max_outputs = 0;         // over the steps, for the per-run scratch
+  // Per slot: the arena slot of the buffer a step writes it to, or -1 (graph inputs,
+  // constants, graph outputs). Slots whose lifetimes do not overlap share an arena slot.
+  std::vector<int> arena_id;
+  int arena_slots = 0;
+  std::vector<char> is_constant;  // per slot: an initializer (or folded constant) slot
   // Nodes placed on a CUDA device (main graph only). device_constants: device copies of the
   // constants (initializers, Constant outputs) that CUDA nodes read, made once at load.
   bool has_cuda = false, cuda_plan_only = false;
@@ -68,8 +89,13 @@ struct GraphPlan {
   std::vector<char> needed_for(const std::vector<int>& fetch) const;
   // Runs the steps that `fetch` needs. `values` holds the feeds and constants on entry;
   // returns the fetched values in order.
+  // With an arena, outputs are written to its recycled buffers where possible and released
+  // values go back to it; `values` and the scratch arrays may be the arena's own.
   std::vector<Value> execute(std::vector<Value>& values, const std::vector<int>& fetch,
-                             ThreadPool* pool, const RunConfig* run_config) const;
+                             ThreadPool* pool, const RunConfig* run_config,
+                             RunArena* arena = nullptr) const;
+  // Assigns arena_id from the steps' outputs and release points.
+  void plan_arena();
   // execute() for a plan with CUDA nodes: one stream for the run, copies between host and
   // device where a consumer needs the other side, a sync before returning.
   std::vector<Value> execute_cuda(std::vector<Value>& values, const std::vector<int>& fetch,
@@ -78,7 +104,11 @@ struct GraphPlan {
 };
 
 struct Session::Impl {
+  ~Impl() { delete spare_arena.load(); }
   GraphPlan plan;
+  // An arena not in use by a run: a run takes it (or makes one when concurrent runs hold
+  // the others) and puts it back; at most one is kept between runs.
+  std::atomic<RunArena*> spare_arena{nullptr};
   std::unordered_map<std::string, const ValueInfo*> feedable;  // inputs + overridable
   std::vector<int> required_slots;                             // slots of inputs_
 };
@@ -588,13 +618,17 @@ void plan_graph(GraphPlan& p, Graph& g, const Model& m, const std::vector<std::s
     p.steps.push_back(std::move(pn));
   }
   // Release values after their last use; an unused output is released right away.
+  // Constants stay: the plan holds them anyway, and a run's arena keeps them set.
+  p.is_constant.assign(p.value_names.size(), 0);
+  for (const auto& c : p.constants) p.is_constant[c.first] = 1;
   for (size_t slot = 0; slot < last_use.size(); ++slot) {
-    if (p.pinned.count(static_cast<int>(slot))) continue;
+    if (p.pinned.count(static_cast<int>(slot)) || p.is_constant[slot]) continue;
     int step = last_use[slot];
     if (step < 0) step = p.producer_step[slot];
     if (step >= 0) p.steps[step].release_after.push_back(static_cast<int>(slot));
   }
   p.needed_all = p.needed_for(p.output_slots);
+  p.plan_arena();
   if (p.has_cuda) upload_device_constants(p, known);
 }
 
@@ -662,6 +696,45 @@ KernelInfo::SubgraphBuilder subgraph_builder(const Model& model, const Node& own
 
 }  // namespace
 
+namespace {
+// A released value's tensor goes back to its arena slot when its buffer is CPU memory
+// ortlite allocated (never a feed's, a weight's or a device buffer): the next run writes it
+// only if by then nothing else references it (KernelContext::allocate_output).
+void recycle(Value& v, Tensor* slot) {
+  if (!v.is_tensor()) return;
+  const Buffer* b = v.tensor().buffer().get();
+  if (!b || b->kind() != BufferKind::kOwned || b->device().type != DeviceType::kCPU ||
+      b->holds_strings())
+    return;
+  *slot = std::move(v.tensor());
+}
+}  // namespace
+
+void GraphPlan::plan_arena() {
+  arena_id.assign(value_names.size(), -1);
+  // Greedy over the steps in order: an output takes the arena slot freed most recently (its
+  // memory is the likeliest to be in cache); a step's outputs are assigned before its
+  // released inputs give theirs back, so a kernel never writes over what it reads.
+  std::vector<int> free_slots;
+  for (PlannedNode& pn : steps) {
+    pn.arena_ids.assign(pn.outputs.size(), -1);
+    for (size_t o = 0; o < pn.outputs.size(); ++o) {
+      const int slot = pn.outputs[o];
+      if (slot < 0 || pinned.count(slot) || arena_id[slot] >= 0) continue;
+      int id;
+      if (free_slots.empty()) {
+        id = arena_slots++;
+      } else {
+        id = free_slots.back();
+        free_slots.pop_back();
+      }
+      arena_id[slot] = pn.arena_ids[o] = id;
+    }
+    for (int slot : pn.release_after)
+      if (arena_id[slot] >= 0) free_slots.push_back(arena_id[slot]);
+  }
+}
+
 std::vector<char> GraphPlan::needed_for(const std::vector<int>& fetch) const {
   std::vector<char> needed(steps.size(), 0);
   std::vector<int> stack(fetch.begin(), fetch.end());
@@ -681,7 +754,8 @@ std::vector<char> GraphPlan::needed_for(const std::vector<int>& fetch) const {
 }
 
 std::vector<Value> GraphPlan::execute(std::vector<Value>& values, const std::vector<int>& fetch,
-                                      ThreadPool* pool, const RunConfig* run_config) const {
+                                      ThreadPool* pool, const RunConfig* run_config,
+                                      RunArena* arena) const {
   // Fetching every graph output (the common case) uses the plan made at load; those slots
   // are pinned, so nothing fetched is ever released.
   const bool all = fetch == output_slots;
@@ -693,9 +767,18 @@ std::vector<Value> GraphPlan::execute(std::vector<Value>& values, const std::vec
   }
   const std::vector<char>& needed = all ? needed_all : needed_some;
 
-  // One scratch array for every step's input pointers and outputs.
-  std::vector<const Value*> in_ptrs(max_inputs);
-  std::vector<Value> outs(max_outputs);
+  // One scratch array for every step's input pointers and outputs (the arena's, if any).
+  std::vector<const Value*> own_in_ptrs;
+  std::vector<Value> own_outs;
+  std::vector<const Value*>& in_ptrs = arena ? arena->in_ptrs : own_in_ptrs;
+  std::vector<Value>& outs = arena ? arena->outs : own_outs;
+  if (in_ptrs.size() < max_inputs) in_ptrs.resize(max_inputs);
+  if (outs.size() < max_outputs) outs.resize(max_outputs);
+  if (arena) {
+    if (arena->recycled.size() < max_outputs) arena->recycled.resize(max_outputs);
+    if (arena->tensors.size() < static_cast<size_t>(arena_slots))
+      arena->tensors.resize(static_cast<size_t>(arena_slots));
+  }
   for (size_t step = 0; step < steps.size(); ++step) {
     if (!needed[step]) continue;
     const PlannedNode& pn = steps[step];
@@ -709,6 +792,11 @@ std::vector<Value> GraphPlan::execute(std::vector<Value>& values, const std::vec
     for (size_t i = 0; i < n_in; ++i)
       in_ptrs[i] = pn.inputs[i] >= 0 ? &values[pn.inputs[i]] : nullptr;
     KernelContext ctx(*pn.node, in_ptrs.data(), n_in, outs.data(), n_out, pool, run_config);
+    if (arena) {
+      for (size_t o = 0; o < n_out; ++o)
+        arena->recycled[o] = pn.arena_ids[o] >= 0 ? &arena->tensors[pn.arena_ids[o]] : nullptr;
+      ctx.set_recycled(arena->recycled.data());
+    }
     try {
       pn.kernel->compute(ctx);
     } catch (const Error& e) {
@@ -736,8 +824,11 @@ std::vector<Value> GraphPlan::execute(std::vector<Value>& values, const std::vec
       values[slot] = std::move(outs[o]);
       outs[o] = Value();
     }
-    for (int slot : pn.release_after)
-      if (all || !fetched[slot]) values[slot] = Value();
+    for (int slot : pn.release_after) {
+      if (!all && fetched[slot]) continue;
+      if (arena && arena_id[slot] >= 0) recycle(values[slot], &arena->tensors[arena_id[slot]]);
+      values[slot] = Value();
+    }
   }
 
   std::vector<Value> results;
@@ -1060,19 +1151,69 @@ std::vector<std::pair<std::string, std::string>> Session::node_placement() const
   return r;
 }
 
+namespace {
+// A run's hold on an arena (Session::Impl::spare_arena): taken at the start, emptied of the
+// run's values and put back at the end, on every exit path.
+class ArenaLease {
+ public:
+  ArenaLease(const GraphPlan& plan, std::atomic<RunArena*>& spare)
+      : plan_(plan), spare_(spare), a_(spare.exchange(nullptr, std::memory_order_acq_rel)) {
+    if (!a_) a_ = new RunArena;
+  }
+  ~ArenaLease() {
+    std::vector<Value>& values = a_->values;
+    for (size_t i = 0; i < values.size(); ++i)
+      if (!a_->constants_set || a_->constant_fed || !plan_.is_constant[i]) values[i] = Value();
+    if (a_->constant_fed) a_->constants_set = a_->constant_fed = false;
+    for (Value& v : a_->outs) v = Value();
+    delete spare_.exchange(a_, std::memory_order_acq_rel);
+  }
+  ArenaLease(const ArenaLease&) = delete;
+  ArenaLease& operator=(const ArenaLease&) = delete;
+  RunArena& operator*() const { return *a_; }
+
+ private:
+  const GraphPlan& plan_;
+  std::atomic<RunArena*>& spare_;
+  RunArena* a_;
+};
+}  // namespace
+
 std::vector<Value> Session::run(const Feeds& feeds, const std::vector<std::string>& output_names,
                                 const RunConfig* run_config, bool device_outputs) const {
+  return run_feeds(const_cast<Feeds&>(feeds), false, output_names, run_config, device_outputs);
+}
+
+std::vector<Value> Session::run(Feeds&& feeds, const std::vector<std::string>& output_names,
+                                const RunConfig* run_config, bool device_outputs) const {
+  return run_feeds(feeds, true, output_names, run_config, device_outputs);
+}
+
+std::vector<Value> Session::run_feeds(Feeds& feeds, bool take_feeds,
+                                      const std::vector<std::string>& output_names,
+                                      const RunConfig* run_config, bool device_outputs) const {
   const GraphPlan& p = impl_->plan;
-  std::vector<Value> values(p.value_names.size());
-  std::vector<char> have(p.value_names.size(), 0);
-  for (const auto& [slot, t] : p.constants) {
-    values[slot] = t;
-    have[slot] = 1;
+  ArenaLease lease(p, impl_->spare_arena);
+  RunArena& arena = *lease;
+  std::vector<Value>& values = arena.values;
+  if (values.size() < p.value_names.size()) values.resize(p.value_names.size());
+  std::vector<char>& have = arena.have;
+  have.assign(p.value_names.size(), 0);
+  if (!arena.constants_set) {
+    for (const auto& [slot, t] : p.constants) values[slot] = t;
+    arena.constants_set = true;
   }
-  for (const auto& [name, v] : feeds) {
-    if (!impl_->feedable.count(name)) ORTLITE_THROW(kInvalidArgument, "Invalid input name: ", name);
+  for (const auto& c : p.constants) have[c.first] = 1;
+  for (auto& [name, v] : feeds) {
+    auto it = impl_->feedable.find(name);
+    if (it == impl_->feedable.end()) ORTLITE_THROW(kInvalidArgument, "Invalid input name: ", name);
     const int slot = p.slot_of.at(name);
-    values[slot] = v;
+    if (p.is_constant[slot]) arena.constant_fed = true;
+    if (take_feeds) {
+      values[slot] = std::move(v);
+    } else {
+      values[slot] = v;
+    }
     have[slot] = 1;
   }
   for (size_t i = 0; i < inputs_.size(); ++i) {
@@ -1081,13 +1222,12 @@ std::vector<Value> Session::run(const Feeds& feeds, const std::vector<std::strin
   }
 
   // Requested outputs; only the steps they depend on run.
-  std::vector<int> fetch;
-  if (output_names.empty()) {
-    fetch = p.output_slots;
-  } else {
+  std::vector<int> some;
+  if (!output_names.empty()) {
     check_output_names(output_names);
-    for (const std::string& n : output_names) fetch.push_back(p.slot_of.at(n));
+    for (const std::string& n : output_names) some.push_back(p.slot_of.at(n));
   }
+  const std::vector<int>& fetch = output_names.empty() ? p.output_slots : some;
   if (p.has_cuda) {
     if (p.cuda_plan_only)
       ORTLITE_THROW(kNotImplemented,
@@ -1095,7 +1235,7 @@ std::vector<Value> Session::run(const Feeds& feeds, const std::vector<std::strin
                     "cannot run");
     return p.execute_cuda(values, fetch, pool_.get(), run_config, device_outputs);
   }
-  return p.execute(values, fetch, pool_.get(), run_config);
+  return p.execute(values, fetch, pool_.get(), run_config, &arena);
 }
 
 }  // namespace ortlite

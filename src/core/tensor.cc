@@ -41,6 +41,17 @@ Tensor::Tensor(DataType dtype, Shape shape, BufferPtr buffer, size_t byte_offset
   }
 }
 
+void Tensor::reinit(DataType dtype, const Shape& shape) {
+  const int64_t n = shape_size(shape);
+  const size_t elem = dtype_size(dtype);
+  if (!buffer_ || elem == 0 || static_cast<uint64_t>(n) > buffer_->size() / elem)
+    ORTLITE_THROW(kFail, "tensor of shape ", shape_to_string(shape), " does not fit its buffer");
+  dtype_ = dtype;
+  shape_ = shape;
+  numel_ = n;
+  offset_ = 0;
+}
+
 Tensor Tensor::empty(DataType dtype, const Shape& shape) {
   const int64_t n = shape_size(shape);
   const size_t elem = dtype_size(dtype);

@@ -161,15 +161,4 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   if (job->error) std::rethrow_exception(job->error);
 }
 
-void parallel_for(ThreadPool* pool, int64_t n, double cost,
-                  const std::function<void(int64_t, int64_t)>& fn) {
-  if (n <= 0) return;
-  // Below ~64k operations the hand-off costs more than it saves.
-  if (!pool || pool->num_threads() == 1 || static_cast<double>(n) * cost < 65536.0) {
-    fn(0, n);
-    return;
-  }
-  pool->parallel_for(n, fn);
-}
-
 }  // namespace ortlite

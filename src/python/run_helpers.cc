@@ -207,11 +207,11 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
   sess.check_output_names(in->output_names);
 }
 
-std::vector<Value> run_without_gil(const Session& sess, const RunInputs& in, bool device_outputs) {
+std::vector<Value> run_without_gil(const Session& sess, RunInputs& in, bool device_outputs) {
   std::vector<Value> outs;
   std::exception_ptr err;
   Py_BEGIN_ALLOW_THREADS try {
-    outs = sess.run(in.feeds, in.output_names, in.run_config.get(), device_outputs);
+    outs = sess.run(std::move(in.feeds), in.output_names, in.run_config.get(), device_outputs);
   } catch (...) {
     err = std::current_exception();
   }

@@ -47,10 +47,10 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
                  PyObject* run_options, bool ortvalues_only, RunInputs* in);
 
 // Session::run with the GIL released around it (the caller holds the GIL on entry and gets
-// it back on return, also when this throws).
+// it back on return, also when this throws). The feeds' values are moved into the run;
+// `in.held` keeps the objects behind them alive.
 // `device_outputs`: outputs computed on a CUDA device stay there (run_with_ort_values).
-std::vector<Value> run_without_gil(const Session& sess, const RunInputs& in,
-                                   bool device_outputs = false);
+std::vector<Value> run_without_gil(const Session& sess, RunInputs& in, bool device_outputs = false);
 
 // A list with one entry per output: a numpy array for a tensor (a zero-copy view when its
 // memory was allocated by this run and nothing else references it, base: a buffer owner;

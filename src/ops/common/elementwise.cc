@@ -24,5 +24,24 @@ Shape broadcast_or_fail(const KernelContext& ctx, const Shape& a, const Shape& b
   }
 }
 
+namespace {
+// Whether b broadcasts into a with a as the result.
+bool broadcasts_into(const Shape& b, const Shape& a) {
+  if (b.size() > a.size()) return false;
+  const size_t off = a.size() - b.size();
+  for (size_t i = 0; i < b.size(); ++i)
+    if (b[i] != a[off + i] && b[i] != 1) return false;
+  return true;
+}
+}  // namespace
+
+const Shape& broadcast_ref(const KernelContext& ctx, const Shape& a, const Shape& b,
+                           Shape* storage) {
+  if (broadcasts_into(b, a)) return a;
+  if (broadcasts_into(a, b)) return b;
+  *storage = broadcast_or_fail(ctx, a, b);
+  return *storage;
+}
+
 }  // namespace ew
 }  // namespace ortlite

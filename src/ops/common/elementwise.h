@@ -287,7 +287,9 @@ BroadcastPlan<N> make_broadcast_plan(const Shape& out, const std::array<const Sh
   bool simple = true;
   for (int k = 0; k < N && simple; ++k) {
     const Shape& s = *ins[k];
-    if (s == out) {
+    if (s == out || shape_size(s) == p.total) {
+      // Broadcasting only repeats size-1 dims: an input with as many elements as the
+      // output (e.g. [100] into [1, 100]) has the output's element order.
       p.inner_stride[k] = 1;
     } else if (s.size() <= out.size() && shape_size(s) == 1) {
       p.inner_stride[k] = 0;
@@ -436,6 +438,10 @@ void check_same_type(const KernelContext& ctx, const Tensor& a, const Tensor& b,
 
 // broadcast_shapes with the node's label in the message.
 Shape broadcast_or_fail(const KernelContext& ctx, const Shape& a, const Shape& b);
+// The same, without a new shape when the result is `a` or `b` itself (same shapes, or one
+// broadcasts into the other): returns a reference to that input, else fills *storage.
+const Shape& broadcast_ref(const KernelContext& ctx, const Shape& a, const Shape& b,
+                           Shape* storage);
 
 }  // namespace ew
 }  // namespace ortlite

@@ -117,7 +117,8 @@ class PowKernel : public Kernel {
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
     const Tensor& e = ctx.required_input(1);
-    const Shape out = ew::broadcast_or_fail(ctx, x.shape(), e.shape());
+    Shape out_storage;
+    const Shape& out = ew::broadcast_ref(ctx, x.shape(), e.shape(), &out_storage);
     Tensor& y = ctx.allocate_output(0, x.dtype(), out);
     ThreadPool* pool = ctx.thread_pool();
     constexpr unsigned kBaseTypes = ew::kTFloats | ew::kTInt32 | ew::kTInt64;
@@ -190,7 +191,8 @@ class ModKernel : public Kernel {
     const Tensor& a = ctx.required_input(0);
     const Tensor& b = ctx.required_input(1);
     ew::check_same_type(ctx, a, b);
-    const Shape out = ew::broadcast_or_fail(ctx, a.shape(), b.shape());
+    Shape out_storage;
+    const Shape& out = ew::broadcast_ref(ctx, a.shape(), b.shape(), &out_storage);
     Tensor& y = ctx.allocate_output(0, a.dtype(), out);
     const ew::BroadcastPlan<2> plan = ew::make_broadcast_plan<2>(out, {&a.shape(), &b.shape()});
     ThreadPool* pool = ctx.thread_pool();
@@ -239,7 +241,8 @@ class BitShiftKernel : public Kernel {
     const Tensor& a = ctx.required_input(0);
     const Tensor& b = ctx.required_input(1);
     ew::check_same_type(ctx, a, b, "X", "Y");
-    const Shape out = ew::broadcast_or_fail(ctx, a.shape(), b.shape());
+    Shape out_storage;
+    const Shape& out = ew::broadcast_ref(ctx, a.shape(), b.shape(), &out_storage);
     Tensor& y = ctx.allocate_output(0, a.dtype(), out);
     const ew::BroadcastPlan<2> plan = ew::make_broadcast_plan<2>(out, {&a.shape(), &b.shape()});
     ew::dispatch<ew::kTUnsigned>(a.dtype(), ctx, "BitShift", [&](auto tag) {

@@ -109,7 +109,8 @@ class BinaryKernel : public Kernel {
     const Tensor& a = ctx.required_input(0);
     const Tensor& b = ctx.required_input(1);
     ew::check_same_type(ctx, a, b);
-    const Shape out = ew::broadcast_or_fail(ctx, a.shape(), b.shape());
+    Shape out_storage;
+    const Shape& out = ew::broadcast_ref(ctx, a.shape(), b.shape(), &out_storage);
     Tensor& y = ctx.allocate_output(0, BoolOut ? DataType::kBool : a.dtype(), out);
     const ew::BroadcastPlan<2> plan = ew::make_broadcast_plan<2>(out, {&a.shape(), &b.shape()});
     ew::dispatch<Types>(a.dtype(), ctx, ctx.node().op_type.c_str(), [&](auto tag) {
