@@ -924,3 +924,89 @@ def test_pathlib_path_and_ortlite_errors_are_runtime_errors(tmp_path):
     path = pathlib.Path(tmp_path) / "nope.onnx"
     with pytest.raises(RuntimeError):
         ortlite.InferenceSession(path)
+
+
+# ---- profiling ---------------------------------------------------------------------------
+
+
+def _profile_events(path):
+    import json
+    with open(path) as f:
+        return json.load(f)
+
+
+def test_profiling_writes_onnxruntime_trace(tmp_path, monkeypatch):
+    """enable_profiling records session_initialization, one model_run per run and one
+    <node>_kernel_time event per node run; end_profiling writes them in onnxruntime's
+    format and stops recording. The same file layout as onnxruntime's own profile."""
+    monkeypatch.chdir(tmp_path)
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu_1"),
+             helper.make_node("Neg", ["r"], ["y"])]  # no name: the label stands in
+    model = make_model(nodes, [("x", np.float32, [2, 3])], [("y", np.float32, [2, 3])])
+    so = ortlite.SessionOptions()
+    so.enable_profiling = True
+    so.profile_file_prefix = "lite"
+    sess = ortlite.InferenceSession(model.SerializeToString(), so)
+    assert sess.get_profiling_start_time_ns() > 0
+    x = np.ones((2, 3), np.float32)
+    for _ in range(3):
+        sess.run(None, {"x": x})
+    name = sess.end_profiling()
+    assert name.startswith("lite_") and name.endswith(".json")
+    assert (tmp_path / name).exists()
+    assert sess.end_profiling() == ""  # ended: nothing more is recorded or written
+    sess.run(None, {"x": x})
+
+    events = _profile_events(tmp_path / name)
+    names = [e["name"] for e in events]
+    assert names.count("session_initialization") == 1
+    assert names.count("model_run") == 3
+    assert names.count("relu_1_kernel_time") == 3
+    neg = [e for e in events if e["cat"] == "Node" and e["args"]["op_name"] == "Neg"]
+    assert len(neg) == 3 and all(e["name"].endswith("_kernel_time") for e in neg)
+    for e in events:
+        assert e["ph"] == "X" and e["dur"] >= 0 and e["ts"] >= 0
+        assert set(e) >= {"cat", "pid", "tid", "dur", "ts", "ph", "name", "args"}
+        if e["cat"] == "Node":
+            assert e["args"]["provider"] == "CPUExecutionProvider"
+    # Each run's node events lie inside its model_run event.
+    runs = [e for e in events if e["name"] == "model_run"]
+    for e in (e for e in events if e["cat"] == "Node"):
+        assert any(r["ts"] <= e["ts"] and e["ts"] + e["dur"] <= r["ts"] + r["dur"] + 1
+                   for r in runs)
+
+    # onnxruntime's profile of the same model has the same event keys.
+    import onnxruntime
+    oso = onnxruntime.SessionOptions()
+    oso.enable_profiling = True
+    oso.profile_file_prefix = "ort"
+    osess = onnxruntime.InferenceSession(model.SerializeToString(), oso,
+                                         providers=["CPUExecutionProvider"])
+    osess.run(None, {"x": x})
+    ort_events = _profile_events(tmp_path / osess.end_profiling())
+    ort_node = next(e for e in ort_events if e["name"] == "relu_1_kernel_time")
+    lite_node = next(e for e in events if e["name"] == "relu_1_kernel_time")
+    assert set(lite_node) == set(ort_node) - {"args"} | {"args"}
+    assert lite_node["args"]["op_name"] == ort_node["args"]["op_name"] == "Relu"
+
+
+def test_profiling_off_by_default(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", np.float32, [2])],
+                       [("y", np.float32, [2])])
+    sess = ortlite.InferenceSession(model.SerializeToString())
+    sess.run(None, {"x": np.ones(2, np.float32)})
+    assert sess.end_profiling() == ""
+    assert sess.get_profiling_start_time_ns() == 0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_profile_file_that_cannot_be_written(tmp_path):
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", np.float32, [2])],
+                       [("y", np.float32, [2])])
+    so = ortlite.SessionOptions()
+    so.enable_profiling = True
+    so.profile_file_prefix = str(tmp_path / "no_such_dir" / "p")
+    sess = ortlite.InferenceSession(model.SerializeToString(), so)
+    with pytest.raises(ortlite.Fail, match="cannot write the profile"):
+        sess.end_profiling()

@@ -35,6 +35,9 @@ struct SessionConfig {
   // Test hook: place nodes as if CUDA were usable, without touching a device (no device
   // constants); such a session reports its placement but cannot run.
   bool cuda_plan_only = false;
+  // Records a profile of initialization and of every run (Session::end_profiling).
+  bool enable_profiling = false;
+  std::string profile_file_prefix = "onnxruntime_profile_";
 };
 
 struct RunConfig {
@@ -88,6 +91,13 @@ class Session {
   // The same, taking the feeds' values instead of copying them.
   std::vector<Value> run(Feeds&& feeds, const std::vector<std::string>& output_names,
                          const RunConfig* run_config, bool device_outputs = false) const;
+
+  // With SessionConfig::enable_profiling: writes what was recorded since the session was
+  // created (onnxruntime's JSON trace format) to "<prefix>_<date>.json", stops recording
+  // and returns the file name; "" when profiling is off or already ended.
+  std::string end_profiling() const;
+  // When profiling started, in nanoseconds since the epoch (0 when profiling is off).
+  int64_t profiling_start_ns() const;
 
   // Whether some node runs on a CUDA device.
   bool uses_cuda() const;

@@ -12,6 +12,7 @@
 
 #include "core/function_inliner.h"
 #include "core/graph_optimizer.h"
+#include "core/profiler.h"
 #include "cuda/provider.h"
 
 namespace ortlite {
@@ -58,8 +59,10 @@ struct RunArena {
   std::vector<char> have;
   std::vector<const Value*> in_ptrs;
   std::vector<Value> outs;
-  std::vector<Tensor*> recycled;  // per output of the current step
-  std::vector<Tensor> tensors;    // per arena slot
+  std::vector<Tensor*> recycled;        // per output of the current step
+  std::vector<Tensor> tensors;          // per arena slot
+  bool profiling = false;               // record each step's kernel time in `events`
+  std::vector<Profiler::Event> events;  // the run's events while profiling
 };
 
 // A planned graph: the main graph of a session, or a subgraph (If branch, Loop body, ...).
@@ -109,6 +112,7 @@ struct Session::Impl {
   // An arena not in use by a run: a run takes it (or makes one when concurrent runs hold
   // the others) and puts it back; at most one is kept between runs.
   std::atomic<RunArena*> spare_arena{nullptr};
+  std::unique_ptr<Profiler> profiler;  // with SessionConfig::enable_profiling
   std::unordered_map<std::string, const ValueInfo*> feedable;  // inputs + overridable
   std::vector<int> required_slots;                             // slots of inputs_
 };
@@ -767,6 +771,8 @@ std::vector<Value> GraphPlan::execute(std::vector<Value>& values, const std::vec
   }
   const std::vector<char>& needed = all ? needed_all : needed_some;
 
+  // Node events go to the arena's list when the session profiles (Session::run_feeds).
+  std::vector<Profiler::Event>* profile = arena && arena->profiling ? &arena->events : nullptr;
   // One scratch array for every step's input pointers and outputs (the arena's, if any).
   std::vector<const Value*> own_in_ptrs;
   std::vector<Value> own_outs;
@@ -798,7 +804,13 @@ std::vector<Value> GraphPlan::execute(std::vector<Value>& values, const std::vec
       ctx.set_recycled(arena->recycled.data());
     }
     try {
-      pn.kernel->compute(ctx);
+      if (profile) {
+        const auto t0 = Profiler::Clock::now();
+        pn.kernel->compute(ctx);
+        profile->push_back({pn.node, nullptr, kCpuProvider, t0, Profiler::Clock::now()});
+      } else {
+        pn.kernel->compute(ctx);
+      }
     } catch (const Error& e) {
       for (size_t o = 0; o < n_out; ++o) outs[o] = Value();
       const std::string label = pn.node->label();
@@ -975,6 +987,9 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
   s->config_ = config;
   s->model_ = std::move(model);
   s->impl_ = std::make_unique<Impl>();
+  if (config.enable_profiling)
+    s->impl_->profiler = std::make_unique<Profiler>(config.profile_file_prefix);
+  const auto created = Profiler::Clock::now();
   Model& m = s->model_;
   Graph& g = m.graph;
   Impl& im = *s->impl_;
@@ -1028,6 +1043,8 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
   const int threads =
       config.intra_op_num_threads > 0 ? config.intra_op_num_threads : default_thread_count();
   s->pool_ = std::make_unique<ThreadPool>(threads);
+  if (im.profiler)
+    im.profiler->add({nullptr, "session_initialization", nullptr, created, Profiler::Clock::now()});
   return s;
 }
 
@@ -1235,7 +1252,31 @@ std::vector<Value> Session::run_feeds(Feeds& feeds, bool take_feeds,
                     "cannot run");
     return p.execute_cuda(values, fetch, pool_.get(), run_config, device_outputs);
   }
-  return p.execute(values, fetch, pool_.get(), run_config, &arena);
+  Profiler* prof = impl_->profiler.get();
+  if (!prof || !prof->active()) return p.execute(values, fetch, pool_.get(), run_config, &arena);
+  // Profiling: a model_run event, then one per node (execute() adds them); recorded only
+  // for runs that finish.
+  std::vector<Profiler::Event>& events = arena.events;
+  events.clear();
+  events.push_back({nullptr, "model_run", nullptr, Profiler::Clock::now(), {}});
+  arena.profiling = true;
+  struct Off {
+    RunArena& a;
+    ~Off() { a.profiling = false; }
+  } off{arena};
+  std::vector<Value> results = p.execute(values, fetch, pool_.get(), run_config, &arena);
+  events.front().end = Profiler::Clock::now();
+  prof->add(events);
+  events.clear();
+  return results;
+}
+
+std::string Session::end_profiling() const {
+  return impl_->profiler ? impl_->profiler->end() : std::string();
+}
+
+int64_t Session::profiling_start_ns() const {
+  return impl_->profiler ? impl_->profiler->start_ns() : 0;
 }
 
 }  // namespace ortlite

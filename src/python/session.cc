@@ -344,6 +344,25 @@ PyObject* session_node_placement(PyObject* self, PyObject*) {
   ORTLITE_PY_CATCH(st, nullptr)
 }
 
+PyObject* session_end_profiling(PyObject* self, PyObject*) {
+  ModuleState* st = state_of(self);
+  if (!st) return nullptr;
+  try {
+    std::shared_ptr<const Session> sess = loaded(st, self);
+    return str_from_utf8(sess->end_profiling());
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
+PyObject* session_get_profiling_start_time_ns(PyObject* self, PyObject*) {
+  ModuleState* st = state_of(self);
+  if (!st) return nullptr;
+  try {
+    return PyLong_FromLongLong(loaded(st, self)->profiling_start_ns());
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
 PyObject* session_noop(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
@@ -388,6 +407,16 @@ PyMethodDef session_methods[] = {
     {"get_session_options", as_cfunc(session_get_session_options), METH_NOARGS,
      PyDoc_STR("get_session_options($self, /)\n--\n\n"
                "The SessionOptions the session was created with (a copy).")},
+    {"end_profiling", as_cfunc(session_end_profiling), METH_NOARGS,
+     PyDoc_STR("end_profiling($self, /)\n--\n\n"
+               "With SessionOptions.enable_profiling: writes the profile recorded since the\n"
+               "session was created (onnxruntime's JSON trace format: session_initialization,\n"
+               "one model_run event per run, one <node>_kernel_time event per node run) to\n"
+               "'<profile_file_prefix>_<date>.json' in the working directory, stops recording\n"
+               "and returns the file name. Returns '' when profiling is off or has ended.")},
+    {"get_profiling_start_time_ns", as_cfunc(session_get_profiling_start_time_ns), METH_NOARGS,
+     PyDoc_STR("get_profiling_start_time_ns($self, /)\n--\n\n"
+               "When profiling started, in ns since the epoch (0 without profiling).")},
     {"_node_placement", as_cfunc(session_node_placement), METH_NOARGS,
      "Test entry (not API): [(node label, provider)] in plan order."},
     {"disable_fallback", as_cfunc(session_noop), METH_NOARGS,

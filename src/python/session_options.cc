@@ -288,7 +288,8 @@ PyGetSetDef session_options_getset[] = {
      &kBoolFields[1]},
     {"enable_mem_reuse", get_bool, set_bool, PyDoc_STR("Reuse buffers between nodes."),
      &kBoolFields[2]},
-    {"enable_profiling", get_bool, set_bool, PyDoc_STR("Write a profile of each run."),
+    {"enable_profiling", get_bool, set_bool,
+     PyDoc_STR("Record a profile of the session (InferenceSession.end_profiling writes it)."),
      &kBoolFields[3]},
     {"use_deterministic_compute", get_bool, set_bool, PyDoc_STR("Prefer deterministic kernels."),
      &kBoolFields[4]},
@@ -357,6 +358,8 @@ SessionConfig session_options_to_config(ModuleState* st, PyObject* opts, Ref* he
   config.execution_mode = d.execution_mode;
   config.log_severity_level = d.log_severity_level < 0 ? 2 : d.log_severity_level;
   config.config_entries = d.config_entries;
+  config.enable_profiling = d.enable_profiling;
+  config.profile_file_prefix = d.profile_file_prefix;
   PyObject* inits = as_so(opts)->initializers;
   Ref values = Ref::steal(PyTuple_New(PyDict_GET_SIZE(inits)));
   if (!values) throw PythonErrorSet{};
