@@ -189,3 +189,19 @@ def test_failed_run_leaves_the_arena_usable():
         sess.run(None, {"x": x, "s": np.array([4, 4], np.int64)})
     y = sess.run(None, {"x": x, "s": np.array([2, 3], np.int64)})[0]
     np.testing.assert_array_equal(y, np.maximum(x, 0).reshape(2, 3))
+
+
+def test_output_that_views_an_intermediate_stays_zero_copy():
+    """A graph output that is a Reshape (a view) of an intermediate: the intermediate's
+    release must not keep its buffer in the arena, or the output would no longer be the
+    buffer's only holder and would be copied instead of handed to numpy."""
+    shape = numpy_helper.from_array(np.array([10, 10], np.int64), "shape")
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Reshape", ["r", "shape"], ["y"])]
+    model = make_model(nodes, [("x", F, [1, 100])], [("y", F, [10, 10])], initializers=[shape])
+    sess = ortlite.InferenceSession(model.SerializeToString())
+    for i in range(3):
+        x = np.linspace(-1, 1, 100, dtype=F).reshape(1, 100) * (i + 1)
+        y = sess.run(None, {"x": x})[0]
+        assert not y.flags.owndata and y.base is not None  # the run's buffer, zero-copy
+        np.testing.assert_array_equal(y, np.maximum(x, 0).reshape(10, 10))

@@ -702,13 +702,16 @@ KernelInfo::SubgraphBuilder subgraph_builder(const Model& model, const Node& own
 
 namespace {
 // A released value's tensor goes back to its arena slot when its buffer is CPU memory
-// ortlite allocated (never a feed's, a weight's or a device buffer): the next run writes it
-// only if by then nothing else references it (KernelContext::allocate_output).
+// ortlite allocated (never a feed's, a weight's or a device buffer) and the value was its
+// last holder: a buffer that a view still shares (say an output that reshapes this value)
+// is left to that holder, which then stays its only owner (zero-copy to numpy). Even so,
+// the next run writes it only if by then nothing else references it
+// (KernelContext::allocate_output).
 void recycle(Value& v, Tensor* slot) {
   if (!v.is_tensor()) return;
   const Buffer* b = v.tensor().buffer().get();
-  if (!b || b->kind() != BufferKind::kOwned || b->device().type != DeviceType::kCPU ||
-      b->holds_strings())
+  if (!b || b->ref_count() != 1 || b->kind() != BufferKind::kOwned ||
+      b->device().type != DeviceType::kCPU || b->holds_strings())
     return;
   *slot = std::move(v.tensor());
 }
