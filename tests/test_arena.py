@@ -58,8 +58,8 @@ for n in (1, 2, 30):
 def test_intermediates_allocate_nothing_once_warm(tmp_path):
     """Allocations per warmed-up run, counted by an LD_PRELOAD shim around malloc and its
     relatives: a chain of 30 Adds makes exactly as many as a single Add (the output, the
-    feed's wrapper and the binding's conversions), so its 29 intermediates, the value table
-    and the kernels' scratch cost none."""
+    feed's wrapper and the binding's conversions: 8 when this was written), so its 29
+    intermediates, the value table and the kernels' scratch cost none."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if not cc:
         pytest.skip("no C compiler for the allocation counter")
@@ -74,7 +74,7 @@ def test_intermediates_allocate_nothing_once_warm(tmp_path):
     print("allocations per run:", counts)
     assert counts[30] == counts[1] == counts[2], counts
     # Whatever the binding and numpy need per call stays small and fixed.
-    assert counts[1] <= 20, counts
+    assert counts[1] <= 10, counts
 
 
 def test_outputs_kept_across_runs_are_never_overwritten():

@@ -848,12 +848,20 @@ std::vector<Value> GraphPlan::execute(std::vector<Value>& values, const std::vec
 
   std::vector<Value> results;
   results.reserve(fetch.size());
-  for (int slot : fetch) {
+  for (size_t i = 0; i < fetch.size(); ++i) {
+    const int slot = fetch[i];
     if (!values[slot].defined()) {
       ORTLITE_THROW(kInvalidArgument, "output '", value_names[slot],
                     "' has no value (an omitted optional graph input?)");
     }
-    results.push_back(values[slot]);
+    // The last fetch of a slot takes its value (the run drops `values` next), unless it is
+    // a constant, which the arena keeps.
+    const bool again = std::find(fetch.begin() + i + 1, fetch.end(), slot) != fetch.end();
+    if (again || is_constant[slot]) {
+      results.push_back(values[slot]);
+    } else {
+      results.push_back(std::move(values[slot]));
+    }
   }
   return results;
 }

@@ -407,23 +407,26 @@ Ref tensor_to_numpy_owned(ModuleState* st, const Tensor& t) {
   return tensor_to_numpy_view(t, reinterpret_cast<PyObject*>(owner), true);
 }
 
-std::vector<bool> exclusive_outputs(const std::vector<Tensor>& outs) {
+bool exclusive_output(const Tensor* const* outs, size_t n, size_t i) {
   // Quadratic in the number of outputs, which is small; no hash tables on the per-call path.
-  std::vector<bool> result(outs.size(), false);
-  for (size_t i = 0; i < outs.size(); ++i) {
-    const Buffer* b = outs[i].buffer().get();
-    if (!b) continue;
-    bool first = true;
-    int32_t refs_in_outs = 0;
-    for (size_t j = 0; j < outs.size(); ++j) {
-      if (outs[j].buffer().get() != b) continue;
-      ++refs_in_outs;
-      if (j < i) first = false;
-    }
-    if (!first) continue;
-    result[i] = b->kind() == BufferKind::kOwned && b->device().type == DeviceType::kCPU &&
-                b->ref_count() == refs_in_outs && can_view(outs[i]);
+  const Buffer* b = outs[i]->buffer().get();
+  if (!b) return false;
+  int32_t refs_in_outs = 0;
+  for (size_t j = 0; j < n; ++j) {
+    if (outs[j]->buffer().get() != b) continue;
+    if (j < i) return false;  // an earlier output already takes this buffer
+    ++refs_in_outs;
   }
+  return b->kind() == BufferKind::kOwned && b->device().type == DeviceType::kCPU &&
+         b->ref_count() == refs_in_outs && can_view(*outs[i]);
+}
+
+std::vector<bool> exclusive_outputs(const std::vector<Tensor>& outs) {
+  std::vector<const Tensor*> ptrs(outs.size());
+  for (size_t i = 0; i < outs.size(); ++i) ptrs[i] = &outs[i];
+  std::vector<bool> result(outs.size(), false);
+  for (size_t i = 0; i < outs.size(); ++i)
+    result[i] = exclusive_output(ptrs.data(), outs.size(), i);
   return result;
 }
 

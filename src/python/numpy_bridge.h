@@ -51,5 +51,7 @@ bool can_view(const Tensor& t);
 // when its buffer is kOwned CPU memory that nothing but `outs` references (so not a
 // session weight and not a feed) and no earlier output uses the same buffer.
 std::vector<bool> exclusive_outputs(const std::vector<Tensor>& outs);
+// The same test for output i of n outputs given as pointers (no vector is made).
+bool exclusive_output(const Tensor* const* outs, size_t n, size_t i);
 
 }  // namespace ortlite::py

@@ -145,22 +145,41 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
     throw PythonErrorSet{};
   }
   // A snapshot with strong references: converting values may run Python code that
-  // changes the dict. (Cheaper than PyDict_Items, which builds a tuple per entry.)
-  std::vector<std::pair<Ref, Ref>> items;
-  items.reserve(static_cast<size_t>(PyDict_GET_SIZE(input_feed)));
+  // changes the dict. (Cheaper than PyDict_Items, which builds a tuple per entry.) Up to
+  // kInline feeds live on the stack.
+  struct Item {
+    Ref key, value;
+    std::string name;
+  };
+  constexpr size_t kInline = 8;
+  Item inline_items[kInline];
+  std::vector<Item> many;
+  const size_t n = static_cast<size_t>(PyDict_GET_SIZE(input_feed));
+  if (n > kInline) many.resize(n);
+  Item* items = n > kInline ? many.data() : inline_items;
   {
     Py_ssize_t pos = 0;
     PyObject *key, *value;
-    while (PyDict_Next(input_feed, &pos, &key, &value))
-      items.emplace_back(Ref::borrow(key), Ref::borrow(value));
+    size_t i = 0;
+    while (i < n && PyDict_Next(input_feed, &pos, &key, &value)) {
+      items[i].key = Ref::borrow(key);
+      items[i].value = Ref::borrow(value);
+      ++i;
+    }
   }
-  const size_t n = items.size();
-  std::vector<std::string> names(n);
   for (size_t i = 0; i < n; ++i)
-    if (!str_to_utf8(items[i].first.get(), "each input name", &names[i])) throw PythonErrorSet{};
+    if (!str_to_utf8(items[i].key.get(), "each input name", &items[i].name)) throw PythonErrorSet{};
 
-  const std::vector<std::string> missing = sess.missing_inputs(names);
-  if (!missing.empty()) {
+  bool all_present = true;
+  for (const ValueInfo& vi : sess.inputs()) {
+    bool found = false;
+    for (size_t i = 0; i < n && !found; ++i) found = items[i].name == vi.name;
+    all_present = all_present && found;
+  }
+  if (!all_present) {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < n; ++i) names.push_back(items[i].name);
+    const std::vector<std::string> missing = sess.missing_inputs(names);
     Ref missing_list = string_list(missing);
     Ref keys = Ref::steal(PyDict_Keys(input_feed));
     if (!keys) throw PythonErrorSet{};
@@ -184,8 +203,8 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
   in->feeds.clear();
   in->feeds.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    PyObject* value = items[i].second.get();
-    const std::string& name = names[i];
+    PyObject* value = items[i].value.get();
+    const std::string& name = items[i].name;
     if (ortvalue_check(st, value)) {
       in->held.push_back(Ref::borrow(value));
       // A session with CUDA nodes takes device tensors as they are (its plan copies what a
@@ -220,6 +239,26 @@ std::vector<Value> run_without_gil(const Session& sess, RunInputs& in, bool devi
 }
 
 Ref outputs_to_numpy(ModuleState* st, std::vector<Value> outs) {
+  // The common case, every output a tensor and not too many: judged and converted in place,
+  // without the bookkeeping vectors below.
+  constexpr size_t kInline = 16;
+  bool all_tensors = outs.size() <= kInline;
+  for (const Value& v : outs) all_tensors = all_tensors && v.is_tensor();
+  if (all_tensors) {
+    const size_t n = outs.size();
+    const Tensor* ptrs[kInline];
+    bool view[kInline];
+    for (size_t i = 0; i < n; ++i) ptrs[i] = &outs[i].tensor();
+    for (size_t i = 0; i < n; ++i) view[i] = exclusive_output(ptrs, n, i);
+    Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(n)));
+    if (!list) throw PythonErrorSet{};
+    for (size_t i = 0; i < n; ++i) {
+      Ref item = view[i] ? tensor_to_numpy_owned(st, outs[i].tensor())
+                         : tensor_to_numpy_copy(outs[i].tensor());
+      PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), item.release());
+    }
+    return list;
+  }
   // Exclusivity is judged on buffer refcounts, so `outs` must not keep references: tensors
   // are moved out, and each sequence's list is dropped below once its items are in `flat`.
   std::vector<Tensor> flat;
