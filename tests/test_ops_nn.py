@@ -567,6 +567,32 @@ def test_maxpool_f32(xs, attrs, indices):
     check(m, {"X": x})
 
 
+WIDE_POOL_CASES = [
+    ((1, 3, 40, 113), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((1, 2, 33, 64), dict(kernel_shape=[2, 2], strides=[2, 2])),
+    ((2, 2, 17, 37), dict(kernel_shape=[3, 5], strides=[1, 1], pads=[1, 2, 1, 2])),
+    ((1, 2, 9, 50), dict(kernel_shape=[2, 3], strides=[2, 2], pads=[0, 1, 1, 2], ceil_mode=1)),
+    ((1, 2, 20, 41), dict(kernel_shape=[4, 4], strides=[3, 2], auto_pad="SAME_UPPER")),
+    ((1, 4, 71), dict(kernel_shape=[3], strides=[2], pads=[1, 1])),
+    ((1, 2, 12, 30), dict(kernel_shape=[1, 1], strides=[1, 2])),
+]
+
+
+@pytest.mark.parametrize("xs,attrs", WIDE_POOL_CASES)
+@pytest.mark.parametrize("special", [False, True])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_maxpool_wide_rows(xs, attrs, special, threads):
+    """Rows wide enough for the vectorized float path (8 outputs at a time, stride 1 or 2),
+    with -inf and large values mixed in when `special`."""
+    x = rand(xs)
+    if special:
+        x.flat[::5] = -np.inf
+        x.flat[3::11] = 3e38
+        x.flat[7::13] = -3e38
+    m = node_model("MaxPool", {"X": x}, ["Y"], attrs=attrs, opset=12)
+    check(m, {"X": x}, threads=threads)
+
+
 @pytest.mark.parametrize("xs,attrs", [POOL_CASES[i] for i in (0, 4, 6, 11, 12)] +
                          DILATED_POOL_CASES[1:2])
 def test_maxpool_storage_order(xs, attrs):

@@ -8,9 +8,11 @@
 // storage_order = 1).
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "ops/nn/nn_common.h"
+#include "ops/nn/simd.h"
 
 namespace ortlite {
 namespace nn {
@@ -47,6 +49,14 @@ Geo3 to_geo3(const SpatialGeometry& g) {
   return r;
 }
 
+// Where a max starts: -inf for floating types (a window of -inf values has the maximum
+// -inf), the lowest value for integers.
+template <typename T>
+constexpr T max_identity() {
+  return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                              : std::numeric_limits<T>::lowest();
+}
+
 // Max or sum pooling, one output row (last axis) at a time: every tap of the window is
 // applied to the whole row, which vectorizes. Padded positions are skipped.
 template <typename T, typename Acc, bool kMax>
@@ -77,7 +87,7 @@ void pool_rows(const Geo3& g, const T* x, T* y, int64_t channels, bool include_p
           const int64_t c = r / (g.out[0] * g.out[1]);
           const T* xc = x + c * g.in_size;
           const int64_t s0 = o0 * g.s[0] - g.pb[0], s1 = o1 * g.s[1] - g.pb[1];
-          std::fill(acc.begin(), acc.end(), kMax ? std::numeric_limits<Acc>::lowest() : Acc(0));
+          std::fill(acc.begin(), acc.end(), kMax ? max_identity<Acc>() : Acc(0));
           int64_t n01 = 0;
           for (int64_t k0 = 0; k0 < g.k[0]; ++k0) {
             const int64_t i0 = s0 + k0 * g.d[0];
@@ -120,6 +130,72 @@ void pool_rows(const Geo3& g, const T* x, T* y, int64_t channels, bool include_p
           }
         }
       });
+}
+
+// Float max pooling over at most two spatial axes without dilation, output rows [rb, re)
+// of `channels * out[1]`: the window's input rows are first reduced to one row, which is
+// contiguous work that vectorizes, into `tmp` (out[2] * s[2] + k[2] + 16 floats), where
+// the padding and the positions past the input hold -inf; then the horizontal
+// taps run over it, 8 outputs at a time (stride 2: every other lane of two loads).
+// Comparisons are `v > acc`, as in pool_rows, so a NaN input never wins.
+ORTLITE_NN_CLONES void max_pool2d_rows_f32(const Geo3& g, const float* x, float* y, int64_t rb,
+                                           int64_t re, float* tmp) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const int64_t in1 = g.in[1], in2 = g.in[2], out1 = g.out[1], out2 = g.out[2];
+  const int64_t k1 = g.k[1], k2 = g.k[2], s1 = g.s[1], s2 = g.s[2], pb2 = g.pb[2];
+  const int64_t width = out2 * s2 + k2 + 16;
+  for (int64_t j = 0; j < width; ++j) tmp[j] = ninf;
+  float* t = tmp + pb2;  // t[i] is input column i
+  const int64_t valid = std::min(in2, width - pb2);
+  for (int64_t r = rb; r < re; ++r) {
+    const int64_t o1 = r % out1, c = r / out1;
+    const float* xc = x + c * g.in_size;
+    const int64_t i_lo = std::max<int64_t>(0, o1 * s1 - g.pb[1]);
+    const int64_t i_hi = std::min(in1, o1 * s1 - g.pb[1] + k1);
+    if (i_lo >= i_hi) {
+      for (int64_t j = 0; j < valid; ++j) t[j] = ninf;
+    } else {
+      const float* r0 = xc + i_lo * in2;
+      for (int64_t j = 0; j < valid; ++j) t[j] = r0[j] > ninf ? r0[j] : ninf;
+      for (int64_t i = i_lo + 1; i < i_hi; ++i) {
+        const float* ri = xc + i * in2;
+        for (int64_t j = 0; j < valid; ++j) t[j] = ri[j] > t[j] ? ri[j] : t[j];
+      }
+    }
+    float* yr = y + r * out2;
+    int64_t o = 0;
+    if (s2 == 1) {
+      for (; o + 8 <= out2; o += 8) {
+        v8sf acc = v8sf{} + ninf;
+        for (int64_t q = 0; q < k2; ++q) {
+          v8sf v;
+          load8(tmp + o + q, v);
+          acc = v > acc ? v : acc;
+        }
+        store8(yr + o, acc);
+      }
+    } else if (s2 == 2) {
+      for (; o + 8 <= out2; o += 8) {
+        v8sf acc = v8sf{} + ninf;
+        for (int64_t q = 0; q < k2; ++q) {
+          v8sf a, b;
+          load8(tmp + 2 * o + q, a);
+          load8(tmp + 2 * o + q + 8, b);
+          const v8sf v = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
+          acc = v > acc ? v : acc;
+        }
+        store8(yr + o, acc);
+      }
+    }
+    for (; o < out2; ++o) {
+      float acc = ninf;
+      for (int64_t q = 0; q < k2; ++q) {
+        const float v = tmp[o * s2 + q];
+        acc = v > acc ? v : acc;
+      }
+      yr[o] = acc;
+    }
+  }
 }
 
 // Max pooling with the Indices output (flat over the input; row-major, or column-major over
@@ -181,6 +257,14 @@ void max_pool(const Geo3& g, const T* x, T* y, int64_t* ind, int64_t channels,
               int64_t storage_order, ThreadPool* pool) {
   if (ind) {
     max_pool_indices<T>(g, x, y, ind, channels, storage_order, pool);
+  } else if (std::is_same_v<T, float> && g.k[0] == 1 && g.d[1] == 1 && g.d[2] == 1 && g.s[2] <= 2) {
+    const double cost =
+        static_cast<double>(g.in[2]) * g.k[1] + static_cast<double>(g.out[2]) * g.k[2];
+    parallel_for(pool, channels * g.out[1], cost, [&](int64_t rb, int64_t re) {
+      std::vector<float> tmp(static_cast<size_t>(g.out[2] * g.s[2] + g.k[2] + 16 + g.pb[2]));
+      max_pool2d_rows_f32(g, reinterpret_cast<const float*>(x), reinterpret_cast<float*>(y), rb, re,
+                          tmp.data());
+    });
   } else {
     pool_rows<T, T, true>(g, x, y, channels, false, false, pool);
   }
