@@ -1,5 +1,5 @@
 """Load-time graph rewrites (src/core/graph_optimizer.cc) and the com.ortlite operators they
-write (FusedConv, FusedMatMul, FusedGemm, Gelu): every model runs with
+write (FusedConv, FusedExpandDepthwise, FusedMatMul, FusedGemm, Gelu): every model runs with
 graph_optimization_level 0 (no rewrite) and 99, and both are compared with onnxruntime.
 Whether a rewrite happened is visible in error messages, which name the node by its op
 type ("FusedConv node 'conv'")."""
@@ -222,6 +222,120 @@ def test_mobilenet_block():
     g.node("Add", ["x", h], ["out"])
     model = g.model([("x", (1, c, 28, 28))], ["out"])
     check_levels(model, {"x": rand((1, c, 28, 28), 7)})
+
+
+# ---- 1x1 Conv + depthwise Conv: FusedExpandDepthwise ------------------------------------
+
+
+def act_node(g, kind, x, out, lo_hi):
+    if kind == "Clip6":
+        return g.node("Clip", [x, *lo_hi], [out])
+    if kind == "LeakyRelu":
+        return g.node("LeakyRelu", [x], [out], alpha=0.1)
+    if kind:
+        return g.node(kind, [x], [out])
+    return x
+
+
+def bn_params(g, name, n, seed):
+    r = np.random.default_rng(seed)
+    return [g.const(f"{name}_{t}", r.uniform(lo, hi, n).astype(F32))
+            for t, lo, hi in (("s", 0.5, 1.5), ("b", -0.1, 0.1), ("m", -0.1, 0.1), ("v", 0.5, 1.5))]
+
+
+def expand_dw(c, e, shape, k=3, stride=1, pads=(1, 1, 1, 1), acts=("Clip6", "Clip6"),
+              bn=False, dilation=1, bias=True, seed=0):
+    """x -> 1x1 Conv (c -> e) [+ BN] [+ act] -> depthwise k x k Conv [+ BN] [+ act]."""
+    g = G()
+    lo_hi = (g.const("lo", np.array(0, F32)), g.const("hi", np.array(6, F32)))
+    ins = ["x", g.const("w1", rand((e, c, 1, 1), seed + 1, 1.0 / math.sqrt(c)))]
+    if bias:
+        ins.append(g.const("b1", rand((e,), seed + 2, 0.1)))
+    h = g.node("Conv", ins, ["e"], kernel_shape=[1, 1])
+    if bn:
+        h = g.node("BatchNormalization", [h] + bn_params(g, "bn1", e, seed + 3), ["e_bn"])
+    h = act_node(g, acts[0], h, "e_act", lo_hi)
+    ins = [h, g.const("w2", rand((e, 1, k, k), seed + 4, 1.0 / k))]
+    if bias:
+        ins.append(g.const("b2", rand((e,), seed + 5, 0.1)))
+    h = g.node("Conv", ins, ["d"], kernel_shape=[k, k], strides=[stride, stride], pads=list(pads),
+               dilations=[dilation, dilation], group=e)
+    if bn:
+        h = g.node("BatchNormalization", [h] + bn_params(g, "bn2", e, seed + 6), ["d_bn"])
+    act_node(g, acts[1], h, "out", lo_hi)
+    if not acts[1]:
+        g.nodes[-1].output[0] = "out"
+    return g.model([("x", shape)], ["out"])
+
+
+# (C, expanded C, N, H, W, kernel, stride, pads, activations): images of 256 pixels or more
+# run as tasks of (band of rows, 32 channels) (several bands here, and a partial group of
+# channels), smaller ones as the two convolutions one after the other.
+EXPAND_DW = [
+    (8, 48, 1, 80, 80, 3, 1, (1, 1, 1, 1), ("Clip6", "Clip6")),
+    (8, 48, 1, 77, 83, 3, 2, (1, 1, 1, 1), ("Relu", "Relu")),        # odd sizes, stride 2
+    (6, 40, 2, 64, 70, 3, 2, (0, 1, 1, 0), ("Clip6", "Clip6")),      # asymmetric pads, N = 2
+    (4, 36, 1, 90, 75, 5, 1, (2, 2, 2, 2), ("", "")),                # 5x5, no activation
+    (4, 36, 1, 90, 75, 3, 1, (3, 2, 3, 2), ("LeakyRelu", "Sigmoid")),  # pads beyond the kernel
+    (5, 40, 1, 81, 81, 5, 2, (2, 2, 2, 2), ("Clip6", "Tanh")),       # 5x5 stride 2
+    (16, 96, 1, 12, 15, 3, 1, (1, 1, 1, 1), ("Clip6", "Clip6")),     # small: two steps
+    (8, 48, 1, 80, 80, 3, 3, (1, 1, 1, 1), ("Clip6", "Clip6")),      # stride 3
+]
+
+
+@pytest.mark.parametrize("case", EXPAND_DW,
+                         ids=lambda c: f"{c[0]}x{c[1]}_{c[3]}x{c[4]}_k{c[5]}s{c[6]}")
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_expand_depthwise(case, threads):
+    c, e, n, h, w, k, s, pads, acts = case
+    model = expand_dw(c, e, (n, c, h, w), k, s, pads, acts)
+    check_levels(model, {"x": rand((n, c, h, w), 9, 2.0)}, threads=threads)
+    assert "FusedExpandDepthwise node 'e'" in error_text(model, {"x": rand((n, c + 1, h, w), 9)})
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_expand_depthwise_batchnorm_and_dilation(threads):
+    # BatchNormalization after both convolutions (folded: w_scale on both halves), and a
+    # dilated depthwise kernel (the two convolutions one after the other).
+    for dilation, shape in ((1, (1, 8, 75, 80)), (2, (1, 8, 75, 80)), (1, (2, 8, 9, 11))):
+        model = expand_dw(8, 48, shape, pads=(dilation,) * 4, bn=True, dilation=dilation,
+                          bias=False, acts=("Relu", "Clip6"))
+        check_levels(model, {"x": rand(shape, 5)}, threads=threads)
+
+
+def test_expand_depthwise_nan_and_inf_kept():
+    model = expand_dw(4, 40, (1, 4, 80, 80), acts=("", "Relu"))
+    x = rand((1, 4, 80, 80), 3)
+    x[0, 1, 10, 10] = np.nan
+    x[0, 2, 40, 79] = np.inf
+    expected = run_ort(model, {"x": x})[0]
+    for level in LEVELS:
+        np.testing.assert_allclose(sess(model, level).run(None, {"x": x})[0], expected,
+                                   rtol=2e-4, atol=2e-4)
+
+
+def test_expand_depthwise_not_fused():
+    # The 1x1 output is also a graph output; a depthwise multiplier of 2; a 1x1 conv with
+    # stride 2: each stays as it was.
+    model = expand_dw(8, 16, (1, 8, 12, 12))
+    model.graph.output.append(helper.make_tensor_value_info("e_act", TensorProto.FLOAT, None))
+    check_levels(model, {"x": rand((1, 8, 12, 12), 1)})
+    assert "FusedExpandDepthwise" not in error_text(model, {"x": rand((1, 9, 12, 12), 1)})
+    g = G()
+    h = g.node("Conv", ["x", g.const("w1", rand((8, 4, 1, 1), 1))], ["e"], kernel_shape=[1, 1])
+    g.node("Conv", [h, g.const("w2", rand((16, 1, 3, 3), 2))], ["out"], kernel_shape=[3, 3],
+           pads=[1, 1, 1, 1], group=8)
+    model = g.model([("x", (1, 4, 10, 10))], ["out"])
+    check_levels(model, {"x": rand((1, 4, 10, 10), 3)})
+    assert "FusedExpandDepthwise" not in error_text(model, {"x": rand((1, 5, 10, 10), 3)})
+    g = G()
+    h = g.node("Conv", ["x", g.const("w1", rand((8, 4, 1, 1), 1))], ["e"], kernel_shape=[1, 1],
+               strides=[2, 2])
+    g.node("Conv", [h, g.const("w2", rand((8, 1, 3, 3), 2))], ["out"], kernel_shape=[3, 3],
+           pads=[1, 1, 1, 1], group=8)
+    model = g.model([("x", (1, 4, 10, 10))], ["out"])
+    check_levels(model, {"x": rand((1, 4, 10, 10), 3)})
+    assert "FusedExpandDepthwise" not in error_text(model, {"x": rand((1, 5, 10, 10), 3)})
 
 
 # ---- MatMul, Gemm, GELU -----------------------------------------------------------------

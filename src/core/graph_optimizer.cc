@@ -10,7 +10,11 @@
 //  3. erf-GELU, 0.5 x (1 + erf(x / sqrt 2)) spelled as Div/Erf/Add/Mul/Mul, becomes one
 //     com.ortlite Gelu node.
 //  4. Conv [+ Add] [+ activation] becomes com.ortlite FusedConv (conv.cc).
-//  5. MatMul [* scalar] [+ bias] [+ activation] becomes com.ortlite FusedMatMul, and
+//  5. A 1x1 Conv / FusedConv (stride 1, no padding, no summed input) whose output only a
+//     depthwise Conv / FusedConv (float weights, no summed input) reads becomes one
+//     com.ortlite FusedExpandDepthwise (conv.cc), which makes and consumes the expanded
+//     value in blocks of rows and channels that stay in cache.
+//  6. MatMul [* scalar] [+ bias] [+ activation] becomes com.ortlite FusedMatMul, and
 //     Gemm + activation com.ortlite FusedGemm (fused_conf.cc).
 //
 // A rewrite only removes values that have exactly one reader, are no graph output and are
@@ -119,6 +123,7 @@ class Optimizer {
     fold_batch_norms();
     fuse_gelu();
     fuse_convs();
+    fuse_expand_depthwise();
     fuse_matmuls();
     fuse_gemms();
     finish();
@@ -507,6 +512,89 @@ class Optimizer {
       f.attributes.push_back(string_attr("activation", act.name));
       if (!act.params.empty()) f.attributes.push_back(floats_attr("activation_params", act.params));
       for (int d : gone) dead_[d] = 1;
+      g_.nodes[i] = std::move(f);
+      used_domain_ = true;
+      index();
+    }
+    compact();
+  }
+
+  // ---- 1x1 Conv + depthwise Conv ---------------------------------------------------------
+
+  // A Conv, or a FusedConv without a summed input, with a constant 4-D float W and only
+  // the attributes FusedExpandDepthwise can carry over.
+  const Tensor* plain_conv(int k) const {
+    if (k < 0) return nullptr;
+    const Node& n = g_.nodes[k];
+    const bool fused = n.op_type == "FusedConv" && n.domain == kDomain;
+    if ((!is_op(n, "Conv") && !fused) || n.outputs.size() != 1 || n.inputs.size() < 2 ||
+        n.inputs.size() > 3)
+      return nullptr;
+    static const char* const kKnown[] = {"group",      "strides",           "pads",
+                                         "dilations",  "auto_pad",          "kernel_shape",
+                                         "activation", "activation_params", "w_scale"};
+    for (const Attribute& a : n.attributes) {
+      bool known = false;
+      for (const char* name : kKnown) known = known || a.name == name;
+      if (!known || !a.ref_attr_name.empty()) return nullptr;
+    }
+    const Tensor* w = constant(n.inputs[1]);
+    if (!w || w->dtype() != DataType::kFloat || w->rank() != 4) return nullptr;
+    return w;
+  }
+
+  static bool ints_all(const Node& n, const char* name, int64_t v) {
+    const Attribute* a = n.find_attr(name);
+    if (!a) return true;
+    if (a->type != AttrType::kInts) return false;
+    for (int64_t x : a->ints)
+      if (x != v) return false;
+    return true;
+  }
+
+  static int64_t int_attr(const Node& n, const char* name, int64_t def) {
+    const Attribute* a = n.find_attr(name);
+    if (!a) return def;
+    return a->type == AttrType::kInt ? a->i : -1;
+  }
+
+  void fuse_expand_depthwise() {
+    index();
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (dead_[i]) continue;
+      const Tensor* we = plain_conv(static_cast<int>(i));
+      if (!we || we->dim(2) != 1 || we->dim(3) != 1) continue;
+      const Node& e = g_.nodes[i];
+      const Attribute* ap = e.find_attr("auto_pad");
+      if (ap && (ap->type != AttrType::kString || (ap->s != "NOTSET" && ap->s != "VALID")))
+        continue;
+      if (int_attr(e, "group", 1) != 1 || !ints_all(e, "strides", 1) || !ints_all(e, "pads", 0) ||
+          !ints_all(e, "dilations", 1) || !ints_all(e, "kernel_shape", 1))
+        continue;
+      const int k = sole_reader(e.outputs[0]);
+      const Tensor* wd = plain_conv(k);
+      const int64_t Ce = we->dim(0);
+      if (!wd || wd->dim(0) != Ce || wd->dim(1) != 1 || g_.nodes[k].inputs[0] != e.outputs[0] ||
+          int_attr(g_.nodes[k], "group", 1) != Ce)
+        continue;
+      const Node& d = g_.nodes[k];
+      // The fused node takes the 1x1 node's place: the depthwise bias must exist there.
+      if (d.inputs.size() > 2 && !d.inputs[2].empty() && !constant(d.inputs[2])) continue;
+      Node f;
+      f.name = e.name;
+      f.op_type = "FusedExpandDepthwise";
+      f.domain = kDomain;
+      f.inputs = {e.inputs[0], e.inputs[1], e.inputs.size() > 2 ? e.inputs[2] : "", d.inputs[1],
+                  d.inputs.size() > 2 ? d.inputs[2] : ""};
+      f.outputs = d.outputs;
+      for (const Attribute& a : d.attributes) f.attributes.push_back(a);
+      for (const Attribute& a : e.attributes) {
+        if (a.name != "activation" && a.name != "activation_params" && a.name != "w_scale")
+          continue;
+        f.attributes.push_back(a);
+        f.attributes.back().name = "expand_" + a.name;
+      }
+      dead_[k] = 1;
       g_.nodes[i] = std::move(f);
       used_domain_ = true;
       index();

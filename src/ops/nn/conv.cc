@@ -6,10 +6,13 @@
 // with Z added the way Add broadcasts it.
 //
 // Algorithms, per image (float and double; float16 / bfloat16 compute in float):
-//  - one input channel per group (depthwise): direct. Each channel is copied once into a
-//    zero-padded buffer (split into column phases for a column stride > 1), after which
-//    every output row is one vectorized pass accumulating all kernel taps in registers;
-//    narrow outputs are a single pass over the flattened buffer rows.
+//  - one input channel per group (depthwise): direct. 2-D (and 1-D) float with dilation 1
+//    and a column stride of 1 or 2 on an AVX-512F CPU: the AVX-512 kernel of
+//    conv_avx512.h, which reads the input in place (masked loads make the padding).
+//    Otherwise each channel is copied once into a zero-padded buffer (split into column
+//    phases for a column stride > 1), after which every output row is one vectorized pass
+//    accumulating all kernel taps in registers; narrow outputs are a single pass over the
+//    flattened buffer rows.
 //  - 3x3, stride 1, dilation 1, group 1, 2-D, float, constant W with 16 to 128 x 128
 //    channels: Winograd F(4x4, 3x3). W is transformed at load; per block of tile rows the
 //    input is transformed, multiplied by 36 GEMMs (one per transform point) and transformed
@@ -22,14 +25,19 @@
 // The bias, Z and the activation are applied to each block of the output right after it
 // is computed, while it is still in cache. Work is split over images and output blocks
 // when there are enough of them for the threads, else the GEMM splits itself.
+//
+// Also com.ortlite FusedExpandDepthwise (a 1x1 convolution and the depthwise one reading
+// it, fused by the graph optimizer; see ExpandDepthwise below).
 #include "ops/math/vectorize.h"  // first: compile options for the loops below
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <vector>
 
 #include "ops/common/broadcast.h"
+#include "ops/nn/conv_avx512.h"
 #include "ops/nn/fused_act.h"
 #include "ops/nn/fused_gemm.h"
 #include "ops/nn/gemm_impl.h"
@@ -106,6 +114,21 @@ ORTLITE_NN_INLINE void zero_run(T* d, int64_t n) {
   if (n * sizeof(T) & 4) std::memset(d, 0, 4);
 }
 
+// d[o] = s[2 * o] for o < n: the column stride 2 of im2col, vectorized with permutes.
+ORTLITE_CONV_CLONES void gather_s2_f32(float* __restrict d, const float* __restrict s, int64_t n) {
+  for (int64_t o = 0; o < n; ++o) d[o] = s[2 * o];
+}
+template <typename T>
+ORTLITE_NN_INLINE void copy_strided(T* d, const T* s, int64_t n, int64_t stride) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (stride == 2 && n >= 16) {
+      gather_s2_f32(d, s, n);
+      return;
+    }
+  }
+  for (int64_t o = 0; o < n; ++o) d[o] = s[o * stride];
+}
+
 }  // namespace
 
 // Expands the input of one group (Cg channels) for output positions [p0, p0 + pc) into
@@ -179,7 +202,7 @@ void im2col(const T* x, const SpatialGeometry& g, int64_t Cg, int64_t p0, int64_
         if (s_l == 1) {
           copy_run(dst + l, src + l, h - l);
         } else {
-          for (int64_t o = l; o < h; ++o) dst[o] = src[o * s_l];
+          copy_strided(dst + l, src + l * s_l, h - l, s_l);
         }
         zero_run(dst + h, oe - h);
       }
@@ -364,6 +387,30 @@ void dw_out(const DwPlan& p, const double* buf, const double* w, double b, const
   dw_out_impl<double>(p, buf, w, b, act, z, tmp, yc);
 }
 
+// Depthwise with the direct AVX-512 kernel (conv_avx512.h): no padded copy of the input.
+void depthwise_direct(const cvx::DwGeometry& g, const float* x, const float* w,
+                      const Epilogue<float>& ep, float* y, int64_t N, int64_t C, int64_t M,
+                      ThreadPool* pool) {
+  const std::vector<uint32_t> masks = cvx::dw_masks(g);
+  const ActSpec& act = ep.act;
+  // Relu and Clip without Z are applied in registers; anything else on the finished plane.
+  const bool clamp = !ep.z && (act.kind == ActKind::kRelu || act.kind == ActKind::kClip);
+  const float lo = act.kind == ActKind::kClip ? act.p0 : 0.f;
+  const float hi = act.kind == ActKind::kClip ? act.p1 : std::numeric_limits<float>::infinity();
+  const bool epi = !clamp && (ep.z || act.kind != ActKind::kNone);
+  const int64_t Mg = M / C, P = g.OH * g.OW, in_size = g.H * g.W;
+  const double cost = 2.0 * static_cast<double>(P) * g.KH * g.KW;
+  parallel_for(pool, N * M, cost, [&](int64_t b, int64_t e) {
+    for (int64_t nm = b; nm < e; ++nm) {
+      const int64_t nn = nm / M, m = nm % M;
+      float* yc = y + nm * P;
+      cvx::dw_run(g, masks.data(), x + (nn * C + m / Mg) * in_size, w + m * g.KH * g.KW,
+                  ep.bias ? ep.bias[m] : 0.f, clamp, lo, hi, yc);
+      if (epi) epilogue(act, yc, P, 0.f, ep.z ? ep.z + nm * P : nullptr);
+    }
+  });
+}
+
 // Depthwise (one input channel per group, M = C * multiplier), 1-D or 2-D.
 template <typename T>
 void depthwise_2d(const SpatialGeometry& geo, const T* x, const T* w, const Epilogue<T>& ep, T* y,
@@ -371,6 +418,24 @@ void depthwise_2d(const SpatialGeometry& geo, const T* x, const T* w, const Epil
   const bool one = geo.rank == 1;
   const int64_t KH = one ? 1 : geo.kernel[0], KW = geo.kernel[one ? 0 : 1];
   const int64_t dh = one ? 1 : geo.dilation[0], dw = geo.dilation[one ? 0 : 1];
+  if constexpr (std::is_same_v<T, float>) {
+    cvx::DwGeometry dg{one ? 1 : geo.in[0],
+                       geo.in[one ? 0 : 1],
+                       one ? 1 : geo.out[0],
+                       geo.out[one ? 0 : 1],
+                       KH,
+                       KW,
+                       one ? 1 : geo.stride[0],
+                       geo.stride[one ? 0 : 1],
+                       one ? 0 : geo.pad_begin[0],
+                       geo.pad_begin[one ? 0 : 1],
+                       false};
+    dg.flat = cvx::dw_flat_ok(dg);
+    if (dh == 1 && dw == 1 && cvx::dw_supported(dg)) {
+      depthwise_direct(dg, x, w, ep, y, N, C, M, pool);
+      return;
+    }
+  }
   DwPlan p;
   p.H = one ? 1 : geo.in[0];
   p.W = geo.in[one ? 0 : 1];
@@ -838,6 +903,13 @@ void conv_compute(const ConvArgs<T>& a, ThreadPool* pool) {
           // Back to channel-major, 16 positions at a time (the 16 rows of ct stay in L1).
           for (int64_t q0 = 0; q0 < pc; q0 += 16) {
             const int64_t qn = std::min<int64_t>(16, pc - q0);
+            if (cvx::available()) {
+              for (int64_t m0 = 0; m0 < Mg; m0 += 16)
+                cvx::transpose16(ct.data() + q0 * Mg + m0, Mg, static_cast<int>(qn),
+                                 static_cast<int>(std::min<int64_t>(16, Mg - m0)),
+                                 yg + m0 * P + p0 + q0, P);
+              continue;
+            }
             for (int64_t m = 0; m < Mg; ++m) {
               float* yr = yg + m * P + p0 + q0;
               const float* src = ct.data() + q0 * Mg + m;
@@ -1152,6 +1224,215 @@ class Conv final : public Kernel {
   std::unique_ptr<WinoWeights> wino_;
 };
 
+// com.ortlite FusedExpandDepthwise (written by the graph optimizer): a 1x1 convolution
+// (stride 1, no padding, group 1) followed by a depthwise one, the inner value never stored
+// whole:
+//   Y = act(DepthwiseConv(act_e(Conv1x1(X, We, Be)), Wd, Bd))
+// Inputs X, We, Be (optional), Wd, Bd (optional). The depthwise convolution's attributes keep
+// their Conv names (kernel_shape, strides, pads, dilations, auto_pad, group, and FusedConv's
+// activation, activation_params, w_scale); the 1x1 one's are expand_activation,
+// expand_activation_params and expand_w_scale. The inverted-residual blocks of MobileNet
+// expand the channels 6x, and their expanded activations are the network's largest values:
+// here the work is split into tasks of (image, band of output rows, 32 channels), each of
+// which computes the 1x1 product of its channels over the input rows its band needs into a
+// block that stays in L2, and the depthwise output of those channels from it (banded()).
+// Small images, and geometries the direct depthwise kernel does not take, run the two
+// convolutions one after the other.
+class ExpandDepthwise final : public Kernel {
+ public:
+  explicit ExpandDepthwise(const KernelInfo& info) {
+    attrs_.load(info, false);
+    group_ = info.attr_int("group", 1);
+    act_ = load_act(info);
+    expand_act_ = load_act(info, "expand_");
+    const Tensor* we = info.has_input(1) ? info.constant_input(1) : nullptr;
+    const Tensor* wd = info.has_input(3) ? info.constant_input(3) : nullptr;
+    if (!we || !wd || we->dtype() != DataType::kFloat || wd->dtype() != DataType::kFloat ||
+        we->rank() != 4 || wd->rank() != 4 || we->dim(2) != 1 || we->dim(3) != 1 ||
+        wd->dim(1) != 1 || wd->dim(0) != we->dim(0) || group_ != we->dim(0))
+      info.fail(StatusCode::kInvalidGraph,
+                "FusedExpandDepthwise needs constant float weights: a 1x1 We (Ce x C x 1 x 1) "
+                "and a depthwise Wd (Ce x 1 x kh x kw) with group Ce");
+    const int64_t Ce = we->dim(0), C = we->dim(1), kk = wd->dim(2) * wd->dim(3);
+    const std::vector<float> se = info.attr_floats("expand_w_scale");
+    const std::vector<float> sd = info.attr_floats("w_scale");
+    if ((!se.empty() && static_cast<int64_t>(se.size()) != Ce) ||
+        (!sd.empty() && static_cast<int64_t>(sd.size()) != Ce))
+      info.fail(StatusCode::kInvalidGraph, "expand_w_scale / w_scale need " + std::to_string(Ce) +
+                                               " values (one per channel)");
+    we_shape_ = we->shape();
+    wd_shape_ = wd->shape();
+    // Where the banded kernel can run (dilation 1, column stride 1 or 2, at most 16 kernel
+    // columns: known from the attributes), the 1x1 weights are packed for the fused GEMM by
+    // groups of kGroup channels, else whole; which one an image needs is only known at run
+    // time, so each is packed on first use (a model with fixed shapes packs one). Without
+    // AVX-512F the weights are scaled for the BLAS here.
+    bool dilated = false;
+    for (int64_t d : attrs_.dilations) dilated = dilated || d != 1;
+    const int64_t sw = attrs_.strides.size() == 2 ? attrs_.strides[1] : 1;
+    bands_ok_ = cvx::available() && fgemm::available() && !dilated && sw <= 2 && wd->dim(3) <= 16;
+    se_ = se;
+    if (!fgemm::available()) {
+      we_own_.assign(we->data<float>(), we->data<float>() + we->numel());
+      for (int64_t m = 0; m < Ce && !se.empty(); ++m)
+        for (int64_t c = 0; c < C; ++c) we_own_[m * C + c] *= se[m];
+    }
+    wd_.assign(wd->data<float>(), wd->data<float>() + wd->numel());
+    for (int64_t m = 0; m < Ce && !sd.empty(); ++m)
+      for (int64_t k = 0; k < kk; ++k) wd_[m * kk + k] *= sd[m];
+  }
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& X = ctx.required_input(0);
+    const Tensor* Be = ctx.input(2);
+    const Tensor* Bd = ctx.input(4);
+    const Tensor& We = ctx.required_input(1);
+    const Tensor& Wd = ctx.required_input(3);
+    if (X.dtype() != DataType::kFloat || X.rank() != 4)
+      ctx.fail(StatusCode::kInvalidArgument,
+               "FusedExpandDepthwise: X must be 4-D float, got " + shape_to_string(X.shape()));
+    const int64_t N = X.dim(0), C = X.dim(1), Ce = we_shape_[0];
+    if (We.shape() != we_shape_ || Wd.shape() != wd_shape_ || C != we_shape_[1])
+      ctx.fail(StatusCode::kInvalidArgument,
+               "FusedExpandDepthwise: X " + shape_to_string(X.shape()) + " does not match We " +
+                   shape_to_string(we_shape_));
+    for (const Tensor* b : {Be, Bd})
+      if (b && (b->dtype() != DataType::kFloat || b->rank() != 1 || b->dim(0) != Ce))
+        ctx.fail(StatusCode::kInvalidArgument,
+                 "FusedExpandDepthwise: a bias must be 1-D float with " + std::to_string(Ce) +
+                     " values, got " + shape_to_string(b->shape()));
+    const std::vector<int64_t> in(X.shape().begin() + 2, X.shape().end());
+    const std::vector<int64_t> kernel(wd_shape_.begin() + 2, wd_shape_.end());
+    const SpatialGeometry geo = conv_geometry(ctx, attrs_, in, kernel);
+    Tensor& Y = ctx.allocate_output(0, X.dtype(), Shape{N, Ce, geo.out[0], geo.out[1]});
+    if (Y.numel() == 0) return;
+    const float* x = X.data<float>();
+    const float* be = Be ? Be->data<float>() : nullptr;
+    const float* bd = Bd ? Bd->data<float>() : nullptr;
+    float* y = Y.data<float>();
+    ThreadPool* pool = ctx.thread_pool();
+    const cvx::DwGeometry dg{geo.in[0],        geo.in[1],        geo.out[0],    geo.out[1],
+                             geo.kernel[0],    geo.kernel[1],    geo.stride[0], geo.stride[1],
+                             geo.pad_begin[0], geo.pad_begin[1], false};
+    const int64_t H = geo.in[0], W = geo.in[1];
+    // Small images (14 x 14 and below) leave the 32-wide tiles of a band's product mostly
+    // empty; their whole expanded image stays in cache anyway, and conv_compute picks the
+    // transposed product for them.
+    if (bands_ok_ && H * W >= kMinBandPixels) {
+      std::call_once(groups_once_, [&] {
+        for (int64_t c0 = 0; c0 < Ce; c0 += kGroup) {
+          we_groups_.push_back(fgemm::Packed::pack(We.data<float>() + c0 * C, C,
+                                                   std::min(kGroup, Ce - c0), C, false));
+          if (!se_.empty()) we_groups_.back().scale_outputs(se_.data() + c0);
+        }
+      });
+      banded(dg, x, be, bd, y, N, C, Ce, pool);
+      return;
+    }
+    if (fgemm::available()) {
+      std::call_once(whole_once_, [&] {
+        we_packed_.push_back(fgemm::Packed::pack(We.data<float>(), C, Ce, C, false));
+        if (!se_.empty()) we_packed_.back().scale_outputs(se_.data());
+      });
+    }
+    // Else the two convolutions one after the other.
+    thread_local std::vector<float> mid;
+    if (mid.size() < static_cast<size_t>(N * Ce * H * W))
+      mid.resize(static_cast<size_t>(N * Ce * H * W));
+    SpatialGeometry g1;
+    g1.rank = 2;
+    g1.in = g1.out = {H, W};
+    g1.kernel = g1.stride = g1.dilation = {1, 1};
+    g1.pad_begin = g1.pad_end = {0, 0};
+    ConvArgs<float> a1{&g1, x, {}, {}, mid.data(), N, C, Ce, 1};
+    a1.wt.w = we_own_.empty() ? We.data<float>() : we_own_.data();
+    if (!we_packed_.empty()) a1.wt.fused = &we_packed_;
+    a1.ep.bias = be;
+    a1.ep.act = expand_act_;
+    conv_compute<float>(a1, pool);
+    ConvArgs<float> a2{&geo, mid.data(), {}, {}, y, N, Ce, Ce, Ce};
+    a2.wt.w = wd_.data();
+    a2.ep.bias = bd;
+    a2.ep.act = act_;
+    conv_compute<float>(a2, pool);
+  }
+
+ private:
+  // Tasks over (image, band of output rows, group of kGroup channels): a task computes the
+  // 1x1 product of its channels over the input rows its band needs (a block of at most
+  // kBudget floats, in L2) and then the depthwise output of those channels. Input rows
+  // shared by two bands are computed by both; the groups share the input block in cache.
+  void banded(const cvx::DwGeometry& g, const float* x, const float* be, const float* bd, float* y,
+              int64_t N, int64_t C, int64_t Ce, ThreadPool* pool) const {
+    const std::vector<uint32_t> masks = cvx::dw_masks(g);
+    const bool clamp = act_.kind == ActKind::kRelu || act_.kind == ActKind::kClip;
+    const float lo = act_.kind == ActKind::kClip ? act_.p0 : 0.f;
+    const float hi = act_.kind == ActKind::kClip ? act_.p1 : std::numeric_limits<float>::infinity();
+    const bool epi = !clamp && act_.kind != ActKind::kNone;
+    const int64_t rows_fit = std::max<int64_t>(g.KH, kBudget / (kGroup * g.W));
+    const int64_t nb = std::min(g.OH, std::max<int64_t>(1, (rows_fit - g.KH) / g.sh + 1));
+    const int64_t bands = (g.OH + nb - 1) / nb, groups = static_cast<int64_t>(we_groups_.size());
+    const int64_t tasks = N * bands * groups;
+    const int64_t P = g.OH * g.OW, kk = g.KH * g.KW;
+    auto run_task = [&](int64_t t) {
+      const int64_t gi = t % groups, n = t / groups / bands, oy0 = (t / groups % bands) * nb;
+      const int64_t oy1 = std::min(g.OH, oy0 + nb), c0 = gi * kGroup;
+      const int64_t cn = we_groups_[gi].outputs();
+      const int64_t r0 = std::max<int64_t>(0, oy0 * g.sh - g.pt);
+      const int64_t r1 = std::min<int64_t>(g.H, (oy1 - 1) * g.sh - g.pt + g.KH);
+      const int64_t nr = std::max<int64_t>(0, r1 - r0);
+      std::vector<float>& buf = col_scratch<float>();
+      if (buf.size() < static_cast<size_t>(cn * nr * g.W))
+        buf.resize(static_cast<size_t>(cn * nr * g.W));
+      if (nr > 0) {
+        fgemm::Epilogue fe;
+        fe.bias_row = be ? be + c0 : nullptr;
+        fe.act = expand_act_;
+        fgemm::gemm_w_left(we_groups_[gi], x + (n * C * g.H + r0) * g.W, g.H * g.W, nr * g.W,
+                           buf.data(), nr * g.W, fe, nullptr);
+      }
+      // The block as a plane of nr rows: output row oy0 + j reads block row
+      // j * sh - pt' + ky, with pt' = r0 + pt - oy0 * sh.
+      cvx::DwGeometry bg = g;
+      bg.H = nr;
+      bg.OH = oy1 - oy0;
+      bg.pt = r0 + g.pt - oy0 * g.sh;
+      for (int64_t c = c0; c < c0 + cn; ++c) {
+        float* yc = y + (n * Ce + c) * P + oy0 * g.OW;
+        cvx::dw_run(bg, masks.data(), buf.data() + (c - c0) * nr * g.W, wd_.data() + c * kk,
+                    bd ? bd[c] : 0.f, clamp, lo, hi, yc);
+        if (epi) epilogue(act_, yc, bg.OH * g.OW, 0.f, nullptr);
+      }
+    };
+    const double cost = 2.0 * static_cast<double>(N) * Ce * (g.H * g.W * C + P * kk);
+    if (pool && pool->num_threads() > 1 && tasks > 1 && cost > 1e5) {
+      pool->parallel_for(tasks, [&](int64_t s, int64_t e) {
+        for (int64_t t = s; t < e; ++t) run_task(t);
+      });
+    } else {
+      for (int64_t t = 0; t < tasks; ++t) run_task(t);
+    }
+  }
+
+  // Channels per task, and floats of a task's block of expanded rows (256 KiB, in L2).
+  static constexpr int64_t kGroup = 32;
+  static constexpr int64_t kBudget = int64_t(1) << 16;
+  static constexpr int64_t kMinBandPixels = 256;
+
+  SpatialAttrs attrs_;
+  int64_t group_ = 1;
+  ActSpec act_, expand_act_;
+  Shape we_shape_, wd_shape_;
+  bool bands_ok_ = false;
+  std::vector<float> se_;  // expand_w_scale
+  // The 1x1 weights for the fused GEMM, whole and by groups of kGroup output channels,
+  // each packed on first use.
+  mutable std::once_flag whole_once_, groups_once_;
+  mutable std::vector<fgemm::Packed> we_packed_, we_groups_;
+  std::vector<float> we_own_;  // without AVX-512F: scaled by expand_w_scale (when given)
+  std::vector<float> wd_;      // depthwise weights scaled by w_scale
+};
+
 template <bool Fused>
 KernelFactory conv_factory() {
   return [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
@@ -1168,6 +1449,11 @@ void register_conv(KernelRegistry& r) {
   r.add("", "Conv", 22, kMaxOpset, conv_factory<false>());
   // Conv (+ Add) (+ activation), written by the graph optimizer.
   r.add("com.ortlite", "FusedConv", 1, kMaxOpset, conv_factory<true>());
+  // 1x1 Conv (+ activation) + depthwise Conv (+ activation), written by the graph optimizer.
+  r.add("com.ortlite", "FusedExpandDepthwise", 1, kMaxOpset,
+        [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+          return std::make_unique<ExpandDepthwise>(info);
+        });
 }
 
 }  // namespace nn

@@ -34,12 +34,12 @@ struct ActSpec {
   float p0 = 0.f, p1 = 0.f;
 };
 
-// Reads `activation` / `activation_params`; an unknown name or a wrong parameter count is
-// kInvalidGraph naming the node.
-inline ActSpec load_act(const KernelInfo& info) {
+// Reads `activation` / `activation_params` (with `prefix` before both names); an unknown
+// name or a wrong parameter count is kInvalidGraph naming the node.
+inline ActSpec load_act(const KernelInfo& info, const std::string& prefix = "") {
   ActSpec a;
-  const std::string name = info.attr_string("activation", "");
-  const std::vector<float> p = info.attr_floats("activation_params");
+  const std::string name = info.attr_string((prefix + "activation").c_str(), "");
+  const std::vector<float> p = info.attr_floats((prefix + "activation_params").c_str());
   struct Entry {
     const char* name;
     ActKind kind;

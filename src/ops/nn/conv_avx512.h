@@ -1,0 +1,55 @@
+// AVX-512F kernels of Conv (conv_avx512.cc); call them only when available().
+//
+// Direct 2-D float depthwise convolution: reads the input channel in place, with the zero padding
+// made by masked loads, so that no padded copy of the channel is written. Column stride 1 or 2,
+// dilation 1; any kernel size, row stride and padding. Sixteen output columns per vector; with a
+// column stride of 2 each tap's inputs are gathered from two loads by a permutation (even lanes).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace ortlite {
+namespace nn {
+namespace cvx {
+
+struct DwGeometry {
+  int64_t H, W, OH, OW;  // input and output plane
+  int64_t KH, KW;        // kernel
+  int64_t sh, sw;        // strides (sw 1 or 2)
+  int64_t pt, pl;        // leading pads
+  // The whole plane as one span of OH * OW outputs (16 per vector whatever the row
+  // length), for narrow planes; only where dw_flat_ok().
+  bool flat;
+};
+
+// Whether a plane can be computed as one span: stride 1 and rows as long as the input's
+// (then output position p reads input p + a fixed offset per tap), at most half a vector
+// wide (7x7: 49 outputs in 4 vectors instead of 7; at 14 wide the rows, with their 3x3
+// kernel unrolled, are faster).
+bool dw_flat_ok(const DwGeometry& g);
+
+// Whether this CPU has AVX-512F.
+bool available();
+
+// Whether dw_run() takes this geometry (column stride 1 or 2, a kernel row of at most 16
+// taps).
+bool dw_supported(const DwGeometry& g);
+
+// Load masks of every 16-column output vector, computed once per convolution (they depend
+// on the columns only): stride 1, one 16-bit mask per (vector, tap column); stride 2, one
+// 32-bit mask per (vector, pair of tap columns); flat, one per (vector of the span, tap).
+std::vector<uint32_t> dw_masks(const DwGeometry& g);
+
+// One output channel: yc[oy][ox] = b + sum w[ky][kx] x[oy*sh-pt+ky][ox*sw-pl+kx] over the
+// taps inside the input, then clipped to [lo, hi] when `clamp` (NaN kept).
+void dw_run(const DwGeometry& g, const uint32_t* masks, const float* xc, const float* w, float b,
+            bool clamp, float lo, float hi, float* yc);
+
+// dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols (both at most 16): a 16 x 16
+// block transposed in registers.
+void transpose16(const float* src, int64_t lds, int rows, int cols, float* dst, int64_t ldd);
+
+}  // namespace cvx
+}  // namespace nn
+}  // namespace ortlite
