@@ -82,14 +82,16 @@ CASES = [
     (1, 4, 4, 8, 8, 5, 1, [2, 2, 2, 2], 1, 4),            # narrow 5x5
     (2, 4, 8, 12, 20, 3, 1, [1, 1, 1, 1], 1, 4),          # multiplier 2
     (1, 6, 12, 9, 40, 3, 2, [1, 1, 1, 1], 1, 6),          # multiplier 2, stride 2
-    # Winograd F(4x4, 3x3)
-    (1, 16, 16, 8, 8, 3, 1, [1, 1, 1, 1], 1, 1),
+    # Winograd F(4x4, 3x3) (32 channels and more)
+    (1, 32, 32, 8, 8, 3, 1, [1, 1, 1, 1], 1, 1),
     (2, 32, 48, 17, 23, 3, 1, [1, 1, 1, 1], 1, 1),
     (1, 64, 64, 30, 30, 3, 1, [1, 1, 1, 1], 1, 1),
-    (1, 24, 40, 19, 13, 3, 1, [0, 2, 1, 0], 1, 1),        # asymmetric pads
-    (1, 16, 20, 6, 5, 3, 1, [0, 0, 0, 0], 1, 1),          # no padding, tiny
+    (1, 40, 32, 19, 13, 3, 1, [0, 2, 1, 0], 1, 1),        # asymmetric pads
+    (1, 32, 36, 6, 5, 3, 1, [0, 0, 0, 0], 1, 1),          # no padding, tiny
     (1, 32, 32, 15, 15, 3, 1, [2, 2, 2, 2], 1, 1),        # pads larger than the kernel needs
     # im2col + GEMM
+    (1, 16, 16, 8, 8, 3, 1, [1, 1, 1, 1], 1, 1),          # 3x3 with too few channels for Winograd
+    (1, 24, 40, 19, 13, 3, 1, [0, 2, 1, 0], 1, 1),        # the same, asymmetric pads
     (1, 32, 32, 9, 9, 3, 1, [1, 1, 1, 1], 2, 1),          # dilated 3x3: no Winograd
     (1, 300, 20, 10, 10, 3, 1, [1, 1, 1, 1], 1, 1),       # more channels than Winograd takes
     (1, 64, 96, 5, 5, 3, 1, [1, 1, 1, 1], 1, 1),          # few positions: transposed product
