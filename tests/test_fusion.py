@@ -419,6 +419,69 @@ def test_gemm_activation(trans_b, cshape, beta, act):
     assert "FusedGemm node 'gm'" in error_text(model, {"x": rand((7, 63), 3)})
 
 
+
+def _act_ref(kind, y):
+    if kind == "Relu":
+        return np.maximum(y, 0.0)
+    if kind == "Clip":
+        return np.clip(y, -0.2, 0.3)
+    if kind == "LeakyRelu":
+        return np.where(y >= 0, y, 0.1 * y)
+    if kind == "Sigmoid":
+        return 1.0 / (1.0 + np.exp(-y))
+    return y
+
+
+# (M, K, N, transB): odd sizes, partial tiles and panels, K past one cache block (1024) and
+# past two, and the thread splits (at 3 threads): column panels claimed one at a time
+# (37 x 2100 x 161), one at a time with the next claimed ahead (37 x 1100 x 400), in runs
+# of two claimed ahead (30 x 64 x 800), in runs (5 x 64 x 800), and row blocks (few
+# columns: 200 x 70 x 40).
+@pytest.mark.parametrize("m,k,n,trans_b", [(1, 1100, 97, 1), (13, 5, 33, 0), (37, 2100, 161, 1),
+                                           (37, 1100, 400, 0), (30, 64, 800, 1),
+                                           (5, 64, 800, 0), (200, 70, 40, 1), (70, 1, 1, 1)])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_fused_gemm_shapes_and_epilogues(m, k, n, trans_b, threads):
+    """Gemm with constant weights (the fused GEMM with its epilogue in registers, or after
+    the tile for Sigmoid) against float64 numpy, for every form of C and every activation."""
+    x = rand((m, k), 3)
+    w = rand((n, k), 1, 1.0 / math.sqrt(k))
+    ref_mm = x.astype(np.float64) @ w.astype(np.float64).T
+    cases = [  # (activation, C shape, alpha, beta)
+        (None, None, 1.3, 1.0),
+        ("Relu", (n,), 1.0, 1.0),
+        ("Clip", (m, 1), 0.7, 0.5),
+        ("LeakyRelu", (m, n), 1.0, 1.0),
+        ("Sigmoid", (), 1.0, 2.0),
+    ]
+    for act, cshape, alpha, beta in cases:
+        g = G()
+        wc = g.const("w", w if trans_b else np.ascontiguousarray(w.T))
+        ins = ["x", wc]
+        ref = alpha * ref_mm
+        if cshape is not None:
+            c = rand(cshape, 2)
+            ins.append(g.const("c", c))
+            ref = ref + beta * c.astype(np.float64)
+        y = g.node("Gemm", ins, ["gm"], transB=trans_b, alpha=alpha, beta=beta)
+        if act == "Clip":
+            g.node("Clip", [y, g.const("lo", np.float32(-0.2)), g.const("hi", np.float32(0.3))],
+                   ["out"])
+        elif act == "LeakyRelu":
+            g.node("LeakyRelu", [y], ["out"], alpha=0.1)
+        elif act is not None:
+            g.node(act, [y], ["out"])
+        else:
+            g.node("Identity", [y], ["out"])
+        ref = _act_ref(act, ref)
+        model = g.model([("x", (m, k))], ["out"])
+        for level in LEVELS:
+            out = sess(model, level, threads).run(None, {"x": x})[0]
+            assert out.shape == (m, n) and out.dtype == np.float32
+            np.testing.assert_allclose(out, ref, rtol=1e-5, atol=2e-5 * (np.abs(ref).max() + 1),
+                                       err_msg=f"{act} C {cshape} level {level}")
+
+
 # ---- constant folding --------------------------------------------------------------------
 
 

@@ -13,6 +13,7 @@
 #include "ops/nn/fused_gemm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <new>
 #include <vector>
@@ -95,8 +96,14 @@ bool act_in_registers(const ActSpec& a) {
          a.kind == ActKind::kLeakyRelu;
 }
 
-// Row blocks [i0, i1) x column panels [j0, j1) of C.
-void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+// Whether B is a packed W (panel j's k block ks one contiguous run of k * 32 floats).
+bool b_packed(const Problem& p) {
+  return p.b_ks == kNR && p.b_panel == p.K * kNR;
+}
+
+// Row blocks [i0, i1) x column panels [j0, j1) of C. `after`: the first column panel this
+// thread computes after these (-1: none).
+void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t after) {
   const Epilogue& ep = *p.ep;
   TileArgs t{};
   fill_act(ep, t);
@@ -107,6 +114,13 @@ void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1)
   t.a_rs = p.a_packed ? 1 : p.a_rs;
   t.a_ks = p.a_packed ? kNR : p.a_ks;
   const int64_t n0 = j0 * kNR, n1 = std::min(p.N, j1 * kNR);
+  // A packed B's next block is prefetched into L2 while the current panel is computed (one
+  // line per k step, its lines shared out over the row blocks), so that the micro-kernel
+  // streams B from L2 instead of waiting on L3. With a single row block B is read once, at
+  // a rate the hardware prefetcher keeps up with (the panels follow each other in memory),
+  // and the extra prefetches only slow it (M = 4..12: 1-14%). A B read in place (a
+  // convolution's input) is left to the hardware prefetcher too.
+  const bool prefetch = i1 - i0 >= 2 && b_packed(p);
   // K == 0: one pass of the epilogue over zeros.
   const int64_t ksteps = std::max<int64_t>(1, ceil_div(p.K, kKC));
   for (int64_t ks = 0; ks < ksteps; ++ks) {
@@ -119,6 +133,22 @@ void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1)
       t.cols = static_cast<int>(std::min(kNR, p.N - n));
       t.b = p.b + j * p.b_panel + k0 * p.b_ks;
       t.bias_col = ep.bias_col ? ep.bias_col + n : nullptr;
+      // The B block this thread needs next: the next panel, else the first panel at the
+      // next k block, else `after` at k = 0.
+      const float* next = nullptr;
+      int64_t next_k = 0;
+      if (j + 1 < j1) {
+        next = t.b + p.b_panel;
+        next_k = t.k;
+      } else if (ks + 1 < ksteps) {
+        next = p.b + j0 * p.b_panel + (k0 + kKC) * p.b_ks;
+        next_k = std::min(kKC, p.K - k0 - kKC);
+      } else if (after >= 0) {
+        next = p.b + after * p.b_panel;
+        next_k = std::min(kKC, p.K);
+      }
+      const int64_t lines = prefetch && next ? next_k * kNR * 4 / 64 : 0;
+      const int64_t share = ceil_div(lines, i1 - i0);
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t m = p.blocks[i].start;
         t.rows = static_cast<int>(p.blocks[i].rows);
@@ -127,6 +157,9 @@ void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1)
         t.c = p.C + m * p.ldc + n;
         t.bias_row = ep.bias_row ? ep.bias_row + m : nullptr;
         t.z = ep.z ? ep.z + m * ep.ldz + n : nullptr;
+        const int64_t first = (i - i0) * share;
+        t.pf_lines = std::min(share, lines - first);
+        t.pf = t.pf_lines > 0 ? next + first * 16 : nullptr;
         tile_avx512(t);
       }
     }
@@ -146,22 +179,42 @@ void run(const Problem& p, ThreadPool* pool) {
   const bool by_cols = nb >= 2 * threads || nb >= mb;
   const int64_t units = by_cols ? nb : mb;
   if (threads == 1 || units == 1 || work < 2e5) {
-    run_block(p, 0, mb, 0, nb);
+    run_block(p, 0, mb, 0, nb, -1);
     return;
   }
   // One unit per claim once a unit is worth >= ~20 us: the threads then finish within one
-  // unit of each other.
-  const int64_t max_chunk = work / static_cast<double>(units) >= 2e6 ? 1 : 0;
+  // unit of each other (else the pool's ranges of about units / (4 threads)).
+  const bool one_each = work / static_cast<double>(units) >= 2e6;
+  const int64_t chunk = one_each ? 1 : std::max<int64_t>(1, units / (4 * threads));
+  // Column panels of a packed B with row blocks to share its prefetch, >= 4 claims per
+  // thread: each thread claims its next run of panels before it computes the current one,
+  // so that run_block can prefetch that run's B. (With fewer claims, a claim held ahead
+  // could leave a late-starting thread idle.)
+  if (!by_cols || mb < 2 || !b_packed(p) || ceil_div(units, chunk) < 4 * threads) {
+    pool->parallel_for(
+        units,
+        [&](int64_t s, int64_t e) {
+          if (by_cols) {
+            run_block(p, 0, mb, s, e, -1);
+          } else {
+            run_block(p, s, e, 0, nb, -1);
+          }
+        },
+        one_each ? 1 : 0);
+    return;
+  }
+  std::atomic<int64_t> next{0};
   pool->parallel_for(
-      units,
-      [&](int64_t s, int64_t e) {
-        if (by_cols) {
-          run_block(p, 0, mb, s, e);
-        } else {
-          run_block(p, s, e, 0, nb);
+      threads,
+      [&](int64_t, int64_t) {
+        int64_t cur = next.fetch_add(chunk, std::memory_order_relaxed);
+        while (cur < nb) {
+          const int64_t ahead = next.fetch_add(chunk, std::memory_order_relaxed);
+          run_block(p, 0, mb, cur, std::min(nb, cur + chunk), ahead < nb ? ahead : -1);
+          cur = ahead;
         }
       },
-      max_chunk);
+      1);
 }
 
 }  // namespace

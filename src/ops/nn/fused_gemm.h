@@ -31,7 +31,9 @@ constexpr int64_t kNR = 32;  // columns of a tile (B panel width)
 // values, the ones past `cols` are not read). When `accumulate`, C holds partial sums that
 // are added. When `last`, the epilogue runs: alpha, bias_row[r] or bias_col[c], z[r * ldz +
 // c], then the in-register activation (act: 0 none, 1 clamp to [lo, hi] (Relu, Clip),
-// 2 LeakyRelu with slope lo).
+// 2 LeakyRelu with slope lo). When pf is set, the first pf_lines k steps each also prefetch
+// one 64-byte line from pf on (pf + 16 * i for step i) into L2: the driver points it at the
+// packed B the thread computes next, so that the B stream comes from L2 instead of L3.
 struct TileArgs {
   int64_t k;
   const float* a;
@@ -49,6 +51,8 @@ struct TileArgs {
   int64_t ldz;
   int act;
   float lo, hi;
+  const float* pf;
+  int64_t pf_lines;
 };
 void tile_avx512(const TileArgs& t);
 bool cpu_has_avx512();

@@ -50,7 +50,7 @@ inline void tile(const TileArgs& t) {
   const float* base[4];
 #pragma GCC unroll 4
   for (int q = 0; q < 4; ++q) base[q] = a + 3 * q * a_rs;
-  for (int64_t k = 0; k < t.k; ++k) {
+  auto step = [&]() __attribute__((always_inline)) {
     __m512 b0, b1;
     if (kFull) {
       _mm_prefetch(reinterpret_cast<const char*>(b + 8 * b_ks), _MM_HINT_T0);
@@ -74,7 +74,16 @@ inline void tile(const TileArgs& t) {
 #pragma GCC unroll 4
     for (int q = 0; q < 4; ++q) base[q] += a_ks;
     b += b_ks;
+  };
+  // The first pf_lines steps also pull one line each of the B the thread needs next into L2.
+  const int64_t kpf = t.pf ? (t.pf_lines < t.k ? t.pf_lines : t.k) : 0;
+  const char* pf = reinterpret_cast<const char*>(t.pf);
+  int64_t k = 0;
+  for (; k < kpf; ++k) {
+    _mm_prefetch(pf + 64 * k, _MM_HINT_T1);
+    step();
   }
+  for (; k < t.k; ++k) step();
   const __m512 zero = _mm512_setzero_ps();
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
