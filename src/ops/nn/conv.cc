@@ -880,7 +880,17 @@ void conv_compute(const ConvArgs<T>& a, ThreadPool* pool) {
     } else {
       std::vector<T>& col = col_scratch<T>();
       if (col.size() < static_cast<size_t>(Kg * pc)) col.resize(static_cast<size_t>(Kg * pc));
-      im2col<T>(xg, g, Cg, p0, pc, col.data());
+      if (tp && tp->num_threads() > 1) {
+        // Tasks run one after another (too few to split): the copy is split over the
+        // channels instead, so it does not leave the other threads idle (col rows are
+        // channel-major: rows [c0 * ksize, c1 * ksize) belong to channels [c0, c1)).
+        T* cd = col.data();
+        parallel_for(tp, Cg, static_cast<double>(ksize * pc), [&](int64_t c0, int64_t c1) {
+          im2col<T>(xg + c0 * in_size, g, c1 - c0, p0, pc, cd + c0 * ksize * pc);
+        });
+      } else {
+        im2col<T>(xg, g, Cg, p0, pc, col.data());
+      }
       bmat = col.data();
       ldb = pc;
     }
@@ -900,25 +910,31 @@ void conv_compute(const ConvArgs<T>& a, ThreadPool* pool) {
           te.bias_col = fe.bias_row;
           if (!zg) te.act = fe.act;
           fgemm::gemm_w_right(bmat, 1, ldb, pc, (*a.wt.fused)[gi], ct.data(), Mg, te, tp);
-          // Back to channel-major, 16 positions at a time (the 16 rows of ct stay in L1).
-          for (int64_t q0 = 0; q0 < pc; q0 += 16) {
-            const int64_t qn = std::min<int64_t>(16, pc - q0);
-            if (cvx::available()) {
-              for (int64_t m0 = 0; m0 < Mg; m0 += 16)
-                cvx::transpose16(ct.data() + q0 * Mg + m0, Mg, static_cast<int>(qn),
-                                 static_cast<int>(std::min<int64_t>(16, Mg - m0)),
-                                 yg + m0 * P + p0 + q0, P);
-              continue;
+          // Back to channel-major, 16 positions at a time (the 16 rows of ct stay in L1);
+          // split over blocks of 16 channels when the tasks run one after another.
+          const float* ctd = ct.data();
+          auto back = [&](int64_t mb0, int64_t mb1) {
+            const int64_t m_lo = mb0 * 16, m_hi = std::min(Mg, mb1 * 16);
+            for (int64_t q0 = 0; q0 < pc; q0 += 16) {
+              const int64_t qn = std::min<int64_t>(16, pc - q0);
+              if (cvx::available()) {
+                for (int64_t m0 = m_lo; m0 < m_hi; m0 += 16)
+                  cvx::transpose16(ctd + q0 * Mg + m0, Mg, static_cast<int>(qn),
+                                   static_cast<int>(std::min<int64_t>(16, Mg - m0)),
+                                   yg + m0 * P + p0 + q0, P);
+                continue;
+              }
+              for (int64_t m = m_lo; m < m_hi; ++m) {
+                float* yr = yg + m * P + p0 + q0;
+                const float* src = ctd + q0 * Mg + m;
+                for (int64_t q = 0; q < qn; ++q) yr[q] = src[q * Mg];
+              }
             }
-            for (int64_t m = 0; m < Mg; ++m) {
-              float* yr = yg + m * P + p0 + q0;
-              const float* src = ct.data() + q0 * Mg + m;
-              for (int64_t q = 0; q < qn; ++q) yr[q] = src[q * Mg];
-            }
-          }
-          if (zg)
-            for (int64_t m = 0; m < Mg; ++m)
-              epilogue(a.ep.act, yg + m * P + p0, pc, 0.f, zg + m * P + p0);
+            if (zg)
+              for (int64_t m = m_lo; m < m_hi; ++m)
+                epilogue(a.ep.act, yg + m * P + p0, pc, 0.f, zg + m * P + p0);
+          };
+          parallel_for(tp, (Mg + 15) / 16, 16.0 * static_cast<double>(pc) * (zg ? 2 : 1), back);
         } else {
           fgemm::gemm_w_left((*a.wt.fused)[gi], bmat, ldb, pc, yg + p0, P, fe, tp);
         }
