@@ -15,9 +15,12 @@ namespace ortlite {
 namespace {
 
 // How long an idle thread (a worker between tasks, a caller waiting for its helpers)
-// polls before it blocks: a kernel's parallel_for follows the previous one within
-// microseconds, and waking a blocked thread costs tens of microseconds.
-constexpr auto kSpin = std::chrono::microseconds(50);
+// polls before it blocks: a kernel's parallel_for usually follows the previous one within
+// microseconds, but uneven task sizes or a short serial stretch leave a worker idle for
+// 0.05-1 ms, and waking a blocked thread costs tens to hundreds of microseconds (more in a
+// VM, where the idle vCPU has halted). With 50 us a 2-thread ResNet-18 run put its worker
+// to sleep 8 times; with 1 ms, twice in 105 runs.
+constexpr auto kSpin = std::chrono::microseconds(1000);
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
