@@ -73,8 +73,10 @@ def test_intermediates_allocate_nothing_once_warm(tmp_path):
     counts = {int(a): float(b) for a, b in (line.split() for line in out.stdout.split("\n") if line)}
     print("allocations per run:", counts)
     assert counts[30] == counts[1] == counts[2], counts
-    # Whatever the binding and numpy need per call stays small and fixed.
-    assert counts[1] <= 10, counts
+    # Whatever the binding and numpy need per call stays small and fixed (with
+    # PYTHONMALLOC=malloc, as under make asan, Python's own small objects are counted too).
+    if os.environ.get("PYTHONMALLOC") != "malloc":
+        assert counts[1] <= 10, counts
 
 
 def test_outputs_kept_across_runs_are_never_overwritten():
