@@ -58,7 +58,7 @@ for n in (1, 2, 30):
 def test_intermediates_allocate_nothing_once_warm(tmp_path):
     """Allocations per warmed-up run, counted by an LD_PRELOAD shim around malloc and its
     relatives: a chain of 30 Adds makes exactly as many as a single Add (the output, the
-    feed's wrapper and the binding's conversions: 8 when this was written), so its 29
+    feed's wrapper: 6 when this was written), so its 29
     intermediates, the value table and the kernels' scratch cost none."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if not cc:
@@ -76,7 +76,7 @@ def test_intermediates_allocate_nothing_once_warm(tmp_path):
     # Whatever the binding and numpy need per call stays small and fixed (with
     # PYTHONMALLOC=malloc, as under make asan, Python's own small objects are counted too).
     if os.environ.get("PYTHONMALLOC") != "malloc":
-        assert counts[1] <= 10, counts
+        assert counts[1] <= 8, counts
 
 
 def test_outputs_kept_across_runs_are_never_overwritten():
@@ -207,3 +207,30 @@ def test_output_that_views_an_intermediate_stays_zero_copy():
         y = sess.run(None, {"x": x})[0]
         assert not y.flags.owndata and y.base is not None  # the run's buffer, zero-copy
         np.testing.assert_array_equal(y, np.maximum(x, 0).reshape(10, 10))
+
+
+def test_run_reentered_from_a_feed_conversion():
+    """A feed whose conversion to an array runs the same session on the same thread: the
+    inner run must not share the outer run's per-thread inputs (it would drop the outer
+    run's converted feeds, here the array made from the list `a`, before the outer run)."""
+    model = make_model([helper.make_node("Add", ["a", "b"], ["y"])],
+                       [("a", F, [4096]), ("b", F, [4096])], [("y", F, [4096])])
+    sess = ortlite.InferenceSession(model.SerializeToString())
+    inner = []
+    ones = np.ones(4096, F)
+
+    class Reenters:
+        def __array__(self, dtype=None, copy=None):
+            inner.append(sess.run(None, {"a": ones, "b": ones})[0])
+            # Churn the allocator so freed memory is reused.
+            junk = [np.full(4096, 7, F) for _ in range(8)]
+            del junk
+            return np.full(4096, 3, F)
+
+    for i in range(3):
+        a = [float(i)] * 4096  # converted into a new array that only the run holds
+        y = sess.run(None, {"a": a, "b": Reenters()})[0]
+        np.testing.assert_array_equal(y, np.full(4096, i + 3, F))
+    assert len(inner) == 3
+    for r in inner:
+        np.testing.assert_array_equal(r, np.full(4096, 2, F))

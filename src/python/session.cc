@@ -303,9 +303,29 @@ PyObject* session_run_impl(PyObject* self, PyObject* const* args, Py_ssize_t nar
   PyObject* a[3];
   if (!parse_run_args(fname, args, nargs, kwnames, a)) return nullptr;
   PyObject *output_names = a[0], *input_feed = a[1], *run_options = a[2];
+  // The thread's RunInputs is reused from call to call (its lists keep their capacity, so
+  // a warmed-up run makes no allocation for them); a run that re-enters run() on the same
+  // thread (from Python code a feed conversion calls) gets its own.
+  static thread_local RunInputs reused;
+  static thread_local bool reused_busy = false;
+  RunInputs fresh;
+  const bool own = !reused_busy;
+  RunInputs& in = own ? reused : fresh;
+  // Emptied on every exit, with the GIL held, after the outputs were converted.
+  struct Release {
+    RunInputs& in;
+    bool own;
+    ~Release() {
+      in.feeds.clear();
+      in.held.clear();
+      in.output_names.clear();
+      in.run_config.reset();
+      if (own) reused_busy = false;
+    }
+  } release{in, own};
+  if (own) reused_busy = true;
   try {
     std::shared_ptr<const Session> sess = loaded(st, self);
-    RunInputs in;
     prepare_run(st, *sess, output_names, input_feed, run_options, ortvalues, &in);
     std::vector<Value> outs = run_without_gil(*sess, in, ortvalues);
     // Converted before `in` lets go of the feeds: an output may share a feed's memory.
