@@ -854,9 +854,18 @@ void conv_compute(const ConvArgs<T>& a, ThreadPool* pool) {
     const int64_t out_l = g.out[g.rank - 1];
     chunk = chunk >= out_l ? chunk - chunk % out_l : chunk - chunk % 16;
   }
+  const int nthreads = pool ? pool->num_threads() : 1;
+  if (nthreads > 1 && chunk < P) {
+    // Equal blocks, as many as make the task count a multiple of the threads: blocks cut at
+    // row ends left a short last one (14x14: 56, 56, 56, 28 over 2 threads: one thread
+    // idle for a quarter of the layer).
+    const int64_t per = a.N * a.group, nc = (P + chunk - 1) / chunk;
+    const int64_t balanced = (per * nc + nthreads - 1) / nthreads * nthreads;
+    const int64_t nc2 = (balanced + per - 1) / per;
+    chunk = (P + nc2 - 1) / nc2;
+  }
   const int64_t nchunks = (P + chunk - 1) / chunk;
   const int64_t tasks = a.N * a.group * nchunks;
-  const int nthreads = pool ? pool->num_threads() : 1;
   const bool par_tasks = nthreads > 1 && tasks >= 2 * static_cast<int64_t>(nthreads);
 
   // With the fused GEMM, a small number of output positions per GEMM would leave most of
