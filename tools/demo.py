@@ -13,16 +13,23 @@ import numpy as np
 import ortlite
 
 
-def latency_us(sess, feeds, reps=200):
-    for _ in range(10):
-        sess.run(None, feeds)
-    samples = []
-    for _ in range(7):
-        t0 = time.perf_counter()
-        for _ in range(reps // 7 + 1):
+def latencies_us(sessions, feeds, reps=200):
+    """Median per-call time of each session, measured interleaved: 7 blocks of calls each,
+    one session's block after the other's, with a 20 ms pause before each block so that the
+    other runtime's spinning worker threads have gone to sleep and do not take a core."""
+    for sess in sessions:
+        for _ in range(10):
             sess.run(None, feeds)
-        samples.append((time.perf_counter() - t0) / (reps // 7 + 1) * 1e6)
-    return statistics.median(samples)
+    n = reps // 7 + 1
+    samples = [[] for _ in sessions]
+    for _ in range(7):
+        for i, sess in enumerate(sessions):
+            time.sleep(0.02)
+            t0 = time.perf_counter()
+            for _ in range(n):
+                sess.run(None, feeds)
+            samples[i].append((time.perf_counter() - t0) / n * 1e6)
+    return [statistics.median(s) for s in samples]
 
 
 def main():
@@ -53,9 +60,9 @@ def main():
     diff = float(np.max(np.abs(probs - expected)))
     print(f"largest |ortlite - onnxruntime|: {diff:.3e}")
 
-    t_lite = latency_us(sess, feeds)
-    t_ort = latency_us(ref, feeds)
-    print(f"latency per run (median of 7): ortlite {t_lite:.1f} us, onnxruntime {t_ort:.1f} us, "
+    t_lite, t_ort = latencies_us([sess, ref], feeds)
+    print(f"latency per run (median of 7, interleaved): ortlite {t_lite:.1f} us, "
+          f"onnxruntime {t_ort:.1f} us, "
           f"ratio onnxruntime/ortlite {t_ort / t_lite:.2f}")
     if diff > 1e-4:
         print("FAIL: outputs differ from onnxruntime")
