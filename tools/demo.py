@@ -13,7 +13,7 @@ import numpy as np
 import ortlite
 
 
-def latencies_us(sessions, feeds, reps=200):
+def latencies_us(sessions, feeds, reps=2000):
     """Median per-call time of each session, measured interleaved: 7 blocks of calls each,
     one session's block after the other's, with a 20 ms pause before each block so that the
     other runtime's spinning worker threads have gone to sleep and do not take a core."""
