@@ -1,12 +1,15 @@
-// Pieces the convolution kernels share (conv.cc: Conv, FusedConv, FusedExpandDepthwise;
-// conv_winograd.cc: Winograd F(4x4, 3x3)). Internal to src/ops/nn.
+// Pieces the convolution kernels share (conv.cc: Conv, FusedConv, FusedExpandDepthwise,
+// im2col; conv_depthwise.cc: the depthwise kernels; conv_winograd.cc: Winograd F(4x4, 3x3)).
+// Internal to src/ops/nn.
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "ops/nn/fused_act.h"
 #include "ops/nn/nn_common.h"
+#include "ops/nn/simd.h"
 #include "ortlite/thread_pool.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && defined(__linux__)
@@ -36,6 +39,51 @@ std::vector<T>& col_scratch() {
   thread_local std::vector<T> buf;
   return buf;
 }
+
+// Short runs of im2col (a row of a small image is a few elements) are copied and zeroed
+// with fixed-size moves, which compile inline: a library call per run costs more than the
+// run itself.
+template <typename T>
+ORTLITE_NN_INLINE void copy_run(T* d, const T* s, int64_t n) {
+  constexpr int64_t V = 32 / sizeof(T);
+  for (; n >= V; n -= V, d += V, s += V) std::memcpy(d, s, 32);
+  if (n * sizeof(T) & 16) {
+    std::memcpy(d, s, 16);
+    d += 16 / sizeof(T);
+    s += 16 / sizeof(T);
+  }
+  if (n * sizeof(T) & 8) {
+    std::memcpy(d, s, 8);
+    d += 8 / sizeof(T);
+    s += 8 / sizeof(T);
+  }
+  if (n * sizeof(T) & 4) std::memcpy(d, s, 4);
+}
+template <typename T>
+ORTLITE_NN_INLINE void zero_run(T* d, int64_t n) {
+  constexpr int64_t V = 32 / sizeof(T);
+  for (; n >= V; n -= V, d += V) std::memset(d, 0, 32);
+  if (n * sizeof(T) & 16) {
+    std::memset(d, 0, 16);
+    d += 16 / sizeof(T);
+  }
+  if (n * sizeof(T) & 8) {
+    std::memset(d, 0, 8);
+    d += 8 / sizeof(T);
+  }
+  if (n * sizeof(T) & 4) std::memset(d, 0, 4);
+}
+
+// ---- depthwise (conv_depthwise.cc) -------------------------------------------------------
+
+// Depthwise (one input channel per group, M = C * multiplier), 1-D or 2-D; T float or double.
+template <typename T>
+void depthwise_2d(const SpatialGeometry& geo, const T* x, const T* w, const Epilogue<T>& ep, T* y,
+                  int64_t N, int64_t C, int64_t M, ThreadPool* pool);
+// Depthwise for 3 or more spatial axes.
+template <typename T>
+void depthwise_nd(const SpatialGeometry& g, const T* x, const T* w, const Epilogue<T>& ep, T* y,
+                  int64_t N, int64_t C, int64_t M, ThreadPool* pool);
 
 // ---- Winograd F(4x4, 3x3) (conv_winograd.cc) -------------------------------------------
 
