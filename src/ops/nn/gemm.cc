@@ -86,40 +86,15 @@ class Gemm final : public Kernel {
     const Tensor& A = ctx.required_input(0);
     const Tensor& B = ctx.required_input(1);
     const Tensor* C = ctx.input(2);
-    if (A.rank() != 2 || B.rank() != 2)
-      ctx.fail(StatusCode::kInvalidArgument, "Gemm needs 2-D A and B, got A " +
-                                                 shape_to_string(A.shape()) + " and B " +
-                                                 shape_to_string(B.shape()));
+    check_gemm_ranks(ctx, A, B);
     if (A.dtype() != B.dtype() || (C && C->dtype() != A.dtype()))
       ctx.fail(StatusCode::kInvalidArgument,
                std::string("Gemm inputs must have the same element type, got A ") +
                    dtype_name(A.dtype()) + ", B " + dtype_name(B.dtype()) +
                    (C ? std::string(", C ") + dtype_name(C->dtype()) : std::string()));
-    const int64_t M = trans_a_ ? A.dim(1) : A.dim(0);
-    const int64_t K = trans_a_ ? A.dim(0) : A.dim(1);
-    const int64_t KB = trans_b_ ? B.dim(1) : B.dim(0);
-    const int64_t N = trans_b_ ? B.dim(0) : B.dim(1);
-    if (K != KB)
-      ctx.fail(StatusCode::kInvalidArgument,
-               "Gemm inner dimensions do not match: A " + shape_to_string(A.shape()) +
-                   (trans_a_ ? " (transA)" : "") + " and B " + shape_to_string(B.shape()) +
-                   (trans_b_ ? " (transB)" : "") + " give K = " + std::to_string(K) + " and " +
-                   std::to_string(KB));
+    const GemmDims dims = gemm_dims(ctx, A, B, C, trans_a_, trans_b_);
+    const int64_t M = dims.M, N = dims.N, K = dims.K;
     const bool use_c = C != nullptr && beta_ != 0.f;
-    if (C) {
-      bool ok = C->rank() <= 2;
-      if (ok) {
-        const Shape& cs = C->shape();
-        const int64_t cm = cs.size() == 2 ? cs[0] : 1;
-        const int64_t cn = cs.empty() ? 1 : cs.back();
-        ok = (cm == M || cm == 1) && (cn == N || cn == 1);
-      }
-      if (!ok)
-        ctx.fail(StatusCode::kInvalidArgument, "Gemm input C " + shape_to_string(C->shape()) +
-                                                   " cannot be broadcast to the output shape [" +
-                                                   std::to_string(M) + "," + std::to_string(N) +
-                                                   "]");
-    }
     Tensor& Y = ctx.allocate_output(0, A.dtype(), Shape{M, N});
     if (Y.numel() == 0) return;
     ThreadPool* pool = ctx.thread_pool();

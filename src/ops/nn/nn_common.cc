@@ -240,6 +240,41 @@ SpatialGeometry pool_geometry(const KernelContext& ctx, const SpatialAttrs& a,
   return g;
 }
 
+void check_gemm_ranks(const KernelContext& ctx, const Tensor& A, const Tensor& B) {
+  if (A.rank() != 2 || B.rank() != 2)
+    ctx.fail(StatusCode::kInvalidArgument, "Gemm needs 2-D A and B, got A " +
+                                               shape_to_string(A.shape()) + " and B " +
+                                               shape_to_string(B.shape()));
+}
+
+GemmDims gemm_dims(const KernelContext& ctx, const Tensor& A, const Tensor& B, const Tensor* C,
+                   bool trans_a, bool trans_b) {
+  const int64_t M = trans_a ? A.dim(1) : A.dim(0);
+  const int64_t K = trans_a ? A.dim(0) : A.dim(1);
+  const int64_t KB = trans_b ? B.dim(1) : B.dim(0);
+  const int64_t N = trans_b ? B.dim(0) : B.dim(1);
+  if (K != KB)
+    ctx.fail(StatusCode::kInvalidArgument,
+             "Gemm inner dimensions do not match: A " + shape_to_string(A.shape()) +
+                 (trans_a ? " (transA)" : "") + " and B " + shape_to_string(B.shape()) +
+                 (trans_b ? " (transB)" : "") + " give K = " + std::to_string(K) + " and " +
+                 std::to_string(KB));
+  if (C) {
+    bool ok = C->rank() <= 2;
+    if (ok) {
+      const Shape& cs = C->shape();
+      const int64_t cm = cs.size() == 2 ? cs[0] : 1;
+      const int64_t cn = cs.empty() ? 1 : cs.back();
+      ok = (cm == M || cm == 1) && (cn == N || cn == 1);
+    }
+    if (!ok)
+      ctx.fail(StatusCode::kInvalidArgument, "Gemm input C " + shape_to_string(C->shape()) +
+                                                 " cannot be broadcast to the output shape [" +
+                                                 std::to_string(M) + "," + std::to_string(N) + "]");
+  }
+  return {M, N, K};
+}
+
 MatMulPlan make_matmul_plan(const KernelContext& ctx, const Shape& a, const Shape& b) {
   if (a.empty() || b.empty())
     ctx.fail(StatusCode::kInvalidArgument, "MatMul needs inputs of rank >= 1, got A " +

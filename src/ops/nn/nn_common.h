@@ -111,5 +111,15 @@ struct MatMulPlan {
 // dimensions or batch dimensions that do not broadcast.
 MatMulPlan make_matmul_plan(const KernelContext& ctx, const Shape& a, const Shape& b);
 
+// Gemm / FusedGemm shapes. check_gemm_ranks: A and B must be 2-D. gemm_dims: op(A) is
+// M x K and op(B) K x N with the same K, and C (when given) broadcasts unidirectionally to
+// [M, N]. Both fail with kInvalidArgument naming the shapes.
+struct GemmDims {
+  int64_t M, N, K;
+};
+void check_gemm_ranks(const KernelContext& ctx, const Tensor& A, const Tensor& B);
+GemmDims gemm_dims(const KernelContext& ctx, const Tensor& A, const Tensor& B, const Tensor* C,
+                   bool trans_a, bool trans_b);
+
 }  // namespace nn
 }  // namespace ortlite
