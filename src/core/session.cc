@@ -40,8 +40,13 @@ struct Session::Impl {
   // the others) and puts it back; at most one is kept between runs.
   std::atomic<RunArena*> spare_arena{nullptr};
   std::unique_ptr<Profiler> profiler;  // with SessionConfig::enable_profiling
-  std::unordered_map<std::string, const ValueInfo*> feedable;  // inputs + overridable
-  std::vector<int> required_slots;                             // slots of inputs_
+  // Inputs and overridable initializers: what a feed may name, and its value slot.
+  struct Feedable {
+    const ValueInfo* info;
+    int slot;
+  };
+  std::unordered_map<std::string, Feedable> feedable;
+  std::vector<int> required_slots;  // slots of inputs_
 };
 
 Session::~Session() = default;
@@ -680,8 +685,9 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
     }
   }
   plan_graph(im.plan, g, m, input_names, false, &cfg);
-  for (const ValueInfo& vi : s->inputs_) im.feedable.emplace(vi.name, &vi);
-  for (const ValueInfo& vi : s->overridable_) im.feedable.emplace(vi.name, &vi);
+  for (const auto* list : {&s->inputs_, &s->overridable_})
+    for (const ValueInfo& vi : *list)
+      im.feedable.emplace(vi.name, Impl::Feedable{&vi, im.plan.slot_of.at(vi.name)});
   for (const ValueInfo& vi : s->inputs_) im.required_slots.push_back(im.plan.slot_of.at(vi.name));
   for (const ValueInfo& vi : g.outputs) s->outputs_.push_back(vi);
 
@@ -776,7 +782,7 @@ void Session::check_feeds(const Feeds& feeds) const {
       ORTLITE_THROW(kInvalidArgument, "Invalid input name: ", name,
                     " (the model's inputs: ", join(names), ")");
     }
-    check_value_feed(name, it->second->type, v);
+    check_value_feed(name, it->second.info->type, v);
   }
 }
 
@@ -869,7 +875,7 @@ std::vector<Value> Session::run_feeds(Feeds& feeds, bool take_feeds,
   for (auto& [name, v] : feeds) {
     auto it = impl_->feedable.find(name);
     if (it == impl_->feedable.end()) ORTLITE_THROW(kInvalidArgument, "Invalid input name: ", name);
-    const int slot = p.slot_of.at(name);
+    const int slot = it->second.slot;
     if (p.is_constant[slot]) arena.constant_fed = true;
     if (take_feeds) {
       values[slot] = std::move(v);
