@@ -305,27 +305,33 @@ MatMulPlan make_matmul_plan(const KernelContext& ctx, const Shape& a, const Shap
   if (b.size() > 1) p.out.push_back(p.N);
   p.b_shared = shape_size(bb) == 1;
   if (!p.b_shared && p.batches > 0) {
-    const std::vector<int64_t> sa = broadcast_strides(ab, batch);
-    const std::vector<int64_t> sb = broadcast_strides(bb, batch);
-    p.a_index.resize(static_cast<size_t>(p.batches));
-    p.b_index.resize(static_cast<size_t>(p.batches));
-    std::vector<int64_t> idx(batch.size(), 0);
-    int64_t ia = 0, ib = 0;
-    for (int64_t n = 0; n < p.batches; ++n) {
-      p.a_index[n] = ia;
-      p.b_index[n] = ib;
-      for (size_t d = batch.size(); d-- > 0;) {
-        ++idx[d];
-        ia += sa[d];
-        ib += sb[d];
-        if (idx[d] < batch[d]) break;
-        ia -= sa[d] * idx[d];
-        ib -= sb[d] * idx[d];
-        idx[d] = 0;
-      }
-    }
+    batch_matrix_indices(ab, bb, batch, &p.a_index, &p.b_index);
   }
   return p;
+}
+
+void batch_matrix_indices(const Shape& ab, const Shape& bb, const Shape& batch,
+                          std::vector<int64_t>* a_index, std::vector<int64_t>* b_index) {
+  const int64_t batches = shape_size(batch);
+  const std::vector<int64_t> sa = broadcast_strides(ab, batch);
+  const std::vector<int64_t> sb = broadcast_strides(bb, batch);
+  a_index->resize(static_cast<size_t>(batches));
+  b_index->resize(static_cast<size_t>(batches));
+  std::vector<int64_t> idx(batch.size(), 0);
+  int64_t ia = 0, ib = 0;
+  for (int64_t n = 0; n < batches; ++n) {
+    (*a_index)[n] = ia;
+    (*b_index)[n] = ib;
+    for (size_t d = batch.size(); d-- > 0;) {
+      ++idx[d];
+      ia += sa[d];
+      ib += sb[d];
+      if (idx[d] < batch[d]) break;
+      ia -= sa[d] * idx[d];
+      ib -= sb[d] * idx[d];
+      idx[d] = 0;
+    }
+  }
 }
 
 }  // namespace nn

@@ -110,6 +110,10 @@ struct MatMulPlan {
 // Throws InvalidArgument (naming both shapes) for rank-0 operands, mismatched inner
 // dimensions or batch dimensions that do not broadcast.
 MatMulPlan make_matmul_plan(const KernelContext& ctx, const Shape& a, const Shape& b);
+// For each output batch of a batched product (the broadcast `batch` of a's batch dims `ab`
+// and b's `bb`): the index of the matrix of a and of b it multiplies.
+void batch_matrix_indices(const Shape& ab, const Shape& bb, const Shape& batch,
+                          std::vector<int64_t>* a_index, std::vector<int64_t>* b_index);
 
 // Gemm / FusedGemm shapes. check_gemm_ranks: A and B must be 2-D. gemm_dims: op(A) is
 // M x K and op(B) K x N with the same K, and C (when given) broadcasts unidirectionally to

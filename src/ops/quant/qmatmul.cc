@@ -15,6 +15,7 @@
 
 #include "ops/common/broadcast.h"
 #include "ops/nn/gemm_impl.h"
+#include "ops/nn/nn_common.h"
 #include "ops/quant/quant_common.h"
 
 namespace ortlite {
@@ -69,25 +70,7 @@ Plan make_plan(const KernelContext& ctx, const Shape& a, const Shape& b) {
   if (a.size() > 1) p.out.push_back(p.M);
   if (b.size() > 1) p.out.push_back(p.N);
   p.b_shared = shape_size(bb) == 1;
-  const std::vector<int64_t> sa = broadcast_strides(ab, batch);
-  const std::vector<int64_t> sb = broadcast_strides(bb, batch);
-  p.a_index.resize(static_cast<size_t>(p.batches));
-  p.b_index.resize(static_cast<size_t>(p.batches));
-  std::vector<int64_t> idx(batch.size(), 0);
-  int64_t ia = 0, ib = 0;
-  for (int64_t n = 0; n < p.batches; ++n) {
-    p.a_index[n] = ia;
-    p.b_index[n] = ib;
-    for (size_t d = batch.size(); d-- > 0;) {
-      ++idx[d];
-      ia += sa[d];
-      ib += sb[d];
-      if (idx[d] < batch[d]) break;
-      ia -= sa[d] * idx[d];
-      ib -= sb[d] * idx[d];
-      idx[d] = 0;
-    }
-  }
+  nn::batch_matrix_indices(ab, bb, batch, &p.a_index, &p.b_index);
   return p;
 }
 
