@@ -117,14 +117,8 @@ void im2col(const T* x, const SpatialGeometry& g, int64_t Cg, int64_t p0, int64_
     }
     oi = start;
     for (int64_t q = 0; q < nrows; ++q) {
-      int64_t off = 0;
-      bool valid = true;
-      for (size_t d = 0; d < last; ++d) {
-        const int64_t ii = oi[d] * g.stride[d] - g.pad_begin[d] + kidx[d] * g.dilation[d];
-        if (ii < 0 || ii >= g.in[d]) valid = false;
-        off = off * g.in[d] + ii;
-      }
-      base[q] = valid ? off * in_l : -1;
+      int64_t off;
+      base[q] = leading_offset(g, oi, kidx, last, &off) ? off * in_l : -1;
       for (size_t d = last; d-- > 0;) {
         if (++oi[d] < g.out[d]) break;
         oi[d] = 0;

@@ -326,14 +326,8 @@ void depthwise_nd(const SpatialGeometry& g, const T* x, const T* w, const Epilog
             kidx[d] = r % g.kernel[d];
             r /= g.kernel[d];
           }
-          int64_t off = 0;
-          bool valid = true;
-          for (size_t d = 0; d < last; ++d) {
-            const int64_t ii = oi[d] * g.stride[d] - g.pad_begin[d] + kidx[d] * g.dilation[d];
-            if (ii < 0 || ii >= g.in[d]) valid = false;
-            off = off * g.in[d] + ii;
-          }
-          if (!valid) continue;
+          int64_t off;
+          if (!leading_offset(g, oi, kidx, last, &off)) continue;
           const T* row = xc + off * in_l;
           for (int64_t kl = 0; kl < kl_n; ++kl) {
             const int64_t o_off = kl * g.dilation[last] - g.pad_begin[last];

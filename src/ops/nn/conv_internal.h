@@ -74,6 +74,21 @@ ORTLITE_NN_INLINE void zero_run(T* d, int64_t n) {
   if (n * sizeof(T) & 4) std::memset(d, 0, 4);
 }
 
+// The input offset over the leading axes (all but the last) of output position `oi` at
+// kernel position `kidx`, in elements of a row; false when that input row is padding.
+inline bool leading_offset(const SpatialGeometry& g, const std::vector<int64_t>& oi,
+                           const std::vector<int64_t>& kidx, size_t last, int64_t* off) {
+  int64_t o = 0;
+  bool valid = true;
+  for (size_t d = 0; d < last; ++d) {
+    const int64_t ii = oi[d] * g.stride[d] - g.pad_begin[d] + kidx[d] * g.dilation[d];
+    if (ii < 0 || ii >= g.in[d]) valid = false;
+    o = o * g.in[d] + ii;
+  }
+  *off = o;
+  return valid;
+}
+
 // ---- depthwise (conv_depthwise.cc) -------------------------------------------------------
 
 // Depthwise (one input channel per group, M = C * multiplier), 1-D or 2-D; T float or double.
