@@ -247,13 +247,18 @@ def test_rss_does_not_grow_over_100k_runs():
     # rest of the test session); a leak shows as growth over the next 100k.
     for _ in range(100_000):
         sess.run(None, feeds)
-    gc.collect()
-    before = rss_kb()
-    for _ in range(100_000):
-        sess.run(None, feeds)
-    gc.collect()
-    growth = rss_kb() - before
-    assert growth < 2 * 1024, f"RSS grew by {growth} KiB over 100k runs"
+    # A leak grows the RSS in every window of 100k runs; a one-off jump (the kernel
+    # collapsing pages of an earlier test's large numpy arrays into huge pages, an allocator
+    # mapping a new region) shows in one window only. The smallest growth of three counts.
+    growths = []
+    for _ in range(3):
+        gc.collect()
+        before = rss_kb()
+        for _ in range(100_000):
+            sess.run(None, feeds)
+        gc.collect()
+        growths.append(rss_kb() - before)
+    assert min(growths) < 2 * 1024, f"RSS grew by {growths} KiB over each 100k runs"
 
 
 def test_arrays_over_existing_memory_always_get_an_owning_base():
