@@ -268,7 +268,7 @@ def expand_dw(c, e, shape, k=3, stride=1, pads=(1, 1, 1, 1), acts=("Clip6", "Cli
     return g.model([("x", shape)], ["out"])
 
 
-# (C, expanded C, N, H, W, kernel, stride, pads, activations): images of 256 pixels or more
+# (C, expanded C, N, H, W, kernel, stride, pads, activations): images of 196 pixels or more
 # run as tasks of (band of rows, 32 channels) (several bands here, and a partial group of
 # channels), smaller ones as the two convolutions one after the other.
 EXPAND_DW = [
@@ -279,6 +279,8 @@ EXPAND_DW = [
     (4, 36, 1, 90, 75, 3, 1, (3, 2, 3, 2), ("LeakyRelu", "Sigmoid")),  # pads beyond the kernel
     (5, 40, 1, 81, 81, 5, 2, (2, 2, 2, 2), ("Clip6", "Tanh")),       # 5x5 stride 2
     (16, 96, 1, 12, 15, 3, 1, (1, 1, 1, 1), ("Clip6", "Clip6")),     # small: two steps
+    (16, 80, 1, 14, 14, 3, 1, (1, 1, 1, 1), ("Clip6", "Clip6")),     # 196 pixels: bands
+    (24, 144, 2, 14, 14, 3, 2, (1, 1, 1, 1), ("Relu", "")),          # 14x14 stride 2, N = 2
     (8, 48, 1, 80, 80, 3, 3, (1, 1, 1, 1), ("Clip6", "Clip6")),      # stride 3
 ]
 
