@@ -98,6 +98,11 @@ CASES = [
     (1, 64, 128, 14, 14, 3, 2, [1, 1, 1, 1], 1, 1),       # strided
     (1, 3, 16, 30, 30, 7, 2, [3, 3, 3, 3], 1, 1),         # 7x7 stem
     (2, 32, 64, 10, 10, 3, 1, [1, 1, 1, 1], 1, 4),        # grouped
+    # im2col of a shifted input (strides 1, rows as wide as the output's)
+    (1, 16, 48, 40, 40, 3, 1, [1, 1, 1, 1], 1, 1),        # several blocks of positions
+    (1, 8, 24, 11, 13, 4, 1, [1, 1, 2, 2], 1, 1),         # even kernel, asymmetric pads
+    (1, 16, 24, 12, 12, 3, 1, [0, 1, 0, 1], 1, 1),        # rows unpadded: fewer output rows
+    (2, 16, 16, 9, 9, 3, 1, [2, 2, 2, 2], 2, 2),          # dilated, grouped, N = 2
     # 1x1
     (1, 64, 40, 7, 7, 1, 1, [0, 0, 0, 0], 1, 1),          # transposed
     (2, 24, 72, 20, 20, 1, 1, [0, 0, 0, 0], 1, 1),
@@ -116,12 +121,31 @@ def test_conv_algorithms(case, threads):
     check(model, {"x": rand((N, C, H, W), 3)}, threads)
 
 
+@pytest.mark.parametrize("threads", [3, 4])
+def test_conv_im2col_blocks_split_inside_rows(threads):
+    """Blocks of output positions that start and end inside output rows (the block size is
+    evened out over 3 and 4 threads), read from a shifted input and row by row (stride 2)."""
+    for s, pads in ((1, [1, 1, 1, 1]), (2, [1, 1, 1, 1]), (1, [0, 2, 1, 0])):
+        w = rand((40, 20, 3, 3), 1, scale=0.1)
+        model = conv_model((1, 20, 37, 41), w, rand((40,), 2), kernel_shape=[3, 3],
+                           strides=[s, s], pads=pads)
+        check(model, {"x": rand((1, 20, 37, 41), 3)}, threads)
+
+
+@pytest.mark.parametrize("pads,stride", [([1, 1], 2), ([1, 1], 1), ([0, 2], 1)])
 @pytest.mark.parametrize("group", [1, 8])
-def test_conv_1d(group):
+def test_conv_1d(group, pads, stride):
     w = rand((16, 16 // group, 3), 1)
-    model = conv_model((2, 16, 37), w, rand((16,), 2), kernel_shape=[3], strides=[2], pads=[1, 1],
-                       group=group)
+    model = conv_model((2, 16, 37), w, rand((16,), 2), kernel_shape=[3], strides=[stride],
+                       pads=pads, group=group)
     check(model, {"x": rand((2, 16, 37), 3)})
+
+
+def test_conv_3d_dense_same_padding():
+    w = rand((12, 6, 3, 3, 3), 1, scale=0.1)
+    model = conv_model((2, 6, 5, 7, 9), w, rand((12,), 2), kernel_shape=[3, 3, 3],
+                       pads=[1, 1, 1, 1, 1, 1])
+    check(model, {"x": rand((2, 6, 5, 7, 9), 3)})
 
 
 def test_conv_3d_depthwise():

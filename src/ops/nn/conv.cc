@@ -18,7 +18,8 @@
 //    rows the input is transformed, multiplied by 36 GEMMs (one per transform point) and
 //    transformed back: 4x fewer multiplications than im2col + GEMM.
 //  - otherwise a GEMM per image, group and block of output positions: on the input itself
-//    for 1x1 / stride 1 / no padding, else on an im2col block (bounded, in L2). With a
+//    for 1x1 / stride 1 / no padding, else on an im2col block (bounded, in L2; with strides 1
+//    and "same" row widths one masked copy of the shifted input per channel and tap). With a
 //    constant float W and AVX-512F it is the fused GEMM (fused_gemm.h: W packed at load,
 //    bias / Z / activation applied in registers), computed transposed when the block has
 //    too few positions to fill its 32-wide tiles; else ortlite's gemm (the BLAS).
@@ -79,6 +80,57 @@ ORTLITE_NN_INLINE void copy_strided(T* d, const T* s, int64_t n, int64_t stride)
   for (int64_t o = 0; o < n; ++o) d[o] = s[o * stride];
 }
 
+// im2col by cvx::im2col_shifted where it applies (AVX-512F; strides 1 and every axis but
+// the first as long as the output's, e.g. a 3 x 3 convolution with "same" padding): then
+// output position p reads input p + a fixed shift per kernel position, and one masked copy
+// per (channel, kernel position) replaces a copy and two border fills per output row (at
+// 14 x 14, im2col took 14% of a 256-channel layer row by row).
+bool im2col_shifted(const float* x, const SpatialGeometry& g, int64_t Cg, int64_t ksize,
+                    int64_t in_size, int64_t p0, int64_t pc, float* col) {
+  const size_t n = g.rank;
+  if (!cvx::available()) return false;
+  for (size_t d = 0; d < n; ++d)
+    if (g.stride[d] != 1 || (d > 0 && g.in[d] != g.out[d])) return false;
+  const int64_t nv = (pc + 15) / 16;
+  thread_local std::vector<uint16_t> bits;
+  thread_local std::vector<int64_t> shift;
+  bits.assign(static_cast<size_t>(ksize * nv), 0);
+  shift.resize(static_cast<size_t>(ksize));
+  std::vector<int64_t> k(n, 0), o(n), off(n);
+  for (int64_t kf = 0; kf < ksize; ++kf) {
+    int64_t s = p0, r = kf, stride = 1;
+    for (size_t d = n; d-- > 0;) {
+      k[d] = r % g.kernel[d];
+      r /= g.kernel[d];
+      off[d] = k[d] * g.dilation[d] - g.pad_begin[d];
+      s += off[d] * stride;
+      stride *= g.in[d];
+    }
+    shift[static_cast<size_t>(kf)] = s;
+    // Coordinates of output position p0, then stepped position by position.
+    int64_t q = p0;
+    for (size_t d = n; d-- > 0;) {
+      o[d] = q % g.out[d];
+      q /= g.out[d];
+    }
+    uint16_t* m = bits.data() + kf * nv;
+    for (int64_t p = 0; p < pc; ++p) {
+      bool ok = true;
+      for (size_t d = 0; d < n && ok; ++d) {
+        const int64_t i = o[d] + off[d];
+        ok = i >= 0 && i < g.in[d];
+      }
+      if (ok) m[p / 16] = static_cast<uint16_t>(m[p / 16] | (1u << (p % 16)));
+      for (size_t d = n; d-- > 0;) {
+        if (++o[d] < g.out[d]) break;
+        o[d] = 0;
+      }
+    }
+  }
+  cvx::im2col_shifted(x, in_size, Cg, ksize, shift.data(), bits.data(), pc, col);
+  return true;
+}
+
 }  // namespace
 
 // Expands the input of one group (Cg channels) for output positions [p0, p0 + pc) into
@@ -92,6 +144,9 @@ void im2col(const T* x, const SpatialGeometry& g, int64_t Cg, int64_t p0, int64_
   for (size_t d = 0; d < n; ++d) {
     ksize *= g.kernel[d];
     in_size *= g.in[d];
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (im2col_shifted(x, g, Cg, ksize, in_size, p0, pc, col)) return;
   }
   const int64_t in_l = g.in[last], s_l = g.stride[last], out_l = g.out[last];
   const int64_t row0 = p0 / out_l;

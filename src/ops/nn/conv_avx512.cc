@@ -328,6 +328,28 @@ void transpose16(const float* src, int64_t lds, int rows, int cols, float* dst, 
     if (c < cols) _mm512_mask_storeu_ps(dst + c * ldd, rm, r[c]);
 }
 
+void im2col_shifted(const float* x, int64_t in_size, int64_t C, int64_t ksize, const int64_t* shift,
+                    const uint16_t* bits, int64_t pc, float* col) {
+  const int64_t nv = (pc + 15) / 16, full = pc / 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (pc % 16)) - 1);
+  for (int64_t c = 0; c < C; ++c) {
+    const float* xc = x + c * in_size;
+    for (int64_t kf = 0; kf < ksize; ++kf, col += pc) {
+      // Integer offsets: the masked-off lanes may lie outside the input.
+      const uintptr_t src = reinterpret_cast<uintptr_t>(xc) + shift[kf] * 4;
+      const uint16_t* m = bits + kf * nv;
+      int64_t v = 0;
+      for (; v < full; ++v)
+        _mm512_storeu_ps(col + 16 * v,
+                         _mm512_maskz_loadu_ps(m[v], reinterpret_cast<const float*>(src + 64 * v)));
+      if (v < nv)
+        _mm512_mask_storeu_ps(
+            col + 16 * v, tail,
+            _mm512_maskz_loadu_ps(m[v] & tail, reinterpret_cast<const float*>(src + 64 * v)));
+    }
+  }
+}
+
 void dw_run(const DwGeometry& g, const uint32_t* masks, const float* xc, const float* w, float b,
             bool clamp, float lo, float hi, float* yc) {
   const bool k3 = g.KH == 3 && g.KW == 3;
@@ -360,6 +382,8 @@ namespace nn {
 namespace cvx {
 void dw_run(const DwGeometry&, const uint32_t*, const float*, const float*, float, bool, float,
             float, float*) {}
+void im2col_shifted(const float*, int64_t, int64_t, int64_t, const int64_t*, const uint16_t*,
+                    int64_t, float*) {}
 void transpose16(const float*, int64_t, int, int, float*, int64_t) {}
 }  // namespace cvx
 }  // namespace nn

@@ -46,6 +46,14 @@ std::vector<uint32_t> dw_masks(const DwGeometry& g);
 void dw_run(const DwGeometry& g, const uint32_t* masks, const float* xc, const float* w, float b,
             bool clamp, float lo, float hi, float* yc);
 
+// im2col where every kernel position reads the input shifted (strides 1, every axis but the
+// first as long as the output's: output position p of a chunk reads input p + shift[kf]):
+// col[(c * ksize + kf) * pc + p] = x[c * in_size + shift[kf] + p] where bit p % 16 of
+// bits[kf * ceil(pc / 16) + p / 16] is set, else 0; for c < C, kf < ksize, p < pc. The
+// input is read with masked loads only where a bit is set.
+void im2col_shifted(const float* x, int64_t in_size, int64_t C, int64_t ksize, const int64_t* shift,
+                    const uint16_t* bits, int64_t pc, float* col);
+
 // dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols (both at most 16): a 16 x 16
 // block transposed in registers.
 void transpose16(const float* src, int64_t lds, int rows, int cols, float* dst, int64_t ldd);
