@@ -29,6 +29,8 @@ namespace nn {
 namespace fgemm {
 namespace {
 
+constexpr int64_t kPfA = 16;
+
 // kUnitRs: the rows of A are adjacent (a_rs == 1), so the twelve broadcasts use constant
 // displacements instead of twelve row offsets held in registers.
 template <int R, bool kFull, bool kUnitRs>
@@ -50,7 +52,12 @@ inline void tile(const TileArgs& t) {
   const float* base[4];
 #pragma GCC unroll 4
   for (int q = 0; q < 4; ++q) base[q] = a + 3 * q * a_rs;
+  // A read down its columns (a convolution's input, transposed: one line per k step), not
+  // packed: its lines are requested kPfA steps ahead, so that lines another core has just
+  // written (the previous layer's output) arrive in time.
+  const bool pf_a = kUnitRs && a_ks != kNR;
   auto step = [&]() __attribute__((always_inline)) {
+    if (pf_a) _mm_prefetch(reinterpret_cast<const char*>(a + kPfA * a_ks), _MM_HINT_T0);
     __m512 b0, b1;
     if (kFull) {
       _mm_prefetch(reinterpret_cast<const char*>(b + 8 * b_ks), _MM_HINT_T0);
