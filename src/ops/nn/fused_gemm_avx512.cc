@@ -56,12 +56,15 @@ inline void tile(const TileArgs& t) {
   // packed: its lines are requested kPfA steps ahead, so that lines another core has just
   // written (the previous layer's output) arrive in time.
   const bool pf_a = kUnitRs && a_ks != kNR;
+  // B's lines are requested about 100 cycles ahead: 8 k steps of 2R FMAs for R >= 8 rows,
+  // more steps for fewer rows (one row: 96 steps, 12 KiB of a packed B).
+  constexpr int64_t kPfB = R >= 8 ? 8 : 96 / R;
   auto step = [&]() __attribute__((always_inline)) {
     if (pf_a) _mm_prefetch(reinterpret_cast<const char*>(a + kPfA * a_ks), _MM_HINT_T0);
     __m512 b0, b1;
     if (kFull) {
-      _mm_prefetch(reinterpret_cast<const char*>(b + 8 * b_ks), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(b + 8 * b_ks + 16), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b + kPfB * b_ks), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b + kPfB * b_ks + 16), _MM_HINT_T0);
       b0 = _mm512_loadu_ps(b);
       b1 = _mm512_loadu_ps(b + 16);
     } else {
