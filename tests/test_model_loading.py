@@ -151,6 +151,56 @@ def test_unaligned_raw_data_in_place_or_copied():
     check_against_ort(model, {})
 
 
+def _rss_file_kib():
+    for line in open("/proc/self/status"):
+        if line.startswith("RssFile:"):
+            return int(line.split()[1])
+    pytest.skip("no RssFile in /proc/self/status")
+
+
+@pytest.mark.parametrize("pad", [0, 1, 2, 3])
+def test_model_file_pages_are_dropped_after_load_and_results_kept(tmp_path, pad):
+    """A model loaded from a file: after the session is made, the mapped file no longer sits
+    in memory (its initializers are packed, copied, or read back when a run touches them),
+    and the results are those of the data in the file. `pad` shifts the raw data in the file
+    so that the weights are in place (aligned) or copied (unaligned)."""
+    rng = np.random.default_rng(pad)
+    k = 1024
+    w = rng.standard_normal((k, k)).astype(F32)       # MatMul B: packed at load
+    w2 = rng.standard_normal((k, k)).astype(F32)      # Add operand: read by every run
+    b = rng.standard_normal((k,)).astype(F32)
+    inits = [numpy_helper.from_array(np.arange(pad, dtype=np.uint8), "pad"),
+             numpy_helper.from_array(w, "w"), numpy_helper.from_array(w2, "w2"),
+             numpy_helper.from_array(b, "b")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]),
+             helper.make_node("Add", ["m", "b"], ["y"]),
+             helper.make_node("Add", ["x", "w2"], ["z"]),
+             helper.make_node("Identity", ["pad"], ["p"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [k, k])],
+        [helper.make_tensor_value_info(n, t, None)
+         for n, t in (("y", TensorProto.FLOAT), ("z", TensorProto.FLOAT), ("p", TensorProto.UINT8))],
+        initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "big.onnx"
+    onnx.save(model, str(path))
+    size_kib = path.stat().st_size // 1024
+    x = rng.standard_normal((k, k)).astype(F32)
+    # The same model from bytes first: the library code it runs is then mapped already.
+    ortlite.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    before = _rss_file_kib()
+    sess = ortlite.InferenceSession(str(path))
+    grown = _rss_file_kib() - before
+    # 8 MiB of weights in the file; what stays mapped is far less than one of them.
+    assert grown < size_kib // 4, f"RssFile grew {grown} KiB for a {size_kib} KiB model"
+    for _ in range(2):
+        y, z, p = sess.run(None, {"x": x})
+        np.testing.assert_allclose(y, x @ w + b, rtol=1e-4, atol=1e-3)
+        np.testing.assert_array_equal(z, x + w2)
+        np.testing.assert_array_equal(p, np.arange(pad, dtype=np.uint8))
+
+
 # ---------------------------------------------------------------------------------------
 # Packed and unpacked repeated fields
 

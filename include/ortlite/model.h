@@ -139,7 +139,15 @@ struct Model {
   std::vector<std::pair<std::string, std::string>> metadata_props;
   // Keeps the model's bytes (mapping or copy) alive while initializers point into them.
   BufferPtr backing;
+  // Whether `backing` is a private read-only mapping of the model file: its pages can be
+  // dropped from memory (drop_file_pages) and are read back from the file when touched.
+  bool backing_is_file = false;
 };
+
+// Drops the whole pages inside [data, data + size) of a private read-only file mapping from
+// the process's memory (madvise MADV_DONTNEED): a later read maps them again from the file,
+// with the same contents. Only for memory of such a mapping; a no-op where unsupported.
+void drop_file_pages(const void* data, size_t size);
 
 // Loads a model file: memory-mapped, initializer raw_data used in place, external data
 // resolved relative to the file's directory. Throws Error: kNoSuchFile, kInvalidProtobuf,

@@ -198,6 +198,14 @@ class FileExternalData : public onnx_reader::ExternalDataSource {
 
 }  // namespace
 
+void drop_file_pages(const void* data, size_t size) {
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(data) + size) & ~(page - 1);
+  // Advice only: a failure leaves the pages in memory, which is harmless.
+  if (hi > lo) (void)::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
+
 Model load_model_from_file(const std::string& path) {
   if (path.empty()) ORTLITE_THROW(kNoSuchFile, "Load model failed: the path is empty");
   if (path.find('\0') != std::string::npos)
@@ -227,7 +235,7 @@ Model load_model_from_file(const std::string& path) {
   FileExternalData external(dirname_of(path));
   try {
     return onnx_reader::parse_model(static_cast<const uint8_t*>(backing->data()), size, backing,
-                                    &external);
+                                    &external, true);
   } catch (const Error& e) {
     throw Error(e.code(), "Load model from " + path + " failed: " + e.what());
   }

@@ -604,15 +604,17 @@ void parse_model_proto(pb::Reader r, Model& m, Ctx& ctx) {
 
 }  // namespace
 
-Model parse_model(const uint8_t* data, size_t size, BufferPtr backing,
-                  ExternalDataSource* external) {
+Model parse_model(const uint8_t* data, size_t size, BufferPtr backing, ExternalDataSource* external,
+                  bool file_mapped) {
   if (size == 0) ORTLITE_THROW(kInvalidProtobuf, "the model is empty (0 bytes)");
   Ctx ctx;
   ctx.backing = backing;
   ctx.external = external;
+  ctx.file_mapped = file_mapped && backing;
   Model m;
   parse_model_proto(pb::Reader(data, size, data, "ModelProto"), m, ctx);
   m.backing = std::move(backing);
+  m.backing_is_file = ctx.file_mapped;
   return m;
 }
 

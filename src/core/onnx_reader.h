@@ -34,8 +34,11 @@ class ExternalDataSource {
 // Parses a serialized ModelProto held in [data, data + size). When `backing` is set it owns
 // those bytes and initializer raw_data is used in place (tensors keep a reference to it);
 // otherwise the data is copied. `external` may be null: external data is then refused.
-Model parse_model(const uint8_t* data, size_t size, BufferPtr backing,
-                  ExternalDataSource* external);
+// `file_mapped`: `backing` is a private read-only mapping of the model file; the pages of
+// initializers copied out of it (not aligned for their element type) are dropped once
+// copied (drop_file_pages), so that their data is not held twice.
+Model parse_model(const uint8_t* data, size_t size, BufferPtr backing, ExternalDataSource* external,
+                  bool file_mapped = false);
 
 // Parses one serialized TensorProto into a tensor that owns (a copy of) its data.
 Tensor parse_tensor(const uint8_t* data, size_t size);

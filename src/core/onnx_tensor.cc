@@ -463,6 +463,7 @@ Tensor convert_tensor(const RawTensor& t, Ctx& ctx, const std::string& label) {
     if (L.packed) {
       BufferPtr b = new_buffer(L.nbytes);
       unpack_narrow(L.dtype, t.raw.data, static_cast<uint8_t*>(b->data()), L.numel);
+      if (ctx.file_mapped) drop_file_pages(t.raw.data, t.raw.size);
       return Tensor(L.dtype, L.shape, finish(std::move(b), ctx));
     }
     uintptr_t addr = reinterpret_cast<uintptr_t>(t.raw.data);
@@ -475,6 +476,8 @@ Tensor convert_tensor(const RawTensor& t, Ctx& ctx, const std::string& label) {
     }
     BufferPtr b = new_buffer(L.nbytes);
     if (L.nbytes) std::memcpy(b->data(), t.raw.data, L.nbytes);
+    // The copy is the one used: the mapped pages it came from need not stay in memory.
+    if (ctx.file_mapped) drop_file_pages(t.raw.data, t.raw.size);
     return Tensor(L.dtype, L.shape, finish(std::move(b), ctx));
   }
 

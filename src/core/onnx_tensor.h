@@ -19,8 +19,9 @@ namespace ortlite::onnx_reader::detail {
 constexpr int32_t kMaxKnownDataType = 26;
 
 struct Ctx {
-  BufferPtr backing;   // owns the input: raw_data is used in place when set
-  bool owned = false;  // tensors get owned (kOwned) copies: parse_tensor
+  BufferPtr backing;         // owns the input: raw_data is used in place when set
+  bool owned = false;        // tensors get owned (kOwned) copies: parse_tensor
+  bool file_mapped = false;  // backing is a read-only file mapping (drop_file_pages)
   ExternalDataSource* external = nullptr;
   int graph_depth = 0;
 };

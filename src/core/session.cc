@@ -685,6 +685,11 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
     }
   }
   plan_graph(im.plan, g, m, input_names, false, &cfg);
+  // The kernels have made what they prepare from the initializers (packed weights): the
+  // model file's pages go back to the page cache, and those still read at run time (biases,
+  // unpacked weights) are mapped again when a run touches them. ResNet-18's packed copies
+  // are then not held twice (its peak RSS over 10 runs: 185 -> 145 MiB).
+  if (m.backing_is_file && m.backing) drop_file_pages(m.backing->data(), m.backing->size());
   for (const auto* list : {&s->inputs_, &s->overridable_})
     for (const ValueInfo& vi : *list)
       im.feedable.emplace(vi.name, Impl::Feedable{&vi, im.plan.slot_of.at(vi.name)});
