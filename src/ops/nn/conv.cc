@@ -288,7 +288,8 @@ void conv_compute(const ConvArgs<T>& a, ThreadPool* pool) {
   }
   const int64_t nchunks = (P + chunk - 1) / chunk;
   const int64_t tasks = a.N * a.group * nchunks;
-  const bool par_tasks = nthreads > 1 && tasks >= 2 * static_cast<int64_t>(nthreads);
+  const bool par_tasks = nthreads > 1 && (tasks >= 2 * static_cast<int64_t>(nthreads) ||
+                                          (tasks >= nthreads && tasks % nthreads == 0));
 
   // With the fused GEMM, a small number of output positions per GEMM would leave most of
   // each 32-wide tile empty: then the product is computed transposed (tiles along the output
