@@ -182,7 +182,12 @@ void run(const Problem& p, ThreadPool* pool) {
   // the hand-off and the other core's cache misses on A and C cost more than they save (the
   // demo CNN's 16-channel convolutions, 0.3-1.2 MFLOP each: 125 us per run at 2 threads
   // against 97 at 1 with a 0.2 MFLOP threshold, 95 with this one).
-  if (threads == 1 || units == 1 || work < 2e6) {
+  // A product of few rows reads more than it computes: with 1 MiB or more of operands it
+  // is split whatever its FLOPs, for the other core's share of the memory bandwidth
+  // (ResNet-18's classifier, 1 x 512 x 1000 with 2 MiB of weights, at 2 threads: 57 -> 21
+  // us alone, 139 -> 74 us inside the network).
+  const double bytes = 4.0 * (static_cast<double>(p.M) * p.K + static_cast<double>(p.K) * p.N);
+  if (threads == 1 || units == 1 || (work < 2e6 && bytes < 1048576.0)) {
     run_block(p, 0, mb, 0, nb, -1);
     return;
   }
