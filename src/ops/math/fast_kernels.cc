@@ -60,26 +60,55 @@ inline void sqrt_loop(const float* x, float* y, int64_t n) {
     }                                                                  \
   }
 
+// exp_sum: sixteen partial sums (one vector of them), so that the sum vectorizes without
+// reassociating a single accumulator.
+#define ORTLITE_FAST_EXP_SUM(ATTR, NAME)                              \
+  ATTR float NAME(const float* x, float shift, float* y, int64_t n) { \
+    float part[16] = {};                                              \
+    int64_t i = 0;                                                    \
+    for (; i + 16 <= n; i += 16)                                      \
+      for (int j = 0; j < 16; ++j) {                                  \
+        const float e = fast::exp(x[i + j] - shift);                  \
+        y[i + j] = e;                                                 \
+        part[j] += e;                                                 \
+      }                                                               \
+    float sum = 0.f;                                                  \
+    for (; i < n; ++i) {                                              \
+      const float e = fast::exp(x[i] - shift);                        \
+      y[i] = e;                                                       \
+      sum += e;                                                       \
+    }                                                                 \
+    for (int j = 0; j < 16; ++j) sum += part[j];                      \
+    return sum;                                                       \
+  }
+
 ORTLITE_FAST_UNARY_LOOPS(, unary_base)
+ORTLITE_FAST_EXP_SUM(, exp_sum_base)
 
 #ifdef ORTLITE_FAST_X86
 ORTLITE_FAST_UNARY_LOOPS(__attribute__((target("avx2,fma"))), unary_avx2)
 ORTLITE_FAST_UNARY_LOOPS(__attribute__((target("avx512f,avx2,fma"))), unary_avx512)
+ORTLITE_FAST_EXP_SUM(__attribute__((target("avx2,fma"))), exp_sum_avx2)
+ORTLITE_FAST_EXP_SUM(__attribute__((target("avx512f,avx2,fma"))), exp_sum_avx512)
 #endif
 
 using UnaryImpl = void (*)(UnaryFn, const float*, float*, int64_t);
+using ExpSumImpl = float (*)(const float*, float, float*, int64_t);
 
 struct Dispatch {
   UnaryImpl unary = unary_base;
+  ExpSumImpl exp_sum = exp_sum_base;
   const char* isa = "sse2";
   Dispatch() {
 #ifdef ORTLITE_FAST_X86
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f")) {
       unary = unary_avx512;
+      exp_sum = exp_sum_avx512;
       isa = "avx512";
     } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
       unary = unary_avx2;
+      exp_sum = exp_sum_avx2;
       isa = "avx2";
     }
 #endif
@@ -95,6 +124,10 @@ const Dispatch& dispatch() {
 
 void unary(UnaryFn fn, const float* x, float* y, int64_t n) {
   dispatch().unary(fn, x, y, n);
+}
+
+float exp_sum(const float* x, float shift, float* y, int64_t n) {
+  return dispatch().exp_sum(x, shift, y, n);
 }
 
 const char* isa() {

@@ -21,6 +21,10 @@ enum class UnaryFn : int {
 // y[i] = fn(x[i]) for i < n. x and y may be the same array.
 void unary(UnaryFn fn, const float* x, float* y, int64_t n);
 
+// y[i] = exp(x[i] - shift) for i < n; returns the sum of the y[i] (Softmax's numerator and
+// denominator in one pass). x and y may be the same array.
+float exp_sum(const float* x, float shift, float* y, int64_t n);
+
 // The instruction set unary() uses: "avx512", "avx2" or "sse2".
 const char* isa();
 

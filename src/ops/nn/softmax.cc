@@ -75,18 +75,10 @@ ORTLITE_NN_CLONES void softmax_row_f32(const float* x, float* y, int64_t n, bool
   float m = ninf;
   for (int j = 0; j < 8; ++j) m = vm[j] > m ? vm[j] : m;
   for (; i < n; ++i) m = x[i] > m ? x[i] : m;
-  // exp(x - m) into y by the vectorized exp of fast_kernels (AVX-512 where the CPU has it:
-  // the exponential is most of the work), then summed.
-  for (i = 0; i < n; ++i) y[i] = x[i] - m;
-  fast::unary(fast::UnaryFn::kExp, y, y, n);
-  v8sf vs = {};
-  for (i = 0; i + 8 <= n; i += 8) {
-    v8sf e;
-    load8(y + i, e);
-    vs += e;
-  }
-  float sum = hsum8(vs);
-  for (; i < n; ++i) sum += y[i];
+  // exp(x - m) into y and its sum in one pass, by the vectorized exp of fast_kernels
+  // (AVX-512 where the CPU has it: the exponential is most of the work). Three passes
+  // (subtract, exp, sum) took 60 us for 64 rows of 1024 (onnxruntime 29).
+  const float sum = fast::exp_sum(x, m, y, n);
   if (log) {
     const float lse = m + std::log(sum);
     for (i = 0; i < n; ++i) y[i] = x[i] - lse;
