@@ -21,6 +21,7 @@ rm -f "$xml" "build/valgrind/$name.log"
 set +e
 PYTHONMALLOC=malloc valgrind --tool=memcheck --suppressions="$ROOT/tools/valgrind/python.supp" \
     --suppressions="$ROOT/tools/valgrind/onnxruntime.supp" \
+    --suppressions="$ROOT/tools/valgrind/cuda.supp" \
     --leak-check=full --show-leak-kinds=definite,indirect --num-callers=40 \
     --xml=yes --xml-file="$xml" --log-file="build/valgrind/$name.log" "$@"
 rc=$?
