@@ -97,6 +97,8 @@ bool im2col_shifted(const float* x, const SpatialGeometry& g, int64_t Cg, int64_
   bits.assign(static_cast<size_t>(ksize * nv), 0);
   shift.resize(static_cast<size_t>(ksize));
   std::vector<int64_t> k(n, 0), o(n), off(n);
+  const size_t last = n - 1;
+  const int64_t out_l = g.out[last], row0 = p0 / out_l;
   for (int64_t kf = 0; kf < ksize; ++kf) {
     int64_t s = p0, r = kf, stride = 1;
     for (size_t d = n; d-- > 0;) {
@@ -107,21 +109,35 @@ bool im2col_shifted(const float* x, const SpatialGeometry& g, int64_t Cg, int64_
       stride *= g.in[d];
     }
     shift[static_cast<size_t>(kf)] = s;
-    // Coordinates of output position p0, then stepped position by position.
-    int64_t q = p0;
-    for (size_t d = n; d-- > 0;) {
+    // Row by row (a row: the positions along the last axis): a row whose leading
+    // coordinates are inside the input has the last axis's columns [lo, hi) valid. Position
+    // by position, this pass cost more than the copy for a 3-channel input.
+    int64_t lo, hi;
+    valid_range(off[last], 1, g.in[last], out_l, lo, hi);
+    int64_t q = row0;
+    for (size_t d = last; d-- > 0;) {
       o[d] = q % g.out[d];
       q /= g.out[d];
     }
     uint16_t* m = bits.data() + kf * nv;
-    for (int64_t p = 0; p < pc; ++p) {
+    for (int64_t row = row0; row * out_l < p0 + pc; ++row) {
       bool ok = true;
-      for (size_t d = 0; d < n && ok; ++d) {
+      for (size_t d = 0; d < last && ok; ++d) {
         const int64_t i = o[d] + off[d];
         ok = i >= 0 && i < g.in[d];
       }
-      if (ok) m[p / 16] = static_cast<uint16_t>(m[p / 16] | (1u << (p % 16)));
-      for (size_t d = n; d-- > 0;) {
+      if (ok) {
+        // Positions [row * out_l + lo, row * out_l + hi) within the block, as bits.
+        int64_t a = std::max(row * out_l + lo, p0) - p0;
+        const int64_t b = std::min(row * out_l + hi, p0 + pc) - p0;
+        for (; a < b;) {
+          const int64_t w = a / 16, e = std::min(b, (w + 1) * 16);
+          const uint32_t ones = ((1u << (e - a)) - 1u) << (a % 16);
+          m[w] = static_cast<uint16_t>(m[w] | ones);
+          a = e;
+        }
+      }
+      for (size_t d = last; d-- > 0;) {
         if (++o[d] < g.out[d]) break;
         o[d] = 0;
       }
