@@ -103,6 +103,10 @@ CASES = [
     (1, 8, 24, 11, 13, 4, 1, [1, 1, 2, 2], 1, 1),         # even kernel, asymmetric pads
     (1, 16, 24, 12, 12, 3, 1, [0, 1, 0, 1], 1, 1),        # rows unpadded: fewer output rows
     (2, 16, 16, 9, 9, 3, 1, [2, 2, 2, 2], 2, 2),          # dilated, grouped, N = 2
+    # im2col through the four phases of a stride-2 input (input twice the output)
+    (1, 8, 24, 16, 20, 3, 2, [0, 0, 1, 1], 1, 1),         # no leading padding
+    (2, 12, 20, 16, 16, 4, 2, [1, 1, 1, 1], 1, 2),        # even kernel, grouped, N = 2
+    (1, 3, 24, 64, 48, 7, 2, [3, 3, 3, 3], 1, 1),         # 7x7 stem, several blocks
     # 1x1
     (1, 64, 40, 7, 7, 1, 1, [0, 0, 0, 0], 1, 1),          # transposed
     (2, 24, 72, 20, 20, 1, 1, [0, 0, 0, 0], 1, 1),
@@ -125,12 +129,14 @@ def test_conv_algorithms(case, threads):
 @pytest.mark.parametrize("threads", [3, 4])
 def test_conv_im2col_blocks_split_inside_rows(threads):
     """Blocks of output positions that start and end inside output rows (the block size is
-    evened out over 3 and 4 threads), read from a shifted input and row by row (stride 2)."""
-    for s, pads in ((1, [1, 1, 1, 1]), (2, [1, 1, 1, 1]), (1, [0, 2, 1, 0])):
+    evened out over 3 and 4 threads), read from a shifted input, row by row (stride 2, odd
+    sizes) and through the phases of an even-sized stride-2 input."""
+    for s, pads, hw in ((1, [1, 1, 1, 1], (37, 41)), (2, [1, 1, 1, 1], (37, 41)),
+                        (1, [0, 2, 1, 0], (37, 41)), (2, [1, 1, 1, 1], (74, 82))):
         w = rand((40, 20, 3, 3), 1, scale=0.1)
-        model = conv_model((1, 20, 37, 41), w, rand((40,), 2), kernel_shape=[3, 3],
+        model = conv_model((1, 20) + hw, w, rand((40,), 2), kernel_shape=[3, 3],
                            strides=[s, s], pads=pads)
-        check(model, {"x": rand((1, 20, 37, 41), 3)}, threads)
+        check(model, {"x": rand((1, 20) + hw, 3)}, threads)
 
 
 @pytest.mark.parametrize("pads,stride", [([1, 1], 2), ([1, 1], 1), ([0, 2], 1)])

@@ -80,6 +80,42 @@ ORTLITE_NN_INLINE void copy_strided(T* d, const T* s, int64_t n, int64_t stride)
   for (int64_t o = 0; o < n; ++o) d[o] = s[o * stride];
 }
 
+// Sets the bits of the positions [p0, p0 + pc) of an output of sizes out[0..n) whose input,
+// at offset off[d] along each axis from the output position, lies inside in[0..n): row by
+// row (a row: the positions along the last axis), a row whose leading coordinates are inside
+// has the columns [lo, hi) of the last axis valid. (Position by position, this pass cost
+// more than the copy for a 3-channel input.) m: ceil(pc / 16) words, or'ed into.
+void shifted_mask(size_t n, const int64_t* in, const int64_t* out, const int64_t* off, int64_t p0,
+                  int64_t pc, uint16_t* m) {
+  const size_t last = n - 1;
+  const int64_t out_l = out[last], row0 = p0 / out_l;
+  int64_t lo, hi;
+  valid_range(off[last], 1, in[last], out_l, lo, hi);
+  int64_t o[8];
+  int64_t q = row0;
+  for (size_t d = last; d-- > 0;) {
+    o[d] = q % out[d];
+    q /= out[d];
+  }
+  for (int64_t row = row0; row * out_l < p0 + pc; ++row) {
+    bool ok = true;
+    for (size_t d = 0; d < last && ok; ++d) ok = o[d] + off[d] >= 0 && o[d] + off[d] < in[d];
+    if (ok) {
+      int64_t a = std::max(row * out_l + lo, p0) - p0;
+      const int64_t b = std::min(row * out_l + hi, p0 + pc) - p0;
+      while (a < b) {
+        const int64_t w = a / 16, e = std::min(b, (w + 1) * 16);
+        m[w] = static_cast<uint16_t>(m[w] | (((1u << (e - a)) - 1u) << (a % 16)));
+        a = e;
+      }
+    }
+    for (size_t d = last; d-- > 0;) {
+      if (++o[d] < out[d]) break;
+      o[d] = 0;
+    }
+  }
+}
+
 // im2col by cvx::im2col_shifted where it applies (AVX-512F; strides 1 and every axis but
 // the first as long as the output's, e.g. a 3 x 3 convolution with "same" padding): then
 // output position p reads input p + a fixed shift per kernel position, and one masked copy
@@ -88,7 +124,7 @@ ORTLITE_NN_INLINE void copy_strided(T* d, const T* s, int64_t n, int64_t stride)
 bool im2col_shifted(const float* x, const SpatialGeometry& g, int64_t Cg, int64_t ksize,
                     int64_t in_size, int64_t p0, int64_t pc, float* col) {
   const size_t n = g.rank;
-  if (!cvx::available()) return false;
+  if (!cvx::available() || n > 8) return false;
   for (size_t d = 0; d < n; ++d)
     if (g.stride[d] != 1 || (d > 0 && g.in[d] != g.out[d])) return false;
   const int64_t nv = (pc + 15) / 16;
@@ -96,54 +132,77 @@ bool im2col_shifted(const float* x, const SpatialGeometry& g, int64_t Cg, int64_
   thread_local std::vector<int64_t> shift;
   bits.assign(static_cast<size_t>(ksize * nv), 0);
   shift.resize(static_cast<size_t>(ksize));
-  std::vector<int64_t> k(n, 0), o(n), off(n);
-  const size_t last = n - 1;
-  const int64_t out_l = g.out[last], row0 = p0 / out_l;
+  int64_t off[8];
   for (int64_t kf = 0; kf < ksize; ++kf) {
     int64_t s = p0, r = kf, stride = 1;
     for (size_t d = n; d-- > 0;) {
-      k[d] = r % g.kernel[d];
+      off[d] = (r % g.kernel[d]) * g.dilation[d] - g.pad_begin[d];
       r /= g.kernel[d];
-      off[d] = k[d] * g.dilation[d] - g.pad_begin[d];
       s += off[d] * stride;
       stride *= g.in[d];
     }
     shift[static_cast<size_t>(kf)] = s;
-    // Row by row (a row: the positions along the last axis): a row whose leading
-    // coordinates are inside the input has the last axis's columns [lo, hi) valid. Position
-    // by position, this pass cost more than the copy for a 3-channel input.
-    int64_t lo, hi;
-    valid_range(off[last], 1, g.in[last], out_l, lo, hi);
-    int64_t q = row0;
-    for (size_t d = last; d-- > 0;) {
-      o[d] = q % g.out[d];
-      q /= g.out[d];
-    }
-    uint16_t* m = bits.data() + kf * nv;
-    for (int64_t row = row0; row * out_l < p0 + pc; ++row) {
-      bool ok = true;
-      for (size_t d = 0; d < last && ok; ++d) {
-        const int64_t i = o[d] + off[d];
-        ok = i >= 0 && i < g.in[d];
-      }
-      if (ok) {
-        // Positions [row * out_l + lo, row * out_l + hi) within the block, as bits.
-        int64_t a = std::max(row * out_l + lo, p0) - p0;
-        const int64_t b = std::min(row * out_l + hi, p0 + pc) - p0;
-        for (; a < b;) {
-          const int64_t w = a / 16, e = std::min(b, (w + 1) * 16);
-          const uint32_t ones = ((1u << (e - a)) - 1u) << (a % 16);
-          m[w] = static_cast<uint16_t>(m[w] | ones);
-          a = e;
-        }
-      }
-      for (size_t d = last; d-- > 0;) {
-        if (++o[d] < g.out[d]) break;
-        o[d] = 0;
-      }
-    }
+    shifted_mask(n, g.in.data(), g.out.data(), off, p0, pc, bits.data() + kf * nv);
   }
   cvx::im2col_shifted(x, in_size, Cg, ksize, shift.data(), bits.data(), pc, col);
+  return true;
+}
+
+// im2col of a 2-D convolution with strides 2 (dilation 1, input exactly twice the output
+// along both axes: a 3 x 3 / 2 with padding 1, ResNet's 7 x 7 / 2 stem, a 1 x 1 / 2) through
+// its four phases: the input rows the block needs are split once into even / odd rows and
+// columns (four OH x OW planes per channel, cvx::deinterleave2), after which every kernel
+// position reads one phase plane shifted, as in im2col_shifted. Row by row, each kernel
+// position gathered every other input value again (the stem: 13% of its time).
+bool im2col_phases(const float* x, const SpatialGeometry& g, int64_t Cg, int64_t ksize,
+                   int64_t in_size, int64_t p0, int64_t pc, float* col) {
+  // Kernels of at least 2 x 2 (every phase read): a 1 x 1 / 2 reads one phase of four, and
+  // splitting all of them cost more than its row-by-row copy (1.15-1.2x the time).
+  if (!cvx::available() || g.rank != 2 || g.kernel[0] < 2 || g.kernel[1] < 2) return false;
+  for (size_t d = 0; d < 2; ++d)
+    if (g.stride[d] != 2 || g.dilation[d] != 1 || g.in[d] != 2 * g.out[d]) return false;
+  const int64_t OH = g.out[0], OW = g.out[1], W = g.in[1];
+  // Kernel position (ky, kx) reads phase (ry, rx) at (oy + dy, ox + dx):
+  // 2 * oy + ky - pad = 2 * (oy + dy) + ry.
+  auto split = [](int64_t t, int64_t& r, int64_t& dq) {
+    r = ((t % 2) + 2) % 2;
+    dq = (t - r) / 2;
+  };
+  int64_t dy_lo = 0, dy_hi = 0;
+  for (int64_t ky = 0; ky < g.kernel[0]; ++ky) {
+    int64_t r, dy;
+    split(ky - g.pad_begin[0], r, dy);
+    if (ky == 0 || dy < dy_lo) dy_lo = dy;
+    if (ky == 0 || dy > dy_hi) dy_hi = dy;
+  }
+  const int64_t row0 = p0 / OW, row1 = (p0 + pc - 1) / OW;
+  const int64_t pr0 = std::max<int64_t>(0, row0 + dy_lo);
+  const int64_t pr1 = std::min<int64_t>(OH, row1 + dy_hi + 1);
+  const int64_t nr = std::max<int64_t>(1, pr1 - pr0), plane = nr * OW;
+  thread_local std::vector<float> ph;
+  if (ph.size() < static_cast<size_t>(Cg * 4 * plane))
+    ph.resize(static_cast<size_t>(Cg * 4 * plane));
+  for (int64_t c = 0; c < Cg; ++c)
+    for (int64_t j = pr0; j < pr1; ++j)
+      for (int64_t r = 0; r < 2; ++r) {
+        float* dst = ph.data() + c * 4 * plane + (2 * r) * plane + (j - pr0) * OW;
+        cvx::deinterleave2(x + c * in_size + (2 * j + r) * W, OW, dst, dst + plane);
+      }
+  const int64_t nv = (pc + 15) / 16;
+  thread_local std::vector<uint16_t> bits;
+  thread_local std::vector<int64_t> shift;
+  bits.assign(static_cast<size_t>(ksize * nv), 0);
+  shift.resize(static_cast<size_t>(ksize));
+  const int64_t dims[2] = {OH, OW};
+  for (int64_t kf = 0; kf < ksize; ++kf) {
+    int64_t ry, dy, rx, dx;
+    split(kf / g.kernel[1] - g.pad_begin[0], ry, dy);
+    split(kf % g.kernel[1] - g.pad_begin[1], rx, dx);
+    shift[static_cast<size_t>(kf)] = (2 * ry + rx) * plane + p0 + (dy - pr0) * OW + dx;
+    const int64_t off[2] = {dy, dx};
+    shifted_mask(2, dims, dims, off, p0, pc, bits.data() + kf * nv);
+  }
+  cvx::im2col_shifted(ph.data(), 4 * plane, Cg, ksize, shift.data(), bits.data(), pc, col);
   return true;
 }
 
@@ -163,6 +222,7 @@ void im2col(const T* x, const SpatialGeometry& g, int64_t Cg, int64_t p0, int64_
   }
   if constexpr (std::is_same_v<T, float>) {
     if (im2col_shifted(x, g, Cg, ksize, in_size, p0, pc, col)) return;
+    if (im2col_phases(x, g, Cg, ksize, in_size, p0, pc, col)) return;
   }
   const int64_t in_l = g.in[last], s_l = g.stride[last], out_l = g.out[last];
   const int64_t row0 = p0 / out_l;

@@ -328,6 +328,27 @@ void transpose16(const float* src, int64_t lds, int rows, int cols, float* dst, 
     if (c < cols) _mm512_mask_storeu_ps(dst + c * ldd, rm, r[c]);
 }
 
+void deinterleave2(const float* s, int64_t n, float* even, float* odd) {
+  const __m512i ie = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i io = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  int64_t o = 0;
+  for (; o + 16 <= n; o += 16) {
+    const __m512 a = _mm512_loadu_ps(s + 2 * o), b = _mm512_loadu_ps(s + 2 * o + 16);
+    _mm512_storeu_ps(even + o, _mm512_permutex2var_ps(a, ie, b));
+    _mm512_storeu_ps(odd + o, _mm512_permutex2var_ps(a, io, b));
+  }
+  if (o < n) {
+    const int64_t m = n - o, in = 2 * m;  // inputs s[2o, 2o + in)
+    const __mmask16 ma = static_cast<__mmask16>(in >= 16 ? 0xFFFF : (1u << in) - 1);
+    const __mmask16 mb = static_cast<__mmask16>(in > 16 ? (1u << (in - 16)) - 1 : 0);
+    const __m512 a = _mm512_maskz_loadu_ps(ma, s + 2 * o);
+    const __m512 b = _mm512_maskz_loadu_ps(mb, s + 2 * o + 16);
+    const __mmask16 mo = static_cast<__mmask16>((1u << m) - 1);
+    _mm512_mask_storeu_ps(even + o, mo, _mm512_permutex2var_ps(a, ie, b));
+    _mm512_mask_storeu_ps(odd + o, mo, _mm512_permutex2var_ps(a, io, b));
+  }
+}
+
 void im2col_shifted(const float* x, int64_t in_size, int64_t C, int64_t ksize, const int64_t* shift,
                     const uint16_t* bits, int64_t pc, float* col) {
   const int64_t nv = (pc + 15) / 16, full = pc / 16;
@@ -382,6 +403,7 @@ namespace nn {
 namespace cvx {
 void dw_run(const DwGeometry&, const uint32_t*, const float*, const float*, float, bool, float,
             float, float*) {}
+void deinterleave2(const float*, int64_t, float*, float*) {}
 void im2col_shifted(const float*, int64_t, int64_t, int64_t, const int64_t*, const uint16_t*,
                     int64_t, float*) {}
 void transpose16(const float*, int64_t, int, int, float*, int64_t) {}

@@ -54,6 +54,10 @@ void dw_run(const DwGeometry& g, const uint32_t* masks, const float* xc, const f
 void im2col_shifted(const float* x, int64_t in_size, int64_t C, int64_t ksize, const int64_t* shift,
                     const uint16_t* bits, int64_t pc, float* col);
 
+// even[o] = s[2 * o], odd[o] = s[2 * o + 1] for o < n (a row of 2n values split into its
+// even and odd columns).
+void deinterleave2(const float* s, int64_t n, float* even, float* odd);
+
 // dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols (both at most 16): a 16 x 16
 // block transposed in registers.
 void transpose16(const float* src, int64_t lds, int rows, int cols, float* dst, int64_t ldd);
