@@ -946,6 +946,16 @@ def test_softmax_extreme_values(op):
                   [88.0, 88.0, 87.0, -np.inf], [3.0, 3.0, 3.0, 3.0],
                   [1.0, np.nan, 2.0, 3.0]], F32)
     check(node_model(op, {"X": x}, ["Y"]), {"X": x}, rtol=1e-5, atol=1e-6)
+    # Rows of 37: two full 16-wide vectors and a masked tail, with -inf (exactly 0 after
+    # Softmax), a row of -inf only, NaN, +inf and a spread wider than exp's range.
+    w = np.random.default_rng(3).standard_normal((6, 37)).astype(F32)
+    w[0, ::3] = -np.inf
+    w[1, :] = -np.inf
+    w[2, 20] = np.nan
+    w[3, 35] = np.inf
+    w[4, :] = np.linspace(-300, 100, 37)
+    w[5, 17:] = -1e30
+    check(node_model(op, {"X": w}, ["Y"]), {"X": w}, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("threads", [1, 4])
