@@ -116,6 +116,22 @@ void shifted_mask(size_t n, const int64_t* in, const int64_t* out, const int64_t
   }
 }
 
+// The scratch of cvx::im2col_shifted for one block of pc positions: a shift per kernel
+// position and its mask words (ceil(pc / 16) each, zeroed); thread-local, reused.
+struct ShiftedScratch {
+  int64_t* shift;
+  uint16_t* bits;
+  int64_t nv;
+};
+ShiftedScratch shifted_scratch(int64_t ksize, int64_t pc) {
+  thread_local std::vector<int64_t> shift;
+  thread_local std::vector<uint16_t> bits;
+  const int64_t nv = (pc + 15) / 16;
+  shift.resize(static_cast<size_t>(ksize));
+  bits.assign(static_cast<size_t>(ksize * nv), 0);
+  return {shift.data(), bits.data(), nv};
+}
+
 // im2col by cvx::im2col_shifted where it applies (AVX-512F; strides 1 and every axis but
 // the first as long as the output's, e.g. a 3 x 3 convolution with "same" padding): then
 // output position p reads input p + a fixed shift per kernel position, and one masked copy
@@ -127,11 +143,7 @@ bool im2col_shifted(const float* x, const SpatialGeometry& g, int64_t Cg, int64_
   if (!cvx::available() || n > 8) return false;
   for (size_t d = 0; d < n; ++d)
     if (g.stride[d] != 1 || (d > 0 && g.in[d] != g.out[d])) return false;
-  const int64_t nv = (pc + 15) / 16;
-  thread_local std::vector<uint16_t> bits;
-  thread_local std::vector<int64_t> shift;
-  bits.assign(static_cast<size_t>(ksize * nv), 0);
-  shift.resize(static_cast<size_t>(ksize));
+  const ShiftedScratch sc = shifted_scratch(ksize, pc);
   int64_t off[8];
   for (int64_t kf = 0; kf < ksize; ++kf) {
     int64_t s = p0, r = kf, stride = 1;
@@ -141,10 +153,10 @@ bool im2col_shifted(const float* x, const SpatialGeometry& g, int64_t Cg, int64_
       s += off[d] * stride;
       stride *= g.in[d];
     }
-    shift[static_cast<size_t>(kf)] = s;
-    shifted_mask(n, g.in.data(), g.out.data(), off, p0, pc, bits.data() + kf * nv);
+    sc.shift[kf] = s;
+    shifted_mask(n, g.in.data(), g.out.data(), off, p0, pc, sc.bits + kf * sc.nv);
   }
-  cvx::im2col_shifted(x, in_size, Cg, ksize, shift.data(), bits.data(), pc, col);
+  cvx::im2col_shifted(x, in_size, Cg, ksize, sc.shift, sc.bits, pc, col);
   return true;
 }
 
@@ -188,21 +200,17 @@ bool im2col_phases(const float* x, const SpatialGeometry& g, int64_t Cg, int64_t
         float* dst = ph.data() + c * 4 * plane + (2 * r) * plane + (j - pr0) * OW;
         cvx::deinterleave2(x + c * in_size + (2 * j + r) * W, OW, dst, dst + plane);
       }
-  const int64_t nv = (pc + 15) / 16;
-  thread_local std::vector<uint16_t> bits;
-  thread_local std::vector<int64_t> shift;
-  bits.assign(static_cast<size_t>(ksize * nv), 0);
-  shift.resize(static_cast<size_t>(ksize));
+  const ShiftedScratch sc = shifted_scratch(ksize, pc);
   const int64_t dims[2] = {OH, OW};
   for (int64_t kf = 0; kf < ksize; ++kf) {
     int64_t ry, dy, rx, dx;
     split(kf / g.kernel[1] - g.pad_begin[0], ry, dy);
     split(kf % g.kernel[1] - g.pad_begin[1], rx, dx);
-    shift[static_cast<size_t>(kf)] = (2 * ry + rx) * plane + p0 + (dy - pr0) * OW + dx;
+    sc.shift[kf] = (2 * ry + rx) * plane + p0 + (dy - pr0) * OW + dx;
     const int64_t off[2] = {dy, dx};
-    shifted_mask(2, dims, dims, off, p0, pc, bits.data() + kf * nv);
+    shifted_mask(2, dims, dims, off, p0, pc, sc.bits + kf * sc.nv);
   }
-  cvx::im2col_shifted(ph.data(), 4 * plane, Cg, ksize, shift.data(), bits.data(), pc, col);
+  cvx::im2col_shifted(ph.data(), 4 * plane, Cg, ksize, sc.shift, sc.bits, pc, col);
   return true;
 }
 
