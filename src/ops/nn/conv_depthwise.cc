@@ -89,32 +89,25 @@ ORTLITE_NN_INLINE void dw_span_impl(const T* base, const int64_t* toff, const T*
   constexpr int64_t L = 64 / sizeof(T), H = 32 / sizeof(T);
   const int64_t nt = kTaps > 0 ? kTaps : ntaps;
   int64_t i = 0;
-  for (; i + L <= len; i += L) {
-    v64 acc = v64{} + b;
-    for (int64_t t = 0; t < nt; ++t) {
-      v64 v;
-      std::memcpy(&v, base + toff[t] + i, sizeof(v));
-      acc += w[t] * v;
+  // 64-byte vectors, then one of 32 bytes: the same loop for either vector type.
+  auto vectors = [&](auto zero, int64_t width) __attribute__((always_inline)) {
+    using V = decltype(zero);
+    for (; i + width <= len; i += width) {
+      V acc = V{} + b;
+      for (int64_t t = 0; t < nt; ++t) {
+        V v;
+        std::memcpy(&v, base + toff[t] + i, sizeof(v));
+        acc += w[t] * v;
+      }
+      if (kClamp) {
+        acc = acc < lo ? lo : acc;
+        acc = acc > hi ? hi : acc;
+      }
+      std::memcpy(out + i, &acc, sizeof(acc));
     }
-    if (kClamp) {
-      acc = acc < lo ? lo : acc;
-      acc = acc > hi ? hi : acc;
-    }
-    std::memcpy(out + i, &acc, sizeof(acc));
-  }
-  for (; i + H <= len; i += H) {
-    v32 acc = v32{} + b;
-    for (int64_t t = 0; t < nt; ++t) {
-      v32 v;
-      std::memcpy(&v, base + toff[t] + i, sizeof(v));
-      acc += w[t] * v;
-    }
-    if (kClamp) {
-      acc = acc < lo ? lo : acc;
-      acc = acc > hi ? hi : acc;
-    }
-    std::memcpy(out + i, &acc, sizeof(acc));
-  }
+  };
+  vectors(v64{}, L);
+  vectors(v32{}, H);
   for (; i < len; ++i) {
     T acc = b;
     for (int64_t t = 0; t < nt; ++t) acc += w[t] * base[toff[t] + i];
