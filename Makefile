@@ -11,13 +11,38 @@ PYTEST_ARGS ?=
 
 all: build
 
-$(STAMP): requirements.txt requirements-dev.txt
+# Every package in .venv comes from requirements-lock.txt, exactly as pinned there (the
+# direct requirements and everything they pull in); pip check proves the set complete.
+LOCK := requirements-lock.txt
+$(STAMP): requirements.txt requirements-dev.txt $(LOCK)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip==25.3
-	$(PY) -m pip install -q -r requirements-dev.txt
+	$(PY) -m pip install -q --no-deps -r $(LOCK)
+	$(PY) -m pip check
 	touch $@
 
 venv: $(STAMP)
+
+# Regenerates requirements-lock.txt from requirements-dev.txt in a scratch venv.
+.PHONY: lock
+lock:
+	rm -rf build/lock-venv
+	$(PYTHON) -m venv build/lock-venv
+	build/lock-venv/bin/python -m pip install -q --upgrade pip==25.3
+	build/lock-venv/bin/python -m pip install -q -r requirements-dev.txt
+	{ sed -n '/^#/p' $(LOCK); build/lock-venv/bin/python -m pip freeze --all | sort -f; } > $(LOCK).new
+	mv $(LOCK).new $(LOCK)
+	rm -rf build/lock-venv
+
+# The oldest ml_dtypes ortlite supports at its numpy boundary (pyproject.toml's ml-dtypes
+# extra); the newest is the lock's. make test runs the narrow-type tests against both.
+ML_DTYPES_MIN := 0.5.0
+ML_DTYPES_MIN_DIR := build/ml_dtypes-$(ML_DTYPES_MIN)
+NARROW_TYPE_TESTS := tests/test_ops_dtypes.py
+$(ML_DTYPES_MIN_DIR)/.installed: $(STAMP)
+	rm -rf $(ML_DTYPES_MIN_DIR)
+	$(PY) -m pip install -q --no-deps --target $(ML_DTYPES_MIN_DIR) ml_dtypes==$(ML_DTYPES_MIN)
+	touch $@
 
 # In-place build of ortlite/_ortlite*.so (incremental: only changed sources recompile).
 build: $(STAMP)
@@ -32,8 +57,10 @@ demo: build
 	$(PY) tools/make_demo_model.py --out build/demo/cnn_classifier.onnx
 	PYTHONPATH=$(CURDIR) $(PY) tools/demo.py build/demo/cnn_classifier.onnx
 
-test: build
+test: build $(ML_DTYPES_MIN_DIR)/.installed
 	$(MAKE) --no-print-directory embed VALGRIND_OPTIONAL=1
+	PYTHONPATH=$(ML_DTYPES_MIN_DIR) ORTLITE_EXPECT_ML_DTYPES=$(ML_DTYPES_MIN) \
+		$(PY) -m pytest -q -p no:cacheprovider $(NARROW_TYPE_TESTS)
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) tests
 
 # ortlite vs onnxruntime (tools/bench.py, docs/performance.md); results in build/bench/bench.json.
