@@ -11,6 +11,22 @@ import os as _os
 import numpy as _numpy  # noqa: F401  (first: numpy's own BLAS reads the environment as it is)
 
 
+def _explain_missing_extension():
+    """Replaces the import system's message for a package without its C extension (in a
+    source tree, "cannot import name '_ortlite' from partially initialized module ...")
+    with one that says what to do."""
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    if any(f.startswith("_ortlite.") and f.endswith((".so", ".pyd")) for f in _os.listdir(here)):
+        return  # the library is there and failed to load: its own message says why
+    root = _os.path.dirname(here)
+    if _os.path.exists(_os.path.join(root, "setup.py")) and _os.path.isdir(_os.path.join(root, "src")):
+        msg = (f"ortlite's C extension is not built in this source tree ({root}): run "
+               "`make build` there, or import ortlite from outside it")
+    else:
+        msg = f"ortlite's C extension (ortlite/_ortlite) is missing from {here}: reinstall ortlite"
+    raise ImportError(msg, name="ortlite._ortlite") from None
+
+
 def _load_extension():
     # The extension links OpenBLAS (the scipy-openblas32 wheel), which starts its worker
     # threads when it loads unless OPENBLAS_NUM_THREADS says otherwise. ortlite splits
@@ -20,6 +36,9 @@ def _load_extension():
     _os.environ["OPENBLAS_NUM_THREADS"] = "1"
     try:
         from ortlite import _ortlite as ext
+    except ImportError:
+        _explain_missing_extension()
+        raise
     finally:
         if saved is None:
             del _os.environ["OPENBLAS_NUM_THREADS"]
