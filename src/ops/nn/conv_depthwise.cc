@@ -89,9 +89,10 @@ ORTLITE_NN_INLINE void dw_span_impl(const T* base, const int64_t* toff, const T*
   constexpr int64_t L = 64 / sizeof(T), H = 32 / sizeof(T);
   const int64_t nt = kTaps > 0 ? kTaps : ntaps;
   int64_t i = 0;
-  // 64-byte vectors, then one of 32 bytes: the same loop for either vector type.
-  auto vectors = [&](auto zero, int64_t width) __attribute__((always_inline)) {
-    using V = decltype(zero);
+  // 64-byte vectors, then one of 32 bytes: the same loop for either vector type (named by
+  // a pointer, not passed by value: a 64-byte vector argument has no stable ABI).
+  auto vectors = [&](auto* type, int64_t width) __attribute__((always_inline)) {
+    using V = std::remove_pointer_t<decltype(type)>;
     for (; i + width <= len; i += width) {
       V acc = V{} + b;
       for (int64_t t = 0; t < nt; ++t) {
@@ -106,8 +107,8 @@ ORTLITE_NN_INLINE void dw_span_impl(const T* base, const int64_t* toff, const T*
       std::memcpy(out + i, &acc, sizeof(acc));
     }
   };
-  vectors(v64{}, L);
-  vectors(v32{}, H);
+  vectors(static_cast<v64*>(nullptr), L);
+  vectors(static_cast<v32*>(nullptr), H);
   for (; i < len; ++i) {
     T acc = b;
     for (int64_t t = 0; t < nt; ++t) acc += w[t] * base[toff[t] + i];
