@@ -8,6 +8,10 @@ Environment switches:
                     unset: build it when nvcc and cuDNN are found
   CUDA_HOME         the CUDA toolkit (default: nvcc's, or /usr/local/cuda); CUDNN_HOME cuDNN
   ORTLITE_CUDA_ARCHS  SM versions to compile for (default "80;90"; PTX of the last one too)
+  ORTLITE_STRIP     1: strip the symbol tables of the linked libraries; 0: keep them.
+                    Default: strip release builds that are installed (pip install ., a wheel,
+                    build_ext without --inplace); keep them in debug, sanitizer and in-place
+                    builds, whose stacks valgrind, gdb and the suppression files read.
 
 The CUDA library (ortlite/_ortlite_cuda.so: src/cuda/*.cu by nvcc, linking cudart, cuBLAS
 and cuDNN) is a plain shared object next to the extension, dlopened by the extension only
@@ -128,8 +132,22 @@ class ParallelBuildExt(build_ext):
             shutil.copy2(built, dst + ".tmp")
             os.replace(dst + ".tmp", dst)
 
+    def run(self):
+        # setuptools clears self.inplace while it builds (it builds into build_lib, then
+        # copies): remember what was asked.
+        self._in_place = bool(self.inplace)
+        super().run()
+
+    def _strip(self):
+        switch = os.environ.get("ORTLITE_STRIP", "")
+        if switch in ("0", "1"):
+            return switch == "1"
+        debug = os.environ.get("ORTLITE_DEBUG") == "1" or os.environ.get("ORTLITE_SANITIZE")
+        return not debug and not getattr(self, "_in_place", False)
+
     def build_extension(self, ext):
         compiler = self.compiler
+        strip = self._strip()
         # distutils passes C flags through CFLAGS/OPT; keep only ours for C++.
         for attr in ("compiler_so", "compiler_cxx"):
             cmd = getattr(compiler, attr, None)
@@ -178,20 +196,30 @@ class ParallelBuildExt(build_ext):
         ext_path = self.get_ext_fullpath(ext.name)
         cuda_path = os.path.join(os.path.dirname(ext_path), CUDA_LIBRARY)
         if cuda:
-            _link_cuda(cuda, cu_objects, cuda_path)
+            _link_cuda(cuda, cu_objects, cuda_path, strip,
+                       os.path.join(build_temp, CUDA_LIBRARY + ".stripped"))
         elif os.path.exists(cuda_path):
             os.remove(cuda_path)  # a CPU-only build must not pick up an earlier CUDA library
+        # A library linked the other way (stripped or not) is linked again.
+        # (Stamps live in build_temp: nothing in build_lib may be one, it is packaged.)
+        stamp = os.path.join(build_temp, os.path.basename(ext_path) + ".stripped")
+        if os.path.exists(ext_path) and os.path.exists(stamp) != strip:
+            os.remove(ext_path)
         compiler.link_shared_object(
             objects,
             ext_path,
             libraries=self.get_libraries(ext),
             library_dirs=ext.library_dirs,
             runtime_library_dirs=ext.runtime_library_dirs,
-            extra_postargs=ext.extra_link_args,
+            extra_postargs=ext.extra_link_args + (["-s"] if strip else []),
             export_symbols=self.get_export_symbols(ext),
             build_temp=build_temp,
             target_lang="c++",
         )
+        if strip:
+            open(stamp, "w").close()
+        elif os.path.exists(stamp):
+            os.remove(stamp)
 
 
 def _run(cmd):
@@ -200,16 +228,22 @@ def _run(cmd):
         sys.exit(" ".join(cmd) + "\n" + proc.stdout)
 
 
-def _link_cuda(cuda, objects, out):
+def _link_cuda(cuda, objects, out, strip, stamp):
     """Links the CUDA library (static cudart; cuBLAS and cuDNN found through an rpath)."""
-    if os.path.exists(out) and all(os.path.getmtime(o) <= os.path.getmtime(out) for o in objects):
+    up_to_date = os.path.exists(out) and all(
+        os.path.getmtime(o) <= os.path.getmtime(out) for o in objects)
+    if up_to_date and os.path.exists(stamp) == strip:
         return
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
     rpath = [f"-Xlinker=-rpath,{d}" for d in cuda["libdirs"]]
     _run(cuda["nvcc"] + ["-shared", "-o", out + ".tmp"] + objects
          + [f"-L{d}" for d in cuda["libdirs"]] + ["-lcublas", "-lcudnn"] + rpath
-         + ["-Xlinker=--exclude-libs,ALL"])
+         + ["-Xlinker=--exclude-libs,ALL"] + (["-Xlinker=-s"] if strip else []))
     os.replace(out + ".tmp", out)
+    if strip:
+        open(stamp, "w").close()
+    elif os.path.exists(stamp):
+        os.remove(stamp)
 
 
 def _with_cxx(cmd):
