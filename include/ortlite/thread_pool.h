@@ -1,6 +1,11 @@
 // A small work-sharing pool. parallel_for may be called from many threads at once (several
 // runs of one session) and from inside a task: the caller always works on its own chunks,
 // so nesting cannot deadlock.
+//
+// fork: a child process has none of the parent's worker threads. fork handlers put every
+// pool into a state the child rebuilds on first use (new workers; the parent's queued
+// work is the parent's and is dropped), and a pool made in the parent can be destroyed
+// in the child without joining threads that do not exist there.
 #pragma once
 
 #include <atomic>
@@ -22,7 +27,7 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
+  int num_threads() const { return num_threads_; }
 
   // Runs fn(begin, end) over disjoint ranges covering [0, n); returns when all are done.
   // The first exception thrown by fn is rethrown here. Ranges are about n / (4 threads)
@@ -35,8 +40,16 @@ class ThreadPool {
   // no workers.
   void schedule(std::function<void()> task);
 
+  // The fork handlers (thread_pool.cc).
+  void before_fork();
+  void after_fork_in_parent();
+  void after_fork_in_child();
+
  private:
   void worker_loop();
+  void start_workers_after_fork();
+  int num_threads_ = 1;
+  std::atomic<bool> workers_lost_{false};  // set in a forked child until workers restart
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_;

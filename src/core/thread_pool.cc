@@ -5,6 +5,9 @@
 #include <chrono>
 #include <exception>
 #include <memory>
+#include <new>
+#include <pthread.h>
+#include <unordered_set>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -41,21 +44,95 @@ bool spin_until(const Pred& ready) {
   }
 }
 
+// Every live pool, for the fork handlers. Leaked on purpose (pools may outlive static
+// destruction in threads still running at exit).
+struct PoolRegistry {
+  std::mutex mu;
+  std::unordered_set<ThreadPool*> pools;
+};
+PoolRegistry& registry() {
+  static PoolRegistry* r = new PoolRegistry();
+  return *r;
+}
+
+// Before fork: the registry and every pool's lock are held, so the child's copy of each
+// pool is consistent (no half-pushed queue). After: released in the parent, rebuilt in the
+// child, which has only the forking thread.
+void prepare_fork() {
+  registry().mu.lock();
+  for (ThreadPool* p : registry().pools) p->before_fork();
+}
+void parent_after_fork() {
+  for (ThreadPool* p : registry().pools) p->after_fork_in_parent();
+  registry().mu.unlock();
+}
+void child_after_fork() {
+  for (ThreadPool* p : registry().pools) p->after_fork_in_child();
+  new (&registry().mu) std::mutex();
+}
+
+void register_pool(ThreadPool* p) {
+  static const int handlers = pthread_atfork(prepare_fork, parent_after_fork, child_after_fork);
+  (void)handlers;
+  std::lock_guard<std::mutex> lock(registry().mu);
+  registry().pools.insert(p);
+}
+
+void unregister_pool(ThreadPool* p) {
+  std::lock_guard<std::mutex> lock(registry().mu);
+  registry().pools.erase(p);
+}
+
 }  // namespace
 
-ThreadPool::ThreadPool(int num_threads) {
-  const int workers = std::max(0, num_threads - 1);
+ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
+  const int workers = num_threads_ - 1;
+  if (workers > 0) register_pool(this);
   workers_.reserve(workers);
   for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
+  if (num_threads_ > 1) unregister_pool(this);
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
   for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::before_fork() {
+  mu_.lock();
+}
+
+void ThreadPool::after_fork_in_parent() {
+  mu_.unlock();
+}
+
+void ThreadPool::after_fork_in_child() {
+  // The parent's threads do not exist here: their handles are let go of without a join
+  // (leaked: destroying a joinable std::thread terminates), the lock and condition
+  // variable made anew (the old ones may name parent threads), the parent's queued work
+  // dropped. Workers start again on first use.
+  new std::vector<std::thread>(std::move(workers_));
+  workers_.clear();
+  new (&mu_) std::mutex();
+  new (&cv_) std::condition_variable();
+  new (&queue_) std::deque<std::function<void()>>();
+  queued_.store(0, std::memory_order_relaxed);
+  sleepers_ = 0;
+  stop_ = false;
+  workers_lost_.store(true, std::memory_order_release);
+}
+
+void ThreadPool::start_workers_after_fork() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!workers_lost_.load(std::memory_order_acquire)) return;
+  const int workers = num_threads_ - 1;
+  workers_.reserve(workers);
+  for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+  workers_lost_.store(false, std::memory_order_release);
 }
 
 void ThreadPool::worker_loop() {
@@ -79,7 +156,8 @@ void ThreadPool::worker_loop() {
 }
 
 void ThreadPool::schedule(std::function<void()> task) {
-  if (workers_.empty()) {
+  if (workers_lost_.load(std::memory_order_acquire)) start_workers_after_fork();
+  if (num_threads_ == 1) {
     task();
     return;
   }
@@ -134,6 +212,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(0, n);
     return;
   }
+  if (workers_lost_.load(std::memory_order_acquire)) start_workers_after_fork();
   auto job = std::make_shared<ParallelJob>();
   job->fn = &fn;
   job->n = n;

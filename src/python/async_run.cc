@@ -1,10 +1,12 @@
 #include "python/async_run.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <pthread.h>
 #include <string>
 #include <thread>
 #include <utility>
@@ -13,6 +15,7 @@
 #include "ortlite/session.h"
 #include "ortlite/status.h"
 #include "python/errors.h"
+#include "python/gil.h"
 #include "python/module_state.h"
 #include "python/run_helpers.h"
 #include "python/session.h"
@@ -33,6 +36,9 @@ struct AsyncRun {
   Ref callback;  // None-free: null when a future is used
   Ref user_data;
   Ref future;  // a concurrent.futures.Future when no callback was given
+  // Set (GIL held) by the future's done-callback when the future is cancelled; a worker
+  // that finds it set skips the run.
+  std::shared_ptr<std::atomic<bool>> cancelled;
 
   // Filled by the worker without the GIL.
   std::vector<Value> outputs;
@@ -95,6 +101,24 @@ class AsyncExecutor {
     return in_flight_;
   }
 
+  // fork handlers (registered with the executor). The child has none of the workers, and
+  // the runs queued or in flight are the parent's: the child never delivers, cancels or
+  // waits for them (their records, with their Python references, are let go of unread;
+  // no Python is touched inside fork). Workers start again on the child's first submit.
+  void before_fork() { mu_.lock(); }
+  void after_fork_in_parent() { mu_.unlock(); }
+  void after_fork_in_child() {
+    new std::vector<std::thread>(std::move(workers_));
+    workers_.clear();
+    new std::deque<std::unique_ptr<AsyncRun>>(std::move(queue_));
+    queue_.clear();
+    in_flight_ = 0;
+    stopping_ = false;
+    new (&cv_) std::condition_variable();
+    new (&done_cv_) std::condition_variable();
+    new (&mu_) std::mutex();
+  }
+
  private:
   void loop();
 
@@ -111,8 +135,17 @@ class AsyncExecutor {
 
 // Leaked on purpose: worker threads may still touch it while static destructors run at
 // process exit.
+AsyncExecutor& executor();
+
+AsyncExecutor* make_executor() {
+  auto* ex = new AsyncExecutor();
+  pthread_atfork([] { executor().before_fork(); }, [] { executor().after_fork_in_parent(); },
+                 [] { executor().after_fork_in_child(); });
+  return ex;
+}
+
 AsyncExecutor& executor() {
-  static AsyncExecutor* ex = new AsyncExecutor();
+  static AsyncExecutor* ex = make_executor();
   return *ex;
 }
 
@@ -177,6 +210,7 @@ void deliver(AsyncRun& run) {
   if (run.failed) err = run.message;
 
   if (run.future) {
+    if (run.cancelled->load()) return;  // nothing to resolve: cancel() did
     Ref r;
     if (!run.failed) {
       r = Ref::steal(PyObject_CallMethod(run.future.get(), "set_result", "O", results.get()));
@@ -185,7 +219,12 @@ void deliver(AsyncRun& run) {
       if (exc)
         r = Ref::steal(PyObject_CallMethod(run.future.get(), "set_exception", "O", exc.get()));
     }
-    if (!r) PyErr_WriteUnraisable(run.future.get());
+    // Cancelled between the check and the call (by Python code the call ran): that
+    // InvalidStateError is expected, not news.
+    if (!r && run.cancelled->load())
+      PyErr_Clear();
+    else if (!r)
+      PyErr_WriteUnraisable(run.future.get());
     return;
   }
   if (!results) results = Ref::steal(PyList_New(0));
@@ -209,17 +248,13 @@ void AsyncExecutor::loop() {
       run = std::move(queue_.front());
       queue_.pop_front();
     }
-    compute(*run);
-#if PY_VERSION_HEX >= 0x030D0000
-    if (Py_IsFinalizing()) {
-#else
-    if (_Py_IsFinalizing()) {
-#endif
+    if (!run->cancelled || !run->cancelled->load()) compute(*run);
+    if (interpreter_finalizing()) {
       // Never call into a finalizing interpreter: the record (and its references) is
       // abandoned. The atexit drain makes this unreachable in normal shutdown.
       run.release();
     } else {
-      PyGILState_STATE g = PyGILState_Ensure();
+      PyGILState_STATE g = ensure_gil();
       deliver(*run);
       run.reset();  // drops every reference of the record, GIL held
       PyGILState_Release(g);
@@ -230,6 +265,39 @@ void AsyncExecutor::loop() {
       if (in_flight_ == 0) done_cv_.notify_all();
     }
   }
+}
+
+// The future's done-callback: marks the record cancelled when the future was. Its self is a
+// capsule holding the record's flag.
+void drop_flag(PyObject* capsule) {
+  delete static_cast<std::shared_ptr<std::atomic<bool>>*>(
+      PyCapsule_GetPointer(capsule, "ortlite.cancel_flag"));
+}
+
+PyObject* on_future_done(PyObject* capsule, PyObject* future) {
+  auto* flag = static_cast<std::shared_ptr<std::atomic<bool>>*>(
+      PyCapsule_GetPointer(capsule, "ortlite.cancel_flag"));
+  if (!flag) return nullptr;
+  Ref c = Ref::steal(PyObject_CallMethod(future, "cancelled", nullptr));
+  if (!c) return nullptr;
+  const int yes = PyObject_IsTrue(c.get());
+  if (yes < 0) return nullptr;
+  if (yes) (*flag)->store(true);
+  Py_RETURN_NONE;
+}
+
+PyMethodDef kOnFutureDone = {"_on_run_future_done", on_future_done, METH_O, nullptr};
+
+// A Future whose cancel() reaches the run's record.
+void watch_cancellation(AsyncRun& run) {
+  run.cancelled = std::make_shared<std::atomic<bool>>(false);
+  Ref capsule = Ref::steal(PyCapsule_New(new std::shared_ptr<std::atomic<bool>>(run.cancelled),
+                                         "ortlite.cancel_flag", drop_flag));
+  if (!capsule) throw PythonErrorSet{};
+  Ref fn = Ref::steal(PyCFunction_New(&kOnFutureDone, capsule.get()));
+  if (!fn) throw PythonErrorSet{};
+  Ref r = Ref::steal(PyObject_CallMethod(run.future.get(), "add_done_callback", "O", fn.get()));
+  if (!r) throw PythonErrorSet{};
 }
 
 }  // namespace
@@ -270,6 +338,7 @@ PyObject* session_run_async(PyObject* self, PyObject* args, PyObject* kwds) {
       if (!mod) throw PythonErrorSet{};
       run->future = Ref::steal(PyObject_CallMethod(mod.get(), "Future", nullptr));
       if (!run->future) throw PythonErrorSet{};
+      watch_cancellation(*run);
       ret = Ref::borrow(run->future.get());
     }
     if (!executor().submit(run)) {
@@ -293,8 +362,8 @@ PyObject* async_shutdown(PyObject*, PyObject*) {
     deliver(*run);
     run.reset();
   }
-  Py_BEGIN_ALLOW_THREADS ex.drain_and_join(cancelled);
-  Py_END_ALLOW_THREADS Py_RETURN_NONE;
+  without_gil([&] { ex.drain_and_join(cancelled); });
+  Py_RETURN_NONE;
 }
 
 PyObject* async_in_flight(PyObject*, PyObject*) {

@@ -6,6 +6,8 @@
 
 #include <Python.h>
 
+#include <cxxabi.h>
+
 #include <exception>
 #include <string>
 
@@ -38,7 +40,11 @@ std::string error_message(std::exception_ptr e) noexcept;
 
 }  // namespace ortlite::py
 
+// A forced unwind (pthread_exit, thread cancellation) is never swallowed: it must go on.
 #define ORTLITE_PY_CATCH(STATE, RET)         \
+  catch (abi::__forced_unwind&) {            \
+    throw;                                   \
+  }                                          \
   catch (...) {                              \
     ::ortlite::py::set_current_error(STATE); \
     return RET;                              \

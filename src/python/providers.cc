@@ -13,6 +13,7 @@
 #include "ortlite/model.h"
 #include "ortlite/status.h"
 #include "python/errors.h"
+#include "python/gil.h"
 #include "python/numpy_bridge.h"
 #include "python/ortvalue.h"
 
@@ -416,8 +417,7 @@ PyObject* cuda_run_node(PyObject* module, PyObject* args, PyObject* kwds) {
 
     std::vector<Value> outs;
     double ms = 0;
-    std::exception_ptr err;
-    Py_BEGIN_ALLOW_THREADS try {
+    without_gil([&] {
       cuda::StreamScope scope(stream.get());
       std::unique_ptr<EventTimer> timer;
       if (repeat > 1) {
@@ -436,10 +436,7 @@ PyObject* cuda_run_node(PyObject* module, PyObject* args, PyObject* kwds) {
         cuda::check(cuda::api().event_elapsed_ms(timer->start, timer->end, &total), "CUDA event");
         ms = static_cast<double>(total) / repeat;
       }
-    } catch (...) {
-      err = std::current_exception();
-    }
-    Py_END_ALLOW_THREADS if (err) std::rethrow_exception(err);
+    });
 
     Ref list = Ref::steal(PyList_New(0));
     if (!list) throw PythonErrorSet{};

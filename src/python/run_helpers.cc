@@ -5,6 +5,7 @@
 #include "cuda/provider.h"
 #include "ortlite/status.h"
 #include "python/errors.h"
+#include "python/gil.h"
 #include "python/numpy_bridge.h"
 #include "python/ortvalue.h"
 #include "python/run_options.h"
@@ -228,13 +229,9 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
 
 std::vector<Value> run_without_gil(const Session& sess, RunInputs& in, bool device_outputs) {
   std::vector<Value> outs;
-  std::exception_ptr err;
-  Py_BEGIN_ALLOW_THREADS try {
+  without_gil([&] {
     outs = sess.run(std::move(in.feeds), in.output_names, in.run_config.get(), device_outputs);
-  } catch (...) {
-    err = std::current_exception();
-  }
-  Py_END_ALLOW_THREADS if (err) std::rethrow_exception(err);
+  });
   return outs;
 }
 

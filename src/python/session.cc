@@ -14,6 +14,7 @@
 #include "ortlite/status.h"
 #include "python/async_run.h"
 #include "python/errors.h"
+#include "python/gil.h"
 #include "python/node_arg.h"
 #include "python/providers.h"
 #include "python/run_helpers.h"
@@ -113,15 +114,11 @@ int session_init(PyObject* self, PyObject* args, PyObject* kwds) {
     provider_config(choice, &config);
 
     std::shared_ptr<const Session> created;
-    std::exception_ptr err;
-    Py_BEGIN_ALLOW_THREADS try {
+    without_gil([&] {
       Model model = source.bytes ? load_model_from_buffer(std::move(source.bytes), "")
                                  : load_model_from_file(source.path);
       created = Session::create(std::move(model), config);
-    } catch (...) {
-      err = std::current_exception();
-    }
-    Py_END_ALLOW_THREADS if (err) std::rethrow_exception(err);
+    });
     // Another thread may have initialized this object while the GIL was released.
     if (so->sess) ORTLITE_THROW(kModelLoaded, "this InferenceSession already has a model loaded");
 
