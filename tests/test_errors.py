@@ -279,3 +279,93 @@ def test_unknown_input_with_list_value_is_invalid_argument(sess):
     f["extra"] = [1, 2, 3]
     with pytest.raises(ortlite.InvalidArgument, match="extra"):
         sess.run(None, f)
+
+
+# ---- one translation: run() and run_async raise the same class for the same failure -----
+
+def _async_outcomes(sess, feed):
+    """(exception class name from the Future, the callback's err)."""
+    import threading
+
+    try:
+        sess.run_async(None, feed).result(timeout=60)
+        from_future = "ok"
+    except Exception as e:  # noqa: BLE001  (the class is what is compared)
+        from_future = type(e).__name__
+    done, errs = threading.Event(), []
+    sess.run_async(None, feed, lambda r, u, e: (errs.append(e), done.set()), None)
+    assert done.wait(60)
+    return from_future, errs[0]
+
+
+def test_core_failure_has_the_same_class_sync_and_async():
+    # Add of non-broadcastable shapes fails inside the run, after the feeds were accepted.
+    s = ortlite.InferenceSession(add_model())
+    feed = {"x": np.ones((2, 3), F32), "y": np.ones((5, 3), F32)}
+    with pytest.raises(ortlite.OrtliteError) as sync:
+        s.run(None, feed)
+    from_future, err = _async_outcomes(s, feed)
+    assert from_future == type(sync.value).__name__
+    assert err == str(sync.value)
+
+
+def test_bad_feed_has_the_same_class_sync_and_async(sess):
+    feed = {"x": np.ones((2, 3), np.float64), "y": np.ones((2, 3), F32)}
+    with pytest.raises(ortlite.InvalidArgument) as sync:
+        sess.run(None, feed)
+    with pytest.raises(ortlite.InvalidArgument) as in_async:
+        sess.run_async(None, feed)
+    assert str(in_async.value) == str(sync.value)
+
+
+OUT_OF_MEMORY = r"""
+import resource, threading
+import numpy as np
+import ortlite
+from onnx import helper, TensorProto as TP
+g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
+                      [helper.make_tensor_value_info("x", TP.FLOAT, [None])],
+                      [helper.make_tensor_value_info("y", TP.FLOAT, [None])])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+m.ir_version = 10
+sess = ortlite.InferenceSession(m.SerializeToString())
+sess.run_async(None, {"x": np.ones(4, np.float32)}).result()  # the async workers exist
+x = np.ones(1 << 28, np.float32)  # 1 GiB: its output copy cannot fit under the limit
+with open("/proc/self/status") as f:
+    vm = next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmSize"))
+resource.setrlimit(resource.RLIMIT_AS, (vm + (256 << 20), resource.RLIM_INFINITY))
+out = []
+for how in ("run", "future"):
+    try:
+        if how == "run":
+            sess.run(None, {"x": x})
+        else:
+            sess.run_async(None, {"x": x}).result()
+        out.append("ok")
+    except BaseException as e:
+        out.append(type(e).__name__)
+done, errs = threading.Event(), []
+sess.run_async(None, {"x": x}, lambda r, u, e: (errs.append(e), done.set()), None)
+done.wait(60)
+out.append(errs[0])
+print(repr(out))
+"""
+
+
+def test_out_of_memory_has_the_same_class_sync_and_async():
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in [os.environ.get("ORTLITE_TEST_PATH"), root] if p)
+    if os.environ.get("ORTLITE_TEST_PATH"):
+        pytest.skip("a sanitizer build reserves far more address space than RLIMIT_AS allows")
+    out = subprocess.run([sys.executable, "-c", OUT_OF_MEMORY], env=env, capture_output=True,
+                         text=True, timeout=120, cwd="/")
+    assert out.returncode == 0, out.stderr[-2000:]
+    run_cls, future_cls, err = eval(out.stdout)
+    assert run_cls == future_cls == "MemoryError", out.stdout
+    assert err.startswith("Unable to allocate 1.00 GiB"), err

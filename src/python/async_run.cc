@@ -40,11 +40,10 @@ struct AsyncRun {
   // that finds it set skips the run.
   std::shared_ptr<std::atomic<bool>> cancelled;
 
-  // Filled by the worker without the GIL.
+  // Filled by the worker without the GIL; `error` is translated (errors.h, as for run())
+  // when the run is delivered.
   std::vector<Value> outputs;
-  bool failed = false;
-  StatusCode code = StatusCode::kOk;
-  std::string message;
+  std::exception_ptr error;
 };
 
 // Process-wide worker threads for async runs. Core work happens without the GIL; the
@@ -153,71 +152,51 @@ AsyncExecutor& executor() {
 void compute(AsyncRun& run) noexcept {
   try {
     run.outputs = run.sess->run(run.in.feeds, run.in.output_names, run.in.run_config.get());
-  } catch (const Error& e) {
-    run.failed = true;
-    run.code = e.code();
-    run.message = e.what();
-  } catch (const std::bad_alloc&) {
-    run.failed = true;
-    run.code = StatusCode::kFail;
-    run.message = "out of memory";
-  } catch (const std::exception& e) {
-    run.failed = true;
-    run.code = StatusCode::kRuntimeException;
-    run.message = e.what();
   } catch (...) {
-    run.failed = true;
-    run.code = StatusCode::kRuntimeException;
-    run.message = "unknown C++ exception";
+    run.error = std::current_exception();
   }
 }
 
-// Builds the exception instance for a failed run (GIL held); NULL with an error set on
-// failure.
-PyObject* make_exception(AsyncRun& run) {
-  PyObject* cls = exception_for_code(run.st, run.code);
-  Ref msg = Ref::steal(str_from_utf8(run.message));
-  if (!msg) return nullptr;
-  return PyObject_CallOneArg(cls, msg.get());
+// The callback's `err` for an exception instance: its message, or its class name when
+// the message is empty (MemoryError()), so that a failure never reads as success.
+std::string error_text(PyObject* exc) {
+  Ref s = Ref::steal(PyObject_Str(exc));
+  const char* u = s ? PyUnicode_AsUTF8(s.get()) : nullptr;
+  if (u && *u) return u;
+  PyErr_Clear();
+  return Py_TYPE(exc)->tp_name;
 }
 
 // Delivers the result: calls the callback or resolves the future. GIL held. An exception
 // from the callback goes to sys.unraisablehook; the worker carries on.
 void deliver(AsyncRun& run) {
   Ref results;
-  std::string err;
-  if (!run.failed) {
+  if (!run.error) {
     try {
       // Converted before the record lets go of the feeds (an output may alias one).
       results = outputs_to_numpy(run.st, std::move(run.outputs));
     } catch (...) {
-      set_current_error(run.st);
-      PyObject *type, *value, *tb;
-      PyErr_Fetch(&type, &value, &tb);
-      PyErr_NormalizeException(&type, &value, &tb);
-      Ref v = Ref::steal(value);
-      Py_XDECREF(type);
-      Py_XDECREF(tb);
-      run.failed = true;
-      run.code = StatusCode::kFail;
-      Ref s = Ref::steal(v ? PyObject_Str(v.get()) : nullptr);
-      const char* u = s ? PyUnicode_AsUTF8(s.get()) : nullptr;
-      run.message = u ? u : "could not convert the outputs";
-      PyErr_Clear();
+      run.error = std::current_exception();  // (a PythonErrorSet keeps its exception set)
     }
   }
   run.outputs.clear();
-  if (run.failed) err = run.message;
+  // The exception run() would raise for the same failure (errors.cc: one translation).
+  Ref exc;
+  if (run.error) {
+    exc = Ref::steal(error_object(run.st, run.error));
+    if (!exc) {
+      PyErr_WriteUnraisable(run.future ? run.future.get() : run.callback.get());
+      return;
+    }
+  }
 
   if (run.future) {
     if (run.cancelled->load()) return;  // nothing to resolve: cancel() did
     Ref r;
-    if (!run.failed) {
+    if (!exc) {
       r = Ref::steal(PyObject_CallMethod(run.future.get(), "set_result", "O", results.get()));
     } else {
-      Ref exc = Ref::steal(make_exception(run));
-      if (exc)
-        r = Ref::steal(PyObject_CallMethod(run.future.get(), "set_exception", "O", exc.get()));
+      r = Ref::steal(PyObject_CallMethod(run.future.get(), "set_exception", "O", exc.get()));
     }
     // Cancelled between the check and the call (by Python code the call ran): that
     // InvalidStateError is expected, not news.
@@ -228,7 +207,7 @@ void deliver(AsyncRun& run) {
     return;
   }
   if (!results) results = Ref::steal(PyList_New(0));
-  Ref err_str = Ref::steal(str_from_utf8(err));
+  Ref err_str = Ref::steal(str_from_utf8(exc ? error_text(exc.get()) : std::string()));
   if (!results || !err_str) {
     PyErr_WriteUnraisable(run.callback.get());
     return;
@@ -342,9 +321,8 @@ PyObject* session_run_async(PyObject* self, PyObject* args, PyObject* kwds) {
       ret = Ref::borrow(run->future.get());
     }
     if (!executor().submit(run)) {
-      PyErr_SetString(exception_for_code(st, StatusCode::kFail),
-                      "run_async: the interpreter is shutting down, no new runs are accepted");
-      return nullptr;  // `run` still owns its references and drops them here
+      // `run` still owns its references and drops them as this unwinds.
+      ORTLITE_THROW(kFail, "run_async: the interpreter is shutting down, no new runs are accepted");
     }
     return ret.release();
   }
@@ -356,9 +334,8 @@ PyObject* async_shutdown(PyObject*, PyObject*) {
   std::deque<std::unique_ptr<AsyncRun>> pending = ex.stop_accepting();
   const size_t cancelled = pending.size();
   for (auto& run : pending) {
-    run->failed = true;
-    run->code = StatusCode::kFail;
-    run->message = "the run was cancelled: the interpreter is shutting down";
+    run->error = std::make_exception_ptr(
+        Error(StatusCode::kFail, "the run was cancelled: the interpreter is shutting down"));
     deliver(*run);
     run.reset();
   }

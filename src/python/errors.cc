@@ -38,8 +38,7 @@ void set_runtime_exception(ModuleState* st, const char* message) {
   PyErr_SetString(cls ? cls : PyExc_RuntimeError, message);
 }
 
-}  // namespace
-
+// The exception class for a status code (borrowed; ortlite.Fail for unknown codes).
 PyObject* exception_for_code(ModuleState* st, StatusCode code) {
   const int i = static_cast<int>(code);
   PyObject* cls = nullptr;
@@ -47,6 +46,8 @@ PyObject* exception_for_code(ModuleState* st, StatusCode code) {
   if (!cls && st) cls = st->errors[static_cast<int>(StatusCode::kFail)];
   return cls ? cls : PyExc_RuntimeError;
 }
+
+}  // namespace
 
 void set_error(ModuleState* st, std::exception_ptr e) noexcept {
   try {
@@ -81,22 +82,6 @@ PyObject* error_object(ModuleState* st, std::exception_ptr e) noexcept {
   Py_XDECREF(type);
   Py_XDECREF(tb);
   return value;
-}
-
-std::string error_message(std::exception_ptr e) noexcept {
-  try {
-    try {
-      std::rethrow_exception(e);
-    } catch (const PythonErrorSet&) {
-      return "Python exception";
-    } catch (const std::exception& ex) {
-      return ex.what();
-    } catch (...) {
-      return "unknown C++ exception";
-    }
-  } catch (...) {
-    return {};
-  }
 }
 
 int errors_setup(PyObject* module) {

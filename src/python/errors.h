@@ -16,9 +16,6 @@
 
 namespace ortlite::py {
 
-// The exception class for a status code (borrowed; ortlite.Fail for unknown codes).
-PyObject* exception_for_code(ModuleState* st, StatusCode code);
-
 // Sets the Python exception for `e`:
 //   ortlite::Error        -> the class of its code (Fail, InvalidArgument, ...)
 //   PythonErrorSet        -> the Python exception already set is kept
@@ -35,8 +32,6 @@ void set_current_error(ModuleState* st) noexcept;
 // the exception instance set_error would raise, as a new reference, with no exception left
 // pending (for PythonErrorSet: the pending one). Needs the GIL.
 PyObject* error_object(ModuleState* st, std::exception_ptr e) noexcept;
-// The message of a C++ exception (e.what()), without touching Python state.
-std::string error_message(std::exception_ptr e) noexcept;
 
 }  // namespace ortlite::py
 

@@ -61,7 +61,8 @@ PyObject* noop(PyObject*, PyObject*) {
 }
 
 // (domain, op_type, since_version, until_version, provider) of every kernel compiled in.
-PyObject* registered_ops(PyObject*, PyObject*) {
+PyObject* registered_ops(PyObject* module, PyObject*) {
+  ModuleState* st = get_module_state(module);
   try {
     const auto regs = KernelRegistry::instance().registrations();
     Ref list = Ref::steal(PyList_New(0));
@@ -72,10 +73,8 @@ PyObject* registered_ops(PyObject*, PyObject*) {
       if (!item || PyList_Append(list.get(), item.get()) < 0) return nullptr;
     }
     return list.release();
-  } catch (...) {
-    PyErr_SetString(PyExc_RuntimeError, "could not list the registered kernels");
-    return nullptr;
   }
+  ORTLITE_PY_CATCH(st, nullptr)
 }
 
 // Called once by ortlite/__init__.py, so that SessionOptions returns enum members.
