@@ -81,8 +81,9 @@ void for_each_subgraph(const Node& node, F&& f) {
 
 // Names that `g` (or a subgraph nested in it) reads but does not define: its outer-scope
 // references, in first-use order.
+// `depth`: how deep `g` is below the graph the walk started from; the bound is checked
+// before each step down.
 std::vector<std::string> free_names(const Graph& g, int depth = 0) {
-  if (depth > 64) ORTLITE_THROW(kInvalidGraph, "subgraphs are nested more than 64 deep");
   std::unordered_set<std::string> defined;
   for (const ValueInfo& vi : g.inputs) defined.insert(vi.name);
   for (const auto& init : g.initializers) defined.insert(init.first);
@@ -97,6 +98,8 @@ std::vector<std::string> free_names(const Graph& g, int depth = 0) {
     const size_t explicit_inputs = node.inputs.size() - node.implicit_inputs;
     for (size_t i = 0; i < explicit_inputs; ++i) use(node.inputs[i]);
     for_each_subgraph(node, [&](const Graph& sub) {
+      if (depth >= 64)
+        ORTLITE_THROW(kInvalidGraph, node.label(), ": subgraphs are nested more than 64 deep");
       for (const std::string& n : free_names(sub, depth + 1)) use(n);
     });
   }
@@ -734,14 +737,18 @@ void check_tensor_feed(const std::string& name, const TypeInfo& type, const Tens
   }
 }
 
-void check_value_feed(const std::string& name, const TypeInfo& type, const Value& v) {
+void check_value_feed(const std::string& name, const TypeInfo& declared, const Value& v) {
   using K = TypeInfo::Kind;
+  // optional(optional(...(T))) takes None or what T takes (unwrapped without recursion).
+  const TypeInfo* t = &declared;
+  while (t->kind == K::kOptional) {
+    if (v.is_none() || !t->elem) return;
+    t = t->elem.get();
+  }
+  const TypeInfo& type = *t;
   switch (type.kind) {
     case K::kUnknown:
-      return;
     case K::kOptional:
-      if (v.is_none() || !type.elem) return;
-      check_value_feed(name, *type.elem, v);
       return;
     case K::kSequence:
       // seq(map(...)) inputs (DictVectorizer-style models) have no feed form yet.

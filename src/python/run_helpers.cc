@@ -30,7 +30,7 @@ DataType tensor_elem_type(const TypeInfo* type) {
 Value object_to_value(PyObject* value, const TypeInfo* type, const std::string& name,
                       std::vector<Ref>* held) {
   using K = TypeInfo::Kind;
-  if (type && type->kind == K::kOptional) {
+  while (type && type->kind == K::kOptional) {  // optional(optional(...)) unwrapped in a loop
     if (value == Py_None) return Value::none();
     type = type->elem.get();
   }
