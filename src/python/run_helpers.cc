@@ -13,15 +13,6 @@ namespace ortlite::py {
 
 namespace {
 
-// The type declared for a feedable name, nullptr when unknown.
-const TypeInfo* declared_type(const Session& sess, const std::string& name) {
-  for (const auto* list : {&sess.inputs(), &sess.overridable_initializers()}) {
-    for (const ValueInfo& vi : *list)
-      if (vi.name == name) return &vi.type;
-  }
-  return nullptr;
-}
-
 DataType tensor_elem_type(const TypeInfo* type) {
   return type && type->kind == TypeInfo::Kind::kTensor ? type->elem_type : DataType::kUndefined;
 }
@@ -150,6 +141,7 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
   struct Item {
     Ref key, value;
     std::string name;
+    const ValueInfo* declared = nullptr;  // null for an unknown name
   };
   constexpr size_t kInline = 8;
   Item inline_items[kInline];
@@ -167,16 +159,22 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
       ++i;
     }
   }
-  for (size_t i = 0; i < n; ++i)
+  // One lookup per feed (linear in all): its declaration, and which required inputs are
+  // fed (counted once each: two str subclass keys may spell the same name).
+  const std::vector<ValueInfo>& inputs = sess.inputs();
+  std::vector<char> fed(inputs.size(), 0);
+  size_t required_fed = 0;
+  for (size_t i = 0; i < n; ++i) {
     if (!str_to_utf8(items[i].key.get(), "each input name", &items[i].name)) throw PythonErrorSet{};
-
-  bool all_present = true;
-  for (const ValueInfo& vi : sess.inputs()) {
-    bool found = false;
-    for (size_t i = 0; i < n && !found; ++i) found = items[i].name == vi.name;
-    all_present = all_present && found;
+    bool required = false;
+    items[i].declared = sess.find_feedable(items[i].name, &required, i);
+    if (items[i].declared && required) {
+      const size_t k = static_cast<size_t>(items[i].declared - inputs.data());
+      required_fed += !fed[k];
+      fed[k] = 1;
+    }
   }
-  if (!all_present) {
+  if (required_fed != inputs.size()) {
     std::vector<std::string> names;
     for (size_t i = 0; i < n; ++i) names.push_back(items[i].name);
     const std::vector<std::string> missing = sess.missing_inputs(names);
@@ -218,11 +216,13 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
                    Py_TYPE(value)->tp_name);
       throw PythonErrorSet{};
     }
-    in->feeds.emplace_back(name,
-                           object_to_value(value, declared_type(sess, name), name, &in->held));
+    const TypeInfo* type = items[i].declared ? &items[i].declared->type : nullptr;
+    in->feeds.emplace_back(name, object_to_value(value, type, name, &in->held));
   }
 
-  sess.check_feeds(in->feeds);
+  // Session::check_feeds, with the declarations looked up above.
+  for (size_t i = 0; i < n; ++i)
+    sess.check_feed(in->feeds[i].first, items[i].declared, in->feeds[i].second);
   sess.check_output_names(in->output_names);
 }
 
