@@ -279,3 +279,100 @@ def test_unknown_input_with_list_value_is_invalid_argument(sess):
     f["extra"] = [1, 2, 3]
     with pytest.raises(ortlite.InvalidArgument, match="extra"):
         sess.run(None, f)
+
+
+# --- feeds of the wrong kind, and arrays checked before they are copied -------------------
+
+
+def seq_model():
+    g = helper.make_graph([helper.make_node("SequenceLength", ["S"], ["n"])], "g",
+                          [helper.make_tensor_sequence_value_info("S", TensorProto.FLOAT, None)],
+                          [helper.make_tensor_value_info("n", TensorProto.INT64, [])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return _bytes(m)
+
+
+def fixed_model(dtype=F32, shape=(2, 3)):
+    return _bytes(make_model([helper.make_node("Identity", ["X"], ["Y"])],
+                             [("X", dtype, list(shape))], [("Y", dtype, None)]))
+
+
+def ort_error(data, feed):
+    s = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
+    with pytest.raises(Exception) as e:
+        s.run(None, feed)
+    return type(e.value).__name__
+
+
+@pytest.mark.parametrize("value,given", [
+    (np.zeros(3, F32), "numpy.ndarray"), (5, "int"), ({"a": np.zeros(1, F32)}, "dict"),
+    (np.float32(1), "numpy.float32")])
+def test_a_non_list_fed_to_a_sequence_input_is_invalid_argument(value, given):
+    data = seq_model()
+    with pytest.raises(ortlite.InvalidArgument) as e:
+        ortlite.InferenceSession(data).run(None, {"S": value})
+    assert str(e.value) == (f"input 'S' is a seq(tensor(float)): feed a list of arrays, "
+                            f"not {given}")
+    if isinstance(value, np.ndarray):
+        assert ort_error(data, {"S": value}) == "InvalidArgument"
+
+
+@pytest.mark.parametrize("declared", ["fixed", "dynamic", "untyped"])
+def test_a_dict_fed_to_a_tensor_input_is_invalid_argument(declared):
+    shape = {"fixed": (2, 3), "dynamic": ("N", 3), "untyped": None}[declared]
+    data = _bytes(make_model([helper.make_node("Identity", ["X"], ["Y"])],
+                             [("X", F32, None if shape is None else list(shape))],
+                             [("Y", F32, None)]))
+    feed = {"X": {"a": 1.0}}
+    with pytest.raises(ortlite.InvalidArgument,
+                       match=r"^Unexpected input data type for input 'X'\. Actual: \(dict\) , "
+                             r"expected: \(tensor\(float\)\)"):
+        ortlite.InferenceSession(data).run(None, feed)
+    assert ort_error(data, feed) == "InvalidArgument"
+
+
+def test_an_unknown_name_is_refused_before_its_value_is_converted(sess):
+    f = feeds()
+    f["bogus"] = {"a": 1}  # numpy cannot convert it: the name is what is wrong
+    with pytest.raises(ortlite.InvalidArgument, match=r"^Invalid input name: bogus \("):
+        sess.run(None, f)
+
+
+@pytest.mark.parametrize("view,message", [
+    # 4 bytes each, 3.64 TiB once contiguous: refused on their shape, nothing is copied.
+    (lambda: np.broadcast_to(np.float32(1), (10**6, 10**6)),
+     "Got invalid dimensions for input: X for the following indices index: 0 Got: 1000000 "
+     "Expected: 2 index: 1 Got: 1000000 Expected: 3 Please fix"),
+    (lambda: np.broadcast_to(np.float32(1), (10**6, 10**6, 2)),
+     "Invalid rank for input: X Got: 3 Expected: 2 Please fix"),
+    (lambda: np.broadcast_to(np.float64(1), (2, 3)),
+     "Unexpected input data type for input 'X'. Actual: (tensor(double)) , expected: "
+     "(tensor(float))"),
+    (lambda: np.broadcast_to(np.float64(1), (10**6, 10**6)),
+     "Unexpected input data type for input 'X'. Actual: (tensor(double)) , expected: "
+     "(tensor(float))"),
+    (lambda: np.broadcast_to(np.array("s", object), (10**6, 10**6)),
+     "Unexpected input data type for input 'X'. Actual: (tensor(string)) , expected: "
+     "(tensor(float))"),
+])
+def test_a_broadcast_view_is_checked_before_it_is_copied(view, message):
+    data = fixed_model()
+    with pytest.raises(ortlite.InvalidArgument) as e:
+        ortlite.InferenceSession(data).run(None, {"X": view()})
+    assert str(e.value).startswith(message), str(e.value)
+
+
+def test_a_small_broadcast_view_of_the_declared_shape_runs():
+    (y,) = ortlite.InferenceSession(fixed_model()).run(
+        None, {"X": np.broadcast_to(np.arange(3, dtype=F32), (2, 3))})
+    assert y.tolist() == [[0, 1, 2], [0, 1, 2]]
+
+
+def test_a_sequence_element_of_the_wrong_type_is_refused_before_it_is_copied():
+    with pytest.raises(ortlite.InvalidArgument) as e:
+        ortlite.InferenceSession(seq_model()).run(
+            None, {"S": [np.zeros(2, F32), np.broadcast_to(np.float64(1), (10**6, 10**6))]})
+    assert str(e.value) == ("input 'S' is a seq(tensor(float)) but an element has type "
+                            "tensor(double)")
+

@@ -52,6 +52,13 @@ struct RunConfig {
 // Named input values of a run.
 using Feeds = std::vector<std::pair<std::string, Value>>;
 
+// Checks a tensor of `dtype` and shape dims[0, rank) against input `name`'s declared tensor
+// `type` (element type, rank, static dims): Error(kInvalidArgument) naming the input, what
+// was expected and what was given, as Session::check_feeds. The binding calls it before it
+// copies an array (a broadcast view may expand to terabytes).
+void check_tensor_feed(const std::string& name, const TypeInfo& type, DataType dtype,
+                       const int64_t* dims, size_t rank);
+
 class Session {
  public:
   // Topologically sorts the graph (model-local functions inlined), checks it, creates

@@ -730,34 +730,6 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
 
 namespace {
 
-void check_tensor_feed(const std::string& name, const TypeInfo& type, const Tensor& t) {
-  if (type.elem_type != DataType::kUndefined && type.elem_type != t.dtype()) {
-    ORTLITE_THROW(kInvalidArgument, "Unexpected input data type for input '", name,
-                  "'. Actual: (tensor(", dtype_name(t.dtype()), ")) , expected: (tensor(",
-                  dtype_name(type.elem_type), "))");
-  }
-  if (!type.has_shape) return;
-  if (type.dims.size() != t.rank()) {
-    ORTLITE_THROW(kInvalidArgument, "Invalid rank for input: ", name, " Got: ", t.rank(),
-                  " Expected: ", type.dims.size(),
-                  " Please fix either the inputs/outputs or the model.");
-  }
-  bool mismatch = false;
-  for (size_t d = 0; d < type.dims.size(); ++d)
-    mismatch |= type.dims[d].has_value && type.dims[d].value != t.dim(d);
-  if (mismatch) {
-    // Built only on failure: a stream costs more than the whole check.
-    std::ostringstream bad;
-    for (size_t d = 0; d < type.dims.size(); ++d) {
-      if (type.dims[d].has_value && type.dims[d].value != t.dim(d))
-        bad << " index: " << d << " Got: " << t.dim(d) << " Expected: " << type.dims[d].value;
-    }
-    ORTLITE_THROW(kInvalidArgument, "Got invalid dimensions for input: ", name,
-                  " for the following indices", bad.str(),
-                  " Please fix either the inputs/outputs or the model.");
-  }
-}
-
 void check_value_feed(const std::string& name, const TypeInfo& declared, const Value& v) {
   using K = TypeInfo::Kind;
   // optional(optional(...(T))) takes None or what T takes (unwrapped without recursion).
@@ -796,7 +768,8 @@ void check_value_feed(const std::string& name, const TypeInfo& declared, const V
         ORTLITE_THROW(kInvalidArgument, "input '", name, "' is a ", type.to_string(), ", not a ",
                       v.type_string());
       }
-      check_tensor_feed(name, type, v.tensor());
+      check_tensor_feed(name, type, v.tensor().dtype(), v.tensor().shape().data(),
+                        v.tensor().rank());
       return;
     default:
       ORTLITE_THROW(kNotImplemented, "input '", name, "' has type ", type.to_string(),
@@ -805,6 +778,35 @@ void check_value_feed(const std::string& name, const TypeInfo& declared, const V
 }
 
 }  // namespace
+
+void check_tensor_feed(const std::string& name, const TypeInfo& type, DataType dtype,
+                       const int64_t* dims, size_t rank) {
+  if (type.elem_type != DataType::kUndefined && type.elem_type != dtype) {
+    ORTLITE_THROW(kInvalidArgument, "Unexpected input data type for input '", name,
+                  "'. Actual: (tensor(", dtype_name(dtype), ")) , expected: (tensor(",
+                  dtype_name(type.elem_type), "))");
+  }
+  if (!type.has_shape) return;
+  if (type.dims.size() != rank) {
+    ORTLITE_THROW(kInvalidArgument, "Invalid rank for input: ", name, " Got: ", rank,
+                  " Expected: ", type.dims.size(),
+                  " Please fix either the inputs/outputs or the model.");
+  }
+  bool mismatch = false;
+  for (size_t d = 0; d < type.dims.size(); ++d)
+    mismatch |= type.dims[d].has_value && type.dims[d].value != dims[d];
+  if (mismatch) {
+    // Built only on failure: a stream costs more than the whole check.
+    std::ostringstream bad;
+    for (size_t d = 0; d < type.dims.size(); ++d) {
+      if (type.dims[d].has_value && type.dims[d].value != dims[d])
+        bad << " index: " << d << " Got: " << dims[d] << " Expected: " << type.dims[d].value;
+    }
+    ORTLITE_THROW(kInvalidArgument, "Got invalid dimensions for input: ", name,
+                  " for the following indices", bad.str(),
+                  " Please fix either the inputs/outputs or the model.");
+  }
+}
 
 void Session::check_feeds(const Feeds& feeds) const {
   for (size_t i = 0; i < feeds.size(); ++i)

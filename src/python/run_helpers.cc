@@ -17,6 +17,30 @@ DataType tensor_elem_type(const TypeInfo* type) {
   return type && type->kind == TypeInfo::Kind::kTensor ? type->elem_type : DataType::kUndefined;
 }
 
+// An array fed to a tensor input, checked (element type, rank, static dims) before any
+// conversion copies it: a broadcast view of a few bytes may expand to terabytes.
+void check_array_feed(PyArrayObject* a, const TypeInfo& type, const std::string& name) {
+  const DataType dt = dtype_of_descr(PyArray_DESCR(a));
+  if (dt == DataType::kUndefined) return;  // array_to_tensor names the dtype, copying nothing
+  const int nd = PyArray_NDIM(a);
+  int64_t dims[NPY_MAXDIMS];
+  for (int d = 0; d < nd; ++d) dims[d] = static_cast<int64_t>(PyArray_DIMS(a)[d]);
+  check_tensor_feed(name, type, dt, dims, static_cast<size_t>(nd));
+}
+
+// A sequence element's element type, checked before it is copied (Session::check_feeds
+// checks it again, with the same message).
+void check_array_item(PyArrayObject* a, const TypeInfo& seq, const std::string& name) {
+  const TypeInfo* elem = seq.elem.get();
+  if (!elem || elem->kind != TypeInfo::Kind::kTensor || elem->elem_type == DataType::kUndefined)
+    return;
+  const DataType dt = dtype_of_descr(PyArray_DESCR(a));
+  if (dt != DataType::kUndefined && dt != elem->elem_type) {
+    ORTLITE_THROW(kInvalidArgument, "input '", name, "' is a ", seq.to_string(),
+                  " but an element has type tensor(", dtype_name(dt), ")");
+  }
+}
+
 // Converts one feed. `held` receives what must outlive the run.
 Value object_to_value(PyObject* value, const TypeInfo* type, const std::string& name,
                       std::vector<Ref>* held) {
@@ -31,9 +55,8 @@ Value object_to_value(PyObject* value, const TypeInfo* type, const std::string& 
                     ": feeding maps is not supported");
     }
     if (!PyList_Check(value) && !PyTuple_Check(value)) {
-      PyErr_Format(PyExc_TypeError, "input '%s' is a %s: feed a list of arrays, not %.100s",
-                   name.c_str(), type->to_string().c_str(), Py_TYPE(value)->tp_name);
-      throw PythonErrorSet{};
+      ORTLITE_THROW(kInvalidArgument, "input '", name, "' is a ", type->to_string(),
+                    ": feed a list of arrays, not ", Py_TYPE(value)->tp_name);
     }
     Ref seq = Ref::steal(PySequence_Fast(value, "a sequence input must be a list"));
     if (!seq) throw PythonErrorSet{};
@@ -41,9 +64,11 @@ Value object_to_value(PyObject* value, const TypeInfo* type, const std::string& 
     std::vector<Tensor> items;
     const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
     for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* item = PySequence_Fast_GET_ITEM(seq.get(), i);
+      if (PyArray_Check(item))
+        check_array_item(reinterpret_cast<PyArrayObject*>(item), *type, name);
       Ref keep;
-      items.push_back(object_to_tensor(PySequence_Fast_GET_ITEM(seq.get(), i), elem,
-                                       name + "[" + std::to_string(i) + "]", &keep));
+      items.push_back(object_to_tensor(item, elem, name + "[" + std::to_string(i) + "]", &keep));
       if (keep) held->push_back(std::move(keep));
     }
     DataType seq_elem = elem;
@@ -51,6 +76,13 @@ Value object_to_value(PyObject* value, const TypeInfo* type, const std::string& 
     held->push_back(std::move(seq));
     return Value::sequence(std::move(items), seq_elem);
   }
+  if (PyDict_Check(value)) {
+    ORTLITE_THROW(kInvalidArgument, "Unexpected input data type for input '", name,
+                  "'. Actual: (dict) , expected: (", type ? type->to_string() : "tensor",
+                  "): a tensor input takes an array, a list or a scalar");
+  }
+  if (type && type->kind == K::kTensor && PyArray_Check(value))
+    check_array_feed(reinterpret_cast<PyArrayObject*>(value), *type, name);
   Ref keep;
   Tensor t = object_to_tensor(value, tensor_elem_type(type), name, &keep);
   if (keep) held->push_back(std::move(keep));
@@ -185,6 +217,10 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
                  missing_list.get(), keys.get());
     throw PythonErrorSet{};
   }
+
+  // An unknown name is refused before any value is converted (as check_feeds words it).
+  for (size_t i = 0; i < n; ++i)
+    if (!items[i].declared) sess.check_feed(items[i].name, nullptr, Value());
 
   parse_output_names(output_names, &in->output_names);
 
