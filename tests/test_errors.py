@@ -376,3 +376,86 @@ def test_a_sequence_element_of_the_wrong_type_is_refused_before_it_is_copied():
     assert str(e.value) == ("input 'S' is a seq(tensor(float)) but an element has type "
                             "tensor(double)")
 
+
+# --- outputs no size can hold, or numpy cannot represent ------------------------------------
+
+BIG = 2**62
+
+
+def shape_model(op):
+    """Y = op(...) of shape S (int64 [k]): ConstantOfShape(S), Expand(1, S), Tile(ones, S),
+    Reshape(empty, S)."""
+    node = {"ConstantOfShape": helper.make_node("ConstantOfShape", ["S"], ["Y"], name="make"),
+            "Expand": helper.make_node("Expand", ["one", "S"], ["Y"], name="make"),
+            "Tile": helper.make_node("Tile", ["ones", "S"], ["Y"], name="make"),
+            "Reshape": helper.make_node("Reshape", ["empty", "S"], ["Y"], name="make")}[op]
+    inits = [helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0]),
+             helper.make_tensor("ones", TensorProto.FLOAT, [1, 1], [1.0]),
+             helper.make_tensor("empty", TensorProto.FLOAT, [0], [])]
+    used = [t for t in inits if t.name in node.input]
+    return _bytes(make_model([node], [("S", np.int64, [2])], [("Y", F32, None)],
+                             initializers=used))
+
+
+@pytest.mark.parametrize("op,shape", [("ConstantOfShape", [0, BIG]), ("Expand", [0, BIG]),
+                                      ("Tile", [0, BIG]), ("Reshape", [0, BIG]),
+                                      ("ConstantOfShape", [BIG, 0]), ("Tile", [BIG, 0])])
+def test_an_empty_output_numpy_cannot_represent_is_fail(op, shape):
+    data = shape_model(op)
+    feed = {"S": np.array(shape, np.int64)}
+    # onnxruntime computes it and then fails in numpy ("array is too big"), untyped.
+    with pytest.raises(ValueError, match="array is too big"):
+        onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feed)
+    sess = ortlite.InferenceSession(data)
+    with pytest.raises(ortlite.Fail) as e:
+        sess.run(None, feed)
+    s = shape_to_str(feed["S"])
+    assert str(e.value) == (
+        f"output 'Y' of {op} node 'make': a tensor(float) of shape {s} cannot be a numpy "
+        "array: numpy needs the product of its nonzero dimensions times the element size "
+        "(4 bytes) to fit in 9223372036854775807 bytes")
+    # As an OrtValue it exists (shape and all); only numpy() refuses it.
+    (ov,) = sess.run_with_ort_values(None, {"S": ortlite.OrtValue.ortvalue_from_numpy(feed["S"])})
+    assert ov.shape() == feed["S"].tolist()
+    with pytest.raises(ortlite.Fail, match=r"cannot be a numpy array"):
+        ov.numpy()
+
+
+def shape_to_str(s):
+    return "[" + ",".join(str(int(d)) for d in s) + "]"
+
+
+@pytest.mark.parametrize("op", ["ConstantOfShape", "Expand", "Tile"])
+def test_an_output_whose_element_count_overflows_is_a_typed_error(op):
+    feed = {"S": np.array([BIG, 4], np.int64)}
+    with pytest.raises(ortlite.InvalidArgument) as e:
+        ortlite.InferenceSession(shape_model(op)).run(None, feed)
+    assert str(e.value).startswith(f"{op} node 'make': "), str(e.value)
+    assert "[4611686018427387904,4]" in str(e.value) and "too many elements" in str(e.value)
+
+
+@pytest.mark.parametrize("op", ["ConstantOfShape", "Expand", "Tile"])
+def test_an_output_whose_byte_size_overflows_is_fail(op):
+    # 2^61 float elements: countable in int64, but 2^63 bytes are not.
+    feed = {"S": np.array([2**60, 2], np.int64)}
+    data = shape_model(op)
+    with pytest.raises(onnxruntime.capi.onnxruntime_pybind11_state.RuntimeException):
+        onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feed)
+    with pytest.raises(ortlite.Fail) as e:
+        ortlite.InferenceSession(data).run(None, feed)
+    assert str(e.value).startswith(f"{op} node 'make': "), str(e.value)
+    assert ("output shape [1152921504606846976,2] is too large: 2305843009213693952 elements "
+            "of 4 bytes overflow a 64-bit byte size") in str(e.value)
+
+
+def test_a_reduction_output_whose_byte_size_overflows_is_fail():
+    # ReduceSum over axis 0 of an empty [0, 2^62] tensor: 2^62 zeros, 2^64 bytes.
+    nodes = [helper.make_node("ConstantOfShape", ["S"], ["Z"]),
+             helper.make_node("ReduceSum", ["Z", "ax"], ["Y"], keepdims=0, name="sum")]
+    data = _bytes(make_model(nodes, [("S", np.int64, [2])], [("Y", F32, None)],
+                             initializers=[helper.make_tensor("ax", TensorProto.INT64, [1], [0])]))
+    with pytest.raises(ortlite.Fail) as e:
+        ortlite.InferenceSession(data).run(None, {"S": np.array([0, BIG], np.int64)})
+    assert str(e.value) == ("ReduceSum node 'sum': output shape [4611686018427387904] is too "
+                            "large: 4611686018427387904 elements of 4 bytes overflow a 64-bit "
+                            "byte size")

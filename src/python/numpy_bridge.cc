@@ -175,6 +175,22 @@ void shape_to_dims(const Tensor& t, npy_intp* dims) {
   if (t.rank() > static_cast<size_t>(NPY_MAXDIMS))
     ORTLITE_THROW(kInvalidArgument, "tensor of rank ", t.rank(),
                   " has more dimensions than numpy's ", NPY_MAXDIMS);
+  // numpy refuses ("array is too big") an array whose nonzero dims times the item size
+  // exceed its largest size, even when another dim is 0 and the array is empty.
+  const size_t item = t.dtype() == DataType::kString ? sizeof(PyObject*) : dtype_size(t.dtype());
+  uint64_t nbytes = item == 0 ? 1 : item;
+  for (size_t i = 0; i < t.rank(); ++i) {
+    const uint64_t d = static_cast<uint64_t>(t.dim(i));
+    if (d == 0) continue;
+    if (nbytes > static_cast<uint64_t>(NPY_MAX_INTP) / d) {
+      ORTLITE_THROW(kFail, "a tensor(", dtype_name(t.dtype()), ") of shape ",
+                    shape_to_string(t.shape()),
+                    " cannot be a numpy array: numpy needs the product of its nonzero "
+                    "dimensions times the element size (",
+                    item, " bytes) to fit in ", NPY_MAX_INTP, " bytes");
+    }
+    nbytes *= d;
+  }
   for (size_t i = 0; i < t.rank(); ++i) dims[i] = static_cast<npy_intp>(t.dim(i));
 }
 

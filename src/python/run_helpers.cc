@@ -274,7 +274,16 @@ std::vector<Value> run_without_gil(const Session& sess, RunInputs& in, bool devi
   return outs;
 }
 
-Ref outputs_to_numpy(ModuleState* st, std::vector<Value> outs) {
+Ref outputs_to_numpy(ModuleState* st, std::vector<Value> outs,
+                     const std::function<std::string(size_t)>& label) {
+  // Converts output i's tensor t; an error names the output.
+  auto array_of = [&](size_t i, const Tensor& t, bool view) -> Ref {
+    try {
+      return view ? tensor_to_numpy_owned(st, t) : tensor_to_numpy_copy(t);
+    } catch (const Error& e) {
+      throw Error(e.code(), (label ? label(i) : "output #" + std::to_string(i)) + ": " + e.what());
+    }
+  };
   // The common case, every output a tensor and not too many: judged and converted in place,
   // without the bookkeeping vectors below.
   constexpr size_t kInline = 16;
@@ -289,8 +298,7 @@ Ref outputs_to_numpy(ModuleState* st, std::vector<Value> outs) {
     Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(n)));
     if (!list) throw PythonErrorSet{};
     for (size_t i = 0; i < n; ++i) {
-      Ref item = view[i] ? tensor_to_numpy_owned(st, outs[i].tensor())
-                         : tensor_to_numpy_copy(outs[i].tensor());
+      Ref item = array_of(i, outs[i].tensor(), view[i]);
       PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), item.release());
     }
     return list;
@@ -313,9 +321,9 @@ Ref outputs_to_numpy(ModuleState* st, std::vector<Value> outs) {
   }
   const std::vector<bool> view = exclusive_outputs(flat);
   size_t k = 0;
-  auto next_array = [&]() -> Ref {
+  auto next_array = [&](size_t output) -> Ref {
     const size_t i = k++;
-    return view[i] ? tensor_to_numpy_owned(st, flat[i]) : tensor_to_numpy_copy(flat[i]);
+    return array_of(output, flat[i], view[i]);
   };
   size_t next_maps = 0;
   Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(outs.size())));
@@ -323,7 +331,7 @@ Ref outputs_to_numpy(ModuleState* st, std::vector<Value> outs) {
   for (size_t i = 0; i < outs.size(); ++i) {
     Ref item;
     if (kinds[i] == Value::Kind::kTensor) {
-      item = next_array();
+      item = next_array(i);
     } else if (kinds[i] == Value::Kind::kNone) {
       item = Ref::borrow(Py_None);
     } else if (kinds[i] == Value::Kind::kMaps) {
@@ -333,7 +341,7 @@ Ref outputs_to_numpy(ModuleState* st, std::vector<Value> outs) {
       item = Ref::steal(PyList_New(static_cast<Py_ssize_t>(n)));
       if (!item) throw PythonErrorSet{};
       for (size_t j = 0; j < n; ++j)
-        PyList_SET_ITEM(item.get(), static_cast<Py_ssize_t>(j), next_array().release());
+        PyList_SET_ITEM(item.get(), static_cast<Py_ssize_t>(j), next_array(i).release());
     }
     PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), item.release());
   }
