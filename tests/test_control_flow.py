@@ -173,6 +173,38 @@ def test_loop_trip_count(trips):
         assert got[1].shape[0] == 0 and got[1].dtype == np.float32
 
 
+LOOP_IN_SUBPROCESS = """
+import sys, pickle
+import numpy as np
+import ortlite
+data, feeds, out = pickle.load(open(sys.argv[1], "rb"))
+got = ortlite.InferenceSession(data).run(None, feeds)
+pickle.dump(got, open(out, "wb"))
+"""
+
+
+@pytest.mark.parametrize("with_cond", [False, True])
+@pytest.mark.parametrize("trips", [-5, -1, -2**63, 0, 3])
+def test_loop_negative_trip_count_runs_no_iteration(tmp_path, trips, with_cond):
+    # The loop runs while i < M (and cond): a negative M is no iteration, not "no M".
+    import pickle
+    import subprocess
+    m = loop_model(with_cond=with_cond)
+    feeds = {"acc0": np.array([1.0, -1.0], np.float32), "M": np.array(trips, np.int64)}
+    if with_cond:
+        feeds["cond"] = np.array(True)
+    data = m.SerializeToString()
+    exp = run_ort(data, feeds)
+    args, out = tmp_path / "args.pkl", tmp_path / "out.pkl"
+    args.write_bytes(pickle.dumps((data, feeds, str(out))))
+    r = subprocess.run([sys.executable, "-c", LOOP_IN_SUBPROCESS, str(args)], capture_output=True,
+                       text=True, timeout=20)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = pickle.loads(out.read_bytes())
+    assert [g.shape for g in got] == [e.shape for e in exp] == [(2,), (max(trips, 0), 2)]
+    assert_values_equal(got, exp)
+
+
 def test_loop_condition_ends_it():
     m = loop_model(with_m=False, limit=10.0)
     feeds = {"acc0": np.zeros(2, np.float32), "cond": np.array(True)}
@@ -247,6 +279,62 @@ def test_terminate_stops_an_endless_loop():
     assert time.perf_counter() - t0 < 10
 
 
+def run_until_terminated(sess, feeds, after=0.2, within=2.0):
+    ro = ortlite.RunOptions()
+    timer = threading.Timer(after, lambda: setattr(ro, "terminate", True))
+    timer.start()
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(ortlite.Fail, match="terminate"):
+            sess.run(None, feeds, ro)
+    finally:
+        timer.cancel()
+    elapsed = time.perf_counter() - t0
+    assert after <= elapsed < after + within, elapsed
+
+
+def test_terminate_stops_a_while_loop_with_a_scan_output_inside_an_if():
+    # No M, cond always true, a scan output growing each iteration; the Loop runs in an If
+    # branch, so the flag must reach a subgraph's subgraph.
+    body = helper.make_graph(
+        [helper.make_node("Add", ["a_in", "one"], ["a_out"]),
+         helper.make_node("Identity", ["a_out"], ["s"]),
+         helper.make_node("Identity", ["c_in"], ["c_out"])],
+        "body", [tvi("i", I64, []), tvi("c_in", B, []), tvi("a_in", F, [])],
+        [tvi("c_out", B, []), tvi("a_out", F, []), tvi("s", F, [])],
+        initializer=[helper.make_tensor("one", F, [], [1.0])])
+    then_g = helper.make_graph(
+        [helper.make_node("Loop", ["", "t", "a0"], ["a", "scan"], body=body)], "then", [],
+        [tvi("a", F, []), tvi("scan", F, [None])])
+    else_g = helper.make_graph(
+        [helper.make_node("Identity", ["a0"], ["b"]),
+         helper.make_node("Unsqueeze", ["a0", "ax"], ["bs"])], "else", [],
+        [tvi("b", F, []), tvi("bs", F, [None])])
+    m = model([helper.make_node("If", ["t"], ["y", "ys"], then_branch=then_g, else_branch=else_g)],
+              [tvi("a0", F, []), tvi("t", B, [])], [tvi("y"), tvi("ys")],
+              initializers=[helper.make_tensor("ax", I64, [1], [0])])
+    sess = ortlite.InferenceSession(m.SerializeToString())
+    feeds = {"a0": np.array(0, np.float32), "t": np.array(True)}
+    run_until_terminated(sess, feeds)
+    # The flag is per run: the same session then runs the other branch normally.
+    feeds["t"] = np.array(False)
+    y, ys = sess.run(None, feeds)
+    assert y == 0 and ys.tolist() == [0.0]
+
+
+def test_terminate_stops_a_scan_over_a_huge_empty_axis():
+    # 2^40 iterations over slices of a zero-size input: bounded only by the terminate flag.
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "one"], ["s_out"])], "body",
+        [tvi("s_in", F, []), tvi("x", F, [0])], [tvi("s_out", F, [])],
+        initializer=[helper.make_tensor("one", F, [], [1.0])])
+    m = model([helper.make_node("Scan", ["s0", "X"], ["s"], body=body, num_scan_inputs=1)],
+              [tvi("s0", F, []), tvi("X", F, [None, 0])], [tvi("s")])
+    sess = ortlite.InferenceSession(m.SerializeToString())
+    run_until_terminated(sess, {"s0": np.array(0, np.float32),
+                                "X": np.empty((2**40, 0), np.float32)})
+
+
 # --- Scan ---------------------------------------------------------------------------------
 
 
@@ -318,7 +406,7 @@ def test_sequence_input_from_a_python_list():
 def test_sequence_feed_errors():
     m = model([helper.make_node("SequenceLength", ["S"], ["n"])], [seq_vi("S")], [tvi("n", I64)])
     sess = ortlite.InferenceSession(m.SerializeToString())
-    with pytest.raises(TypeError, match="list"):
+    with pytest.raises(ortlite.InvalidArgument, match="list"):
         sess.run(None, {"S": np.zeros(3, np.float32)})
     with pytest.raises(ortlite.InvalidArgument, match="S"):
         sess.run(None, {"S": [np.zeros(3, np.int64)]})

@@ -369,3 +369,182 @@ def test_out_of_memory_has_the_same_class_sync_and_async():
     run_cls, future_cls, err = eval(out.stdout)
     assert run_cls == future_cls == "MemoryError", out.stdout
     assert err.startswith("Unable to allocate 1.00 GiB"), err
+
+# --- feeds of the wrong kind, and arrays checked before they are copied -------------------
+
+
+def seq_model():
+    g = helper.make_graph([helper.make_node("SequenceLength", ["S"], ["n"])], "g",
+                          [helper.make_tensor_sequence_value_info("S", TensorProto.FLOAT, None)],
+                          [helper.make_tensor_value_info("n", TensorProto.INT64, [])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return _bytes(m)
+
+
+def fixed_model(dtype=F32, shape=(2, 3)):
+    return _bytes(make_model([helper.make_node("Identity", ["X"], ["Y"])],
+                             [("X", dtype, list(shape))], [("Y", dtype, None)]))
+
+
+def ort_error(data, feed):
+    s = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
+    with pytest.raises(Exception) as e:
+        s.run(None, feed)
+    return type(e.value).__name__
+
+
+@pytest.mark.parametrize("value,given", [
+    (np.zeros(3, F32), "numpy.ndarray"), (5, "int"), ({"a": np.zeros(1, F32)}, "dict"),
+    (np.float32(1), "numpy.float32")])
+def test_a_non_list_fed_to_a_sequence_input_is_invalid_argument(value, given):
+    data = seq_model()
+    with pytest.raises(ortlite.InvalidArgument) as e:
+        ortlite.InferenceSession(data).run(None, {"S": value})
+    assert str(e.value) == (f"input 'S' is a seq(tensor(float)): feed a list of arrays, "
+                            f"not {given}")
+    if isinstance(value, np.ndarray):
+        assert ort_error(data, {"S": value}) == "InvalidArgument"
+
+
+@pytest.mark.parametrize("declared", ["fixed", "dynamic", "untyped"])
+def test_a_dict_fed_to_a_tensor_input_is_invalid_argument(declared):
+    shape = {"fixed": (2, 3), "dynamic": ("N", 3), "untyped": None}[declared]
+    data = _bytes(make_model([helper.make_node("Identity", ["X"], ["Y"])],
+                             [("X", F32, None if shape is None else list(shape))],
+                             [("Y", F32, None)]))
+    feed = {"X": {"a": 1.0}}
+    with pytest.raises(ortlite.InvalidArgument,
+                       match=r"^Unexpected input data type for input 'X'\. Actual: \(dict\) , "
+                             r"expected: \(tensor\(float\)\)"):
+        ortlite.InferenceSession(data).run(None, feed)
+    assert ort_error(data, feed) == "InvalidArgument"
+
+
+def test_an_unknown_name_is_refused_before_its_value_is_converted(sess):
+    f = feeds()
+    f["bogus"] = {"a": 1}  # numpy cannot convert it: the name is what is wrong
+    with pytest.raises(ortlite.InvalidArgument, match=r"^Invalid input name: bogus \("):
+        sess.run(None, f)
+
+
+@pytest.mark.parametrize("view,message", [
+    # 4 bytes each, 3.64 TiB once contiguous: refused on their shape, nothing is copied.
+    (lambda: np.broadcast_to(np.float32(1), (10**6, 10**6)),
+     "Got invalid dimensions for input: X for the following indices index: 0 Got: 1000000 "
+     "Expected: 2 index: 1 Got: 1000000 Expected: 3 Please fix"),
+    (lambda: np.broadcast_to(np.float32(1), (10**6, 10**6, 2)),
+     "Invalid rank for input: X Got: 3 Expected: 2 Please fix"),
+    (lambda: np.broadcast_to(np.float64(1), (2, 3)),
+     "Unexpected input data type for input 'X'. Actual: (tensor(double)) , expected: "
+     "(tensor(float))"),
+    (lambda: np.broadcast_to(np.float64(1), (10**6, 10**6)),
+     "Unexpected input data type for input 'X'. Actual: (tensor(double)) , expected: "
+     "(tensor(float))"),
+    (lambda: np.broadcast_to(np.array("s", object), (10**6, 10**6)),
+     "Unexpected input data type for input 'X'. Actual: (tensor(string)) , expected: "
+     "(tensor(float))"),
+])
+def test_a_broadcast_view_is_checked_before_it_is_copied(view, message):
+    data = fixed_model()
+    with pytest.raises(ortlite.InvalidArgument) as e:
+        ortlite.InferenceSession(data).run(None, {"X": view()})
+    assert str(e.value).startswith(message), str(e.value)
+
+
+def test_a_small_broadcast_view_of_the_declared_shape_runs():
+    (y,) = ortlite.InferenceSession(fixed_model()).run(
+        None, {"X": np.broadcast_to(np.arange(3, dtype=F32), (2, 3))})
+    assert y.tolist() == [[0, 1, 2], [0, 1, 2]]
+
+
+def test_a_sequence_element_of_the_wrong_type_is_refused_before_it_is_copied():
+    with pytest.raises(ortlite.InvalidArgument) as e:
+        ortlite.InferenceSession(seq_model()).run(
+            None, {"S": [np.zeros(2, F32), np.broadcast_to(np.float64(1), (10**6, 10**6))]})
+    assert str(e.value) == ("input 'S' is a seq(tensor(float)) but an element has type "
+                            "tensor(double)")
+
+
+# --- outputs no size can hold, or numpy cannot represent ------------------------------------
+
+BIG = 2**62
+
+
+def shape_model(op):
+    """Y = op(...) of shape S (int64 [k]): ConstantOfShape(S), Expand(1, S), Tile(ones, S),
+    Reshape(empty, S)."""
+    node = {"ConstantOfShape": helper.make_node("ConstantOfShape", ["S"], ["Y"], name="make"),
+            "Expand": helper.make_node("Expand", ["one", "S"], ["Y"], name="make"),
+            "Tile": helper.make_node("Tile", ["ones", "S"], ["Y"], name="make"),
+            "Reshape": helper.make_node("Reshape", ["empty", "S"], ["Y"], name="make")}[op]
+    inits = [helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0]),
+             helper.make_tensor("ones", TensorProto.FLOAT, [1, 1], [1.0]),
+             helper.make_tensor("empty", TensorProto.FLOAT, [0], [])]
+    used = [t for t in inits if t.name in node.input]
+    return _bytes(make_model([node], [("S", np.int64, [2])], [("Y", F32, None)],
+                             initializers=used))
+
+
+@pytest.mark.parametrize("op,shape", [("ConstantOfShape", [0, BIG]), ("Expand", [0, BIG]),
+                                      ("Tile", [0, BIG]), ("Reshape", [0, BIG]),
+                                      ("ConstantOfShape", [BIG, 0]), ("Tile", [BIG, 0])])
+def test_an_empty_output_numpy_cannot_represent_is_fail(op, shape):
+    data = shape_model(op)
+    feed = {"S": np.array(shape, np.int64)}
+    # onnxruntime computes it and then fails in numpy ("array is too big"), untyped.
+    with pytest.raises(ValueError, match="array is too big"):
+        onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feed)
+    sess = ortlite.InferenceSession(data)
+    with pytest.raises(ortlite.Fail) as e:
+        sess.run(None, feed)
+    s = shape_to_str(feed["S"])
+    assert str(e.value) == (
+        f"output 'Y' of {op} node 'make': a tensor(float) of shape {s} cannot be a numpy "
+        "array: numpy needs the product of its nonzero dimensions times the element size "
+        "(4 bytes) to fit in 9223372036854775807 bytes")
+    # As an OrtValue it exists (shape and all); only numpy() refuses it.
+    (ov,) = sess.run_with_ort_values(None, {"S": ortlite.OrtValue.ortvalue_from_numpy(feed["S"])})
+    assert ov.shape() == feed["S"].tolist()
+    with pytest.raises(ortlite.Fail, match=r"cannot be a numpy array"):
+        ov.numpy()
+
+
+def shape_to_str(s):
+    return "[" + ",".join(str(int(d)) for d in s) + "]"
+
+
+@pytest.mark.parametrize("op", ["ConstantOfShape", "Expand", "Tile"])
+def test_an_output_whose_element_count_overflows_is_a_typed_error(op):
+    feed = {"S": np.array([BIG, 4], np.int64)}
+    with pytest.raises(ortlite.InvalidArgument) as e:
+        ortlite.InferenceSession(shape_model(op)).run(None, feed)
+    assert str(e.value).startswith(f"{op} node 'make': "), str(e.value)
+    assert "[4611686018427387904,4]" in str(e.value) and "too many elements" in str(e.value)
+
+
+@pytest.mark.parametrize("op", ["ConstantOfShape", "Expand", "Tile"])
+def test_an_output_whose_byte_size_overflows_is_fail(op):
+    # 2^61 float elements: countable in int64, but 2^63 bytes are not.
+    feed = {"S": np.array([2**60, 2], np.int64)}
+    data = shape_model(op)
+    with pytest.raises(onnxruntime.capi.onnxruntime_pybind11_state.RuntimeException):
+        onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feed)
+    with pytest.raises(ortlite.Fail) as e:
+        ortlite.InferenceSession(data).run(None, feed)
+    assert str(e.value).startswith(f"{op} node 'make': "), str(e.value)
+    assert ("output shape [1152921504606846976,2] is too large: 2305843009213693952 elements "
+            "of 4 bytes overflow a 64-bit byte size") in str(e.value)
+
+
+def test_a_reduction_output_whose_byte_size_overflows_is_fail():
+    # ReduceSum over axis 0 of an empty [0, 2^62] tensor: 2^62 zeros, 2^64 bytes.
+    nodes = [helper.make_node("ConstantOfShape", ["S"], ["Z"]),
+             helper.make_node("ReduceSum", ["Z", "ax"], ["Y"], keepdims=0, name="sum")]
+    data = _bytes(make_model(nodes, [("S", np.int64, [2])], [("Y", F32, None)],
+                             initializers=[helper.make_tensor("ax", TensorProto.INT64, [1], [0])]))
+    with pytest.raises(ortlite.Fail) as e:
+        ortlite.InferenceSession(data).run(None, {"S": np.array([0, BIG], np.int64)})
+    assert str(e.value) == ("ReduceSum node 'sum': output shape [4611686018427387904] is too "
+                            "large: 4611686018427387904 elements of 4 bytes overflow a 64-bit "
+                            "byte size")

@@ -266,3 +266,88 @@ def test_int_tensor_type_names():
     assert sess.get_inputs()[0].type == "tensor(int64)"
     (y,) = sess.run(None, {"x": np.array([1, 2, 3])})
     assert y.dtype == np.int64
+
+
+# --- many feeds and outputs: matching names is linear ------------------------------------
+
+
+def many_inputs_model(n, identity):
+    """n float [1] inputs x0..; one Sum output Y, or (identity) outputs y_i = x_i."""
+    ins = [helper.make_tensor_value_info(f"x{i}", TensorProto.FLOAT, [1]) for i in range(n)]
+    if identity:
+        nodes = [helper.make_node("Identity", [f"x{i}"], [f"y{i}"]) for i in range(n)]
+        outs = [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [1]) for i in range(n)]
+    else:
+        nodes = [helper.make_node("Sum", [f"x{i}" for i in range(n)], ["Y"])]
+        outs = [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1])]
+    g = helper.make_graph(nodes, "g", ins, outs)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m.SerializeToString()
+
+
+def best_time(f, repeat=3):
+    import time
+    best = None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        f()
+        t = time.perf_counter() - t0
+        best = t if best is None else min(best, t)
+    return best
+
+
+def test_100k_feeds_match_in_linear_time():
+    times = {}
+    for n in (20_000, 100_000):
+        sess = ortlite.InferenceSession(many_inputs_model(n, identity=False))
+        feeds = {f"x{i}": np.array([i % 7], F32) for i in range(n)}
+        (y,) = sess.run(None, feeds)
+        assert y.tolist() == [float(sum(i % 7 for i in range(n)))]
+        times[n] = best_time(lambda: sess.run(None, feeds), 5)
+    assert times[100_000] < 10, times
+    # Linear: 5x the feeds take about 5x the time (quadratic matching took 35x; 7x measured
+    # now, the rest is memory: the per-feed objects no longer fit in the caches).
+    assert times[100_000] / max(times[20_000], 1e-3) < 10, times
+    # Feeds in another order than the inputs' take the hash lookups.
+    import random
+    order = list(range(100_000))
+    random.Random(0).shuffle(order)
+    shuffled = {f"x{i}": feeds[f"x{i}"] for i in order}
+    (y,) = sess.run(None, shuffled)
+    assert y.tolist() == [float(sum(i % 7 for i in range(100_000)))]
+    assert best_time(lambda: sess.run(None, shuffled)) < 10
+
+
+def test_100k_output_names_match_in_linear_time():
+    times = {}
+    for n in (20_000, 100_000):
+        sess = ortlite.InferenceSession(many_inputs_model(n, identity=True))
+        feeds = {f"x{i}": np.array([i], F32) for i in range(n)}
+        # Every output, in reverse order, the first one requested twice.
+        names = [f"y{i}" for i in reversed(range(n))] + ["y0"]
+        outs = sess.run(names, feeds)
+        assert len(outs) == n + 1
+        assert [o[0] for o in outs[:n]] == [float(i) for i in reversed(range(n))]
+        assert outs[n].tolist() == [0.0] and outs[n - 1].tolist() == [0.0]
+        assert not np.shares_memory(outs[n], outs[n - 1])
+        times[n] = best_time(lambda: sess.run(names, feeds), 5)
+    assert times[100_000] < 10, times
+    assert times[100_000] / max(times[20_000], 1e-3) < 10, times
+
+
+def test_name_errors_with_many_inputs_and_outputs():
+    n = 20_000
+    sess = ortlite.InferenceSession(many_inputs_model(n, identity=True))
+    feeds = {f"x{i}": np.array([i], F32) for i in range(n)}
+    missing = dict(feeds)
+    del missing["x777"], missing["x3"]
+    with pytest.raises(ValueError, match=r"^Required inputs \(\['x3', 'x777'\]\) are missing "
+                                         r"from input feed \(\['x0', 'x1', 'x2', 'x4'"):
+        sess.run(None, missing)
+    with pytest.raises(ortlite.InvalidArgument, match=r"^Invalid input name: nope \(the model's "
+                                                      r"inputs: x0, x1, x2"):
+        sess.run(None, dict(feeds, nope=np.zeros(1, F32)))
+    with pytest.raises(ortlite.InvalidArgument, match=r"^Invalid output name: nope \(the model's "
+                                                      r"outputs: y0, y1, y2"):
+        sess.run(["y5", "nope"], feeds)

@@ -52,6 +52,13 @@ struct RunConfig {
 // Named input values of a run.
 using Feeds = std::vector<std::pair<std::string, Value>>;
 
+// Checks a tensor of `dtype` and shape dims[0, rank) against input `name`'s declared tensor
+// `type` (element type, rank, static dims): Error(kInvalidArgument) naming the input, what
+// was expected and what was given, as Session::check_feeds. The binding calls it before it
+// copies an array (a broadcast view may expand to terabytes).
+void check_tensor_feed(const std::string& name, const TypeInfo& type, DataType dtype,
+                       const int64_t* dims, size_t rank);
+
 class Session {
  public:
   // Topologically sorts the graph (model-local functions inlined), checks it, creates
@@ -74,10 +81,20 @@ class Session {
   // naming the input, what was expected and what was given. Missing inputs are not checked here
   // (see missing_inputs).
   void check_feeds(const Feeds& feeds) const;
-  // Names of required inputs absent from `feed_names`.
+  // check_feeds for one feed, given what find_feedable(name) returned (nullptr: the name is
+  // unknown), which spares a second lookup.
+  void check_feed(const std::string& name, const ValueInfo* declared, const Value& v) const;
+  // Names of required inputs absent from `feed_names`, in graph order. Linear time.
   std::vector<std::string> missing_inputs(const std::vector<std::string>& feed_names) const;
-  // Throws Error(kInvalidArgument) for an unknown output name.
+  // Throws Error(kInvalidArgument) for an unknown output name. Linear time.
   void check_output_names(const std::vector<std::string>& output_names) const;
+  // The declaration of a name a feed may use (a required input or an overridable
+  // initializer), nullptr for any other name; `*required` (when given) tells whether it is a
+  // required input. `hint`: the name's likely position in inputs() then
+  // overridable_initializers() (feeds usually come in that order), compared first; else a
+  // hash lookup.
+  const ValueInfo* find_feedable(const std::string& name, bool* required = nullptr,
+                                 size_t hint = static_cast<size_t>(-1)) const;
 
   // Runs the graph. `output_names` empty means every graph output, in graph order. The
   // returned tensors may share memory with feeds or initializers (see Buffer::kind): the

@@ -62,12 +62,14 @@ int64_t opset_of(const Model& m, const Node& n) {
 }
 
 // Every name read anywhere inside a subgraph (an over-approximation of what it reads from
-// the enclosing graph: enough to keep those values untouched).
+// the enclosing graph: enough to keep those values untouched). The reader and the inliner
+// bound nesting at 64; the bound is checked again before each step down.
 void subgraph_reads(const Graph& g, std::unordered_set<std::string>& out, int depth = 0) {
-  if (depth > 64) return;
   for (const Node& n : g.nodes) {
     for (const std::string& i : n.inputs) out.insert(i);
     for (const Attribute& a : n.attributes) {
+      if (depth >= 64 && (a.g || !a.graphs.empty()))
+        ORTLITE_THROW(kInvalidGraph, n.label(), ": subgraphs are nested more than 64 deep");
       if (a.type == AttrType::kGraph && a.g) subgraph_reads(*a.g, out, depth + 1);
       if (a.type == AttrType::kGraphs)
         for (const auto& sg : a.graphs)

@@ -194,15 +194,28 @@ std::vector<Value> GraphPlan::execute(std::vector<Value>& values, const std::vec
     }
   }
 
+  // The last fetch of a slot takes its value (the run drops `values` next), unless it is a
+  // constant, which the arena keeps. Which fetch is a slot's last: a scan for a few
+  // fetches, marks over the slots for many (no quadratic cost).
+  const size_t n_fetch = fetch.size();
+  constexpr size_t kScan = 16;
+  std::vector<char> last(n_fetch, 1);
+  if (n_fetch > kScan) {
+    std::vector<char> fetched_later(value_names.size(), 0);
+    for (size_t i = n_fetch; i-- > 0;) {
+      last[i] = !fetched_later[fetch[i]];
+      fetched_later[fetch[i]] = 1;
+    }
+  } else {
+    for (size_t i = 0; i < n_fetch; ++i)
+      last[i] = std::find(fetch.begin() + i + 1, fetch.end(), fetch[i]) == fetch.end();
+  }
   std::vector<Value> results;
-  results.reserve(fetch.size());
-  for (size_t i = 0; i < fetch.size(); ++i) {
+  results.reserve(n_fetch);
+  for (size_t i = 0; i < n_fetch; ++i) {
     const int slot = fetch[i];
     Value& v = fetched_value(*this, values, slot);
-    // The last fetch of a slot takes its value (the run drops `values` next), unless it is
-    // a constant, which the arena keeps.
-    const bool again = std::find(fetch.begin() + i + 1, fetch.end(), slot) != fetch.end();
-    if (again || is_constant[slot]) {
+    if (!last[i] || is_constant[slot]) {
       results.push_back(v);
     } else {
       results.push_back(std::move(v));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 namespace ortlite {
 
@@ -103,8 +104,12 @@ Tensor& KernelContext::allocate_output(size_t i, DataType dtype, const Shape& sh
   if (elem == 0)
     fail(StatusCode::kNotImplemented,
          std::string("element type ") + dtype_name(dtype) + " is not supported");
-  if (static_cast<uint64_t>(n) > SIZE_MAX / elem)
-    fail(StatusCode::kInvalidArgument, "output shape " + shape_to_string(shape) + " is too large");
+  // Byte sizes beyond int64 (numpy's and ptrdiff_t's bound) cannot be allocated: Fail, as
+  // an allocation failure is.
+  if (static_cast<uint64_t>(n) > static_cast<uint64_t>(INT64_MAX) / elem)
+    fail(StatusCode::kFail, "output shape " + shape_to_string(shape) +
+                                " is too large: " + std::to_string(n) + " elements of " +
+                                std::to_string(elem) + " bytes overflow a 64-bit byte size");
   if (recycled_ && recycled_[i] && dtype != DataType::kString) {
     // The arena's tensor for this output: reused when this run is its only holder (a
     // buffer still referenced by a value, a view or a numpy array is never written).

@@ -69,27 +69,32 @@ std::string elem_name(DataType t) {
   const char* n = dtype_name(t);
   return n && *n ? std::string(n) : std::string("undefined");
 }
-std::string sub_type(const std::shared_ptr<TypeInfo>& t) {
-  return t ? t->to_string() : std::string("unknown");
-}
 }  // namespace
 
+// Iterative: a TypeInfo built by hand may nest deeper than the reader allows (64).
 std::string TypeInfo::to_string() const {
-  switch (kind) {
-    case Kind::kTensor:
-      return "tensor(" + elem_name(elem_type) + ")";
-    case Kind::kSparseTensor:
-      return "sparse_tensor(" + elem_name(elem_type) + ")";
-    case Kind::kSequence:
-      return "seq(" + sub_type(elem) + ")";
-    case Kind::kOptional:
-      return "optional(" + sub_type(elem) + ")";
-    case Kind::kMap:  // elem_type holds the key type, elem the value type
-      return "map(" + elem_name(elem_type) + "," + sub_type(elem) + ")";
-    case Kind::kUnknown:
-      break;
+  std::string head, tail;
+  for (const TypeInfo* t = this;; t = t->elem.get()) {
+    switch (t->kind) {
+      case Kind::kTensor:
+        return head + "tensor(" + elem_name(t->elem_type) + ")" + tail;
+      case Kind::kSparseTensor:
+        return head + "sparse_tensor(" + elem_name(t->elem_type) + ")" + tail;
+      case Kind::kSequence:
+        head += "seq(";
+        break;
+      case Kind::kOptional:
+        head += "optional(";
+        break;
+      case Kind::kMap:  // elem_type holds the key type, elem the value type
+        head += "map(" + elem_name(t->elem_type) + ",";
+        break;
+      case Kind::kUnknown:
+        return head + "unknown" + tail;
+    }
+    tail += ")";
+    if (!t->elem) return head + "unknown" + tail;
   }
-  return "unknown";
 }
 
 }  // namespace ortlite

@@ -6,6 +6,7 @@
 #include <new>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -44,9 +45,22 @@ struct Session::Impl {
   struct Feedable {
     const ValueInfo* info;
     int slot;
+    bool required;  // an input (not an overridable initializer)
   };
   std::unordered_map<std::string, Feedable> feedable;
-  std::vector<int> required_slots;  // slots of inputs_
+  std::vector<Feedable> by_position;  // inputs_, then overridable_ (what feedable holds)
+  std::vector<int> required_slots;    // slots of inputs_
+
+  // The Feedable of `name`; `hint` is the position in by_position where it likely is (feeds
+  // usually come in input order), compared first: a hit costs no hashing and reads memory
+  // in order.
+  const Feedable* find(const std::string& name, size_t hint) const {
+    if (hint < by_position.size() && by_position[hint].info->name == name)
+      return &by_position[hint];
+    auto it = feedable.find(name);
+    return it == feedable.end() ? nullptr : &it->second;
+  }
+  std::unordered_set<std::string> output_names;
 };
 
 Session::~Session() = default;
@@ -81,8 +95,9 @@ void for_each_subgraph(const Node& node, F&& f) {
 
 // Names that `g` (or a subgraph nested in it) reads but does not define: its outer-scope
 // references, in first-use order.
+// `depth`: how deep `g` is below the graph the walk started from; the bound is checked
+// before each step down.
 std::vector<std::string> free_names(const Graph& g, int depth = 0) {
-  if (depth > 64) ORTLITE_THROW(kInvalidGraph, "subgraphs are nested more than 64 deep");
   std::unordered_set<std::string> defined;
   for (const ValueInfo& vi : g.inputs) defined.insert(vi.name);
   for (const auto& init : g.initializers) defined.insert(init.first);
@@ -97,6 +112,8 @@ std::vector<std::string> free_names(const Graph& g, int depth = 0) {
     const size_t explicit_inputs = node.inputs.size() - node.implicit_inputs;
     for (size_t i = 0; i < explicit_inputs; ++i) use(node.inputs[i]);
     for_each_subgraph(node, [&](const Graph& sub) {
+      if (depth >= 64)
+        ORTLITE_THROW(kInvalidGraph, node.label(), ": subgraphs are nested more than 64 deep");
       for (const std::string& n : free_names(sub, depth + 1)) use(n);
     });
   }
@@ -690,11 +707,18 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
   // unpacked weights) are mapped again when a run touches them. ResNet-18's packed copies
   // are then not held twice (its peak RSS over 10 runs: 185 -> 145 MiB).
   if (m.backing_is_file && m.backing) drop_file_pages(m.backing->data(), m.backing->size());
-  for (const auto* list : {&s->inputs_, &s->overridable_})
-    for (const ValueInfo& vi : *list)
-      im.feedable.emplace(vi.name, Impl::Feedable{&vi, im.plan.slot_of.at(vi.name)});
+  for (const auto* list : {&s->inputs_, &s->overridable_}) {
+    for (const ValueInfo& vi : *list) {
+      const Impl::Feedable f{&vi, im.plan.slot_of.at(vi.name), list == &s->inputs_};
+      im.feedable.emplace(vi.name, f);
+      im.by_position.push_back(f);
+    }
+  }
   for (const ValueInfo& vi : s->inputs_) im.required_slots.push_back(im.plan.slot_of.at(vi.name));
-  for (const ValueInfo& vi : g.outputs) s->outputs_.push_back(vi);
+  for (const ValueInfo& vi : g.outputs) {
+    s->outputs_.push_back(vi);
+    im.output_names.insert(vi.name);
+  }
 
   const int threads =
       config.intra_op_num_threads > 0 ? config.intra_op_num_threads : default_thread_count();
@@ -706,42 +730,18 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
 
 namespace {
 
-void check_tensor_feed(const std::string& name, const TypeInfo& type, const Tensor& t) {
-  if (type.elem_type != DataType::kUndefined && type.elem_type != t.dtype()) {
-    ORTLITE_THROW(kInvalidArgument, "Unexpected input data type for input '", name,
-                  "'. Actual: (tensor(", dtype_name(t.dtype()), ")) , expected: (tensor(",
-                  dtype_name(type.elem_type), "))");
-  }
-  if (!type.has_shape) return;
-  if (type.dims.size() != t.rank()) {
-    ORTLITE_THROW(kInvalidArgument, "Invalid rank for input: ", name, " Got: ", t.rank(),
-                  " Expected: ", type.dims.size(),
-                  " Please fix either the inputs/outputs or the model.");
-  }
-  bool mismatch = false;
-  for (size_t d = 0; d < type.dims.size(); ++d)
-    mismatch |= type.dims[d].has_value && type.dims[d].value != t.dim(d);
-  if (mismatch) {
-    // Built only on failure: a stream costs more than the whole check.
-    std::ostringstream bad;
-    for (size_t d = 0; d < type.dims.size(); ++d) {
-      if (type.dims[d].has_value && type.dims[d].value != t.dim(d))
-        bad << " index: " << d << " Got: " << t.dim(d) << " Expected: " << type.dims[d].value;
-    }
-    ORTLITE_THROW(kInvalidArgument, "Got invalid dimensions for input: ", name,
-                  " for the following indices", bad.str(),
-                  " Please fix either the inputs/outputs or the model.");
-  }
-}
-
-void check_value_feed(const std::string& name, const TypeInfo& type, const Value& v) {
+void check_value_feed(const std::string& name, const TypeInfo& declared, const Value& v) {
   using K = TypeInfo::Kind;
+  // optional(optional(...(T))) takes None or what T takes (unwrapped without recursion).
+  const TypeInfo* t = &declared;
+  while (t->kind == K::kOptional) {
+    if (v.is_none() || !t->elem) return;
+    t = t->elem.get();
+  }
+  const TypeInfo& type = *t;
   switch (type.kind) {
     case K::kUnknown:
-      return;
     case K::kOptional:
-      if (v.is_none() || !type.elem) return;
-      check_value_feed(name, *type.elem, v);
       return;
     case K::kSequence:
       // seq(map(...)) inputs (DictVectorizer-style models) have no feed form yet.
@@ -768,7 +768,8 @@ void check_value_feed(const std::string& name, const TypeInfo& type, const Value
         ORTLITE_THROW(kInvalidArgument, "input '", name, "' is a ", type.to_string(), ", not a ",
                       v.type_string());
       }
-      check_tensor_feed(name, type, v.tensor());
+      check_tensor_feed(name, type, v.tensor().dtype(), v.tensor().shape().data(),
+                        v.tensor().rank());
       return;
     default:
       ORTLITE_THROW(kNotImplemented, "input '", name, "' has type ", type.to_string(),
@@ -778,33 +779,69 @@ void check_value_feed(const std::string& name, const TypeInfo& type, const Value
 
 }  // namespace
 
-void Session::check_feeds(const Feeds& feeds) const {
-  for (const auto& [name, v] : feeds) {
-    auto it = impl_->feedable.find(name);
-    if (it == impl_->feedable.end()) {
-      std::vector<std::string> names;
-      for (const ValueInfo& vi : inputs_) names.push_back(vi.name);
-      ORTLITE_THROW(kInvalidArgument, "Invalid input name: ", name,
-                    " (the model's inputs: ", join(names), ")");
+void check_tensor_feed(const std::string& name, const TypeInfo& type, DataType dtype,
+                       const int64_t* dims, size_t rank) {
+  if (type.elem_type != DataType::kUndefined && type.elem_type != dtype) {
+    ORTLITE_THROW(kInvalidArgument, "Unexpected input data type for input '", name,
+                  "'. Actual: (tensor(", dtype_name(dtype), ")) , expected: (tensor(",
+                  dtype_name(type.elem_type), "))");
+  }
+  if (!type.has_shape) return;
+  if (type.dims.size() != rank) {
+    ORTLITE_THROW(kInvalidArgument, "Invalid rank for input: ", name, " Got: ", rank,
+                  " Expected: ", type.dims.size(),
+                  " Please fix either the inputs/outputs or the model.");
+  }
+  bool mismatch = false;
+  for (size_t d = 0; d < type.dims.size(); ++d)
+    mismatch |= type.dims[d].has_value && type.dims[d].value != dims[d];
+  if (mismatch) {
+    // Built only on failure: a stream costs more than the whole check.
+    std::ostringstream bad;
+    for (size_t d = 0; d < type.dims.size(); ++d) {
+      if (type.dims[d].has_value && type.dims[d].value != dims[d])
+        bad << " index: " << d << " Got: " << dims[d] << " Expected: " << type.dims[d].value;
     }
-    check_value_feed(name, it->second.info->type, v);
+    ORTLITE_THROW(kInvalidArgument, "Got invalid dimensions for input: ", name,
+                  " for the following indices", bad.str(),
+                  " Please fix either the inputs/outputs or the model.");
   }
 }
 
-std::vector<std::string> Session::missing_inputs(const std::vector<std::string>& feed_names) const {
-  std::vector<std::string> missing;
-  for (const ValueInfo& vi : inputs_) {
-    if (std::find(feed_names.begin(), feed_names.end(), vi.name) == feed_names.end())
-      missing.push_back(vi.name);
+void Session::check_feeds(const Feeds& feeds) const {
+  for (size_t i = 0; i < feeds.size(); ++i)
+    check_feed(feeds[i].first, find_feedable(feeds[i].first, nullptr, i), feeds[i].second);
+}
+
+void Session::check_feed(const std::string& name, const ValueInfo* declared, const Value& v) const {
+  if (!declared) {
+    std::vector<std::string> names;
+    for (const ValueInfo& vi : inputs_) names.push_back(vi.name);
+    ORTLITE_THROW(kInvalidArgument, "Invalid input name: ", name,
+                  " (the model's inputs: ", join(names), ")");
   }
+  check_value_feed(name, declared->type, v);
+}
+
+std::vector<std::string> Session::missing_inputs(const std::vector<std::string>& feed_names) const {
+  const std::unordered_set<std::string_view> fed(feed_names.begin(), feed_names.end());
+  std::vector<std::string> missing;
+  for (const ValueInfo& vi : inputs_)
+    if (!fed.count(vi.name)) missing.push_back(vi.name);
   return missing;
+}
+
+const ValueInfo* Session::find_feedable(const std::string& name, bool* required,
+                                        size_t hint) const {
+  const Impl::Feedable* f = impl_->find(name, hint);
+  if (!f) return nullptr;
+  if (required) *required = f->required;
+  return f->info;
 }
 
 void Session::check_output_names(const std::vector<std::string>& output_names) const {
   for (const std::string& name : output_names) {
-    bool found = false;
-    for (const ValueInfo& vi : outputs_) found |= vi.name == name;
-    if (!found) {
+    if (!impl_->output_names.count(name)) {
       std::vector<std::string> names;
       for (const ValueInfo& vi : outputs_) names.push_back(vi.name);
       ORTLITE_THROW(kInvalidArgument, "Invalid output name: ", name,
@@ -877,10 +914,11 @@ std::vector<Value> Session::run_feeds(Feeds& feeds, bool take_feeds,
     arena.constants_set = true;
   }
   for (const auto& c : p.constants) have[c.first] = 1;
-  for (auto& [name, v] : feeds) {
-    auto it = impl_->feedable.find(name);
-    if (it == impl_->feedable.end()) ORTLITE_THROW(kInvalidArgument, "Invalid input name: ", name);
-    const int slot = it->second.slot;
+  for (size_t i = 0; i < feeds.size(); ++i) {
+    auto& [name, v] = feeds[i];
+    const Impl::Feedable* f = impl_->find(name, i);
+    if (!f) ORTLITE_THROW(kInvalidArgument, "Invalid input name: ", name);
+    const int slot = f->slot;
     if (p.is_constant[slot]) arena.constant_fed = true;
     if (take_feeds) {
       values[slot] = std::move(v);

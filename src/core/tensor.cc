@@ -57,8 +57,11 @@ Tensor Tensor::empty(DataType dtype, const Shape& shape) {
   const size_t elem = dtype_size(dtype);
   if (elem == 0)
     ORTLITE_THROW(kNotImplemented, "element type ", dtype_name(dtype), " is not supported");
-  if (static_cast<uint64_t>(n) > std::numeric_limits<size_t>::max() / elem)
-    ORTLITE_THROW(kInvalidArgument, "tensor of shape ", shape_to_string(shape), " is too large");
+  // Byte sizes beyond int64 (numpy's and ptrdiff_t's bound) cannot be allocated: Fail, as
+  // an allocation failure is.
+  if (static_cast<uint64_t>(n) > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / elem)
+    ORTLITE_THROW(kFail, "tensor of shape ", shape_to_string(shape), " is too large: ", n,
+                  " elements of ", elem, " bytes overflow a 64-bit byte size");
   if (dtype == DataType::kString) {
     return Tensor(dtype, shape, BufferPtr::adopt(Buffer::allocate_strings(static_cast<size_t>(n))));
   }

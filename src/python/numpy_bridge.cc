@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "ortlite/status.h"
@@ -174,6 +175,22 @@ void shape_to_dims(const Tensor& t, npy_intp* dims) {
   if (t.rank() > static_cast<size_t>(NPY_MAXDIMS))
     ORTLITE_THROW(kInvalidArgument, "tensor of rank ", t.rank(),
                   " has more dimensions than numpy's ", NPY_MAXDIMS);
+  // numpy refuses ("array is too big") an array whose nonzero dims times the item size
+  // exceed its largest size, even when another dim is 0 and the array is empty.
+  const size_t item = t.dtype() == DataType::kString ? sizeof(PyObject*) : dtype_size(t.dtype());
+  uint64_t nbytes = item == 0 ? 1 : item;
+  for (size_t i = 0; i < t.rank(); ++i) {
+    const uint64_t d = static_cast<uint64_t>(t.dim(i));
+    if (d == 0) continue;
+    if (nbytes > static_cast<uint64_t>(NPY_MAX_INTP) / d) {
+      ORTLITE_THROW(kFail, "a tensor(", dtype_name(t.dtype()), ") of shape ",
+                    shape_to_string(t.shape()),
+                    " cannot be a numpy array: numpy needs the product of its nonzero "
+                    "dimensions times the element size (",
+                    item, " bytes) to fit in ", NPY_MAX_INTP, " bytes");
+    }
+    nbytes *= d;
+  }
   for (size_t i = 0; i < t.rank(); ++i) dims[i] = static_cast<npy_intp>(t.dim(i));
 }
 
@@ -422,11 +439,33 @@ bool exclusive_output(const Tensor* const* outs, size_t n, size_t i) {
 }
 
 std::vector<bool> exclusive_outputs(const std::vector<Tensor>& outs) {
-  std::vector<const Tensor*> ptrs(outs.size());
-  for (size_t i = 0; i < outs.size(); ++i) ptrs[i] = &outs[i];
-  std::vector<bool> result(outs.size(), false);
-  for (size_t i = 0; i < outs.size(); ++i)
-    result[i] = exclusive_output(ptrs.data(), outs.size(), i);
+  const size_t n = outs.size();
+  std::vector<bool> result(n, false);
+  constexpr size_t kQuadratic = 16;  // up to this many, exclusive_output's scans are cheaper
+  if (n <= kQuadratic) {
+    std::vector<const Tensor*> ptrs(n);
+    for (size_t i = 0; i < n; ++i) ptrs[i] = &outs[i];
+    for (size_t i = 0; i < n; ++i) result[i] = exclusive_output(ptrs.data(), n, i);
+    return result;
+  }
+  // The same judgement in linear time: per buffer, its first output and how many share it.
+  struct Use {
+    size_t first;
+    int32_t count;
+  };
+  std::unordered_map<const Buffer*, Use> uses;
+  uses.reserve(n);
+  for (size_t i = 0; i < n; ++i)
+    if (const Buffer* b = outs[i].buffer().get())
+      ++uses.try_emplace(b, Use{i, 0}).first->second.count;
+  for (size_t i = 0; i < n; ++i) {
+    const Buffer* b = outs[i].buffer().get();
+    if (!b) continue;
+    const Use& u = uses.at(b);
+    result[i] = u.first == i && b->kind() == BufferKind::kOwned &&
+                b->device().type == DeviceType::kCPU && b->ref_count() == u.count &&
+                can_view(outs[i]);
+  }
   return result;
 }
 

@@ -14,24 +14,39 @@ namespace ortlite::py {
 
 namespace {
 
-// The type declared for a feedable name, nullptr when unknown.
-const TypeInfo* declared_type(const Session& sess, const std::string& name) {
-  for (const auto* list : {&sess.inputs(), &sess.overridable_initializers()}) {
-    for (const ValueInfo& vi : *list)
-      if (vi.name == name) return &vi.type;
-  }
-  return nullptr;
-}
-
 DataType tensor_elem_type(const TypeInfo* type) {
   return type && type->kind == TypeInfo::Kind::kTensor ? type->elem_type : DataType::kUndefined;
+}
+
+// An array fed to a tensor input, checked (element type, rank, static dims) before any
+// conversion copies it: a broadcast view of a few bytes may expand to terabytes.
+void check_array_feed(PyArrayObject* a, const TypeInfo& type, const std::string& name) {
+  const DataType dt = dtype_of_descr(PyArray_DESCR(a));
+  if (dt == DataType::kUndefined) return;  // array_to_tensor names the dtype, copying nothing
+  const int nd = PyArray_NDIM(a);
+  int64_t dims[NPY_MAXDIMS];
+  for (int d = 0; d < nd; ++d) dims[d] = static_cast<int64_t>(PyArray_DIMS(a)[d]);
+  check_tensor_feed(name, type, dt, dims, static_cast<size_t>(nd));
+}
+
+// A sequence element's element type, checked before it is copied (Session::check_feeds
+// checks it again, with the same message).
+void check_array_item(PyArrayObject* a, const TypeInfo& seq, const std::string& name) {
+  const TypeInfo* elem = seq.elem.get();
+  if (!elem || elem->kind != TypeInfo::Kind::kTensor || elem->elem_type == DataType::kUndefined)
+    return;
+  const DataType dt = dtype_of_descr(PyArray_DESCR(a));
+  if (dt != DataType::kUndefined && dt != elem->elem_type) {
+    ORTLITE_THROW(kInvalidArgument, "input '", name, "' is a ", seq.to_string(),
+                  " but an element has type tensor(", dtype_name(dt), ")");
+  }
 }
 
 // Converts one feed. `held` receives what must outlive the run.
 Value object_to_value(PyObject* value, const TypeInfo* type, const std::string& name,
                       std::vector<Ref>* held) {
   using K = TypeInfo::Kind;
-  if (type && type->kind == K::kOptional) {
+  while (type && type->kind == K::kOptional) {  // optional(optional(...)) unwrapped in a loop
     if (value == Py_None) return Value::none();
     type = type->elem.get();
   }
@@ -41,9 +56,8 @@ Value object_to_value(PyObject* value, const TypeInfo* type, const std::string& 
                     ": feeding maps is not supported");
     }
     if (!PyList_Check(value) && !PyTuple_Check(value)) {
-      PyErr_Format(PyExc_TypeError, "input '%s' is a %s: feed a list of arrays, not %.100s",
-                   name.c_str(), type->to_string().c_str(), Py_TYPE(value)->tp_name);
-      throw PythonErrorSet{};
+      ORTLITE_THROW(kInvalidArgument, "input '", name, "' is a ", type->to_string(),
+                    ": feed a list of arrays, not ", Py_TYPE(value)->tp_name);
     }
     Ref seq = Ref::steal(PySequence_Fast(value, "a sequence input must be a list"));
     if (!seq) throw PythonErrorSet{};
@@ -51,9 +65,11 @@ Value object_to_value(PyObject* value, const TypeInfo* type, const std::string& 
     std::vector<Tensor> items;
     const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
     for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* item = PySequence_Fast_GET_ITEM(seq.get(), i);
+      if (PyArray_Check(item))
+        check_array_item(reinterpret_cast<PyArrayObject*>(item), *type, name);
       Ref keep;
-      items.push_back(object_to_tensor(PySequence_Fast_GET_ITEM(seq.get(), i), elem,
-                                       name + "[" + std::to_string(i) + "]", &keep));
+      items.push_back(object_to_tensor(item, elem, name + "[" + std::to_string(i) + "]", &keep));
       if (keep) held->push_back(std::move(keep));
     }
     DataType seq_elem = elem;
@@ -61,6 +77,13 @@ Value object_to_value(PyObject* value, const TypeInfo* type, const std::string& 
     held->push_back(std::move(seq));
     return Value::sequence(std::move(items), seq_elem);
   }
+  if (PyDict_Check(value)) {
+    ORTLITE_THROW(kInvalidArgument, "Unexpected input data type for input '", name,
+                  "'. Actual: (dict) , expected: (", type ? type->to_string() : "tensor",
+                  "): a tensor input takes an array, a list or a scalar");
+  }
+  if (type && type->kind == K::kTensor && PyArray_Check(value))
+    check_array_feed(reinterpret_cast<PyArrayObject*>(value), *type, name);
   Ref keep;
   Tensor t = object_to_tensor(value, tensor_elem_type(type), name, &keep);
   if (keep) held->push_back(std::move(keep));
@@ -151,6 +174,7 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
   struct Item {
     Ref key, value;
     std::string name;
+    const ValueInfo* declared = nullptr;  // null for an unknown name
   };
   constexpr size_t kInline = 8;
   Item inline_items[kInline];
@@ -168,16 +192,22 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
       ++i;
     }
   }
-  for (size_t i = 0; i < n; ++i)
+  // One lookup per feed (linear in all): its declaration, and which required inputs are
+  // fed (counted once each: two str subclass keys may spell the same name).
+  const std::vector<ValueInfo>& inputs = sess.inputs();
+  std::vector<char> fed(inputs.size(), 0);
+  size_t required_fed = 0;
+  for (size_t i = 0; i < n; ++i) {
     if (!str_to_utf8(items[i].key.get(), "each input name", &items[i].name)) throw PythonErrorSet{};
-
-  bool all_present = true;
-  for (const ValueInfo& vi : sess.inputs()) {
-    bool found = false;
-    for (size_t i = 0; i < n && !found; ++i) found = items[i].name == vi.name;
-    all_present = all_present && found;
+    bool required = false;
+    items[i].declared = sess.find_feedable(items[i].name, &required, i);
+    if (items[i].declared && required) {
+      const size_t k = static_cast<size_t>(items[i].declared - inputs.data());
+      required_fed += !fed[k];
+      fed[k] = 1;
+    }
   }
-  if (!all_present) {
+  if (required_fed != inputs.size()) {
     std::vector<std::string> names;
     for (size_t i = 0; i < n; ++i) names.push_back(items[i].name);
     const std::vector<std::string> missing = sess.missing_inputs(names);
@@ -188,6 +218,10 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
                  missing_list.get(), keys.get());
     throw PythonErrorSet{};
   }
+
+  // An unknown name is refused before any value is converted (as check_feeds words it).
+  for (size_t i = 0; i < n; ++i)
+    if (!items[i].declared) sess.check_feed(items[i].name, nullptr, Value());
 
   parse_output_names(output_names, &in->output_names);
 
@@ -219,11 +253,13 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
                    Py_TYPE(value)->tp_name);
       throw PythonErrorSet{};
     }
-    in->feeds.emplace_back(name,
-                           object_to_value(value, declared_type(sess, name), name, &in->held));
+    const TypeInfo* type = items[i].declared ? &items[i].declared->type : nullptr;
+    in->feeds.emplace_back(name, object_to_value(value, type, name, &in->held));
   }
 
-  sess.check_feeds(in->feeds);
+  // Session::check_feeds, with the declarations looked up above.
+  for (size_t i = 0; i < n; ++i)
+    sess.check_feed(in->feeds[i].first, items[i].declared, in->feeds[i].second);
   sess.check_output_names(in->output_names);
 }
 
@@ -235,7 +271,16 @@ std::vector<Value> run_without_gil(const Session& sess, RunInputs& in, bool devi
   return outs;
 }
 
-Ref outputs_to_numpy(ModuleState* st, std::vector<Value> outs) {
+Ref outputs_to_numpy(ModuleState* st, std::vector<Value> outs,
+                     const std::function<std::string(size_t)>& label) {
+  // Converts output i's tensor t; an error names the output.
+  auto array_of = [&](size_t i, const Tensor& t, bool view) -> Ref {
+    try {
+      return view ? tensor_to_numpy_owned(st, t) : tensor_to_numpy_copy(t);
+    } catch (const Error& e) {
+      throw Error(e.code(), (label ? label(i) : "output #" + std::to_string(i)) + ": " + e.what());
+    }
+  };
   // The common case, every output a tensor and not too many: judged and converted in place,
   // without the bookkeeping vectors below.
   constexpr size_t kInline = 16;
@@ -250,8 +295,7 @@ Ref outputs_to_numpy(ModuleState* st, std::vector<Value> outs) {
     Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(n)));
     if (!list) throw PythonErrorSet{};
     for (size_t i = 0; i < n; ++i) {
-      Ref item = view[i] ? tensor_to_numpy_owned(st, outs[i].tensor())
-                         : tensor_to_numpy_copy(outs[i].tensor());
+      Ref item = array_of(i, outs[i].tensor(), view[i]);
       PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), item.release());
     }
     return list;
@@ -274,9 +318,9 @@ Ref outputs_to_numpy(ModuleState* st, std::vector<Value> outs) {
   }
   const std::vector<bool> view = exclusive_outputs(flat);
   size_t k = 0;
-  auto next_array = [&]() -> Ref {
+  auto next_array = [&](size_t output) -> Ref {
     const size_t i = k++;
-    return view[i] ? tensor_to_numpy_owned(st, flat[i]) : tensor_to_numpy_copy(flat[i]);
+    return array_of(output, flat[i], view[i]);
   };
   size_t next_maps = 0;
   Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(outs.size())));
@@ -284,7 +328,7 @@ Ref outputs_to_numpy(ModuleState* st, std::vector<Value> outs) {
   for (size_t i = 0; i < outs.size(); ++i) {
     Ref item;
     if (kinds[i] == Value::Kind::kTensor) {
-      item = next_array();
+      item = next_array(i);
     } else if (kinds[i] == Value::Kind::kNone) {
       item = Ref::borrow(Py_None);
     } else if (kinds[i] == Value::Kind::kMaps) {
@@ -294,7 +338,7 @@ Ref outputs_to_numpy(ModuleState* st, std::vector<Value> outs) {
       item = Ref::steal(PyList_New(static_cast<Py_ssize_t>(n)));
       if (!item) throw PythonErrorSet{};
       for (size_t j = 0; j < n; ++j)
-        PyList_SET_ITEM(item.get(), static_cast<Py_ssize_t>(j), next_array().release());
+        PyList_SET_ITEM(item.get(), static_cast<Py_ssize_t>(j), next_array(i).release());
     }
     PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), item.release());
   }

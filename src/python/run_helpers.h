@@ -9,6 +9,7 @@
 
 #include <Python.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -55,8 +56,11 @@ std::vector<Value> run_without_gil(const Session& sess, RunInputs& in, bool devi
 // A list with one entry per output: a numpy array for a tensor (a zero-copy view when its
 // memory was allocated by this run and nothing else references it, base: a buffer owner;
 // a copy otherwise), a list of arrays for a sequence, a list of dicts {key: float} for a
-// sequence of maps (ZipMap), None for an empty optional.
-Ref outputs_to_numpy(ModuleState* st, std::vector<Value> outs);
+// sequence of maps (ZipMap), None for an empty optional. An output numpy cannot represent
+// (say an empty [0, 2^62] float tensor) raises Fail; `label(i)`, when given, names output i
+// in that message ("output #i" otherwise).
+Ref outputs_to_numpy(ModuleState* st, std::vector<Value> outs,
+                     const std::function<std::string(size_t)>& label = {});
 // A list of OrtValues; outputs not exclusively owned by the run are copied. A sequence,
 // map or optional output raises NotImplemented (OrtValue holds tensors only).
 Ref outputs_to_ortvalues(ModuleState* st, std::vector<Value> outs);

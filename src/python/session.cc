@@ -326,8 +326,17 @@ PyObject* session_run_impl(PyObject* self, PyObject* const* args, Py_ssize_t nar
     prepare_run(st, *sess, output_names, input_feed, run_options, ortvalues, &in);
     std::vector<Value> outs = run_without_gil(*sess, in, ortvalues);
     // Converted before `in` lets go of the feeds: an output may share a feed's memory.
+    // Names output i, and the node that made it, in a conversion error (only then).
+    auto label = [&](size_t i) {
+      const std::string& name =
+          in.output_names.empty() ? sess->outputs().at(i).name : in.output_names.at(i);
+      for (const Node& n : sess->model().graph.nodes)
+        for (const std::string& o : n.outputs)
+          if (o == name) return "output '" + name + "' of " + n.label();
+      return "output '" + name + "'";
+    };
     Ref result = ortvalues ? outputs_to_ortvalues(st, std::move(outs))
-                           : outputs_to_numpy(st, std::move(outs));
+                           : outputs_to_numpy(st, std::move(outs), label);
     return result.release();
   }
   ORTLITE_PY_CATCH(st, nullptr)

@@ -157,8 +157,11 @@ class Loop final : public Kernel {
   void compute(KernelContext& ctx) const override {
     const Tensor* m = ctx.input(0);
     const Tensor* c = ctx.input(1);
-    int64_t max_trips = -1;
-    if (m) {
+    // Without M the loop runs while cond holds; with M also while i < M, so a negative M
+    // (as onnxruntime does) runs no iteration.
+    const bool has_m = m != nullptr;
+    int64_t max_trips = 0;
+    if (has_m) {
       if (m->numel() != 1 || (m->dtype() != DataType::kInt64 && m->dtype() != DataType::kInt32))
         ctx.fail(StatusCode::kInvalidArgument, "M must be an int64 scalar");
       max_trips = m->dtype() == DataType::kInt64 ? *m->data<int64_t>() : *m->data<int32_t>();
@@ -170,7 +173,7 @@ class Loop final : public Kernel {
       if (v) carried[i] = *v;
     }
     std::vector<std::vector<Tensor>> scans(n_scan_);
-    for (int64_t it = 0; (max_trips < 0 || it < max_trips) && cond; ++it) {
+    for (int64_t it = 0; (!has_m || it < max_trips) && cond; ++it) {
       check_terminate(ctx);
       std::vector<Value> in;
       in.reserve(2 + n_carried_);

@@ -287,8 +287,10 @@ int64_t checked_numel(const KernelContext& ctx, DataType dt, const Shape& shape,
   }
   const size_t es = dt == DataType::kString ? sizeof(std::string) : dtype_size(dt);
   if (es > 0 && n > std::numeric_limits<int64_t>::max() / static_cast<int64_t>(es)) {
-    ctx.fail(StatusCode::kInvalidArgument,
-             std::string(what) + ": output shape " + shape_to_string(shape) + " is too large");
+    // A valid shape whose storage no size can hold: Fail, as allocation failures are.
+    ctx.fail(StatusCode::kFail, std::string(what) + ": output shape " + shape_to_string(shape) +
+                                    " is too large: " + std::to_string(n) + " elements of " +
+                                    std::to_string(es) + " bytes overflow a 64-bit byte size");
   }
   return n;
 }
