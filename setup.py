@@ -13,7 +13,7 @@ Environment switches:
                     build_ext without --inplace); keep them in debug, sanitizer and in-place
                     builds, whose stacks valgrind, gdb and the suppression files read.
 
-The CUDA library (ortlite/_ortlite_cuda.so: src/cuda/*.cu by nvcc, linking cudart, cuBLAS
+The CUDA library (ortlite/_ortlite_cuda.so: src/providers/cuda/*.cu by nvcc, linking cudart, cuBLAS
 and cuDNN) is a plain shared object next to the extension, dlopened by the extension only
 when the CUDA provider is asked for; the extension itself never links CUDA.
 """
@@ -34,7 +34,7 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 
 
 def _sources():
-    # src/cuda/*.cc are the provider's C++ side (no CUDA headers); the .cu files go to nvcc.
+    # src/providers/cuda/*.cc are the provider's C++ side (no CUDA headers); the .cu files go to nvcc.
     return sorted(glob.glob(os.path.join("src", "**", "*.cc"), recursive=True))
 
 
@@ -177,7 +177,7 @@ class ParallelBuildExt(build_ext):
             )[0]
 
         cuda = _cuda_config()
-        cuda_sources = sorted(glob.glob(os.path.join("src", "cuda", "*.cu"))) if cuda else []
+        cuda_sources = sorted(glob.glob(os.path.join("src", "providers", "cuda", "*.cu"))) if cuda else []
 
         def one_cu(src):
             obj = os.path.join(build_temp, src + ".o")

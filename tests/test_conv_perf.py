@@ -1,4 +1,4 @@
-"""Conv algorithms (src/ops/nn/conv.cc) against onnxruntime: the direct depthwise kernel
+"""Conv algorithms (src/providers/cpu/nn/conv.cc) against onnxruntime: the direct depthwise kernel
 (stride 1 / 2 / 3, dilated, channel multiplier, 1-D, wide and narrow outputs), 1x1 GEMM on
 the input, im2col + GEMM (normal and, for few output positions, transposed), Winograd
 F(4x4, 3x3) for 3x3 stride-1 convolutions with 16 to 128 channels, grouped convolutions,

@@ -1,4 +1,4 @@
-"""Load-time graph rewrites (src/core/graph_optimizer.cc) and the com.ortlite operators they
+"""Load-time graph rewrites (src/graph/optimizer.cc) and the com.ortlite operators they
 write (FusedConv, FusedExpandDepthwise, FusedMatMul, FusedGemm, Gelu): every model runs with
 graph_optimization_level 0 (no rewrite) and 99, and both are compared with onnxruntime.
 Whether a rewrite happened is visible in error messages, which name the node by its op

@@ -1,4 +1,4 @@
-"""Elementwise math kernels (src/ops/math): arithmetic, unary math, activations, Clip,
+"""Elementwise math kernels (src/providers/cpu/math): arithmetic, unary math, activations, Clip,
 Min/Max/Sum/Mean, comparisons and logic, Where, compared with onnxruntime, and with numpy
 where onnxruntime has no CPU kernel for an element type the ONNX spec allows."""
 

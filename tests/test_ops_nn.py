@@ -1,4 +1,4 @@
-"""Neural-network kernels (src/ops/nn): MatMul, Gemm, Conv, MaxPool / AveragePool / global
+"""Neural-network kernels (src/providers/cpu/nn): MatMul, Gemm, Conv, MaxPool / AveragePool / global
 pools, BatchNormalization, LayerNormalization, InstanceNormalization, Softmax / LogSoftmax,
 Dropout. Compared with onnxruntime; where onnxruntime has no CPU kernel for an element type
 the ONNX spec allows (double Conv / AveragePool, integer Gemm, ...) compared with onnxruntime

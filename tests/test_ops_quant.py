@@ -1,4 +1,4 @@
-"""Quantization kernels (src/ops/quant): QuantizeLinear, DequantizeLinear,
+"""Quantization kernels (src/providers/cpu/quant): QuantizeLinear, DequantizeLinear,
 DynamicQuantizeLinear, QLinearMatMul, QLinearConv, MatMulInteger, ConvInteger.
 
 Compared with onnxruntime where it has a CPU kernel (opset <= 21 for QuantizeLinear /

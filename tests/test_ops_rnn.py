@@ -1,4 +1,4 @@
-"""Recurrent kernels (src/ops/nn/rnn_conf.cc): RNN, GRU, LSTM. Compared with onnxruntime,
+"""Recurrent kernels (src/providers/cpu/nn/rnn.cc): RNN, GRU, LSTM. Compared with onnxruntime,
 whose CPU kernels take float32 and layout 0 only: layout 1 is checked against onnxruntime on
 the transposed (layout 0) problem, double and float16 against onnxruntime in float32 on the
 same (float32-representable) values."""

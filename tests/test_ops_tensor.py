@@ -1,4 +1,4 @@
-"""Tensor / shape kernels (src/ops/tensor): Reshape Flatten Squeeze Unsqueeze Identity
+"""Tensor / shape kernels (src/providers/cpu/tensor): Reshape Flatten Squeeze Unsqueeze Identity
 Transpose Concat Split Slice Gather Shape Size Expand Tile Pad, compared with onnxruntime
 (and with numpy where onnxruntime has no kernel for an element type)."""
 

@@ -35,7 +35,7 @@ class Buffer {
   static Buffer* wrap(void* data, size_t bytes, BufferKind kind, std::function<void()> release);
   // An owned buffer of `count` default-constructed std::string, destroyed with the buffer.
   static Buffer* allocate_strings(size_t count);
-  // Owned memory of another device (e.g. from the CUDA allocator, src/cuda): `release`
+  // Owned memory of another device (e.g. from the CUDA allocator, src/providers/cuda): `release`
   // frees it when the last reference goes. Its bytes are not addressable by the CPU.
   static Buffer* wrap_device(void* data, size_t bytes, Device device,
                              std::function<void()> release);

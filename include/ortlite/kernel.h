@@ -232,15 +232,15 @@ std::vector<int64_t> tensor_to_int64s(const Tensor& t);
 // Reads a scalar of any numeric type as double.
 double tensor_scalar_as_double(const Tensor& t);
 
-// Registration entry points, one per op family (src/ops/<family>/...). Called once by
+// Registration entry points, one per op family (src/providers/cpu/<family>/...). Called once by
 // KernelRegistry::instance().
-void register_math_kernels(KernelRegistry& r);         // src/ops/math
-void register_nn_kernels(KernelRegistry& r);           // src/ops/nn
-void register_tensor_kernels(KernelRegistry& r);       // src/ops/tensor
-void register_reduce_kernels(KernelRegistry& r);       // src/ops/reduce
-void register_sequence_kernels(KernelRegistry& r);     // src/ops/sequence
-void register_controlflow_kernels(KernelRegistry& r);  // src/ops/controlflow
-void register_quant_kernels(KernelRegistry& r);        // src/ops/quant
-void register_ml_kernels(KernelRegistry& r);           // src/ops/ml (ai.onnx.ml)
+void register_math_kernels(KernelRegistry& r);         // src/providers/cpu/math
+void register_nn_kernels(KernelRegistry& r);           // src/providers/cpu/nn
+void register_tensor_kernels(KernelRegistry& r);       // src/providers/cpu/tensor
+void register_reduce_kernels(KernelRegistry& r);       // src/providers/cpu/reduce
+void register_sequence_kernels(KernelRegistry& r);     // src/providers/cpu/sequence
+void register_controlflow_kernels(KernelRegistry& r);  // src/providers/cpu/controlflow
+void register_quant_kernels(KernelRegistry& r);        // src/providers/cpu/quant
+void register_ml_kernels(KernelRegistry& r);           // src/providers/cpu/ml (ai.onnx.ml)
 
 }  // namespace ortlite

@@ -1,4 +1,4 @@
-// In-memory form of an ONNX model, produced by the protobuf reader (src/core/onnx_reader.cc)
+// In-memory form of an ONNX model, produced by the protobuf reader (src/onnx/reader.cc)
 // and consumed by the session. Plain data; no Python.
 #pragma once
 

@@ -164,7 +164,7 @@ bool same_domain(const std::string& a, const std::string& b) {
 }
 }  // namespace
 
-// src/cuda/kernels.cc: the CUDAExecutionProvider kernels (wrappers compiled by g++; the
+// src/providers/cuda/kernels.cc: the CUDAExecutionProvider kernels (wrappers compiled by g++; the
 // device code is in the separately loaded CUDA library).
 void register_cuda_kernels(KernelRegistry& r);
 

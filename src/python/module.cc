@@ -6,7 +6,7 @@
 #include "python/errors.h"
 #include "python/async_run.h"
 #include "python/module_state.h"
-#include "cuda/provider.h"
+#include "providers/cuda/provider.h"
 #include "python/providers.h"
 #include "python/util.h"
 

@@ -9,7 +9,7 @@
 
 #include <structmember.h>
 
-#include "cuda/provider.h"
+#include "providers/cuda/provider.h"
 #include "ortlite/status.h"
 #include "python/errors.h"
 #include "python/numpy_bridge.h"

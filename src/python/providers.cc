@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "cuda/provider.h"
+#include "providers/cuda/provider.h"
 #include "ortlite/kernel.h"
 #include "ortlite/model.h"
 #include "ortlite/status.h"

@@ -2,7 +2,7 @@
 
 #include <exception>
 
-#include "cuda/provider.h"
+#include "providers/cuda/provider.h"
 #include "ortlite/status.h"
 #include "python/errors.h"
 #include "python/gil.h"

@@ -1,5 +1,5 @@
 # Builds the libFuzzer harness build/fuzz/fuzz_model straight from the C++ sources under
-# src/core, src/ops and src/cuda (the CUDA provider's g++ side, no device code; no Python),
+# src/core, onnx, graph, session, compute, providers/cpu and providers/cuda (the CUDA provider's g++ side, no device code; no Python),
 # with clang's fuzzer, ASan and UBSan instrumentation.
 # Used by `make fuzz`; incremental (one object per source, header dependencies tracked).
 FUZZ_CXX    ?= clang++
@@ -12,13 +12,13 @@ FUZZ_CFLAGS := -std=c++17 -O1 -g -Iinclude -Isrc -pthread $(FUZZ_SAN) -Wno-unkno
 FUZZ_AVX2   := -mavx2 -mfma
 FUZZ_AVX512 := -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx2 -mfma
 
-SRCS := $(sort $(wildcard src/core/*.cc) $(wildcard src/ops/*/*.cc) $(wildcard src/cuda/*.cc))
+SRCS := $(sort $(wildcard src/core/*.cc) $(wildcard src/onnx/*.cc) $(wildcard src/graph/*.cc) $(wildcard src/session/*.cc) $(wildcard src/compute/*.cc) $(wildcard src/providers/cpu/*/*.cc) $(wildcard src/providers/cuda/*.cc))
 OBJS := $(patsubst src/%.cc,$(FUZZ_OUT)/obj/%.o,$(SRCS))
 
 all: $(FUZZ_OUT)/fuzz_model
 
-$(FUZZ_OUT)/obj/ops/nn/gemm_kernels_avx2.o: EXTRA := $(FUZZ_AVX2)
-$(FUZZ_OUT)/obj/ops/nn/gemm_kernels_avx512.o: EXTRA := $(FUZZ_AVX512)
+$(FUZZ_OUT)/obj/compute/gemm_kernels_avx2.o: EXTRA := $(FUZZ_AVX2)
+$(FUZZ_OUT)/obj/compute/gemm_kernels_avx512.o: EXTRA := $(FUZZ_AVX512)
 
 # A few sources use GCC-only constructs that clang 14 rejects (`__builtin_cpu_supports("f16c")`,
 # a non-dependent name in a discarded `if constexpr` branch of a generic lambda). Those fall

@@ -4,7 +4,7 @@
 // unknown dims set to 1, total input bytes capped). A typed ortlite::Error is an accepted
 // outcome; anything else (sanitizer report, other exception, timeout, OOM) is a finding.
 //
-// Built by `make fuzz` (tools/fuzz/build.sh) straight from src/core and src/ops.
+// Built by `make fuzz` (tools/fuzz/build.sh) straight from src/core and src/providers/cpu.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>

@@ -1,0 +1,414 @@
+// The AVX-512F kernels of conv_avx512.h. Everything after the target pragma is compiled
+// for AVX-512F and only runs after the CPU check in supported(), so no standard header is
+// included below it.
+#include "compute/conv_avx512.h"
+
+#include <algorithm>
+
+#include "compute/fused_gemm.h"
+
+namespace ortlite {
+namespace nn {
+namespace cvx {
+
+bool available() {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  static const bool ok = fgemm::cpu_has_avx512();
+  return ok;
+#else
+  return false;
+#endif
+}
+
+bool dw_supported(const DwGeometry& g) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  return available() && (g.sw == 1 || g.sw == 2) && g.KW >= 1 && g.KW <= 16 && g.KH >= 1 &&
+         g.sh >= 1 && g.OW >= 1;
+#else
+  (void)g;
+  return false;
+#endif
+}
+
+namespace {
+
+// Bits [lo, hi) of a 32-bit mask, clipped to [0, n).
+uint32_t lane_bits(int64_t lo, int64_t hi, int64_t n) {
+  lo = std::max<int64_t>(lo, 0);
+  hi = std::min<int64_t>(hi, n);
+  if (hi <= lo) return 0;
+  const uint64_t ones = (uint64_t(1) << (hi - lo)) - 1;
+  return static_cast<uint32_t>(ones << lo);
+}
+
+}  // namespace
+
+bool dw_flat_ok(const DwGeometry& g) {
+  return g.sh == 1 && g.sw == 1 && g.OW == g.W && g.OW <= 8;
+}
+
+std::vector<uint32_t> dw_masks(const DwGeometry& g) {
+  const int64_t nv = (g.OW + 15) / 16;
+  std::vector<uint32_t> m;
+  if (g.flat) {
+    const int64_t n = g.OH * g.OW, nvf = (n + 15) / 16, kk = g.KH * g.KW;
+    m.assign(static_cast<size_t>(nvf * kk), 0);
+    for (int64_t v = 0; v < nvf; ++v)
+      for (int64_t i = 0; i < 16 && 16 * v + i < n; ++i) {
+        const int64_t oy = (16 * v + i) / g.OW, ox = (16 * v + i) % g.OW;
+        for (int64_t ky = 0; ky < g.KH; ++ky)
+          for (int64_t kx = 0; kx < g.KW; ++kx) {
+            const int64_t iy = oy - g.pt + ky, ix = ox - g.pl + kx;
+            if (iy >= 0 && iy < g.H && ix >= 0 && ix < g.W)
+              m[v * kk + ky * g.KW + kx] |= uint32_t(1) << i;
+          }
+      }
+  } else if (g.sw == 1) {
+    m.resize(static_cast<size_t>(nv * g.KW));
+    for (int64_t v = 0; v < nv; ++v)
+      for (int64_t kx = 0; kx < g.KW; ++kx) {
+        const int64_t c0 = 16 * v - g.pl + kx;  // input column of lane 0
+        m[v * g.KW + kx] = lane_bits(-c0, g.W - c0, 16);
+      }
+  } else {
+    const int64_t np = (g.KW + 1) / 2;
+    m.resize(static_cast<size_t>(nv * np));
+    for (int64_t v = 0; v < nv; ++v)
+      for (int64_t p = 0; p < np; ++p) {
+        const int64_t c0 = 32 * v - g.pl + 2 * p;
+        m[v * np + p] = lane_bits(-c0, g.W - c0, 32);
+      }
+  }
+  return m;
+}
+
+}  // namespace cvx
+}  // namespace nn
+}  // namespace ortlite
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx2,fma")
+// GCC 12 reports the _mm512_undefined_ps() that its own shuffle intrinsics pass as a
+// don't-care source as maybe-uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+namespace ortlite {
+namespace nn {
+namespace cvx {
+namespace {
+
+// One vector of 16 outputs of row oy: taps of kernel rows [ky0, ky1). kK: the kernel is
+// kK x kK (0: any, from g); kFull: no load of this vector needs a mask.
+template <int kS, int kK, bool kFull>
+inline __m512 out_vec(const DwGeometry& g, const uint32_t* mv, const float* x0, int64_t ky0,
+                      int64_t ky1, const float* w, __m512 acc) {
+  const int64_t KW = kK ? kK : g.KW, W = g.W;
+  if (kS == 1) {
+    for (int64_t ky = ky0; ky < ky1; ++ky) {
+      const float* r = x0 + ky * W;
+      const float* wk = w + ky * KW;
+#pragma GCC unroll 16
+      for (int64_t kx = 0; kx < KW; ++kx) {
+        const __m512 v = kFull ? _mm512_loadu_ps(r + kx)
+                               : _mm512_maskz_loadu_ps(static_cast<__mmask16>(mv[kx]), r + kx);
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(wk[kx]), v, acc);
+      }
+    }
+  } else {
+    const __m512i even =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd =
+        _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const int64_t np = (KW + 1) / 2;
+    for (int64_t ky = ky0; ky < ky1; ++ky) {
+      const float* r = x0 + ky * W;
+      const float* wk = w + ky * KW;
+#pragma GCC unroll 8
+      for (int64_t p = 0; p < np; ++p) {
+        __m512 a, c;
+        if (kFull) {
+          a = _mm512_loadu_ps(r + 2 * p);
+          c = _mm512_loadu_ps(r + 2 * p + 16);
+        } else {
+          a = _mm512_maskz_loadu_ps(static_cast<__mmask16>(mv[p] & 0xFFFF), r + 2 * p);
+          c = _mm512_maskz_loadu_ps(static_cast<__mmask16>(mv[p] >> 16), r + 2 * p + 16);
+        }
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(wk[2 * p]), _mm512_permutex2var_ps(a, even, c), acc);
+        if (2 * p + 1 < KW)
+          acc = _mm512_fmadd_ps(_mm512_set1_ps(wk[2 * p + 1]), _mm512_permutex2var_ps(a, odd, c),
+                                acc);
+      }
+    }
+  }
+  return acc;
+}
+
+// One kernel row of a 3x3 tap set for one output vector, added to acc: w0 x[c] + w1 x[c+1] +
+// w2 x[c+2] at the columns of the vector's lanes (c = lane * kS), r the load address of tap
+// column 0.
+template <int kS, bool kFull>
+inline __m512 row3(const float* r, const uint32_t* mv, __m512 w0, __m512 w1, __m512 w2,
+                   __m512 acc) {
+  if (kS == 1) {
+    const __m512 a = kFull ? _mm512_loadu_ps(r) : _mm512_maskz_loadu_ps(mv[0], r);
+    const __m512 b = kFull ? _mm512_loadu_ps(r + 1) : _mm512_maskz_loadu_ps(mv[1], r + 1);
+    const __m512 c = kFull ? _mm512_loadu_ps(r + 2) : _mm512_maskz_loadu_ps(mv[2], r + 2);
+    acc = _mm512_fmadd_ps(w0, a, acc);
+    acc = _mm512_fmadd_ps(w1, b, acc);
+    return _mm512_fmadd_ps(w2, c, acc);
+  }
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  __m512 a, b, c, d;
+  if (kFull) {
+    a = _mm512_loadu_ps(r);
+    b = _mm512_loadu_ps(r + 16);
+    c = _mm512_loadu_ps(r + 2);
+    d = _mm512_loadu_ps(r + 18);
+  } else {
+    a = _mm512_maskz_loadu_ps(static_cast<__mmask16>(mv[0] & 0xFFFF), r);
+    b = _mm512_maskz_loadu_ps(static_cast<__mmask16>(mv[0] >> 16), r + 16);
+    c = _mm512_maskz_loadu_ps(static_cast<__mmask16>(mv[1] & 0xFFFF), r + 2);
+    d = _mm512_maskz_loadu_ps(static_cast<__mmask16>(mv[1] >> 16), r + 18);
+  }
+  acc = _mm512_fmadd_ps(w0, _mm512_permutex2var_ps(a, even, b), acc);
+  acc = _mm512_fmadd_ps(w1, _mm512_permutex2var_ps(a, odd, b), acc);
+  return _mm512_fmadd_ps(w2, _mm512_permutex2var_ps(c, even, d), acc);
+}
+
+// A 3x3 output vector with all three input rows inside the image: one accumulator per
+// kernel row (three independent FMA chains instead of one of nine).
+template <int kS, bool kFull>
+inline __m512 vec3x3(const float* r, int64_t W, const uint32_t* mv, const __m512* wv, __m512 b) {
+  const __m512 z = _mm512_setzero_ps();
+  const __m512 a0 = row3<kS, kFull>(r, mv, wv[0], wv[1], wv[2], b);
+  const __m512 a1 = row3<kS, kFull>(r + W, mv, wv[3], wv[4], wv[5], z);
+  const __m512 a2 = row3<kS, kFull>(r + 2 * W, mv, wv[6], wv[7], wv[8], z);
+  return _mm512_add_ps(_mm512_add_ps(a0, a1), a2);
+}
+
+template <int kS, int kK>
+void run_impl(const DwGeometry& g, const uint32_t* masks, const float* xc, const float* w, float b,
+              bool clamp, float lo, float hi, float* yc) {
+  const int64_t nv = (g.OW + 15) / 16, KW = kK ? kK : g.KW, KH = kK ? kK : g.KH;
+  const int64_t mper = kS == 1 ? KW : (KW + 1) / 2;  // masks per vector
+  const uint32_t full = kS == 1 ? 0xFFFFu : 0xFFFFFFFFu;
+  // Vectors [vf0, vf1) need no mask (all their loads inside the row).
+  int64_t vf0 = nv, vf1 = nv;
+  for (int64_t v = 0; v < nv; ++v) {
+    bool all = true;
+    for (int64_t k = 0; k < mper; ++k) all = all && masks[v * mper + k] == full;
+    if (all && vf0 == nv) vf0 = v;
+    if (!all && vf0 != nv) {
+      vf1 = v;
+      break;
+    }
+  }
+  const __m512 vb = _mm512_set1_ps(b), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  const int64_t tail = g.OW - 16 * (nv - 1);
+  const __mmask16 tail_mask = static_cast<__mmask16>((1u << tail) - 1);
+  __m512 wv[9];
+  if (kK == 3)
+    for (int t = 0; t < 9; ++t) wv[t] = _mm512_set1_ps(w[t]);
+  for (int64_t oy = 0; oy < g.OH; ++oy) {
+    const int64_t iy0 = oy * g.sh - g.pt;
+    const int64_t ky0 = iy0 < 0 ? -iy0 : 0, ky1 = g.H - iy0 < KH ? g.H - iy0 : KH;
+    float* yr = yc + oy * g.OW;
+    // x0 + ky * W + (column of lane 0 for tap 0) = the load address of tap (ky, 0).
+    const float* x0 = xc + iy0 * g.W - g.pl;
+    const bool rows3 = kK == 3 && ky0 == 0 && ky1 == 3;
+    for (int64_t v = 0; v < nv; ++v) {
+      const float* xv = x0 + 16 * kS * v;
+      __m512 acc;
+      if (rows3) {
+        if (v >= vf0 && v < vf1) {
+          acc = vec3x3<kS, true>(xv, g.W, nullptr, wv, vb);
+        } else {
+          acc = vec3x3<kS, false>(xv, g.W, masks + v * mper, wv, vb);
+        }
+      } else if (v >= vf0 && v < vf1) {
+        acc = out_vec<kS, kK, true>(g, nullptr, xv, ky0, ky1, w, vb);
+      } else {
+        acc = out_vec<kS, kK, false>(g, masks + v * mper, xv, ky0, ky1, w, vb);
+      }
+      if (clamp) {
+        // max / min return their second operand when either is NaN: NaN stays.
+        acc = _mm512_mask_max_ps(acc, 0xFFFF, vlo, acc);
+        acc = _mm512_mask_min_ps(acc, 0xFFFF, vhi, acc);
+      }
+      if (v + 1 < nv) {
+        _mm512_storeu_ps(yr + 16 * v, acc);
+      } else {
+        _mm512_mask_storeu_ps(yr + 16 * v, tail_mask, acc);
+      }
+    }
+  }
+}
+
+inline __m512 shuf(__m512 a, __m512 b, bool lo_pairs) {
+  return lo_pairs ? _mm512_shuffle_f32x4(a, b, 0x88) : _mm512_shuffle_f32x4(a, b, 0xdd);
+}
+inline __m512 unpd(__m512 a, __m512 b, bool lo) {
+  const __m512d x = _mm512_castps_pd(a), y = _mm512_castps_pd(b);
+  return _mm512_castpd_ps(lo ? _mm512_unpacklo_pd(x, y) : _mm512_unpackhi_pd(x, y));
+}
+
+// The plane as one span (DwGeometry::flat): output p reads input p + (ky - pt) W + kx - pl
+// for tap (ky, kx), where its mask lets it. One accumulator per kernel row.
+void run_flat(const DwGeometry& g, const uint32_t* masks, const float* xc, const float* w, float b,
+              bool clamp, float lo, float hi, float* yc) {
+  const int64_t n = g.OH * g.OW, nvf = (n + 15) / 16, kk = g.KH * g.KW;
+  const __m512 vb = _mm512_set1_ps(b), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  for (int64_t v = 0; v < nvf; ++v) {
+    const uint32_t* mv = masks + v * kk;
+    __m512 acc = vb;
+    for (int64_t ky = 0; ky < g.KH; ++ky) {
+      const float* r = xc + 16 * v + (ky - g.pt) * g.W - g.pl;
+      __m512 a = _mm512_setzero_ps();
+      for (int64_t kx = 0; kx < g.KW; ++kx)
+        a = _mm512_fmadd_ps(
+            _mm512_set1_ps(w[ky * g.KW + kx]),
+            _mm512_maskz_loadu_ps(static_cast<__mmask16>(mv[ky * g.KW + kx]), r + kx), a);
+      acc = _mm512_add_ps(acc, a);
+    }
+    if (clamp) {
+      acc = _mm512_mask_max_ps(acc, 0xFFFF, vlo, acc);
+      acc = _mm512_mask_min_ps(acc, 0xFFFF, vhi, acc);
+    }
+    const int64_t left = n - 16 * v;
+    if (left >= 16) {
+      _mm512_storeu_ps(yc + 16 * v, acc);
+    } else {
+      _mm512_mask_storeu_ps(yc + 16 * v, static_cast<__mmask16>((1u << left) - 1), acc);
+    }
+  }
+}
+
+}  // namespace
+
+void transpose16(const float* src, int64_t lds, int rows, int cols, float* dst, int64_t ldd) {
+  const __mmask16 cm = static_cast<__mmask16>((1u << cols) - 1);
+  const __mmask16 rm = static_cast<__mmask16>((1u << rows) - 1);
+  __m512 r[16], t[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i)
+    r[i] = i < rows ? _mm512_maskz_loadu_ps(cm, src + i * lds) : _mm512_setzero_ps();
+    // 32-bit, 64-bit, then 128-bit and 256-bit lanes: the classic 4-step 16 x 16 transpose.
+#pragma GCC unroll 8
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = unpd(t[i], t[i + 2], true);
+    r[i + 1] = unpd(t[i], t[i + 2], false);
+    r[i + 2] = unpd(t[i + 1], t[i + 3], true);
+    r[i + 3] = unpd(t[i + 1], t[i + 3], false);
+  }
+#pragma GCC unroll 2
+  for (int h = 0; h < 16; h += 8) {
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      t[h + i] = shuf(r[h + i], r[h + i + 4], true);
+      t[h + i + 4] = shuf(r[h + i], r[h + i + 4], false);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    r[i] = shuf(t[i], t[i + 8], true);
+    r[i + 8] = shuf(t[i], t[i + 8], false);
+  }
+#pragma GCC unroll 16
+  for (int c = 0; c < 16; ++c)
+    if (c < cols) _mm512_mask_storeu_ps(dst + c * ldd, rm, r[c]);
+}
+
+void deinterleave2(const float* s, int64_t n, float* even, float* odd) {
+  const __m512i ie = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i io = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  int64_t o = 0;
+  for (; o + 16 <= n; o += 16) {
+    const __m512 a = _mm512_loadu_ps(s + 2 * o), b = _mm512_loadu_ps(s + 2 * o + 16);
+    _mm512_storeu_ps(even + o, _mm512_permutex2var_ps(a, ie, b));
+    _mm512_storeu_ps(odd + o, _mm512_permutex2var_ps(a, io, b));
+  }
+  if (o < n) {
+    const int64_t m = n - o, in = 2 * m;  // inputs s[2o, 2o + in)
+    const __mmask16 ma = static_cast<__mmask16>(in >= 16 ? 0xFFFF : (1u << in) - 1);
+    const __mmask16 mb = static_cast<__mmask16>(in > 16 ? (1u << (in - 16)) - 1 : 0);
+    const __m512 a = _mm512_maskz_loadu_ps(ma, s + 2 * o);
+    const __m512 b = _mm512_maskz_loadu_ps(mb, s + 2 * o + 16);
+    const __mmask16 mo = static_cast<__mmask16>((1u << m) - 1);
+    _mm512_mask_storeu_ps(even + o, mo, _mm512_permutex2var_ps(a, ie, b));
+    _mm512_mask_storeu_ps(odd + o, mo, _mm512_permutex2var_ps(a, io, b));
+  }
+}
+
+void im2col_shifted(const float* x, int64_t in_size, int64_t C, int64_t ksize, const int64_t* shift,
+                    const uint16_t* bits, int64_t pc, float* col) {
+  const int64_t nv = (pc + 15) / 16, full = pc / 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (pc % 16)) - 1);
+  for (int64_t c = 0; c < C; ++c) {
+    const float* xc = x + c * in_size;
+    for (int64_t kf = 0; kf < ksize; ++kf, col += pc) {
+      // Integer offsets: the masked-off lanes may lie outside the input.
+      const uintptr_t src = reinterpret_cast<uintptr_t>(xc) + shift[kf] * 4;
+      const uint16_t* m = bits + kf * nv;
+      int64_t v = 0;
+      for (; v < full; ++v)
+        _mm512_storeu_ps(col + 16 * v,
+                         _mm512_maskz_loadu_ps(m[v], reinterpret_cast<const float*>(src + 64 * v)));
+      if (v < nv)
+        _mm512_mask_storeu_ps(
+            col + 16 * v, tail,
+            _mm512_maskz_loadu_ps(m[v] & tail, reinterpret_cast<const float*>(src + 64 * v)));
+    }
+  }
+}
+
+void dw_run(const DwGeometry& g, const uint32_t* masks, const float* xc, const float* w, float b,
+            bool clamp, float lo, float hi, float* yc) {
+  const bool k3 = g.KH == 3 && g.KW == 3;
+  if (g.flat) {
+    run_flat(g, masks, xc, w, b, clamp, lo, hi, yc);
+  } else if (g.sw == 1) {
+    if (k3) {
+      run_impl<1, 3>(g, masks, xc, w, b, clamp, lo, hi, yc);
+    } else {
+      run_impl<1, 0>(g, masks, xc, w, b, clamp, lo, hi, yc);
+    }
+  } else if (k3) {
+    run_impl<2, 3>(g, masks, xc, w, b, clamp, lo, hi, yc);
+  } else {
+    run_impl<2, 0>(g, masks, xc, w, b, clamp, lo, hi, yc);
+  }
+}
+
+}  // namespace cvx
+}  // namespace nn
+}  // namespace ortlite
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+
+#else
+
+namespace ortlite {
+namespace nn {
+namespace cvx {
+void dw_run(const DwGeometry&, const uint32_t*, const float*, const float*, float, bool, float,
+            float, float*) {}
+void deinterleave2(const float*, int64_t, float*, float*) {}
+void im2col_shifted(const float*, int64_t, int64_t, int64_t, const int64_t*, const uint16_t*,
+                    int64_t, float*) {}
+void transpose16(const float*, int64_t, int, int, float*, int64_t) {}
+}  // namespace cvx
+}  // namespace nn
+}  // namespace ortlite
+
+#endif

@@ -1,0 +1,350 @@
+// Driver of the fused GEMM (fused_gemm.h): packing, cache blocking, threading.
+//
+// Loop order, per task (a range of C's column panels, or of its row blocks when there are
+// few columns):
+//   for k0 in K step KC:           A rows x KC stays in L2
+//     for each 32-column panel:    B panel (KC x 32), streamed (prefetched) from L2
+//       for each row block:        micro-kernel on a (<= 12) x 32 tile; with the last k
+//                                  block, the epilogue before the store
+// Row blocks are as even as possible (64 rows: 11, 11, 10, 11, 11, 10), so that no tile runs
+// mostly empty; when A is a packed W they stay inside its 32-row panels. Activations the
+// micro-kernel cannot apply in registers (Sigmoid, Tanh, HardSigmoid, Gelu) run on the
+// task's block of C right after it is finished, while it is in cache.
+#include "compute/fused_gemm.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <new>
+#include <vector>
+
+namespace ortlite {
+namespace nn {
+namespace fgemm {
+
+namespace {
+
+constexpr int64_t kKC = 1024;
+constexpr std::align_val_t kAlign{64};
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+struct RowBlock {
+  int64_t start, rows;
+};
+
+// Rows [0, M) in blocks of at most 12, as even as possible within each group of `group`
+// rows (a packed W's 32-row panel; M for a strided A).
+std::vector<RowBlock> row_blocks(int64_t M, int64_t group) {
+  std::vector<RowBlock> b;
+  for (int64_t g0 = 0; g0 < M; g0 += group) {
+    const int64_t n = std::min(group, M - g0), count = ceil_div(n, kMR);
+    const int64_t base = n / count, extra = n % count;
+    int64_t r = g0;
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t h = base + (i < extra ? 1 : 0);
+      b.push_back({r, h});
+      r += h;
+    }
+  }
+  return b;
+}
+
+// A: row block starting at row m, at k0: a_packed ? W panel (m / 32) + k0 * 32 + m % 32
+// (a_rs 1, a_ks 32) : a + m * a_rs + k0 * a_ks. B: panel j at k0: b + j * b_panel + k0 * b_ks.
+struct Problem {
+  int64_t M, N, K;
+  std::vector<RowBlock> blocks;
+  const float* a;
+  bool a_packed;
+  int64_t a_rs, a_ks;
+  const float* b;
+  int64_t b_panel, b_ks;
+  float* C;
+  int64_t ldc;
+  const Epilogue* ep;
+};
+
+void fill_act(const Epilogue& ep, TileArgs& t) {
+  t.act = 0;
+  t.lo = 0.f;
+  t.hi = 0.f;
+  switch (ep.act.kind) {
+    case ActKind::kRelu:
+      t.act = 1;
+      t.lo = 0.f;
+      t.hi = __builtin_inff();
+      break;
+    case ActKind::kClip:
+      t.act = 1;
+      t.lo = ep.act.p0;
+      t.hi = ep.act.p1;
+      break;
+    case ActKind::kLeakyRelu:
+      t.act = 2;
+      t.lo = ep.act.p0;
+      break;
+    default:
+      break;
+  }
+}
+
+bool act_in_registers(const ActSpec& a) {
+  return a.kind == ActKind::kNone || a.kind == ActKind::kRelu || a.kind == ActKind::kClip ||
+         a.kind == ActKind::kLeakyRelu;
+}
+
+// Whether B is a packed W (panel j's k block ks one contiguous run of k * 32 floats).
+bool b_packed(const Problem& p) {
+  return p.b_ks == kNR && p.b_panel == p.K * kNR;
+}
+
+// Row blocks [i0, i1) x column panels [j0, j1) of C. `after`: the first column panel this
+// thread computes after these (-1: none).
+void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t after) {
+  const Epilogue& ep = *p.ep;
+  TileArgs t{};
+  fill_act(ep, t);
+  t.alpha = ep.alpha;
+  t.ldc = p.ldc;
+  t.ldz = ep.ldz;
+  t.b_ks = p.b_ks;
+  t.a_rs = p.a_packed ? 1 : p.a_rs;
+  t.a_ks = p.a_packed ? kNR : p.a_ks;
+  const int64_t n0 = j0 * kNR, n1 = std::min(p.N, j1 * kNR);
+  // A packed B's next block is prefetched into L2 while the current panel is computed (one
+  // line per k step, its lines shared out over the row blocks), so that the micro-kernel
+  // streams B from L2 instead of waiting on L3. With a single row block B is read once, at
+  // a rate the hardware prefetcher keeps up with (the panels follow each other in memory),
+  // and the extra prefetches only slow it (M = 4..12: 1-14%). A B read in place (a
+  // convolution's input) is left to the hardware prefetcher too.
+  const bool prefetch = i1 - i0 >= 2 && b_packed(p);
+  // K == 0: one pass of the epilogue over zeros.
+  const int64_t ksteps = std::max<int64_t>(1, ceil_div(p.K, kKC));
+  for (int64_t ks = 0; ks < ksteps; ++ks) {
+    const int64_t k0 = ks * kKC;
+    t.k = std::min(kKC, p.K - k0);
+    t.accumulate = k0 > 0;
+    t.last = ks + 1 == ksteps;
+    for (int64_t j = j0; j < j1; ++j) {
+      const int64_t n = j * kNR;
+      t.cols = static_cast<int>(std::min(kNR, p.N - n));
+      t.b = p.b + j * p.b_panel + k0 * p.b_ks;
+      t.bias_col = ep.bias_col ? ep.bias_col + n : nullptr;
+      // The B block this thread needs next: the next panel, else the first panel at the
+      // next k block, else `after` at k = 0.
+      const float* next = nullptr;
+      int64_t next_k = 0;
+      if (j + 1 < j1) {
+        next = t.b + p.b_panel;
+        next_k = t.k;
+      } else if (ks + 1 < ksteps) {
+        next = p.b + j0 * p.b_panel + (k0 + kKC) * p.b_ks;
+        next_k = std::min(kKC, p.K - k0 - kKC);
+      } else if (after >= 0) {
+        next = p.b + after * p.b_panel;
+        next_k = std::min(kKC, p.K);
+      }
+      const int64_t lines = prefetch && next ? next_k * kNR * 4 / 64 : 0;
+      const int64_t share = ceil_div(lines, i1 - i0);
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t m = p.blocks[i].start;
+        t.rows = static_cast<int>(p.blocks[i].rows);
+        t.a = p.a_packed ? p.a + (m / kNR) * p.K * kNR + k0 * kNR + m % kNR
+                         : p.a + m * p.a_rs + k0 * p.a_ks;
+        t.c = p.C + m * p.ldc + n;
+        t.bias_row = ep.bias_row ? ep.bias_row + m : nullptr;
+        t.z = ep.z ? ep.z + m * ep.ldz + n : nullptr;
+        const int64_t first = (i - i0) * share;
+        t.pf_lines = std::min(share, lines - first);
+        t.pf = t.pf_lines > 0 ? next + first * 16 : nullptr;
+        tile_avx512(t);
+      }
+    }
+  }
+  if (!act_in_registers(ep.act)) {
+    const int64_t m0 = p.blocks[i0].start, m1 = p.blocks[i1 - 1].start + p.blocks[i1 - 1].rows;
+    for (int64_t i = m0; i < m1; ++i) apply_act(ep.act, p.C + i * p.ldc + n0, n1 - n0);
+  }
+}
+
+void run(const Problem& p, ThreadPool* pool) {
+  if (p.M == 0 || p.N == 0) return;
+  const int64_t mb = static_cast<int64_t>(p.blocks.size()), nb = ceil_div(p.N, kNR);
+  const int threads = pool ? pool->num_threads() : 1;
+  const double work = 2.0 * static_cast<double>(p.M) * p.N * std::max<int64_t>(p.K, 1);
+  // Split the columns when there are enough panels for every thread, else the rows.
+  const bool by_cols = nb >= 2 * threads || nb >= mb;
+  const int64_t units = by_cols ? nb : mb;
+  // Under ~2 MFLOP (about 13 us on one core) a product runs on the calling thread: split,
+  // the hand-off and the other core's cache misses on A and C cost more than they save (the
+  // demo CNN's 16-channel convolutions, 0.3-1.2 MFLOP each: 125 us per run at 2 threads
+  // against 97 at 1 with a 0.2 MFLOP threshold, 95 with this one).
+  // A product of few rows reads more than it computes: with 1 MiB or more of operands it
+  // is split whatever its FLOPs, for the other core's share of the memory bandwidth
+  // (ResNet-18's classifier, 1 x 512 x 1000 with 2 MiB of weights, at 2 threads: 57 -> 21
+  // us alone, 139 -> 74 us inside the network).
+  const double bytes = 4.0 * (static_cast<double>(p.M) * p.K + static_cast<double>(p.K) * p.N);
+  if (threads == 1 || units == 1 || (work < 2e6 && bytes < 1048576.0)) {
+    run_block(p, 0, mb, 0, nb, -1);
+    return;
+  }
+  // One unit per claim once a unit is worth >= ~20 us: the threads then finish within one
+  // unit of each other (else the pool's ranges of about units / (4 threads)).
+  const bool one_each = work / static_cast<double>(units) >= 2e6;
+  const int64_t chunk = one_each ? 1 : std::max<int64_t>(1, units / (4 * threads));
+  // Column panels of a packed B with row blocks to share its prefetch, >= 4 claims per
+  // thread: each thread claims its next run of panels before it computes the current one,
+  // so that run_block can prefetch that run's B. (With fewer claims, a claim held ahead
+  // could leave a late-starting thread idle.)
+  if (!by_cols || mb < 2 || !b_packed(p) || ceil_div(units, chunk) < 4 * threads) {
+    pool->parallel_for(
+        units,
+        [&](int64_t s, int64_t e) {
+          if (by_cols) {
+            run_block(p, 0, mb, s, e, -1);
+          } else {
+            run_block(p, s, e, 0, nb, -1);
+          }
+        },
+        one_each ? 1 : 0);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  pool->parallel_for(
+      threads,
+      [&](int64_t, int64_t) {
+        int64_t cur = next.fetch_add(chunk, std::memory_order_relaxed);
+        while (cur < nb) {
+          const int64_t ahead = next.fetch_add(chunk, std::memory_order_relaxed);
+          run_block(p, 0, mb, cur, std::min(nb, cur + chunk), ahead < nb ? ahead : -1);
+          cur = ahead;
+        }
+      },
+      1);
+}
+
+}  // namespace
+
+bool available() {
+  static const bool ok = cpu_has_avx512();
+  return ok;
+}
+
+void Packed::Free::operator()(float* p) const {
+  ::operator delete(p, kAlign);
+}
+
+Packed Packed::zeros(int64_t n, int64_t K) {
+  Packed p;
+  p.n_ = n;
+  p.k_ = K;
+  const size_t size = static_cast<size_t>(std::max<int64_t>(ceil_div(n, kNR) * K * kNR, 1));
+  p.data_.reset(static_cast<float*>(::operator new(size * sizeof(float), kAlign)));
+  std::fill(p.data_.get(), p.data_.get() + size, 0.f);
+  return p;
+}
+
+Packed Packed::pack(const float* w, int64_t ld, int64_t n, int64_t K, bool k_major) {
+  Packed p = zeros(n, K);
+  for (int64_t j = 0; j < n; ++j) {
+    float* d = p.data_.get() + (j / kNR) * K * kNR + j % kNR;
+    for (int64_t k = 0; k < K; ++k) d[k * kNR] = k_major ? w[k * ld + j] : w[j * ld + k];
+  }
+  return p;
+}
+
+void Packed::scale_outputs(const float* s) {
+  for (int64_t j = 0; j < n_; ++j) {
+    float* d = data_.get() + (j / kNR) * k_ * kNR + j % kNR;
+    for (int64_t k = 0; k < k_; ++k) d[k * kNR] *= s[j];
+  }
+}
+
+void gemm_w_left(const Packed& W, const float* X, int64_t ldx, int64_t N, float* C, int64_t ldc,
+                 const Epilogue& ep, ThreadPool* pool) {
+  const int64_t M = W.outputs(), K = W.depth();
+  run(Problem{M, N, K, row_blocks(M, kNR), W.data(), true, 0, 0, X, kNR, ldx, C, ldc, &ep}, pool);
+}
+
+void gemm_w_right(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const Packed& W, float* C,
+                  int64_t ldc, const Epilogue& ep, ThreadPool* pool) {
+  const int64_t N = W.outputs(), K = W.depth();
+  run(Problem{M, N, K, row_blocks(M, std::max<int64_t>(M, 1)), a, false, a_rs, a_ks, W.data(),
+              K * kNR, kNR, C, ldc, &ep},
+      pool);
+}
+
+void ConstB::pack(const Tensor* b, bool trans_b) {
+  if (!b || b->rank() != 2 || b->numel() == 0 || b->dtype() != DataType::kFloat || !available())
+    return;
+  // op(B) is K x N; W(j, k) = op(B)(k, j): B^T's rows are B's rows when trans_b.
+  const int64_t N = trans_b ? b->dim(0) : b->dim(1);
+  const int64_t K = trans_b ? b->dim(1) : b->dim(0);
+  w_ = Packed::pack(b->data<float>(), b->dim(1), N, K, !trans_b);
+  b_shape_ = b->shape();
+}
+
+namespace {
+// How C (broadcast to M x N) enters the epilogue.
+enum class CForm { kNone, kScalar, kRow, kColumn, kFull };
+
+CForm c_form(const Tensor* C, int64_t M, int64_t N) {
+  if (!C) return CForm::kNone;
+  const Shape& cs = C->shape();
+  const int64_t cm = cs.size() == 2 ? cs[0] : 1;
+  const int64_t cn = cs.empty() ? 1 : cs.back();
+  const bool per_row = cm == M && M != 1, per_col = cn == N && N != 1;
+  if (per_row && per_col) return CForm::kFull;
+  if (per_row) return CForm::kRow;
+  if (per_col) return CForm::kColumn;
+  return CForm::kScalar;
+}
+}  // namespace
+
+bool ConstB::accepts(const Tensor& B, const Tensor* C, float beta, int64_t M, int64_t N) const {
+  if (w_.empty() || B.shape() != b_shape_) return false;
+  if (!C || beta == 0.f) return true;
+  return C->dtype() == DataType::kFloat && (c_form(C, M, N) != CForm::kFull || beta == 1.f);
+}
+
+void ConstB::run(const Tensor& A, bool trans_a, const Tensor* C, float alpha, float beta,
+                 const ActSpec& act, float* y, ThreadPool* pool) const {
+  const int64_t N = w_.outputs();
+  const int64_t M = trans_a ? A.dim(1) : A.dim(0);
+  Epilogue ep;
+  ep.alpha = alpha;
+  ep.act = act;
+  std::vector<float> scaled;  // beta * C when beta is not 1, or a scalar C spread out
+  const CForm form = beta == 0.f ? CForm::kNone : c_form(C, M, N);
+  const float* c = form == CForm::kNone ? nullptr : C->data<float>();
+  auto bias = [&](int64_t n) -> const float* {
+    if (beta == 1.f && form != CForm::kScalar) return c;
+    scaled.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) scaled[i] = beta * c[form == CForm::kScalar ? 0 : i];
+    return scaled.data();
+  };
+  switch (form) {
+    case CForm::kNone:
+      break;
+    case CForm::kScalar:
+    case CForm::kColumn:
+      ep.bias_col = bias(N);
+      break;
+    case CForm::kRow:
+      ep.bias_row = bias(M);
+      break;
+    case CForm::kFull:
+      ep.z = c;
+      ep.ldz = N;
+      break;
+  }
+  const int64_t lda = A.dim(1);
+  gemm_w_right(A.data<float>(), trans_a ? 1 : lda, trans_a ? lda : 1, M, w_, y, N, ep, pool);
+}
+
+}  // namespace fgemm
+}  // namespace nn
+}  // namespace ortlite

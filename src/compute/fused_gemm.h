@@ -1,0 +1,137 @@
+// A float GEMM for the fused operators (Conv / FusedConv, FusedMatMul): one operand is
+// packed once at load (the constant weights), the other is read in place (row-major, any
+// row stride), and the epilogue (alpha, a per-row or per-column bias, a summed input Z, the
+// activation) is applied to each tile of C in registers before it is stored. Nothing is
+// packed per call and C is written once, which is what a BLAS call cannot offer: it packs
+// both operands on every call and writes C before the epilogue reads it back.
+//
+//   C[M x N] = act(alpha * A[M x K] B[K x N] + bias + Z)
+//
+// The micro-kernel (fused_gemm_avx512.cc) computes 12 x 32 tiles with AVX-512F; on a CPU
+// without it available() is false and callers keep their BLAS path.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+
+#include "compute/activation.h"
+#include "ortlite/tensor.h"
+#include "ortlite/thread_pool.h"
+
+namespace ortlite {
+namespace nn {
+namespace fgemm {
+
+constexpr int64_t kMR = 12;  // rows of a tile (A panel height)
+constexpr int64_t kNR = 32;  // columns of a tile (B panel width)
+
+// One call of the micro-kernel: a rows x cols tile (rows <= 12, cols <= 32) over k steps.
+// Element (r, k) of A is a[r * a_rs + k * a_ks]; row k of B starts at b + k * b_ks (32
+// values, the ones past `cols` are not read). When `accumulate`, C holds partial sums that
+// are added. When `last`, the epilogue runs: alpha, bias_row[r] or bias_col[c], z[r * ldz +
+// c], then the in-register activation (act: 0 none, 1 clamp to [lo, hi] (Relu, Clip),
+// 2 LeakyRelu with slope lo). When pf is set, the first pf_lines k steps each also prefetch
+// one 64-byte line from pf on (pf + 16 * i for step i) into L2: the driver points it at the
+// packed B the thread computes next, so that the B stream comes from L2 instead of L3.
+struct TileArgs {
+  int64_t k;
+  const float* a;
+  int64_t a_rs, a_ks;
+  const float* b;
+  int64_t b_ks;
+  int rows, cols;
+  float* c;
+  int64_t ldc;
+  bool accumulate, last;
+  float alpha;
+  const float* bias_row;
+  const float* bias_col;
+  const float* z;
+  int64_t ldz;
+  int act;
+  float lo, hi;
+  const float* pf;
+  int64_t pf_lines;
+};
+void tile_avx512(const TileArgs& t);
+bool cpu_has_avx512();
+
+// Whether the fused GEMM runs on this CPU (AVX-512F).
+bool available();
+
+// Weights packed for the micro-kernel, immutable once made (shared by concurrent runs):
+// panels of 32 output features (rows of a conv's W, columns of a MatMul's B), [panel][k][32],
+// zero-padded. The same layout serves as the broadcast operand (A, row blocks of <= 12
+// output features inside a panel) and as the streamed one (B, whole panels).
+class Packed {
+ public:
+  Packed() = default;
+  bool empty() const { return !data_; }
+  int64_t outputs() const { return n_; }  // output features
+  int64_t depth() const { return k_; }    // K
+  const float* data() const { return data_.get(); }
+
+  // W with W(j, k) = w[j * ld + k] (j < n outputs, k < K), or w[k * ld + j] when k_major.
+  static Packed pack(const float* w, int64_t ld, int64_t n, int64_t K, bool k_major);
+  // Zeros, to be filled with set() while it is built (before it is shared).
+  static Packed zeros(int64_t n, int64_t K);
+  void set(int64_t j, int64_t k, float v) {
+    data_[static_cast<size_t>((j / kNR) * k_ * kNR + k * kNR + j % kNR)] = v;
+  }
+  // Multiplies output feature j by s[j] (while it is built).
+  void scale_outputs(const float* s);
+
+ private:
+  struct Free {
+    void operator()(float* p) const;
+  };
+  int64_t n_ = 0, k_ = 0;
+  std::unique_ptr<float[], Free> data_;
+};
+
+struct Epilogue {
+  float alpha = 1.f;
+  const float* bias_row = nullptr;  // [rows of C]
+  const float* bias_col = nullptr;  // [columns of C]
+  const float* z = nullptr;         // rows x columns, row stride ldz
+  int64_t ldz = 0;
+  ActSpec act;
+};
+
+// C[M x N] = epilogue(alpha * W X), W packed (M outputs x K), X row-major (K x N, row stride
+// ldx): a convolution as GEMM (rows of C are output channels).
+void gemm_w_left(const Packed& W, const float* X, int64_t ldx, int64_t N, float* C, int64_t ldc,
+                 const Epilogue& ep, ThreadPool* pool);
+// C[M x N] = epilogue(alpha * A W^T), A (M x K) with A(i, k) = a[i * a_rs + k * a_ks], W
+// packed (N outputs x K): a MatMul with constant B (a_rs = lda, a_ks = 1), or a
+// convolution with few output positions computed transposed (A = the im2col block read
+// column-wise: a_rs = 1, a_ks = its row stride).
+void gemm_w_right(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const Packed& W, float* C,
+                  int64_t ldc, const Epilogue& ep, ThreadPool* pool);
+
+// Gemm (and FusedGemm) with a constant float B: op(B) packed once at load, then
+// Y = act(alpha op(A) op(B) + beta C) in one pass with C as the epilogue's bias or Z.
+class ConstB {
+ public:
+  // Packs `b` (2-D float, op(B) = B^T when trans_b); leaves this empty when the fused GEMM
+  // is not available on this CPU or `b` is not a non-empty 2-D float tensor.
+  void pack(const Tensor* b, bool trans_b);
+  bool packed() const { return !w_.empty(); }
+  // Whether run() can take this call: packed, B has the packed shape, and C (when used) is
+  // one of the shapes the epilogue takes (any row or column broadcast; a full M x N C only
+  // with beta 1).
+  bool accepts(const Tensor& B, const Tensor* C, float beta, int64_t M, int64_t N) const;
+  // y (M x N, row stride N) = act(alpha op(A) op(B) + beta C); A float, op(A) = A^T when
+  // trans_a. Call only when accepts().
+  void run(const Tensor& A, bool trans_a, const Tensor* C, float alpha, float beta,
+           const ActSpec& act, float* y, ThreadPool* pool) const;
+
+ private:
+  Packed w_;
+  Shape b_shape_;
+};
+
+}  // namespace fgemm
+}  // namespace nn
+}  // namespace ortlite

@@ -1,0 +1,217 @@
+// The AVX-512F micro-kernel of the fused GEMM (fused_gemm.h): a 12 x 32 tile of C in 24
+// registers; per k, two loads of B and twelve broadcasts of A feed 24 FMAs. Everything in
+// this file after the target pragma is compiled for AVX-512F and only runs after a CPU
+// check, so no standard header (whose inline functions could be shared with other
+// translation units) is included below it.
+#include "compute/fused_gemm.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+
+namespace ortlite {
+namespace nn {
+namespace fgemm {
+
+bool cpu_has_avx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+}
+
+}  // namespace fgemm
+}  // namespace nn
+}  // namespace ortlite
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx2,fma")
+#include <immintrin.h>
+
+namespace ortlite {
+namespace nn {
+namespace fgemm {
+namespace {
+
+constexpr int64_t kPfA = 16;
+
+// kUnitRs: the rows of A are adjacent (a_rs == 1), so the twelve broadcasts use constant
+// displacements instead of twelve row offsets held in registers.
+template <int R, bool kFull, bool kUnitRs>
+inline void tile(const TileArgs& t) {
+  __m512 c0[R], c1[R];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    c0[r] = _mm512_setzero_ps();
+    c1[r] = _mm512_setzero_ps();
+  }
+  const int cols = t.cols;
+  const __mmask16 m0 = kFull || cols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << cols) - 1);
+  const __mmask16 m1 = kFull || cols >= 32 ? 0xFFFF
+                       : cols > 16         ? static_cast<__mmask16>((1u << (cols - 16)) - 1)
+                                           : 0;
+  const float* a = t.a;
+  const float* b = t.b;
+  const int64_t a_rs = kUnitRs ? 1 : t.a_rs, a_ks = t.a_ks, b_ks = t.b_ks;
+  const float* base[4];
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) base[q] = a + 3 * q * a_rs;
+  // A read down its columns (a convolution's input, transposed: one line per k step), not
+  // packed: its lines are requested kPfA steps ahead, so that lines another core has just
+  // written (the previous layer's output) arrive in time.
+  const bool pf_a = kUnitRs && a_ks != kNR;
+  // B's lines are requested about 100 cycles ahead: 8 k steps of 2R FMAs for R >= 8 rows,
+  // more steps for fewer rows (one row: 96 steps, 12 KiB of a packed B).
+  constexpr int64_t kPfB = R >= 8 ? 8 : 96 / R;
+  auto step = [&]() __attribute__((always_inline)) {
+    if (pf_a) _mm_prefetch(reinterpret_cast<const char*>(a + kPfA * a_ks), _MM_HINT_T0);
+    __m512 b0, b1;
+    if (kFull) {
+      _mm_prefetch(reinterpret_cast<const char*>(b + kPfB * b_ks), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b + kPfB * b_ks + 16), _MM_HINT_T0);
+      b0 = _mm512_loadu_ps(b);
+      b1 = _mm512_loadu_ps(b + 16);
+    } else {
+      b0 = _mm512_maskz_loadu_ps(m0, b);
+      b1 = _mm512_maskz_loadu_ps(m1, b + 16);
+    }
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+      // Rows apart: row r is base (r / 3) plus 0, 1 or 2 row strides, so that the twelve
+      // addresses need four base registers and two strides instead of twelve offsets.
+      const float* ar = kUnitRs ? a + r : base[r / 3] + (r % 3) * a_rs;
+      const __m512 av = _mm512_set1_ps(*ar);
+      c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+      c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+    }
+    a += a_ks;
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) base[q] += a_ks;
+    b += b_ks;
+  };
+  // The first pf_lines steps also pull one line each of the B the thread needs next into L2.
+  const int64_t kpf = t.pf ? (t.pf_lines < t.k ? t.pf_lines : t.k) : 0;
+  const char* pf = reinterpret_cast<const char*>(t.pf);
+  int64_t k = 0;
+  for (; k < kpf; ++k) {
+    _mm_prefetch(pf + 64 * k, _MM_HINT_T1);
+    step();
+  }
+  for (; k < t.k; ++k) step();
+  const __m512 zero = _mm512_setzero_ps();
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    float* cr = t.c + r * t.ldc;
+    __m512 v0 = c0[r], v1 = c1[r];
+    if (t.accumulate) {
+      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, cr));
+      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, cr + 16));
+    }
+    if (t.last) {
+      if (t.alpha != 1.f) {
+        const __m512 al = _mm512_set1_ps(t.alpha);
+        v0 = _mm512_mul_ps(v0, al);
+        v1 = _mm512_mul_ps(v1, al);
+      }
+      if (t.bias_row) {
+        const __m512 bv = _mm512_set1_ps(t.bias_row[r]);
+        v0 = _mm512_add_ps(v0, bv);
+        v1 = _mm512_add_ps(v1, bv);
+      }
+      if (t.bias_col) {
+        v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, t.bias_col));
+        v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, t.bias_col + 16));
+      }
+      if (t.z) {
+        const float* zr = t.z + r * t.ldz;
+        v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, zr));
+        v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, zr + 16));
+      }
+      if (t.act == 1) {
+        // x < lo ? lo : x, then > hi ? hi : x; NaN compares false and stays.
+        const __m512 lo = _mm512_set1_ps(t.lo), hi = _mm512_set1_ps(t.hi);
+        v0 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v0, lo, _CMP_LT_OQ), v0, lo);
+        v1 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v1, lo, _CMP_LT_OQ), v1, lo);
+        v0 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v0, hi, _CMP_GT_OQ), v0, hi);
+        v1 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v1, hi, _CMP_GT_OQ), v1, hi);
+      } else if (t.act == 2) {
+        // x >= 0 ? x : slope * x.
+        const __m512 s = _mm512_set1_ps(t.lo);
+        v0 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v0, zero, _CMP_GE_OQ), _mm512_mul_ps(v0, s),
+                                  v0);
+        v1 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v1, zero, _CMP_GE_OQ), _mm512_mul_ps(v1, s),
+                                  v1);
+      }
+    }
+    if (kFull) {
+      _mm512_storeu_ps(cr, v0);
+      _mm512_storeu_ps(cr + 16, v1);
+    } else {
+      _mm512_mask_storeu_ps(cr, m0, v0);
+      _mm512_mask_storeu_ps(cr + 16, m1, v1);
+    }
+  }
+}
+
+template <int R>
+inline void tile_rows(const TileArgs& t) {
+  if (t.a_rs == 1) {
+    if (t.cols == 32) {
+      tile<R, true, true>(t);
+    } else {
+      tile<R, false, true>(t);
+    }
+  } else if (t.cols == 32) {
+    tile<R, true, false>(t);
+  } else {
+    tile<R, false, false>(t);
+  }
+}
+
+}  // namespace
+
+void tile_avx512(const TileArgs& t) {
+  switch (t.rows) {
+    case 12:
+      return tile_rows<12>(t);
+    case 11:
+      return tile_rows<11>(t);
+    case 10:
+      return tile_rows<10>(t);
+    case 9:
+      return tile_rows<9>(t);
+    case 8:
+      return tile_rows<8>(t);
+    case 7:
+      return tile_rows<7>(t);
+    case 6:
+      return tile_rows<6>(t);
+    case 5:
+      return tile_rows<5>(t);
+    case 4:
+      return tile_rows<4>(t);
+    case 3:
+      return tile_rows<3>(t);
+    case 2:
+      return tile_rows<2>(t);
+    default:
+      return tile_rows<1>(t);
+  }
+}
+
+}  // namespace fgemm
+}  // namespace nn
+}  // namespace ortlite
+
+#pragma GCC pop_options
+
+#else
+
+namespace ortlite {
+namespace nn {
+namespace fgemm {
+bool cpu_has_avx512() {
+  return false;
+}
+void tile_avx512(const TileArgs&) {}
+}  // namespace fgemm
+}  // namespace nn
+}  // namespace ortlite
+
+#endif

@@ -1,0 +1,36 @@
+// Small SIMD helpers for the float kernels of src/providers/cpu/nn: 8-lane GCC vector-extension
+// types (two SSE2 registers on the baseline, one AVX2 register in an "avx2" target clone).
+// Functions that use them are compiled twice with ORTLITE_NN_CLONES and picked at load
+// time by the CPU (GNU ifunc).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && defined(__linux__)
+#define ORTLITE_NN_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define ORTLITE_NN_CLONES
+#endif
+#define ORTLITE_NN_INLINE __attribute__((always_inline)) inline
+
+namespace ortlite {
+namespace nn {
+
+typedef float v8sf __attribute__((vector_size(32)));
+typedef int32_t v8si __attribute__((vector_size(32)));
+
+// Vectors are passed by reference: passing 32-byte vectors by value changes the ABI
+// between the baseline and the AVX clone.
+ORTLITE_NN_INLINE void load8(const float* p, v8sf& v) {
+  std::memcpy(&v, p, sizeof(v));
+}
+ORTLITE_NN_INLINE void store8(float* p, const v8sf& v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+ORTLITE_NN_INLINE float hsum8(const v8sf& v) {
+  return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+}
+
+}  // namespace nn
+}  // namespace ortlite

@@ -1,0 +1,750 @@
+// Load-time rewrites of the main graph (level >= 1, ORT_ENABLE_BASIC and above):
+//
+//  1. Constant folding: a node of a cheap, deterministic op whose inputs are all constants
+//     (initializers no feed can replace, Constant nodes) runs once with its CPU kernel and
+//     becomes an initializer.
+//  2. BatchNormalization folded into the Conv before it (constant float weights, the Conv
+//     output read by nothing else): Y = (W * s) X + (B - mean) * s + beta with
+//     s = scale / sqrt(var + eps). The Conv becomes a FusedConv whose attribute w_scale holds
+//     s: the kernel scales W while it prepares it at load, so no second copy of W is made.
+//  3. erf-GELU, 0.5 x (1 + erf(x / sqrt 2)) spelled as Div/Erf/Add/Mul/Mul, becomes one
+//     com.ortlite Gelu node.
+//  4. Conv [+ Add] [+ activation] becomes com.ortlite FusedConv (conv.cc).
+//  5. A 1x1 Conv / FusedConv (stride 1, no padding, no summed input) whose output only a
+//     depthwise Conv / FusedConv (float weights, no summed input) reads becomes one
+//     com.ortlite FusedExpandDepthwise (conv.cc), which makes and consumes the expanded
+//     value in blocks of rows and channels that stay in cache.
+//  6. MatMul [* scalar] [+ bias] [+ activation] becomes com.ortlite FusedMatMul, and
+//     Gemm + activation com.ortlite FusedGemm (fused_ops.cc).
+//
+// A rewrite only removes values that have exactly one reader, are no graph output and are
+// not read from inside a subgraph; the surviving node keeps the first node's name and the
+// last node's output name, so graph outputs keep their names, values and types. Initializers
+// that are also graph inputs (a feed may replace them) are never treated as constants.
+// When a com.ortlite node is written, the model imports the com.ortlite domain.
+#include "graph/optimizer.h"
+
+#include <cmath>
+#include <cstring>
+#include <new>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "ortlite/kernel.h"
+#include "ortlite/status.h"
+
+namespace ortlite {
+
+namespace {
+
+constexpr const char* kDomain = "com.ortlite";
+
+bool default_domain(const std::string& d) {
+  return d.empty() || d == "ai.onnx";
+}
+
+bool is_op(const Node& n, const char* op) {
+  return n.op_type == op && default_domain(n.domain);
+}
+
+int64_t opset_of(const Model& m, const Node& n) {
+  const std::string& d = n.domain == "ai.onnx" ? std::string() : n.domain;
+  auto norm = [](const std::string& s) { return s == "ai.onnx" ? std::string() : s; };
+  if (n.opset_imports) {
+    for (const OpsetImport& o : *n.opset_imports)
+      if (norm(o.domain) == d) return o.version;
+  }
+  for (const OpsetImport& o : m.opset_imports)
+    if (norm(o.domain) == d) return o.version;
+  return -1;
+}
+
+// Every name read anywhere inside a subgraph (an over-approximation of what it reads from
+// the enclosing graph: enough to keep those values untouched). The reader and the inliner
+// bound nesting at 64; the bound is checked again before each step down.
+void subgraph_reads(const Graph& g, std::unordered_set<std::string>& out, int depth = 0) {
+  for (const Node& n : g.nodes) {
+    for (const std::string& i : n.inputs) out.insert(i);
+    for (const Attribute& a : n.attributes) {
+      if (depth >= 64 && (a.g || !a.graphs.empty()))
+        ORTLITE_THROW(kInvalidGraph, n.label(), ": subgraphs are nested more than 64 deep");
+      if (a.type == AttrType::kGraph && a.g) subgraph_reads(*a.g, out, depth + 1);
+      if (a.type == AttrType::kGraphs)
+        for (const auto& sg : a.graphs)
+          if (sg) subgraph_reads(*sg, out, depth + 1);
+    }
+  }
+  for (const ValueInfo& vi : g.outputs) out.insert(vi.name);
+}
+
+// A tensor in memory of its own, marked constant like the model's initializers (so a
+// binding never hands it out without a copy).
+Tensor new_constant(DataType dtype, const Shape& shape) {
+  const size_t bytes = static_cast<size_t>(shape_size(shape)) * dtype_size(dtype);
+  void* p = ::operator new (bytes == 0 ? 1 : bytes, std::align_val_t{64});
+  Buffer* b = Buffer::wrap(p, bytes, BufferKind::kConstant,
+                           [p] { ::operator delete (p, std::align_val_t{64}); });
+  return Tensor(dtype, shape, BufferPtr::adopt(b));
+}
+
+Attribute float_attr(const char* name, float v) {
+  Attribute a;
+  a.name = name;
+  a.type = AttrType::kFloat;
+  a.f = v;
+  return a;
+}
+Attribute string_attr(const char* name, const std::string& v) {
+  Attribute a;
+  a.name = name;
+  a.type = AttrType::kString;
+  a.s = v;
+  return a;
+}
+Attribute floats_attr(const char* name, const std::vector<float>& v) {
+  Attribute a;
+  a.name = name;
+  a.type = AttrType::kFloats;
+  a.floats = v;
+  return a;
+}
+
+struct Activation {
+  std::string name;  // "" when the node is not a fusable activation
+  std::vector<float> params;
+};
+
+class Optimizer {
+ public:
+  explicit Optimizer(Model& m) : m_(m), g_(m.graph) {}
+
+  void run() {
+    fold_constants();
+    fold_batch_norms();
+    fuse_gelu();
+    fuse_convs();
+    fuse_expand_depthwise();
+    fuse_matmuls();
+    fuse_gemms();
+    finish();
+  }
+
+ private:
+  // ---- graph index --------------------------------------------------------------------
+
+  void index() {
+    producer_.clear();
+    readers_.clear();
+    constants_.clear();
+    pinned_.clear();
+    dead_.resize(g_.nodes.size(), 0);
+    for (const ValueInfo& vi : g_.outputs) pinned_.insert(vi.name);
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (dead_[i]) continue;
+      const Node& n = g_.nodes[i];
+      for (const std::string& o : n.outputs)
+        if (!o.empty()) producer_[o] = static_cast<int>(i);
+      for (const std::string& in : n.inputs)
+        if (!in.empty()) readers_[in].push_back(static_cast<int>(i));
+      for (const Attribute& a : n.attributes) {
+        if (a.type == AttrType::kGraph && a.g) subgraph_reads(*a.g, pinned_);
+        if (a.type == AttrType::kGraphs)
+          for (const auto& sg : a.graphs)
+            if (sg) subgraph_reads(*sg, pinned_);
+      }
+      if (is_op(n, "Constant") && n.outputs.size() == 1) {
+        const Attribute* v = n.find_attr("value");
+        if (v && v->type == AttrType::kTensor) constants_[n.outputs[0]] = &v->t;
+      }
+    }
+    std::unordered_set<std::string> inputs;
+    for (const ValueInfo& vi : g_.inputs) inputs.insert(vi.name);
+    for (const auto& init : g_.initializers)
+      if (!inputs.count(init.first)) constants_[init.first] = &init.second;
+  }
+
+  const Tensor* constant(const std::string& name) const {
+    auto it = constants_.find(name);
+    return it == constants_.end() ? nullptr : it->second;
+  }
+
+  // The node that alone reads `value` (once), when `value` may disappear in a rewrite.
+  int sole_reader(const std::string& value) const {
+    if (value.empty() || pinned_.count(value)) return -1;
+    auto it = readers_.find(value);
+    if (it == readers_.end() || it->second.size() != 1) return -1;
+    const int r = it->second[0];
+    return dead_[r] ? -1 : r;
+  }
+
+  // A float scalar constant (one element, rank <= max_rank).
+  bool scalar(const std::string& name, float& v, size_t max_rank = 0) const {
+    const Tensor* t = constant(name);
+    if (!t || t->dtype() != DataType::kFloat || t->numel() != 1 || t->rank() > max_rank)
+      return false;
+    v = *t->data<float>();
+    return true;
+  }
+
+  std::string unique_name(const std::string& base) {
+    if (names_.empty()) {
+      for (const ValueInfo& vi : g_.inputs) names_.insert(vi.name);
+      for (const auto& init : g_.initializers) names_.insert(init.first);
+      for (const Node& n : g_.nodes)
+        for (const std::string& o : n.outputs) names_.insert(o);
+    }
+    std::string name = base;
+    for (int k = 1; names_.count(name); ++k) name = base + "_" + std::to_string(k);
+    names_.insert(name);
+    return name;
+  }
+
+  // ---- constant folding -----------------------------------------------------------------
+
+  static bool foldable(const Node& n) {
+    static const std::unordered_set<std::string> kOps = {
+        "Shape", "Size",     "Cast",       "Reshape",   "Unsqueeze", "Squeeze", "Concat", "Gather",
+        "Slice", "Identity", "Flatten",    "Transpose", "Add",       "Sub",     "Mul",    "Div",
+        "Neg",   "Sqrt",     "Reciprocal", "Equal",     "Not",       "Where",   "Range"};
+    return default_domain(n.domain) && kOps.count(n.op_type) > 0;
+  }
+
+  void fold_constants() {
+    const KernelRegistry& registry = KernelRegistry::instance();
+    // Folded outputs are capped so that loading never allocates without bound.
+    constexpr int64_t kMaxElems = int64_t(1) << 20;
+    bool changed = true;
+    for (int pass = 0; changed && pass < 16; ++pass) {
+      changed = false;
+      index();
+      // Appended after the pass: constants_ points into the initializer list.
+      std::vector<std::pair<std::string, Tensor>> folded;
+      for (size_t i = 0; i < g_.nodes.size(); ++i) {
+        if (dead_[i]) continue;
+        const Node& n = g_.nodes[i];
+        if (!foldable(n) || n.outputs.empty() || n.implicit_inputs != 0) continue;
+        bool ok = true;
+        std::vector<Value> in(n.inputs.size());
+        for (size_t k = 0; k < n.inputs.size() && ok; ++k) {
+          if (n.inputs[k].empty()) continue;
+          const Tensor* t = constant(n.inputs[k]);
+          ok = t && t->dtype() != DataType::kString && t->numel() <= kMaxElems;
+          if (ok) in[k] = *t;
+        }
+        for (const std::string& o : n.outputs) ok = ok && !o.empty() && !pinned_.count(o);
+        if (!ok) continue;
+        const int64_t opset = opset_of(m_, n);
+        const KernelFactory* f = opset < 0 ? nullptr : registry.find(n.domain, n.op_type, opset);
+        if (!f) continue;
+        std::vector<Value> out(n.outputs.size());
+        try {
+          KernelInfo info(n, opset, [this](const std::string& name) { return constant(name); });
+          std::unique_ptr<Kernel> kernel = (*f)(info);
+          std::vector<const Value*> ptrs(in.size());
+          for (size_t k = 0; k < in.size(); ++k) ptrs[k] = in[k].defined() ? &in[k] : nullptr;
+          KernelContext ctx(n, ptrs.data(), ptrs.size(), out.data(), out.size(), nullptr);
+          kernel->compute(ctx);
+        } catch (const std::exception&) {
+          continue;  // the error surfaces when the graph runs, as without folding
+        }
+        for (const Value& v : out)
+          ok = ok && v.is_tensor() && v.tensor().dtype() != DataType::kString &&
+               v.tensor().numel() <= kMaxElems;
+        if (!ok) continue;
+        for (size_t k = 0; k < out.size(); ++k) {
+          const Tensor& t = out[k].tensor();
+          Tensor c = new_constant(t.dtype(), t.shape());
+          if (t.nbytes() > 0) std::memcpy(c.raw_data(), t.raw_data(), t.nbytes());
+          folded.emplace_back(n.outputs[k], c);
+        }
+        dead_[i] = 1;
+        changed = true;
+      }
+      for (auto& f : folded) g_.initializers.push_back(std::move(f));
+      compact();
+    }
+  }
+
+  // ---- BatchNormalization into Conv ------------------------------------------------------
+
+  void fold_batch_norms() {
+    index();
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (dead_[i]) continue;
+      const Node& bn = g_.nodes[i];
+      if (!is_op(bn, "BatchNormalization") || bn.inputs.size() != 5 || bn.outputs.empty()) continue;
+      const int64_t opset = opset_of(m_, bn);
+      if (opset < 7) continue;
+      bool extra = false;
+      for (size_t k = 1; k < bn.outputs.size(); ++k) extra = extra || !bn.outputs[k].empty();
+      if (extra) continue;
+      const Attribute* tm = bn.find_attr("training_mode");
+      if (opset >= 14 && tm && (tm->type != AttrType::kInt || tm->i != 0)) continue;
+      const Attribute* sp = bn.find_attr("spatial");
+      if (opset < 9 && sp && (sp->type != AttrType::kInt || sp->i != 1)) continue;
+      const Attribute* ep = bn.find_attr("epsilon");
+      if (ep && ep->type != AttrType::kFloat) continue;
+      const double eps = ep ? ep->f : 1e-5;
+      auto it = producer_.find(bn.inputs[0]);
+      if (it == producer_.end() || sole_reader(bn.inputs[0]) != static_cast<int>(i)) continue;
+      Node& conv = g_.nodes[it->second];
+      if (!is_op(conv, "Conv") || conv.outputs.size() != 1 || conv.inputs.size() < 2 ||
+          conv.inputs.size() > 3)
+        continue;
+      const Tensor* W = constant(conv.inputs[1]);
+      if (!W || W->dtype() != DataType::kFloat || W->rank() < 3) continue;
+      const int64_t M = W->dim(0);
+      const Tensor* Bc =
+          conv.inputs.size() == 3 && !conv.inputs[2].empty() ? constant(conv.inputs[2]) : nullptr;
+      if (conv.inputs.size() == 3 && !conv.inputs[2].empty() &&
+          (!Bc || Bc->dtype() != DataType::kFloat || Bc->rank() != 1 || Bc->dim(0) != M))
+        continue;
+      const Tensor* p[4];
+      bool ok = true;
+      for (int k = 0; k < 4; ++k) {
+        p[k] = constant(bn.inputs[k + 1]);
+        ok = ok && p[k] && p[k]->dtype() == DataType::kFloat && p[k]->rank() == 1 &&
+             p[k]->dim(0) == M;
+      }
+      if (!ok) continue;
+      const float *scale = p[0]->data<float>(), *beta = p[1]->data<float>(),
+                  *mean = p[2]->data<float>(), *var = p[3]->data<float>();
+      std::vector<float> ws(static_cast<size_t>(M));
+      Tensor B2 = new_constant(DataType::kFloat, {M});
+      for (int64_t m = 0; m < M; ++m) {
+        const double s =
+            static_cast<double>(scale[m]) / std::sqrt(static_cast<double>(var[m]) + eps);
+        ws[m] = static_cast<float>(s);
+        const double b = Bc ? Bc->data<float>()[m] : 0.0;
+        B2.data<float>()[m] = static_cast<float>((b - mean[m]) * s + beta[m]);
+      }
+      const std::string base = conv.name.empty() ? bn.outputs[0] : conv.name;
+      const std::string bname = unique_name(base + "_B_bn");
+      g_.initializers.emplace_back(bname, B2);
+      conv.op_type = "FusedConv";
+      conv.domain = kDomain;
+      conv.inputs.resize(3);
+      conv.inputs[2] = bname;
+      conv.outputs[0] = bn.outputs[0];
+      conv.attributes.push_back(floats_attr("w_scale", ws));
+      conv.attributes.push_back(string_attr("activation", ""));
+      used_domain_ = true;
+      dead_[i] = 1;
+      index();
+    }
+    compact();
+  }
+
+  // ---- GELU -----------------------------------------------------------------------------
+
+  // The other input of binary node n (the one that is not `v`), or "" when both are `v`.
+  static std::string other_input(const Node& n, const std::string& v) {
+    if (n.inputs.size() != 2) return "";
+    if (n.inputs[0] == v && n.inputs[1] != v) return n.inputs[1];
+    if (n.inputs[1] == v && n.inputs[0] != v) return n.inputs[0];
+    return "";
+  }
+
+  bool is_binary(int k, const char* op) const {
+    return k >= 0 && is_op(g_.nodes[k], op) && g_.nodes[k].inputs.size() == 2 &&
+           g_.nodes[k].outputs.size() == 1;
+  }
+
+  void fuse_gelu() {
+    index();
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (dead_[i] || !is_op(g_.nodes[i], "Erf") || g_.nodes[i].inputs.size() != 1 ||
+          g_.nodes[i].outputs.size() != 1)
+        continue;
+      const Node& erf = g_.nodes[i];
+      // t = x / sqrt(2) or x * (1 / sqrt(2)).
+      auto pt = producer_.find(erf.inputs[0]);
+      if (pt == producer_.end() || sole_reader(erf.inputs[0]) != static_cast<int>(i)) continue;
+      const int div = pt->second;
+      const Node& dn = g_.nodes[div];
+      std::string x;
+      float c = 0.f;
+      if (is_binary(div, "Div") && scalar(dn.inputs[1], c, 1) &&
+          std::fabs(c - 1.41421356f) < 1e-4f) {
+        x = dn.inputs[0];
+      } else if (is_binary(div, "Mul")) {
+        for (int k = 0; k < 2 && x.empty(); ++k)
+          if (scalar(dn.inputs[k], c, 1) && std::fabs(c - 0.70710678f) < 1e-5f)
+            x = dn.inputs[1 - k];
+      }
+      if (x.empty()) continue;
+      // a = erf + 1.
+      const int add = sole_reader(erf.outputs[0]);
+      if (!is_binary(add, "Add")) continue;
+      const std::string one = other_input(g_.nodes[add], erf.outputs[0]);
+      if (!scalar(one, c, 1) || c != 1.f) continue;
+      const std::string a = g_.nodes[add].outputs[0];
+      // Then x * a * 0.5 in one of three orders.
+      const int m1 = sole_reader(a);
+      if (!is_binary(m1, "Mul")) continue;
+      const std::string m1o = g_.nodes[m1].outputs[0];
+      const std::string f1 = other_input(g_.nodes[m1], a);
+      std::vector<int> nodes = {div, static_cast<int>(i), add, m1};
+      std::string out;
+      if (f1 == x) {  // (x * a) * 0.5
+        const int m2 = sole_reader(m1o);
+        if (!is_binary(m2, "Mul") || !scalar(other_input(g_.nodes[m2], m1o), c, 1) || c != 0.5f)
+          continue;
+        nodes.push_back(m2);
+        out = g_.nodes[m2].outputs[0];
+      } else if (scalar(f1, c, 1) && c == 0.5f) {  // x * (a * 0.5)
+        const int m2 = sole_reader(m1o);
+        if (!is_binary(m2, "Mul") || other_input(g_.nodes[m2], m1o) != x) continue;
+        nodes.push_back(m2);
+        out = g_.nodes[m2].outputs[0];
+      } else {  // (x * 0.5) * a
+        auto ph = producer_.find(f1);
+        if (ph == producer_.end() || sole_reader(f1) != m1) continue;
+        const int h = ph->second;
+        if (!is_binary(h, "Mul") || other_input(g_.nodes[h], x).empty() ||
+            !scalar(other_input(g_.nodes[h], x), c, 1) || c != 0.5f)
+          continue;
+        nodes.push_back(h);
+        out = m1o;
+      }
+      Node gelu;
+      gelu.name = erf.name;
+      gelu.op_type = "Gelu";
+      gelu.domain = kDomain;
+      gelu.inputs = {x};
+      gelu.outputs = {out};
+      for (int k : nodes) dead_[k] = 1;
+      dead_[i] = 0;
+      g_.nodes[i] = std::move(gelu);
+      used_domain_ = true;
+      index();
+    }
+    compact();
+  }
+
+  // ---- activations ----------------------------------------------------------------------
+
+  // Whether node k is an activation a fused node can apply, and which.
+  Activation activation(int k) const {
+    Activation a;
+    if (k < 0) return a;
+    const Node& n = g_.nodes[k];
+    if (n.outputs.size() != 1 || n.inputs.empty() || n.inputs[0].empty()) return a;
+    if (n.op_type == "Gelu" && n.domain == kDomain && n.inputs.size() == 1) {
+      a.name = "Gelu";
+      return a;
+    }
+    if (!default_domain(n.domain)) return a;
+    auto attr_f = [&](const char* name, float dflt, bool& ok) {
+      const Attribute* at = n.find_attr(name);
+      if (!at) return dflt;
+      if (at->type != AttrType::kFloat) ok = false;
+      return at->f;
+    };
+    bool ok = true;
+    if (n.inputs.size() == 1 &&
+        (n.op_type == "Relu" || n.op_type == "Sigmoid" || n.op_type == "Tanh")) {
+      a.name = n.op_type;
+    } else if (n.inputs.size() == 1 && n.op_type == "LeakyRelu") {
+      a.name = n.op_type;
+      a.params = {attr_f("alpha", 0.01f, ok)};
+    } else if (n.inputs.size() == 1 && n.op_type == "HardSigmoid") {
+      a.name = n.op_type;
+      a.params = {attr_f("alpha", 0.2f, ok), attr_f("beta", 0.5f, ok)};
+    } else if (n.op_type == "Clip") {
+      float lo = -3.40282347e38f, hi = 3.40282347e38f;
+      if (opset_of(m_, n) < 11) {
+        ok = n.inputs.size() == 1;
+        lo = attr_f("min", lo, ok);
+        hi = attr_f("max", hi, ok);
+      } else {
+        if (n.inputs.size() > 3) ok = false;
+        if (ok && n.inputs.size() > 1 && !n.inputs[1].empty()) ok = scalar(n.inputs[1], lo, 1);
+        if (ok && n.inputs.size() > 2 && !n.inputs[2].empty()) ok = scalar(n.inputs[2], hi, 1);
+      }
+      a.name = "Clip";
+      a.params = {lo, hi};
+    }
+    if (!ok) a.name.clear();
+    return a;
+  }
+
+  // ---- Conv -----------------------------------------------------------------------------
+
+  void fuse_convs() {
+    index();
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (dead_[i]) continue;
+      const Node& conv = g_.nodes[i];
+      // A Conv, or a FusedConv that only has a BatchNormalization folded in so far.
+      const bool folded = conv.op_type == "FusedConv" && conv.domain == kDomain;
+      if ((!is_op(conv, "Conv") && !folded) || conv.outputs.size() != 1 || conv.inputs.size() < 2 ||
+          conv.inputs.size() > 3)
+        continue;
+      std::string cur = conv.outputs[0], z;
+      std::vector<int> gone;
+      int k = sole_reader(cur);
+      if (is_binary(k, "Add")) {
+        z = other_input(g_.nodes[k], cur);
+        if (!z.empty()) {
+          gone.push_back(k);
+          cur = g_.nodes[k].outputs[0];
+          k = sole_reader(cur);
+        }
+      }
+      const Activation act = activation(k);
+      if (!act.name.empty()) {
+        gone.push_back(k);
+        cur = g_.nodes[k].outputs[0];
+      } else if (gone.empty()) {
+        continue;
+      }
+      Node f;
+      f.name = conv.name;
+      f.op_type = "FusedConv";
+      f.domain = kDomain;
+      f.inputs = conv.inputs;
+      f.inputs.resize(3);
+      if (!z.empty()) f.inputs.push_back(z);
+      f.outputs = {cur};
+      for (const Attribute& at : conv.attributes)
+        if (at.name != "activation") f.attributes.push_back(at);
+      f.attributes.push_back(string_attr("activation", act.name));
+      if (!act.params.empty()) f.attributes.push_back(floats_attr("activation_params", act.params));
+      for (int d : gone) dead_[d] = 1;
+      g_.nodes[i] = std::move(f);
+      used_domain_ = true;
+      index();
+    }
+    compact();
+  }
+
+  // ---- 1x1 Conv + depthwise Conv ---------------------------------------------------------
+
+  // A Conv, or a FusedConv without a summed input, with a constant 4-D float W and only
+  // the attributes FusedExpandDepthwise can carry over.
+  const Tensor* plain_conv(int k) const {
+    if (k < 0) return nullptr;
+    const Node& n = g_.nodes[k];
+    const bool fused = n.op_type == "FusedConv" && n.domain == kDomain;
+    if ((!is_op(n, "Conv") && !fused) || n.outputs.size() != 1 || n.inputs.size() < 2 ||
+        n.inputs.size() > 3)
+      return nullptr;
+    static const char* const kKnown[] = {"group",      "strides",           "pads",
+                                         "dilations",  "auto_pad",          "kernel_shape",
+                                         "activation", "activation_params", "w_scale"};
+    for (const Attribute& a : n.attributes) {
+      bool known = false;
+      for (const char* name : kKnown) known = known || a.name == name;
+      if (!known || !a.ref_attr_name.empty()) return nullptr;
+    }
+    const Tensor* w = constant(n.inputs[1]);
+    if (!w || w->dtype() != DataType::kFloat || w->rank() != 4) return nullptr;
+    return w;
+  }
+
+  static bool ints_all(const Node& n, const char* name, int64_t v) {
+    const Attribute* a = n.find_attr(name);
+    if (!a) return true;
+    if (a->type != AttrType::kInts) return false;
+    for (int64_t x : a->ints)
+      if (x != v) return false;
+    return true;
+  }
+
+  static int64_t int_attr(const Node& n, const char* name, int64_t def) {
+    const Attribute* a = n.find_attr(name);
+    if (!a) return def;
+    return a->type == AttrType::kInt ? a->i : -1;
+  }
+
+  void fuse_expand_depthwise() {
+    index();
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (dead_[i]) continue;
+      const Tensor* we = plain_conv(static_cast<int>(i));
+      if (!we || we->dim(2) != 1 || we->dim(3) != 1) continue;
+      const Node& e = g_.nodes[i];
+      const Attribute* ap = e.find_attr("auto_pad");
+      if (ap && (ap->type != AttrType::kString || (ap->s != "NOTSET" && ap->s != "VALID")))
+        continue;
+      if (int_attr(e, "group", 1) != 1 || !ints_all(e, "strides", 1) || !ints_all(e, "pads", 0) ||
+          !ints_all(e, "dilations", 1) || !ints_all(e, "kernel_shape", 1))
+        continue;
+      const int k = sole_reader(e.outputs[0]);
+      const Tensor* wd = plain_conv(k);
+      const int64_t Ce = we->dim(0);
+      if (!wd || wd->dim(0) != Ce || wd->dim(1) != 1 || g_.nodes[k].inputs[0] != e.outputs[0] ||
+          int_attr(g_.nodes[k], "group", 1) != Ce)
+        continue;
+      const Node& d = g_.nodes[k];
+      // The fused node takes the 1x1 node's place: the depthwise bias must exist there.
+      if (d.inputs.size() > 2 && !d.inputs[2].empty() && !constant(d.inputs[2])) continue;
+      Node f;
+      f.name = e.name;
+      f.op_type = "FusedExpandDepthwise";
+      f.domain = kDomain;
+      f.inputs = {e.inputs[0], e.inputs[1], e.inputs.size() > 2 ? e.inputs[2] : "", d.inputs[1],
+                  d.inputs.size() > 2 ? d.inputs[2] : ""};
+      f.outputs = d.outputs;
+      for (const Attribute& a : d.attributes) f.attributes.push_back(a);
+      for (const Attribute& a : e.attributes) {
+        if (a.name != "activation" && a.name != "activation_params" && a.name != "w_scale")
+          continue;
+        f.attributes.push_back(a);
+        f.attributes.back().name = "expand_" + a.name;
+      }
+      dead_[k] = 1;
+      g_.nodes[i] = std::move(f);
+      used_domain_ = true;
+      index();
+    }
+    compact();
+  }
+
+  // ---- MatMul / Gemm --------------------------------------------------------------------
+
+  void fuse_matmuls() {
+    index();
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (dead_[i]) continue;
+      const Node& mm = g_.nodes[i];
+      if (!is_op(mm, "MatMul") || mm.inputs.size() != 2 || mm.outputs.size() != 1) continue;
+      const Tensor* B = constant(mm.inputs[1]);
+      const bool b2 = B && B->rank() == 2 && B->dtype() == DataType::kFloat;
+      // Whether the product is known to be float (a constant operand of a float op says so).
+      bool is_float = b2;
+      std::string cur = mm.outputs[0], bias;
+      float alpha = 1.f;
+      std::vector<int> gone;
+      int k = sole_reader(cur);
+      float c = 0.f;
+      // A scalar factor: rank 0 keeps any output shape; rank 1 only with a rank-2 B (the
+      // product then has rank >= 1).
+      if (is_binary(k, "Mul") && scalar(other_input(g_.nodes[k], cur), c, b2 ? 1 : 0)) {
+        alpha = c;
+        is_float = true;
+        gone.push_back(k);
+        cur = g_.nodes[k].outputs[0];
+        k = sole_reader(cur);
+      }
+      if (b2 && is_binary(k, "Add")) {
+        const std::string o = other_input(g_.nodes[k], cur);
+        const Tensor* t = o.empty() ? nullptr : constant(o);
+        if (t && t->dtype() == DataType::kFloat && t->rank() == 1 && t->dim(0) == B->dim(1)) {
+          bias = o;
+          gone.push_back(k);
+          cur = g_.nodes[k].outputs[0];
+          k = sole_reader(cur);
+        }
+      }
+      const Activation act = is_float ? activation(k) : Activation();
+      if (!act.name.empty()) {
+        gone.push_back(k);
+        cur = g_.nodes[k].outputs[0];
+      }
+      if (gone.empty()) continue;
+      Node f;
+      f.name = mm.name;
+      f.op_type = "FusedMatMul";
+      f.domain = kDomain;
+      f.inputs = mm.inputs;
+      if (!bias.empty()) f.inputs.push_back(bias);
+      f.outputs = {cur};
+      f.attributes.push_back(float_attr("alpha", alpha));
+      f.attributes.push_back(string_attr("activation", act.name));
+      if (!act.params.empty()) f.attributes.push_back(floats_attr("activation_params", act.params));
+      for (int d : gone) dead_[d] = 1;
+      g_.nodes[i] = std::move(f);
+      used_domain_ = true;
+      index();
+    }
+    compact();
+  }
+
+  void fuse_gemms() {
+    index();
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (dead_[i]) continue;
+      const Node& gm = g_.nodes[i];
+      // Opset 11 on: C optional and broadcast one way (what FusedGemm implements).
+      if (!is_op(gm, "Gemm") || gm.outputs.size() != 1 || gm.inputs.size() < 2 ||
+          gm.inputs.size() > 3 || opset_of(m_, gm) < 11)
+        continue;
+      const Tensor* B = constant(gm.inputs[1]);
+      if (!B || B->dtype() != DataType::kFloat) continue;
+      const int k = sole_reader(gm.outputs[0]);
+      const Activation act = activation(k);
+      if (act.name.empty()) continue;
+      Node f = gm;
+      f.op_type = "FusedGemm";
+      f.domain = kDomain;
+      f.outputs = {g_.nodes[k].outputs[0]};
+      f.attributes.push_back(string_attr("activation", act.name));
+      if (!act.params.empty()) f.attributes.push_back(floats_attr("activation_params", act.params));
+      dead_[k] = 1;
+      g_.nodes[i] = std::move(f);
+      used_domain_ = true;
+      index();
+    }
+    compact();
+  }
+
+  // ---- bookkeeping ----------------------------------------------------------------------
+
+  void compact() {
+    std::vector<Node> kept;
+    kept.reserve(g_.nodes.size());
+    for (size_t i = 0; i < g_.nodes.size(); ++i)
+      if (i >= dead_.size() || !dead_[i]) kept.push_back(std::move(g_.nodes[i]));
+    g_.nodes = std::move(kept);
+    dead_.assign(g_.nodes.size(), 0);
+  }
+
+  void finish() {
+    compact();
+    // Drop initializers nothing reads any more (the folded weights replaced them).
+    std::unordered_set<std::string> used;
+    for (const ValueInfo& vi : g_.inputs) used.insert(vi.name);
+    for (const ValueInfo& vi : g_.outputs) used.insert(vi.name);
+    for (const Node& n : g_.nodes) {
+      for (const std::string& in : n.inputs) used.insert(in);
+      for (const Attribute& a : n.attributes) {
+        if (a.type == AttrType::kGraph && a.g) subgraph_reads(*a.g, used);
+        if (a.type == AttrType::kGraphs)
+          for (const auto& sg : a.graphs)
+            if (sg) subgraph_reads(*sg, used);
+      }
+    }
+    std::vector<std::pair<std::string, Tensor>> inits;
+    for (auto& init : g_.initializers)
+      if (used.count(init.first)) inits.push_back(std::move(init));
+    g_.initializers = std::move(inits);
+    if (used_domain_) {
+      bool have = false;
+      for (const OpsetImport& o : m_.opset_imports) have = have || o.domain == kDomain;
+      if (!have) m_.opset_imports.push_back(OpsetImport{kDomain, 1});
+    }
+  }
+
+  Model& m_;
+  Graph& g_;
+  std::unordered_map<std::string, int> producer_;
+  std::unordered_map<std::string, std::vector<int>> readers_;
+  std::unordered_map<std::string, const Tensor*> constants_;
+  std::unordered_set<std::string> pinned_;  // graph outputs and values subgraphs read
+  std::unordered_set<std::string> names_;   // every value name, for new initializers
+  std::vector<char> dead_;
+  bool used_domain_ = false;
+};
+
+}  // namespace
+
+void optimize_graph(Model& model, int level) {
+  if (level < 1) return;
+  Optimizer(model).run();
+}
+
+}  // namespace ortlite

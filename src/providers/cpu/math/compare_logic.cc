@@ -1,0 +1,49 @@
+// Comparisons with a bool output (Equal Less Greater LessOrEqual GreaterOrEqual) and the
+// broadcasting logical ops on bool (And Or Xor). Not is in unary.cc.
+#include "compute/vectorize.h"  // first: compile options for the loops below
+
+#include "providers/cpu/math/math_kernels.h"
+
+namespace ortlite {
+namespace {
+
+using math::BinaryKernel;
+using math::NoAttrs;
+
+#define ORTLITE_COMPARE_OP(NAME, EXPR)              \
+  struct NAME : NoAttrs {                           \
+    using NoAttrs::NoAttrs;                         \
+    static constexpr double kCost = 1.0;            \
+    template <typename C>                           \
+    bool operator()(const C& a, const C& b) const { \
+      return EXPR;                                  \
+    }                                               \
+  };
+
+ORTLITE_COMPARE_OP(EqualOp, a == b)
+ORTLITE_COMPARE_OP(LessOp, a < b)
+ORTLITE_COMPARE_OP(GreaterOp, a > b)
+ORTLITE_COMPARE_OP(LessOrEqualOp, a <= b)
+ORTLITE_COMPARE_OP(GreaterOrEqualOp, a >= b)
+ORTLITE_COMPARE_OP(AndOp, a&& b)
+ORTLITE_COMPARE_OP(OrOp, a || b)
+ORTLITE_COMPARE_OP(XorOp, a != b)
+#undef ORTLITE_COMPARE_OP
+
+}  // namespace
+
+void register_compare_logic_kernels(KernelRegistry& r) {
+  using math::add_versions;
+  constexpr unsigned kCmp = ew::kTNumeric;
+  add_versions(r, "Equal", {7, 11, 13, 19}, make_factory<BinaryKernel<EqualOp, ew::kTAll, true>>());
+  add_versions(r, "Less", {7, 9, 13}, make_factory<BinaryKernel<LessOp, kCmp, true>>());
+  add_versions(r, "Greater", {7, 9, 13}, make_factory<BinaryKernel<GreaterOp, kCmp, true>>());
+  add_versions(r, "LessOrEqual", {12, 16}, make_factory<BinaryKernel<LessOrEqualOp, kCmp, true>>());
+  add_versions(r, "GreaterOrEqual", {12, 16},
+               make_factory<BinaryKernel<GreaterOrEqualOp, kCmp, true>>());
+  add_versions(r, "And", {7}, make_factory<BinaryKernel<AndOp, ew::kTBool, true>>());
+  add_versions(r, "Or", {7}, make_factory<BinaryKernel<OrOp, ew::kTBool, true>>());
+  add_versions(r, "Xor", {7}, make_factory<BinaryKernel<XorOp, ew::kTBool, true>>());
+}
+
+}  // namespace ortlite

@@ -1,0 +1,134 @@
+// Internal header of the elementwise math kernels (src/providers/cpu/math): the per-file
+// registration functions that register_math_kernels (register.cc) calls, and the generic
+// unary / binary kernel templates the op families share.
+#pragma once
+
+#include <algorithm>
+#include <initializer_list>
+#include <string>
+#include <type_traits>
+
+#include "providers/cpu/common/elementwise.h"
+#include "compute/fast_kernels.h"
+#include "ortlite/kernel.h"
+
+namespace ortlite {
+
+void register_binary_kernels(KernelRegistry& r);         // binary.cc: Add Sub Mul Div Pow Mod
+                                                         // BitShift Bitwise{And,Or,Xor}
+void register_unary_kernels(KernelRegistry& r);          // unary.cc: Neg Abs Sqrt Exp Log ...
+void register_activation_kernels(KernelRegistry& r);     // activations.cc: Sigmoid Relu Gelu ...
+void register_compare_logic_kernels(KernelRegistry& r);  // compare_logic.cc: Equal Less ...
+                                                         // Not And Or Xor
+void register_variadic_kernels(KernelRegistry& r);       // variadic.cc: Min Max Sum Mean
+void register_clip_kernels(KernelRegistry& r);           // clip.cc: Clip
+void register_where_kernels(KernelRegistry& r);          // where.cc: Where
+void register_cumsum_conf_kernels(KernelRegistry& r);    // cumsum.cc: CumSum CumProd *Window
+void register_einsum_conf_kernels(KernelRegistry& r);    // einsum_det.cc: Einsum
+void register_random_conf_kernels(KernelRegistry& r);    // random.cc: Random* Bernoulli
+                                                         // Multinomial
+void register_signal_conf_kernels(KernelRegistry& r);    // dft_stft.cc: DFT STFT
+                                                         // MelWeightMatrix
+
+namespace math {
+
+// Registers `op` in the default domain for the opset ranges that start at each version in
+// `since` (ascending); the last range runs to kMaxOpset. The ranges mark the versions
+// where the op's type list or semantics changed; one kernel class handles them all unless
+// the caller registers different factories.
+void add_versions(KernelRegistry& r, const char* op, std::initializer_list<int> since,
+                  const KernelFactory& factory);
+
+// y = fn(x) over n elements with the vectorized float loops of fast_kernels.h; the 16-bit
+// float types go through a float buffer.
+template <typename T>
+void run_fast_unary(ThreadPool* pool, fast::UnaryFn fn, const T* x, T* y, int64_t n, double cost) {
+  parallel_for(pool, n, cost, [&](int64_t begin, int64_t end) {
+    if constexpr (std::is_same_v<T, float>) {
+      fast::unary(fn, x + begin, y + begin, end - begin);
+    } else {
+      constexpr int64_t kBlock = 512;
+      float buf[kBlock];
+      for (int64_t i = begin; i < end; i += kBlock) {
+        const int64_t m = std::min(kBlock, end - i);
+        for (int64_t j = 0; j < m; ++j) buf[j] = ew::load(x[i + j]);
+        fast::unary(fn, buf, buf, m);
+        for (int64_t j = 0; j < m; ++j) y[i + j] = ew::store<T>(buf[j]);
+      }
+    }
+  });
+}
+
+// True when Op names a vectorized float loop in `static constexpr fast::UnaryFn kFast`.
+template <typename Op, typename = void>
+struct HasFast : std::false_type {};
+template <typename Op>
+struct HasFast<Op, std::void_t<decltype(Op::kFast)>> : std::true_type {};
+// Op::kFast named through the element type T, so that the name stays dependent inside the
+// kernels' generic lambdas and is only looked up when the fast branch is taken (clang
+// checks non-dependent names even in a discarded `if constexpr` branch).
+template <typename Op, typename T>
+struct FastOf {
+  static constexpr auto value = Op::kFast;
+};
+
+// Unary kernel: y = Op(x), same shape, output type = input type. Op is constructed from
+// the KernelInfo (attributes), has `static constexpr double kCost` and a
+// `template <typename C> C operator()(C x) const` called with the compute type of the
+// element (float for float16/bfloat16). With a kFast member, float and the 16-bit floats
+// use that vectorized loop instead.
+template <typename Op, unsigned Types>
+class UnaryKernel : public Kernel {
+ public:
+  explicit UnaryKernel(const KernelInfo& info) : op_(info) {}
+  void compute(KernelContext& ctx) const override {
+    const Tensor& x = ctx.required_input(0);
+    Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
+    ew::dispatch<Types>(x.dtype(), ctx, ctx.node().op_type.c_str(), [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (HasFast<Op>::value && (std::is_same_v<T, float> || ew::is_half_v<T>)) {
+        run_fast_unary(ctx.thread_pool(), FastOf<Op, T>::value, x.data<T>(), y.data<T>(), x.numel(),
+                       Op::kCost);
+      } else {
+        ew::run_unary(ctx.thread_pool(), x.data<T>(), y.data<T>(), x.numel(), Op::kCost, op_);
+      }
+    });
+  }
+
+ private:
+  Op op_;
+};
+
+// Binary kernel with multidirectional broadcasting: y = Op(a, b). Both inputs have the
+// same element type; the output has that type, or bool when BoolOut.
+template <typename Op, unsigned Types, bool BoolOut = false>
+class BinaryKernel : public Kernel {
+ public:
+  explicit BinaryKernel(const KernelInfo& info) : op_(info) {}
+  void compute(KernelContext& ctx) const override {
+    const Tensor& a = ctx.required_input(0);
+    const Tensor& b = ctx.required_input(1);
+    ew::check_same_type(ctx, a, b);
+    Shape out_storage;
+    const Shape& out = ew::broadcast_ref(ctx, a.shape(), b.shape(), &out_storage);
+    Tensor& y = ctx.allocate_output(0, BoolOut ? DataType::kBool : a.dtype(), out);
+    const ew::BroadcastPlan<2> plan = ew::make_broadcast_plan<2>(out, {&a.shape(), &b.shape()});
+    ew::dispatch<Types>(a.dtype(), ctx, ctx.node().op_type.c_str(), [&](auto tag) {
+      using T = decltype(tag);
+      using TO = std::conditional_t<BoolOut, bool, T>;
+      ew::run_binary(ctx.thread_pool(), plan, a.data<T>(), b.data<T>(), y.data<TO>(), Op::kCost,
+                     op_);
+    });
+  }
+
+ private:
+  Op op_;
+};
+
+// Base for ops without attributes.
+struct NoAttrs {
+  explicit NoAttrs(const KernelInfo&) {}
+};
+
+}  // namespace math
+}  // namespace ortlite

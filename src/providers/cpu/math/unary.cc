@@ -1,0 +1,195 @@
+// Unary math: Neg Abs Sqrt Exp Log Reciprocal Floor Ceil Round Sign Erf, the
+// trigonometric and hyperbolic functions, Tanh, IsNaN IsInf, BitwiseNot and Not.
+// float16 / bfloat16 compute in float.
+#include "compute/vectorize.h"  // first: compile options for the loops below
+
+#include <cmath>
+#include <type_traits>
+
+#include "providers/cpu/math/math_kernels.h"
+
+namespace ortlite {
+namespace {
+
+using math::NoAttrs;
+using math::UnaryKernel;
+
+struct NegOp : NoAttrs {
+  using NoAttrs::NoAttrs;
+  static constexpr double kCost = 1.0;
+  template <typename C>
+  C operator()(C x) const {
+    return ew::neg(x);
+  }
+};
+
+struct AbsOp : NoAttrs {
+  using NoAttrs::NoAttrs;
+  static constexpr double kCost = 1.0;
+  template <typename C>
+  C operator()(C x) const {
+    if constexpr (std::is_floating_point_v<C>) {
+      return std::fabs(x);
+    } else if constexpr (std::is_signed_v<C>) {
+      return x < 0 ? ew::neg(x) : x;
+    } else {
+      return x;
+    }
+  }
+};
+
+struct SignOp : NoAttrs {
+  using NoAttrs::NoAttrs;
+  static constexpr double kCost = 1.0;
+  template <typename C>
+  C operator()(C x) const {
+    if constexpr (std::is_floating_point_v<C>) {
+      return x > 0 ? C{1} : (x < 0 ? C{-1} : (x == 0 ? C{0} : x));  // NaN stays NaN
+    } else if constexpr (std::is_signed_v<C>) {
+      return x > 0 ? C{1} : (x < 0 ? C{-1} : C{0});
+    } else {
+      return x > 0 ? C{1} : C{0};
+    }
+  }
+};
+
+struct BitwiseNotOp : NoAttrs {
+  using NoAttrs::NoAttrs;
+  static constexpr double kCost = 1.0;
+  template <typename C>
+  C operator()(C x) const {
+    return static_cast<C>(~x);
+  }
+};
+
+struct NotOp : NoAttrs {
+  using NoAttrs::NoAttrs;
+  static constexpr double kCost = 1.0;
+  bool operator()(bool x) const { return !x; }
+};
+
+// Float functions: one std:: call per element.
+#define ORTLITE_FLOAT_UNARY(NAME, COST, EXPR) \
+  struct NAME : NoAttrs {                     \
+    using NoAttrs::NoAttrs;                   \
+    static constexpr double kCost = COST;     \
+    template <typename C>                     \
+    C operator()(C x) const {                 \
+      return EXPR;                            \
+    }                                         \
+  };
+
+ORTLITE_FLOAT_UNARY(SqrtOp, 4.0, std::sqrt(x))
+ORTLITE_FLOAT_UNARY(ExpOp, 10.0, std::exp(x))
+ORTLITE_FLOAT_UNARY(LogOp, 10.0, std::log(x))
+ORTLITE_FLOAT_UNARY(ReciprocalOp, 2.0, C{1} / x)
+ORTLITE_FLOAT_UNARY(FloorOp, 1.0, std::floor(x))
+ORTLITE_FLOAT_UNARY(CeilOp, 1.0, std::ceil(x))
+ORTLITE_FLOAT_UNARY(RoundOp, 1.0, std::nearbyint(x))  // halves to even
+ORTLITE_FLOAT_UNARY(ErfOp, 10.0, std::erf(x))
+ORTLITE_FLOAT_UNARY(SinOp, 10.0, std::sin(x))
+ORTLITE_FLOAT_UNARY(CosOp, 10.0, std::cos(x))
+ORTLITE_FLOAT_UNARY(TanOp, 10.0, std::tan(x))
+ORTLITE_FLOAT_UNARY(AsinOp, 10.0, std::asin(x))
+ORTLITE_FLOAT_UNARY(AcosOp, 10.0, std::acos(x))
+ORTLITE_FLOAT_UNARY(AtanOp, 10.0, std::atan(x))
+ORTLITE_FLOAT_UNARY(SinhOp, 10.0, std::sinh(x))
+ORTLITE_FLOAT_UNARY(CoshOp, 10.0, std::cosh(x))
+ORTLITE_FLOAT_UNARY(AsinhOp, 10.0, std::asinh(x))
+ORTLITE_FLOAT_UNARY(AcoshOp, 10.0, std::acosh(x))
+ORTLITE_FLOAT_UNARY(AtanhOp, 10.0, std::atanh(x))
+ORTLITE_FLOAT_UNARY(TanhOp, 10.0, std::tanh(x))
+#undef ORTLITE_FLOAT_UNARY
+
+// float, float16 and bfloat16 use the vectorized loops of fast_kernels.h.
+struct FastExpOp : ExpOp {
+  using ExpOp::ExpOp;
+  static constexpr fast::UnaryFn kFast = fast::UnaryFn::kExp;
+};
+struct FastErfOp : ErfOp {
+  using ErfOp::ErfOp;
+  static constexpr fast::UnaryFn kFast = fast::UnaryFn::kErf;
+};
+struct FastSqrtOp : SqrtOp {
+  using SqrtOp::SqrtOp;
+  static constexpr fast::UnaryFn kFast = fast::UnaryFn::kSqrt;
+};
+struct FastTanhOp : TanhOp {
+  using TanhOp::TanhOp;
+  static constexpr fast::UnaryFn kFast = fast::UnaryFn::kTanh;
+};
+
+// y: bool = pred(x) for float inputs.
+template <typename Derived>
+class FloatPredicateKernel : public Kernel {
+ public:
+  void compute(KernelContext& ctx) const override {
+    const Tensor& x = ctx.required_input(0);
+    Tensor& y = ctx.allocate_output(0, DataType::kBool, x.shape());
+    const Derived& self = static_cast<const Derived&>(*this);
+    ew::dispatch<ew::kTFloats>(x.dtype(), ctx, ctx.node().op_type.c_str(), [&](auto tag) {
+      using T = decltype(tag);
+      ew::run_unary(ctx.thread_pool(), x.data<T>(), y.data<bool>(), x.numel(), 1.0,
+                    [&self](auto v) { return self.pred(v); });
+    });
+  }
+};
+
+class IsNaNKernel : public FloatPredicateKernel<IsNaNKernel> {
+ public:
+  explicit IsNaNKernel(const KernelInfo&) {}
+  template <typename C>
+  bool pred(C v) const {
+    return std::isnan(v);
+  }
+};
+
+class IsInfKernel : public FloatPredicateKernel<IsInfKernel> {
+ public:
+  explicit IsInfKernel(const KernelInfo& info)
+      : neg_(info.attr_int("detect_negative", 1) != 0),
+        pos_(info.attr_int("detect_positive", 1) != 0) {}
+  template <typename C>
+  bool pred(C v) const {
+    return std::isinf(v) && (v > 0 ? pos_ : neg_);
+  }
+
+ private:
+  bool neg_, pos_;
+};
+
+}  // namespace
+
+void register_unary_kernels(KernelRegistry& r) {
+  using math::add_versions;
+  constexpr unsigned kF = ew::kTFloats;
+  add_versions(r, "Neg", {6, 13}, make_factory<UnaryKernel<NegOp, ew::kTSignedNumeric>>());
+  add_versions(r, "Abs", {6, 13}, make_factory<UnaryKernel<AbsOp, ew::kTNumeric>>());
+  add_versions(r, "Sign", {9, 13}, make_factory<UnaryKernel<SignOp, ew::kTNumeric>>());
+  add_versions(r, "Sqrt", {6, 13}, make_factory<UnaryKernel<FastSqrtOp, kF>>());
+  add_versions(r, "Exp", {6, 13}, make_factory<UnaryKernel<FastExpOp, kF>>());
+  add_versions(r, "Log", {6, 13}, make_factory<UnaryKernel<LogOp, kF>>());
+  add_versions(r, "Reciprocal", {6, 13}, make_factory<UnaryKernel<ReciprocalOp, kF>>());
+  add_versions(r, "Floor", {6, 13}, make_factory<UnaryKernel<FloorOp, kF>>());
+  add_versions(r, "Ceil", {6, 13}, make_factory<UnaryKernel<CeilOp, kF>>());
+  add_versions(r, "Round", {11, 22}, make_factory<UnaryKernel<RoundOp, kF>>());
+  add_versions(r, "Erf", {9, 13}, make_factory<UnaryKernel<FastErfOp, kF>>());
+  add_versions(r, "Sin", {7, 22}, make_factory<UnaryKernel<SinOp, kF>>());
+  add_versions(r, "Cos", {7, 22}, make_factory<UnaryKernel<CosOp, kF>>());
+  add_versions(r, "Tan", {7, 22}, make_factory<UnaryKernel<TanOp, kF>>());
+  add_versions(r, "Asin", {7, 22}, make_factory<UnaryKernel<AsinOp, kF>>());
+  add_versions(r, "Acos", {7, 22}, make_factory<UnaryKernel<AcosOp, kF>>());
+  add_versions(r, "Atan", {7, 22}, make_factory<UnaryKernel<AtanOp, kF>>());
+  add_versions(r, "Sinh", {9, 22}, make_factory<UnaryKernel<SinhOp, kF>>());
+  add_versions(r, "Cosh", {9, 22}, make_factory<UnaryKernel<CoshOp, kF>>());
+  add_versions(r, "Asinh", {9, 22}, make_factory<UnaryKernel<AsinhOp, kF>>());
+  add_versions(r, "Acosh", {9, 22}, make_factory<UnaryKernel<AcoshOp, kF>>());
+  add_versions(r, "Atanh", {9, 22}, make_factory<UnaryKernel<AtanhOp, kF>>());
+  add_versions(r, "Tanh", {6, 13}, make_factory<UnaryKernel<FastTanhOp, kF>>());
+  add_versions(r, "IsNaN", {9, 13, 20}, make_factory<IsNaNKernel>());
+  add_versions(r, "IsInf", {10, 20}, make_factory<IsInfKernel>());
+  add_versions(r, "BitwiseNot", {18}, make_factory<UnaryKernel<BitwiseNotOp, ew::kTInts>>());
+  add_versions(r, "Not", {1}, make_factory<UnaryKernel<NotOp, ew::kTBool>>());
+}
+
+}  // namespace ortlite

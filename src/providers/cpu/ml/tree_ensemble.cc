@@ -1,0 +1,863 @@
+// TreeEnsembleClassifier and TreeEnsembleRegressor (ai.onnx.ml 1 and 3, deprecated in 5)
+// and TreeEnsemble (ai.onnx.ml 5). All three are converted at load into one flat forest:
+// nodes with a comparison and two child indices, leaves with a list of (target, weight).
+// A run walks every tree for every row, aggregates the leaf weights per target and
+// finishes the scores.
+//
+// The aggregation and the finishing steps follow onnxruntime's tree_ensemble_aggregator.h,
+// quirks included, because converted scikit-learn / LightGBM / XGBoost models are validated
+// against it:
+//  - with a single target, a leaf contributes only its first weight, and the only post
+//    transform applied is PROBIT;
+//  - a two-class classifier whose weights all go to one class is a "binary case": its
+//    scores and label come from that one score (1 - s / s, or -s / s, see finish_class);
+//  - scores accumulate in float unless the thresholds or weights are given as double
+//    tensors (the *_as_tensor attributes), and inputs are compared in that precision;
+//  - a score that no leaf reached is written as 0, base value or not.
+// TreeEnsemble (5) follows its specification where onnxruntime 1.23 departs from it:
+// post_transform 1 is SOFTMAX and 2 LOGISTIC (onnxruntime swaps them), BRANCH_MEMBER tests
+// the value itself (onnxruntime truncates it to an integer first), and only a root whose
+// both branches are the same leaf is a one-leaf tree.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "providers/cpu/ml/ml_common.h"
+
+namespace ortlite {
+namespace ml {
+namespace {
+
+// Every row keeps n_targets scores: a bound that no real model comes near keeps a corrupt
+// attribute from asking for terabytes.
+constexpr int64_t kMaxTargets = int64_t{1} << 24;
+
+enum class Mode : uint8_t { kLeq, kLt, kGte, kGt, kEq, kNeq, kMember, kLeaf };
+enum class Agg { kAverage, kSum, kMin, kMax };
+
+struct TreeNode {
+  Mode mode = Mode::kLeaf;
+  bool missing_true = false;
+  int64_t feature = 0;
+  double threshold = 0;
+  int32_t t = -1, f = -1;    // children (branches)
+  uint32_t w0 = 0, w1 = 0;   // leaves: weights [w0, w1)
+  uint32_t m0 = 0, m1 = 0;   // kMember: members [m0, m1), sorted
+  double unique_weight = 0;  // leaves: what a single-target ensemble adds
+};
+
+struct LeafWeight {
+  int64_t target;
+  double value;
+};
+
+struct Forest {
+  std::vector<TreeNode> nodes;
+  std::vector<LeafWeight> weights;
+  std::vector<double> members;
+  std::vector<int32_t> roots;
+  int64_t max_feature = -1;
+  bool single = true;  // float precision for features, thresholds and sums
+};
+
+double round_to(bool single, double v) {
+  return single ? static_cast<double>(static_cast<float>(v)) : v;
+}
+
+// Checks that no tree has a cycle (a walk would never end) and that every child index
+// is valid. Shared subtrees are allowed.
+void check_acyclic(const KernelInfo& info, const Forest& fo) {
+  const size_t n = fo.nodes.size();
+  std::vector<uint8_t> state(n, 0);  // 0 new, 1 on the stack, 2 done
+  std::vector<std::pair<int32_t, int>> stack;
+  for (int32_t root : fo.roots) {
+    if (state[static_cast<size_t>(root)] == 2) continue;
+    stack.push_back({root, 0});
+    state[static_cast<size_t>(root)] = 1;
+    while (!stack.empty()) {
+      auto& [i, step] = stack.back();
+      const TreeNode& nd = fo.nodes[static_cast<size_t>(i)];
+      if (nd.mode == Mode::kLeaf || step == 2) {
+        state[static_cast<size_t>(i)] = 2;
+        stack.pop_back();
+        continue;
+      }
+      const int32_t c = step++ == 0 ? nd.t : nd.f;
+      if (c < 0 || static_cast<size_t>(c) >= n) {
+        info.fail(StatusCode::kInvalidGraph,
+                  "tree node " + std::to_string(i) + " has an invalid child " + std::to_string(c));
+      }
+      if (state[static_cast<size_t>(c)] == 1) {
+        info.fail(StatusCode::kInvalidGraph,
+                  "the trees have a cycle through node " + std::to_string(c));
+      }
+      if (state[static_cast<size_t>(c)] == 0) {
+        state[static_cast<size_t>(c)] = 1;
+        stack.push_back({c, 0});
+      }
+    }
+  }
+}
+
+// Per-leaf weight lists (built in attribute order) flattened into fo.weights.
+void attach_weights(Forest& fo, const std::vector<std::vector<LeafWeight>>& per_node) {
+  for (size_t i = 0; i < fo.nodes.size(); ++i) {
+    TreeNode& nd = fo.nodes[i];
+    nd.w0 = static_cast<uint32_t>(fo.weights.size());
+    if (nd.mode == Mode::kLeaf) {
+      for (const LeafWeight& w : per_node[i]) fo.weights.push_back(w);
+      if (!per_node[i].empty()) nd.unique_weight = per_node[i][0].value;
+    }
+    nd.w1 = static_cast<uint32_t>(fo.weights.size());
+  }
+}
+
+// ---- TreeEnsembleClassifier / TreeEnsembleRegressor (nodes_* and weights by id) -----------
+
+Mode parse_mode(const KernelInfo& info, const std::string& s) {
+  if (s == "BRANCH_LEQ") return Mode::kLeq;
+  if (s == "BRANCH_LT") return Mode::kLt;
+  if (s == "BRANCH_GTE") return Mode::kGte;
+  if (s == "BRANCH_GT") return Mode::kGt;
+  if (s == "BRANCH_EQ") return Mode::kEq;
+  if (s == "BRANCH_NEQ") return Mode::kNeq;
+  if (s == "LEAF") return Mode::kLeaf;
+  info.fail(StatusCode::kInvalidGraph, "attribute 'nodes_modes' has an unknown mode '" + s + "'");
+}
+
+// A floats attribute or its *_as_tensor double form; `is_double` is set when the tensor
+// form was used.
+std::vector<double> floats_or_tensor(const KernelInfo& info, const std::string& name,
+                                     bool* is_double) {
+  const std::string tname = name + "_as_tensor";
+  const bool has_f = info.has_attr(name.c_str()), has_t = info.has_attr(tname.c_str());
+  if (has_f && has_t) {
+    info.fail(StatusCode::kInvalidGraph,
+              "attributes '" + name + "' and '" + tname + "' cannot both be set");
+  }
+  std::vector<double> out;
+  if (has_t) {
+    const Tensor* t = info.attr_tensor(tname.c_str());
+    if (t->dtype() != DataType::kDouble && t->dtype() != DataType::kFloat) {
+      info.fail(StatusCode::kInvalidGraph,
+                "attribute '" + tname + "' must be double, got " + dtype_name(t->dtype()));
+    }
+    for (int64_t i = 0; i < t->numel(); ++i)
+      out.push_back(t->dtype() == DataType::kDouble ? t->data<double>()[i]
+                                                    : static_cast<double>(t->data<float>()[i]));
+    *is_double = true;
+  } else {
+    for (float v : info.attr_floats(name.c_str())) out.push_back(static_cast<double>(v));
+  }
+  return out;
+}
+
+// Builds the forest of a TreeEnsembleClassifier (prefix "class") or TreeEnsembleRegressor
+// (prefix "target"); `n` is the class or target count.
+Forest forest_v3(const KernelInfo& info, const std::string& prefix, int64_t n,
+                 std::vector<double>* base) {
+  Forest fo;
+  bool dbl = false;
+  const std::vector<int64_t> treeids = info.attr_ints("nodes_treeids");
+  const std::vector<int64_t> nodeids = info.attr_ints("nodes_nodeids");
+  const std::vector<int64_t> featureids = info.attr_ints("nodes_featureids");
+  const std::vector<int64_t> trueids = info.attr_ints("nodes_truenodeids");
+  const std::vector<int64_t> falseids = info.attr_ints("nodes_falsenodeids");
+  const std::vector<int64_t> missing = info.attr_ints("nodes_missing_value_tracks_true");
+  const std::vector<std::string> modes = info.attr_strings("nodes_modes");
+  const std::vector<double> values = floats_or_tensor(info, "nodes_values", &dbl);
+  const std::vector<int64_t> w_tree = info.attr_ints((prefix + "_treeids").c_str());
+  const std::vector<int64_t> w_node = info.attr_ints((prefix + "_nodeids").c_str());
+  const std::vector<int64_t> w_id = info.attr_ints((prefix + "_ids").c_str());
+  const std::vector<double> w_val = floats_or_tensor(info, prefix + "_weights", &dbl);
+  *base = floats_or_tensor(info, "base_values", &dbl);
+  fo.single = !dbl;
+
+  const size_t nn = treeids.size();
+  if (nn == 0) info.fail(StatusCode::kInvalidGraph, "attribute 'nodes_treeids' is empty");
+  for (const auto& [name, size] : {std::pair<const char*, size_t>{"nodes_nodeids", nodeids.size()},
+                                   {"nodes_featureids", featureids.size()},
+                                   {"nodes_truenodeids", trueids.size()},
+                                   {"nodes_falsenodeids", falseids.size()},
+                                   {"nodes_modes", modes.size()},
+                                   {"nodes_values", values.size()}}) {
+    if (size != nn) {
+      info.fail(StatusCode::kInvalidGraph, std::string("attribute '") + name + "' has " +
+                                               std::to_string(size) + " entries, expected " +
+                                               std::to_string(nn) + " (nodes_treeids)");
+    }
+  }
+  const size_t nw = w_id.size();
+  if (w_tree.size() != nw || w_node.size() != nw || w_val.size() != nw) {
+    info.fail(StatusCode::kInvalidGraph, "attributes '" + prefix + "_ids', '" + prefix +
+                                             "_treeids', '" + prefix + "_nodeids' and '" + prefix +
+                                             "_weights' must have the same length");
+  }
+  if (nn > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+    info.fail(StatusCode::kInvalidGraph, "too many tree nodes");
+
+  std::map<std::pair<int64_t, int64_t>, int32_t> index;
+  fo.nodes.resize(nn);
+  for (size_t i = 0; i < nn; ++i) {
+    if (!index.emplace(std::make_pair(treeids[i], nodeids[i]), static_cast<int32_t>(i)).second) {
+      info.fail(StatusCode::kInvalidGraph, "node " + std::to_string(nodeids[i]) + " of tree " +
+                                               std::to_string(treeids[i]) + " appears twice");
+    }
+    TreeNode& nd = fo.nodes[i];
+    nd.mode = parse_mode(info, modes[i]);
+    nd.threshold = round_to(fo.single, values[i]);
+    nd.unique_weight = nd.threshold;  // a leaf without weights adds its value, as in onnxruntime
+    nd.missing_true = i < missing.size() && missing[i] == 1;
+    nd.feature = featureids[i];
+  }
+  for (size_t i = 0; i < nn; ++i) {
+    TreeNode& nd = fo.nodes[i];
+    if (nd.mode == Mode::kLeaf) continue;
+    if (nd.feature < 0) {
+      info.fail(StatusCode::kInvalidGraph,
+                "node " + std::to_string(nodeids[i]) + " of tree " + std::to_string(treeids[i]) +
+                    " has a negative feature id " + std::to_string(nd.feature));
+    }
+    fo.max_feature = std::max(fo.max_feature, nd.feature);
+    for (int side = 0; side < 2; ++side) {
+      const int64_t child = side == 0 ? trueids[i] : falseids[i];
+      auto it = index.find({treeids[i], child});
+      if (it == index.end()) {
+        info.fail(StatusCode::kInvalidGraph, "node " + std::to_string(nodeids[i]) + " of tree " +
+                                                 std::to_string(treeids[i]) + " points to node " +
+                                                 std::to_string(child) +
+                                                 ", which the tree does not have");
+      }
+      (side == 0 ? nd.t : nd.f) = it->second;
+    }
+  }
+  for (size_t i = 0; i < nn; ++i) {
+    if (i == 0 || treeids[i] != treeids[i - 1]) fo.roots.push_back(static_cast<int32_t>(i));
+  }
+
+  std::vector<std::vector<LeafWeight>> per_node(nn);
+  for (size_t k = 0; k < nw; ++k) {
+    auto it = index.find({w_tree[k], w_node[k]});
+    if (it == index.end()) {
+      info.fail(StatusCode::kInvalidGraph, "weight " + std::to_string(k) + " refers to node " +
+                                               std::to_string(w_node[k]) + " of tree " +
+                                               std::to_string(w_tree[k]) + ", which is missing");
+    }
+    if (w_id[k] < 0 || w_id[k] >= n) {
+      info.fail(StatusCode::kInvalidGraph, "attribute '" + prefix + "_ids' has " +
+                                               std::to_string(w_id[k]) + ", out of range [0, " +
+                                               std::to_string(n) + ")");
+    }
+    // Weights on branch nodes (old onnxmltools output) are ignored, as onnxruntime does.
+    per_node[static_cast<size_t>(it->second)].push_back({w_id[k], round_to(fo.single, w_val[k])});
+  }
+  attach_weights(fo, per_node);
+  for (double& b : *base) b = round_to(fo.single, b);
+  check_acyclic(info, fo);
+  return fo;
+}
+
+// ---- evaluation ---------------------------------------------------------------------------
+
+class TreeEnsembleKernel : public Kernel {
+ protected:
+  Forest fo_;
+  int64_t n_ = 1;  // targets or classes
+  Agg agg_ = Agg::kSum;
+  PostTransform post_ = PostTransform::kNone;
+
+  int32_t leaf_of(int32_t i, const double* x) const {
+    for (;;) {
+      const TreeNode& nd = fo_.nodes[static_cast<size_t>(i)];
+      const double v = x[nd.feature];
+      bool c = false;
+      switch (nd.mode) {
+        case Mode::kLeaf:
+          return i;
+        case Mode::kLeq:
+          c = v <= nd.threshold;
+          break;
+        case Mode::kLt:
+          c = v < nd.threshold;
+          break;
+        case Mode::kGte:
+          c = v >= nd.threshold;
+          break;
+        case Mode::kGt:
+          c = v > nd.threshold;
+          break;
+        case Mode::kEq:
+          c = v == nd.threshold;
+          break;
+        case Mode::kNeq:
+          c = v != nd.threshold;
+          break;
+        case Mode::kMember:
+          // binary_search would call NaN equal to any member.
+          c = !std::isnan(v) &&
+              std::binary_search(fo_.members.begin() + nd.m0, fo_.members.begin() + nd.m1, v);
+          break;
+      }
+      if (!c && nd.missing_true && std::isnan(v)) c = true;
+      i = c ? nd.t : nd.f;
+    }
+  }
+
+  // Sums (or min / max) of the leaf weights of one row, before base values.
+  void aggregate(const double* x, std::vector<double>& score, std::vector<uint8_t>& has) const {
+    // assign, not fill: a finishing step may have shortened them.
+    score.assign(static_cast<size_t>(n_), 0.0);
+    has.assign(static_cast<size_t>(n_), 0);
+    const bool single = fo_.single;
+    for (int32_t root : fo_.roots) {
+      const TreeNode& leaf = fo_.nodes[static_cast<size_t>(leaf_of(root, x))];
+      if (n_ == 1) {
+        const double w = leaf.unique_weight;
+        if (agg_ == Agg::kSum || agg_ == Agg::kAverage) {
+          score[0] = round_to(single, score[0] + w);
+        } else if (!has[0] || (agg_ == Agg::kMin ? w < score[0] : w > score[0])) {
+          score[0] = w;
+          has[0] = 1;
+        } else {
+          has[0] = 1;
+        }
+        continue;
+      }
+      for (uint32_t k = leaf.w0; k < leaf.w1; ++k) {
+        const LeafWeight& w = fo_.weights[k];
+        const size_t t = static_cast<size_t>(w.target);
+        if (agg_ == Agg::kSum || agg_ == Agg::kAverage) {
+          score[t] = round_to(single, score[t] + w.value);
+        } else if (!has[t] || (agg_ == Agg::kMin ? w.value < score[t] : w.value > score[t])) {
+          score[t] = w.value;
+        }
+        has[t] = 1;
+      }
+    }
+  }
+
+  // Runs fn(row, features) over the rows of x in parallel, features as double in the
+  // comparison precision.
+  template <typename Fn>
+  void for_rows(const KernelContext& ctx, const Tensor& x, Rows rows, Fn&& fn) const {
+    if (fo_.max_feature >= rows.c) {
+      ctx.fail(StatusCode::kInvalidArgument,
+               "the trees read feature " + std::to_string(fo_.max_feature) + " but input 'X' has " +
+                   std::to_string(rows.c) + " features");
+    }
+    const bool single = fo_.single;
+    const DataType dt = x.dtype();
+    const double cost = static_cast<double>(fo_.roots.size()) * 16.0 + static_cast<double>(rows.c);
+    parallel_for(ctx.thread_pool(), rows.n, cost, [&](int64_t b, int64_t e) {
+      std::vector<double> feat(static_cast<size_t>(rows.c));
+      std::vector<double> score(static_cast<size_t>(n_));
+      std::vector<uint8_t> has(static_cast<size_t>(n_));
+      for (int64_t r = b; r < e; ++r) {
+        const int64_t off = r * rows.c;
+        for (int64_t j = 0; j < rows.c; ++j) {
+          double v = 0;
+          switch (dt) {
+            case DataType::kFloat:
+              v = x.data<float>()[off + j];
+              break;
+            case DataType::kDouble:
+              v = x.data<double>()[off + j];
+              break;
+            case DataType::kFloat16:
+              v = static_cast<float>(x.data<Float16>()[off + j]);
+              break;
+            case DataType::kInt64: {
+              const int64_t iv = x.data<int64_t>()[off + j];
+              v = single ? static_cast<double>(static_cast<float>(iv)) : static_cast<double>(iv);
+              break;
+            }
+            default: {
+              const int32_t iv = x.data<int32_t>()[off + j];
+              v = single ? static_cast<double>(static_cast<float>(iv)) : static_cast<double>(iv);
+              break;
+            }
+          }
+          feat[static_cast<size_t>(j)] = v;
+        }
+        aggregate(feat.data(), score, has);
+        fn(r, score, has);
+      }
+    });
+  }
+
+  // Regression finish (TreeEnsembleRegressor, TreeEnsemble): base values, averaging, the
+  // post transform. `out` receives n_ values.
+  void finish_regression(std::vector<double>& score, std::vector<uint8_t>& has,
+                         const std::vector<double>& base, double* out) const {
+    const double ntrees = static_cast<double>(fo_.roots.size());
+    const bool single = fo_.single;
+    if (n_ == 1) {
+      // The single-target path reads the sum whether or not a leaf set it.
+      const double origin = base.size() == 1 ? base[0] : 0.0;
+      double s = score[0];
+      if (agg_ == Agg::kAverage) s = round_to(single, s / ntrees);
+      if (agg_ == Agg::kMin || agg_ == Agg::kMax) {
+        s = has[0] ? round_to(single, s + origin) : origin;
+      } else {
+        s = round_to(single, s + origin);
+      }
+      out[0] = post_ == PostTransform::kProbit ? compute_probit(static_cast<float>(s)) : s;
+      return;
+    }
+    const bool use_base = base.size() == static_cast<size_t>(n_);
+    for (size_t j = 0; j < score.size(); ++j) {
+      const double b = use_base ? base[j] : 0.0;
+      double s = score[j];
+      if (agg_ == Agg::kAverage) s = round_to(single, s / ntrees);
+      if (agg_ == Agg::kMin || agg_ == Agg::kMax) s = has[j] ? s : 0.0;
+      score[j] = round_to(single, s + b);
+    }
+    finish_scores(score, has, -1, out);
+  }
+
+  // onnxruntime's write_scores, in double with the transforms in float. A score no leaf
+  // (or base value, for classifiers) has set is written as 0 whatever was added to it: the
+  // targets a row never reached stay 0. Two or more scores get the post transform; a
+  // single one is expanded to two per `add_second` (0, 1: [1 - s, s]; 2, 3: [-s, s], or
+  // [logistic(-s), logistic(s)] with LOGISTIC; otherwise s alone), except that PROBIT
+  // maps it alone.
+  void finish_scores(const std::vector<double>& score, const std::vector<uint8_t>& has,
+                     int add_second, double* out) const {
+    std::vector<double> s(score.size());
+    for (size_t j = 0; j < s.size(); ++j) s[j] = has[j] ? score[j] : 0.0;
+    if (s.size() >= 2) {
+      switch (post_) {
+        case PostTransform::kNone:
+          break;
+        case PostTransform::kProbit:
+          for (double& v : s) v = compute_probit(static_cast<float>(v));
+          break;
+        case PostTransform::kLogistic:
+          for (double& v : s) v = compute_logistic(static_cast<float>(v));
+          break;
+        case PostTransform::kSoftmax:
+        case PostTransform::kSoftmaxZero: {
+          std::vector<float> f(s.begin(), s.end());
+          if (post_ == PostTransform::kSoftmax) {
+            softmax_inplace(f.data(), static_cast<int64_t>(f.size()));
+          } else {
+            softmax_zero_inplace(f.data(), static_cast<int64_t>(f.size()));
+          }
+          std::copy(f.begin(), f.end(), s.begin());
+          break;
+        }
+      }
+      std::copy(s.begin(), s.end(), out);
+      return;
+    }
+    if (s.empty()) return;
+    const double v = s[0];
+    if (post_ == PostTransform::kProbit) {
+      out[0] = compute_probit(static_cast<float>(v));
+      return;
+    }
+    switch (add_second) {
+      case 0:
+      case 1:
+        out[0] = 1.0 - v;
+        out[1] = v;
+        return;
+      case 2:
+      case 3:
+        if (post_ == PostTransform::kLogistic) {
+          out[0] = compute_logistic(static_cast<float>(-v));
+          out[1] = compute_logistic(static_cast<float>(v));
+        } else {
+          out[0] = -v;
+          out[1] = v;
+        }
+        return;
+      default:
+        out[0] = v;
+        return;
+    }
+  }
+};
+
+Agg parse_agg(const KernelInfo& info, const std::string& s) {
+  if (s == "SUM") return Agg::kSum;
+  if (s == "AVERAGE") return Agg::kAverage;
+  if (s == "MIN") return Agg::kMin;
+  if (s == "MAX") return Agg::kMax;
+  info.fail(StatusCode::kInvalidGraph,
+            "attribute 'aggregate_function' = '" + s + "' is not one of AVERAGE, SUM, MIN, MAX");
+}
+
+void check_input(const KernelContext& ctx, const Tensor& x) {
+  switch (x.dtype()) {
+    case DataType::kFloat:
+    case DataType::kDouble:
+    case DataType::kInt64:
+    case DataType::kInt32:
+      return;
+    default:
+      ctx.fail(StatusCode::kInvalidArgument, std::string("input 'X' has type ") +
+                                                 dtype_name(x.dtype()) +
+                                                 "; expected float, double, int64 or int32");
+  }
+}
+
+class TreeEnsembleRegressor final : public TreeEnsembleKernel {
+ public:
+  explicit TreeEnsembleRegressor(const KernelInfo& info) {
+    n_ = info.attr_int("n_targets", 1);
+    if (n_ < 1 || n_ > kMaxTargets) {
+      info.fail(StatusCode::kInvalidGraph,
+                "attribute 'n_targets' = " + std::to_string(n_) + " is out of range");
+    }
+    agg_ = parse_agg(info, info.attr_string("aggregate_function", "SUM"));
+    post_ = parse_post_transform(info, info.attr_string("post_transform", "NONE"));
+    fo_ = forest_v3(info, "target", n_, &base_);
+  }
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& x = ctx.required_input(0);
+    check_input(ctx, x);
+    const Rows rows = feature_rows(ctx, x);
+    Tensor& y = ctx.allocate_output(0, DataType::kFloat, {rows.n, n_});
+    float* out = y.data<float>();
+    for_rows(ctx, x, rows, [&](int64_t r, std::vector<double>& score, std::vector<uint8_t>& has) {
+      std::vector<double> row(static_cast<size_t>(n_));
+      finish_regression(score, has, base_, row.data());
+      for (int64_t j = 0; j < n_; ++j)
+        out[r * n_ + j] = static_cast<float>(row[static_cast<size_t>(j)]);
+    });
+  }
+
+ private:
+  std::vector<double> base_;
+};
+
+class TreeEnsembleClassifier final : public TreeEnsembleKernel {
+ public:
+  explicit TreeEnsembleClassifier(const KernelInfo& info)
+      : labels_int_(info.attr_ints("classlabels_int64s")),
+        labels_str_(info.attr_strings("classlabels_strings")) {
+    if (labels_int_.empty() == labels_str_.empty()) {
+      info.fail(StatusCode::kInvalidGraph,
+                "exactly one of 'classlabels_int64s' and 'classlabels_strings' must be set");
+    }
+    strings_ = !labels_str_.empty();
+    n_ = static_cast<int64_t>(strings_ ? labels_str_.size() : labels_int_.size());
+    if (n_ < 2) {
+      info.fail(StatusCode::kInvalidGraph,
+                "a classifier needs at least 2 class labels, got " + std::to_string(n_));
+    }
+    post_ = parse_post_transform(info, info.attr_string("post_transform", "NONE"));
+    fo_ = forest_v3(info, "class", n_, &base_);
+    if (n_ > 2 && base_.size() > static_cast<size_t>(n_)) {
+      info.fail(StatusCode::kInvalidGraph, "attribute 'base_values' has " +
+                                               std::to_string(base_.size()) + " values for " +
+                                               std::to_string(n_) + " classes");
+    }
+    // Both are decided over every class weight, including those on branch nodes, as
+    // onnxruntime does.
+    const std::vector<int64_t> ids = info.attr_ints("class_ids");
+    binary_ = n_ == 2 && std::set<int64_t>(ids.begin(), ids.end()).size() == 1;
+    bool dbl = false;
+    for (double w : floats_or_tensor(info, "class_weights", &dbl))
+      all_positive_ = all_positive_ && !(w < 0);
+  }
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& x = ctx.required_input(0);
+    check_input(ctx, x);
+    const Rows rows = feature_rows(ctx, x);
+    Tensor& y = ctx.allocate_output(0, strings_ ? DataType::kString : DataType::kInt64, {rows.n});
+    Tensor& z = ctx.allocate_output(1, DataType::kFloat, {rows.n, n_});
+    float* zout = z.data<float>();
+    for_rows(ctx, x, rows, [&](int64_t r, std::vector<double>& score, std::vector<uint8_t>& has) {
+      std::vector<double> row(static_cast<size_t>(std::max<int64_t>(n_, 2)), 0.0);
+      bool raw = false;
+      const size_t label = finish_class(score, has, row.data(), &raw);
+      for (int64_t j = 0; j < n_; ++j)
+        zout[r * n_ + j] = static_cast<float>(row[static_cast<size_t>(j)]);
+      if (strings_) {
+        y.data<std::string>()[r] = labels_str_[label];
+      } else {
+        y.data<int64_t>()[r] = raw ? static_cast<int64_t>(label) : labels_int_[label];
+      }
+    });
+  }
+
+ private:
+  std::vector<int64_t> labels_int_;
+  std::vector<std::string> labels_str_;
+  std::vector<double> base_;
+  bool strings_ = false, binary_ = false, all_positive_ = true;
+
+  // Base values, label and scores of one row. Returns the label's index; `raw` is set when
+  // it is the bare 1 / 0 that onnxruntime returns for a two-class model that is not a
+  // binary case (the index into string labels, the label itself for int64 ones).
+  size_t finish_class(std::vector<double>& score, std::vector<uint8_t>& has, double* out,
+                      bool* raw) const {
+    const bool single = fo_.single;
+    if (n_ > 2) {
+      for (size_t k = 0; k < base_.size(); ++k) {
+        if (!has[k]) {
+          has[k] = 1;
+          score[k] = base_[k];
+        } else {
+          score[k] = round_to(single, score[k] + base_[k]);
+        }
+      }
+      int64_t best = -1;
+      double bestw = 0;
+      for (size_t k = 0; k < score.size(); ++k) {
+        if (has[k] && (best == -1 || score[k] > bestw)) {
+          best = static_cast<int64_t>(k);
+          bestw = score[k];
+        }
+      }
+      finish_scores(score, has, -1, out);
+      return best < 0 ? 0 : static_cast<size_t>(best);
+    }
+    int add = -1;
+    if (base_.size() == 2) {
+      if (has[1]) {
+        // onnxruntime assumes base_values[0] == base_values[1] here.
+        score[1] = round_to(single, base_[1] + score[0]);
+        score[0] = -score[1];
+      } else {
+        score[1] = round_to(single, score[1] + base_[1]);
+        score[0] = round_to(single, score[0] + base_[0]);
+      }
+    } else if (base_.size() == 1) {
+      score[0] = round_to(single, score[0] + base_[0]);
+      if (!has[1]) score.pop_back();
+    } else if (base_.empty()) {
+      add = 3;
+      if (!has[1]) score.pop_back();
+    }
+    const bool two = score.size() == 2 && has[1];
+    const double pos = two ? score[1] : (has[0] ? score[0] : 0.0);
+    size_t label;
+    if (binary_) {
+      if (all_positive_) {
+        add = pos > 0.5 ? 0 : 1;
+      } else {
+        add = pos > 0 ? 2 : 3;
+      }
+      label = (add == 0 || add == 2) ? 1 : 0;
+    } else {
+      label = pos > 0 ? 1 : 0;
+      *raw = true;
+    }
+    has.resize(score.size());
+    finish_scores(score, has, add, out);
+    return label;
+  }
+};
+
+// ---- TreeEnsemble (ai.onnx.ml 5) ----------------------------------------------------------
+
+std::vector<double> tensor_doubles(const KernelInfo& info, const char* name, bool required) {
+  const Tensor* t = info.attr_tensor(name);
+  std::vector<double> out;
+  if (!t) {
+    if (required)
+      info.fail(StatusCode::kInvalidGraph, std::string("attribute '") + name + "' is missing");
+    return out;
+  }
+  for (int64_t i = 0; i < t->numel(); ++i) {
+    switch (t->dtype()) {
+      case DataType::kFloat:
+        out.push_back(t->data<float>()[i]);
+        break;
+      case DataType::kDouble:
+        out.push_back(t->data<double>()[i]);
+        break;
+      case DataType::kFloat16:
+        out.push_back(static_cast<float>(t->data<Float16>()[i]));
+        break;
+      default:
+        info.fail(StatusCode::kInvalidGraph, std::string("attribute '") + name +
+                                                 "' must be float, double or float16, got " +
+                                                 dtype_name(t->dtype()));
+    }
+  }
+  return out;
+}
+
+class TreeEnsembleV5 final : public TreeEnsembleKernel {
+ public:
+  explicit TreeEnsembleV5(const KernelInfo& info) {
+    const std::vector<int64_t> featureids = info.attr_ints("nodes_featureids");
+    const std::vector<int64_t> trueids = info.attr_ints("nodes_truenodeids");
+    const std::vector<int64_t> falseids = info.attr_ints("nodes_falsenodeids");
+    const std::vector<int64_t> trueleafs = info.attr_ints("nodes_trueleafs");
+    const std::vector<int64_t> falseleafs = info.attr_ints("nodes_falseleafs");
+    const std::vector<int64_t> missing = info.attr_ints("nodes_missing_value_tracks_true");
+    const std::vector<int64_t> leaf_targets = info.attr_ints("leaf_targetids");
+    const std::vector<int64_t> tree_roots = info.attr_ints("tree_roots");
+    const std::vector<double> splits = tensor_doubles(info, "nodes_splits", true);
+    const std::vector<double> leaf_w = tensor_doubles(info, "leaf_weights", true);
+    const std::vector<double> members = tensor_doubles(info, "membership_values", false);
+    const Tensor* modes_t = info.attr_tensor("nodes_modes");
+    if (!modes_t) info.fail(StatusCode::kInvalidGraph, "attribute 'nodes_modes' is missing");
+    if (modes_t->dtype() != DataType::kUInt8) {
+      info.fail(StatusCode::kInvalidGraph,
+                std::string("attribute 'nodes_modes' must be uint8, got ") +
+                    dtype_name(modes_t->dtype()));
+    }
+    const Tensor* split_t = info.attr_tensor("nodes_splits");
+    fo_.single = split_t->dtype() != DataType::kDouble;
+
+    const size_t nn = featureids.size();
+    for (const auto& [name, size] :
+         {std::pair<const char*, size_t>{"nodes_truenodeids", trueids.size()},
+          {"nodes_falsenodeids", falseids.size()},
+          {"nodes_trueleafs", trueleafs.size()},
+          {"nodes_falseleafs", falseleafs.size()},
+          {"nodes_modes", static_cast<size_t>(modes_t->numel())},
+          {"nodes_splits", splits.size()}}) {
+      if (size != nn) {
+        info.fail(StatusCode::kInvalidGraph, std::string("attribute '") + name + "' has " +
+                                                 std::to_string(size) + " entries, expected " +
+                                                 std::to_string(nn) + " (nodes_featureids)");
+      }
+    }
+    const size_t nl = leaf_targets.size();
+    if (leaf_w.size() != nl) {
+      info.fail(StatusCode::kInvalidGraph,
+                "attributes 'leaf_targetids' and 'leaf_weights' have different lengths");
+    }
+    if (nn == 0 || nl == 0 || tree_roots.empty())
+      info.fail(StatusCode::kInvalidGraph, "the ensemble has no nodes, leaves or trees");
+    if (nn + nl > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+      info.fail(StatusCode::kInvalidGraph, "too many tree nodes");
+
+    int64_t max_target = 0;
+    for (int64_t t : leaf_targets) {
+      if (t < 0)
+        info.fail(StatusCode::kInvalidGraph, "attribute 'leaf_targetids' has a negative id");
+      max_target = std::max(max_target, t);
+    }
+    n_ = info.attr_int("n_targets", max_target + 1);
+    if (n_ < 1 || max_target >= n_ || n_ > kMaxTargets) {
+      info.fail(StatusCode::kInvalidGraph, "attribute 'n_targets' = " + std::to_string(n_) +
+                                               " is out of range for target ids up to " +
+                                               std::to_string(max_target));
+    }
+    const int64_t a = info.attr_int("aggregate_function", 1);
+    if (a < 0 || a > 3) {
+      info.fail(StatusCode::kInvalidGraph,
+                "attribute 'aggregate_function' = " + std::to_string(a) + " is not in [0, 3]");
+    }
+    agg_ = static_cast<Agg>(a);  // AVERAGE, SUM, MIN, MAX: the enum's order
+    const int64_t p = info.attr_int("post_transform", 0);
+    static const PostTransform kPost[] = {PostTransform::kNone, PostTransform::kSoftmax,
+                                          PostTransform::kLogistic, PostTransform::kSoftmaxZero,
+                                          PostTransform::kProbit};
+    if (p < 0 || p > 4) {
+      info.fail(StatusCode::kInvalidGraph,
+                "attribute 'post_transform' = " + std::to_string(p) + " is not in [0, 4]");
+    }
+    post_ = kPost[p];
+
+    // Nodes first, then one leaf node per leaf_* entry.
+    fo_.nodes.resize(nn + nl);
+    std::vector<std::vector<LeafWeight>> per_node(nn + nl);
+    const uint8_t* modes = modes_t->data<uint8_t>();
+    size_t next_member = 0;
+    for (size_t i = 0; i < nn; ++i) {
+      TreeNode& nd = fo_.nodes[i];
+      if (modes[i] > 6) {
+        info.fail(StatusCode::kInvalidGraph,
+                  "attribute 'nodes_modes' has an unknown mode " + std::to_string(modes[i]));
+      }
+      nd.mode = static_cast<Mode>(modes[i]);
+      nd.feature = featureids[i];
+      if (nd.feature < 0)
+        info.fail(StatusCode::kInvalidGraph, "attribute 'nodes_featureids' has a negative id");
+      fo_.max_feature = std::max(fo_.max_feature, nd.feature);
+      nd.threshold = round_to(fo_.single, splits[i]);
+      nd.missing_true = i < missing.size() && missing[i] == 1;
+      for (int side = 0; side < 2; ++side) {
+        const bool leaf = (side == 0 ? trueleafs[i] : falseleafs[i]) != 0;
+        const int64_t id = side == 0 ? trueids[i] : falseids[i];
+        const size_t limit = leaf ? nl : nn;
+        if (id < 0 || static_cast<size_t>(id) >= limit) {
+          info.fail(StatusCode::kInvalidGraph, "node " + std::to_string(i) + " points to " +
+                                                   (leaf ? "leaf " : "node ") + std::to_string(id) +
+                                                   ", out of range");
+        }
+        (side == 0 ? nd.t : nd.f) =
+            static_cast<int32_t>(leaf ? nn + static_cast<size_t>(id) : static_cast<size_t>(id));
+      }
+      if (nd.mode == Mode::kMember) {
+        nd.m0 = static_cast<uint32_t>(fo_.members.size());
+        while (next_member < members.size() && !std::isnan(members[next_member]))
+          fo_.members.push_back(round_to(fo_.single, members[next_member++]));
+        if (next_member >= members.size()) {
+          info.fail(StatusCode::kInvalidGraph,
+                    "attribute 'membership_values' has fewer NaN-terminated sets than there "
+                    "are BRANCH_MEMBER nodes");
+        }
+        ++next_member;
+        nd.m1 = static_cast<uint32_t>(fo_.members.size());
+        std::sort(fo_.members.begin() + nd.m0, fo_.members.end());
+      }
+    }
+    for (size_t j = 0; j < nl; ++j) {
+      fo_.nodes[nn + j].mode = Mode::kLeaf;
+      per_node[nn + j].push_back({leaf_targets[j], round_to(fo_.single, leaf_w[j])});
+    }
+    attach_weights(fo_, per_node);
+    for (int64_t r : tree_roots) {
+      if (r < 0 || static_cast<size_t>(r) >= nn) {
+        info.fail(StatusCode::kInvalidGraph,
+                  "attribute 'tree_roots' has " + std::to_string(r) + ", out of range");
+      }
+      fo_.roots.push_back(static_cast<int32_t>(r));
+    }
+    check_acyclic(info, fo_);
+  }
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& x = ctx.required_input(0);
+    const DataType dt = x.dtype();
+    if (dt != DataType::kFloat && dt != DataType::kDouble && dt != DataType::kFloat16) {
+      ctx.fail(StatusCode::kInvalidArgument, std::string("input 'X' has type ") + dtype_name(dt) +
+                                                 "; expected float, double or float16");
+    }
+    const Rows rows = feature_rows(ctx, x);
+    Tensor& y = ctx.allocate_output(0, dt, {rows.n, n_});
+    const std::vector<double> no_base;
+    for_rows(ctx, x, rows, [&](int64_t r, std::vector<double>& score, std::vector<uint8_t>& has) {
+      std::vector<double> row(static_cast<size_t>(n_));
+      finish_regression(score, has, no_base, row.data());
+      for (int64_t j = 0; j < n_; ++j) {
+        const double v = row[static_cast<size_t>(j)];
+        const int64_t o = r * n_ + j;
+        if (dt == DataType::kFloat) {
+          y.data<float>()[o] = static_cast<float>(v);
+        } else if (dt == DataType::kDouble) {
+          y.data<double>()[o] = v;
+        } else {
+          y.data<Float16>()[o] = Float16(static_cast<float>(v));
+        }
+      }
+    });
+  }
+};
+
+}  // namespace
+
+void register_tree_ensemble(KernelRegistry& r) {
+  r.add(kMlDomain, "TreeEnsembleClassifier", 1, kMaxOpset, make_factory<TreeEnsembleClassifier>());
+  r.add(kMlDomain, "TreeEnsembleRegressor", 1, kMaxOpset, make_factory<TreeEnsembleRegressor>());
+  r.add(kMlDomain, "TreeEnsemble", 5, kMaxOpset, make_factory<TreeEnsembleV5>());
+}
+
+}  // namespace ml
+}  // namespace ortlite

@@ -1,0 +1,1002 @@
+// Conv (opset 1, 11, 22) and FusedConv (domain com.ortlite, written by the graph optimizer):
+// N-D convolution (1-D, 2-D, 3-D, ...) with pads / auto_pad, strides, dilations, groups
+// (depthwise included) and an optional bias. FusedConv takes a fourth, optional input Z and
+// the attributes `activation` / `activation_params` (compute/activation.h):
+//   Y = act(Conv(X, W, B) + Z)
+// with Z added the way Add broadcasts it.
+//
+// Algorithms, per image (float and double; float16 / bfloat16 compute in float):
+//  - one input channel per group (depthwise): direct. 2-D (and 1-D) float with dilation 1
+//    and a column stride of 1 or 2 on an AVX-512F CPU: the AVX-512 kernel of
+//    conv_avx512.h, which reads the input in place (masked loads make the padding).
+//    Otherwise each channel is copied once into a zero-padded buffer (split into column
+//    phases for a column stride > 1), after which every output row is one vectorized pass
+//    accumulating all kernel taps in registers; narrow outputs are a single pass over the
+//    flattened buffer rows (conv_depthwise.cc).
+//  - 3x3, stride 1, dilation 1, group 1, 2-D, float, constant W with 32 to 128 x 128
+//    channels: Winograd F(4x4, 3x3) (conv_winograd.cc). W is transformed at load; per block of tile
+//    rows the input is transformed, multiplied by 36 GEMMs (one per transform point) and
+//    transformed back: 4x fewer multiplications than im2col + GEMM.
+//  - otherwise a GEMM per image, group and block of output positions: on the input itself
+//    for 1x1 / stride 1 / no padding, else on an im2col block (bounded, in L2; with strides 1
+//    and "same" row widths one masked copy of the shifted input per channel and tap). With a
+//    constant float W and AVX-512F it is the fused GEMM (fused_gemm.h: W packed at load,
+//    bias / Z / activation applied in registers), computed transposed when the block has
+//    too few positions to fill its 32-wide tiles; else ortlite's gemm (the BLAS).
+// The bias, Z and the activation are applied to each block of the output right after it
+// is computed, while it is still in cache. Work is split over images and output blocks
+// when there are enough of them for the threads, else the GEMM splits itself.
+//
+// Also com.ortlite FusedExpandDepthwise (a 1x1 convolution and the depthwise one reading
+// it, fused by the graph optimizer; see ExpandDepthwise below).
+#include "compute/vectorize.h"  // first: compile options for the loops below
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <vector>
+
+#include "providers/cpu/common/broadcast.h"
+#include "compute/conv_avx512.h"
+#include "providers/cpu/nn/conv_internal.h"
+#include "compute/activation.h"
+#include "compute/fused_gemm.h"
+#include "compute/gemm.h"
+#include "providers/cpu/nn/nn_common.h"
+#include "compute/simd.h"
+
+namespace ortlite {
+namespace nn {
+
+namespace {
+ORTLITE_CONV_CLONES void epilogue_f32(const ActSpec& act, float* y, int64_t n, float b,
+                                      const float* z) {
+  bias_add_act(act, y, n, b, z);
+}
+}  // namespace
+
+void epilogue(const ActSpec& act, float* y, int64_t n, float b, const float* z) {
+  if (b != 0.f || z || act.kind != ActKind::kNone) epilogue_f32(act, y, n, b, z);
+}
+void epilogue(const ActSpec& act, double* y, int64_t n, double b, const double* z) {
+  bias_add_act(act, y, n, b, z);
+}
+
+namespace {
+
+// d[o] = s[2 * o] for o < n: the column stride 2 of im2col, vectorized with permutes.
+ORTLITE_CONV_CLONES void gather_s2_f32(float* __restrict d, const float* __restrict s, int64_t n) {
+  for (int64_t o = 0; o < n; ++o) d[o] = s[2 * o];
+}
+template <typename T>
+ORTLITE_NN_INLINE void copy_strided(T* d, const T* s, int64_t n, int64_t stride) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (stride == 2 && n >= 16) {
+      gather_s2_f32(d, s, n);
+      return;
+    }
+  }
+  for (int64_t o = 0; o < n; ++o) d[o] = s[o * stride];
+}
+
+// Sets the bits of the positions [p0, p0 + pc) of an output of sizes out[0..n) whose input,
+// at offset off[d] along each axis from the output position, lies inside in[0..n): row by
+// row (a row: the positions along the last axis), a row whose leading coordinates are inside
+// has the columns [lo, hi) of the last axis valid. (Position by position, this pass cost
+// more than the copy for a 3-channel input.) m: ceil(pc / 16) words, or'ed into.
+void shifted_mask(size_t n, const int64_t* in, const int64_t* out, const int64_t* off, int64_t p0,
+                  int64_t pc, uint16_t* m) {
+  const size_t last = n - 1;
+  const int64_t out_l = out[last], row0 = p0 / out_l;
+  int64_t lo, hi;
+  valid_range(off[last], 1, in[last], out_l, lo, hi);
+  int64_t o[8];
+  int64_t q = row0;
+  for (size_t d = last; d-- > 0;) {
+    o[d] = q % out[d];
+    q /= out[d];
+  }
+  for (int64_t row = row0; row * out_l < p0 + pc; ++row) {
+    bool ok = true;
+    for (size_t d = 0; d < last && ok; ++d) ok = o[d] + off[d] >= 0 && o[d] + off[d] < in[d];
+    if (ok) {
+      int64_t a = std::max(row * out_l + lo, p0) - p0;
+      const int64_t b = std::min(row * out_l + hi, p0 + pc) - p0;
+      while (a < b) {
+        const int64_t w = a / 16, e = std::min(b, (w + 1) * 16);
+        m[w] = static_cast<uint16_t>(m[w] | (((1u << (e - a)) - 1u) << (a % 16)));
+        a = e;
+      }
+    }
+    for (size_t d = last; d-- > 0;) {
+      if (++o[d] < out[d]) break;
+      o[d] = 0;
+    }
+  }
+}
+
+// The scratch of cvx::im2col_shifted for one block of pc positions: a shift per kernel
+// position and its mask words (ceil(pc / 16) each, zeroed); thread-local, reused.
+struct ShiftedScratch {
+  int64_t* shift;
+  uint16_t* bits;
+  int64_t nv;
+};
+ShiftedScratch shifted_scratch(int64_t ksize, int64_t pc) {
+  thread_local std::vector<int64_t> shift;
+  thread_local std::vector<uint16_t> bits;
+  const int64_t nv = (pc + 15) / 16;
+  shift.resize(static_cast<size_t>(ksize));
+  bits.assign(static_cast<size_t>(ksize * nv), 0);
+  return {shift.data(), bits.data(), nv};
+}
+
+// im2col by cvx::im2col_shifted where it applies (AVX-512F; strides 1 and every axis but
+// the first as long as the output's, e.g. a 3 x 3 convolution with "same" padding): then
+// output position p reads input p + a fixed shift per kernel position, and one masked copy
+// per (channel, kernel position) replaces a copy and two border fills per output row (at
+// 14 x 14, im2col took 14% of a 256-channel layer row by row).
+bool im2col_shifted(const float* x, const SpatialGeometry& g, int64_t Cg, int64_t ksize,
+                    int64_t in_size, int64_t p0, int64_t pc, float* col) {
+  const size_t n = g.rank;
+  if (!cvx::available() || n > 8) return false;
+  for (size_t d = 0; d < n; ++d)
+    if (g.stride[d] != 1 || (d > 0 && g.in[d] != g.out[d])) return false;
+  const ShiftedScratch sc = shifted_scratch(ksize, pc);
+  int64_t off[8];
+  for (int64_t kf = 0; kf < ksize; ++kf) {
+    int64_t s = p0, r = kf, stride = 1;
+    for (size_t d = n; d-- > 0;) {
+      off[d] = (r % g.kernel[d]) * g.dilation[d] - g.pad_begin[d];
+      r /= g.kernel[d];
+      s += off[d] * stride;
+      stride *= g.in[d];
+    }
+    sc.shift[kf] = s;
+    shifted_mask(n, g.in.data(), g.out.data(), off, p0, pc, sc.bits + kf * sc.nv);
+  }
+  cvx::im2col_shifted(x, in_size, Cg, ksize, sc.shift, sc.bits, pc, col);
+  return true;
+}
+
+// im2col of a 2-D convolution with strides 2 (dilation 1, input exactly twice the output
+// along both axes: a 3 x 3 / 2 with padding 1, ResNet's 7 x 7 / 2 stem, a 1 x 1 / 2) through
+// its four phases: the input rows the block needs are split once into even / odd rows and
+// columns (four OH x OW planes per channel, cvx::deinterleave2), after which every kernel
+// position reads one phase plane shifted, as in im2col_shifted. Row by row, each kernel
+// position gathered every other input value again (the stem: 13% of its time).
+bool im2col_phases(const float* x, const SpatialGeometry& g, int64_t Cg, int64_t ksize,
+                   int64_t in_size, int64_t p0, int64_t pc, float* col) {
+  // Kernels of at least 2 x 2 (every phase read): a 1 x 1 / 2 reads one phase of four, and
+  // splitting all of them cost more than its row-by-row copy (1.15-1.2x the time).
+  if (!cvx::available() || g.rank != 2 || g.kernel[0] < 2 || g.kernel[1] < 2) return false;
+  for (size_t d = 0; d < 2; ++d)
+    if (g.stride[d] != 2 || g.dilation[d] != 1 || g.in[d] != 2 * g.out[d]) return false;
+  const int64_t OH = g.out[0], OW = g.out[1], W = g.in[1];
+  // Kernel position (ky, kx) reads phase (ry, rx) at (oy + dy, ox + dx):
+  // 2 * oy + ky - pad = 2 * (oy + dy) + ry.
+  auto split = [](int64_t t, int64_t& r, int64_t& dq) {
+    r = ((t % 2) + 2) % 2;
+    dq = (t - r) / 2;
+  };
+  int64_t dy_lo = 0, dy_hi = 0;
+  for (int64_t ky = 0; ky < g.kernel[0]; ++ky) {
+    int64_t r, dy;
+    split(ky - g.pad_begin[0], r, dy);
+    if (ky == 0 || dy < dy_lo) dy_lo = dy;
+    if (ky == 0 || dy > dy_hi) dy_hi = dy;
+  }
+  const int64_t row0 = p0 / OW, row1 = (p0 + pc - 1) / OW;
+  const int64_t pr0 = std::max<int64_t>(0, row0 + dy_lo);
+  const int64_t pr1 = std::min<int64_t>(OH, row1 + dy_hi + 1);
+  const int64_t nr = std::max<int64_t>(1, pr1 - pr0), plane = nr * OW;
+  thread_local std::vector<float> ph;
+  if (ph.size() < static_cast<size_t>(Cg * 4 * plane))
+    ph.resize(static_cast<size_t>(Cg * 4 * plane));
+  for (int64_t c = 0; c < Cg; ++c)
+    for (int64_t j = pr0; j < pr1; ++j)
+      for (int64_t r = 0; r < 2; ++r) {
+        float* dst = ph.data() + c * 4 * plane + (2 * r) * plane + (j - pr0) * OW;
+        cvx::deinterleave2(x + c * in_size + (2 * j + r) * W, OW, dst, dst + plane);
+      }
+  const ShiftedScratch sc = shifted_scratch(ksize, pc);
+  const int64_t dims[2] = {OH, OW};
+  for (int64_t kf = 0; kf < ksize; ++kf) {
+    int64_t ry, dy, rx, dx;
+    split(kf / g.kernel[1] - g.pad_begin[0], ry, dy);
+    split(kf % g.kernel[1] - g.pad_begin[1], rx, dx);
+    sc.shift[kf] = (2 * ry + rx) * plane + p0 + (dy - pr0) * OW + dx;
+    const int64_t off[2] = {dy, dx};
+    shifted_mask(2, dims, dims, off, p0, pc, sc.bits + kf * sc.nv);
+  }
+  cvx::im2col_shifted(ph.data(), 4 * plane, Cg, ksize, sc.shift, sc.bits, pc, col);
+  return true;
+}
+
+}  // namespace
+
+// Expands the input of one group (Cg channels) for output positions [p0, p0 + pc) into
+// col[(c * ksize + k) * pc + (p - p0)]. The chunk is walked row by row along the last
+// output axis; each kernel tap is a strided copy with zero fill at the borders.
+template <typename T>
+void im2col(const T* x, const SpatialGeometry& g, int64_t Cg, int64_t p0, int64_t pc, T* col) {
+  const size_t n = g.rank;
+  const size_t last = n - 1;
+  int64_t ksize = 1, in_size = 1;
+  for (size_t d = 0; d < n; ++d) {
+    ksize *= g.kernel[d];
+    in_size *= g.in[d];
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (im2col_shifted(x, g, Cg, ksize, in_size, p0, pc, col)) return;
+    if (im2col_phases(x, g, Cg, ksize, in_size, p0, pc, col)) return;
+  }
+  const int64_t in_l = g.in[last], s_l = g.stride[last], out_l = g.out[last];
+  const int64_t row0 = p0 / out_l;
+  const int64_t nrows = (p0 + pc - 1) / out_l - row0 + 1;
+  std::vector<int64_t> kidx(n), oi(n), start(n, 0);
+  {
+    int64_t r = row0;
+    for (size_t d = last; d-- > 0;) {
+      start[d] = r % g.out[d];
+      r /= g.out[d];
+    }
+  }
+  // Input row offset (over the leading axes) of each output row for the current kernel
+  // position, or -1 when that row falls in the padding.
+  std::vector<int64_t> base(static_cast<size_t>(nrows));
+  for (int64_t kf = 0; kf < ksize; ++kf) {
+    {
+      int64_t r = kf;
+      for (size_t d = n; d-- > 0;) {
+        kidx[d] = r % g.kernel[d];
+        r /= g.kernel[d];
+      }
+    }
+    oi = start;
+    for (int64_t q = 0; q < nrows; ++q) {
+      int64_t off;
+      base[q] = leading_offset(g, oi, kidx, last, &off) ? off * in_l : -1;
+      for (size_t d = last; d-- > 0;) {
+        if (++oi[d] < g.out[d]) break;
+        oi[d] = 0;
+      }
+    }
+    const int64_t off_l = kidx[last] * g.dilation[last] - g.pad_begin[last];
+    int64_t lo, hi;
+    valid_range(off_l, s_l, in_l, out_l, lo, hi);
+    for (int64_t c = 0; c < Cg; ++c) {
+      const T* xc = x + c * in_size;
+      T* dcol = col + (c * ksize + kf) * pc;
+      for (int64_t q = 0; q < nrows; ++q) {
+        // Columns [ob, oe) of output row row0 + q belong to the chunk.
+        const int64_t rs = (row0 + q) * out_l;
+        const int64_t ob = std::max<int64_t>(0, p0 - rs);
+        const int64_t oe = std::min<int64_t>(out_l, p0 + pc - rs);
+        T* dst = dcol + rs - p0;  // dst[o] for o in [ob, oe)
+        if (base[q] < 0) {
+          zero_run(dst + ob, oe - ob);
+          continue;
+        }
+        const T* src = xc + base[q] + off_l;
+        const int64_t h = std::clamp(hi, ob, oe), l = std::clamp(lo, ob, h);
+        zero_run(dst + ob, l - ob);
+        if (s_l == 1) {
+          copy_run(dst + l, src + l, h - l);
+        } else {
+          copy_strided(dst + l, src + l * s_l, h - l, s_l);
+        }
+        zero_run(dst + h, oe - h);
+      }
+    }
+  }
+}
+
+template void im2col<float>(const float*, const SpatialGeometry&, int64_t, int64_t, int64_t,
+                            float*);
+
+namespace {
+
+// ---- GEMM-based convolution ---------------------------------------------------------------
+
+// The weights a kernel prepared at load, per group where it applies; at most one of
+// fused / packed / wino is filled.
+template <typename T>
+struct ConvWeights {
+  const T* w = nullptr;                                      // [M][C/group][k...] (direct use)
+  const std::vector<fgemm::Packed>* fused = nullptr;         // float: packed for the fused GEMM
+  const std::vector<PackedGemmMatrix<T>>* packed = nullptr;  // packed for gemm_packed_a
+  const WinoWeights* wino = nullptr;                         // float 3x3: Winograd U
+};
+
+template <typename T>
+struct ConvArgs {
+  const SpatialGeometry* geo;
+  const T* x;
+  ConvWeights<T> wt;
+  Epilogue<T> ep;
+  T* y;
+  int64_t N, C, M, group;
+};
+
+template <typename T>
+void conv_compute(const ConvArgs<T>& a, ThreadPool* pool) {
+  const SpatialGeometry& g = *a.geo;
+  const int64_t Cg = a.C / a.group, Mg = a.M / a.group;
+  int64_t ksize = 1, P = 1, in_size = 1;
+  bool pointwise = true;
+  for (size_t d = 0; d < g.rank; ++d) {
+    ksize *= g.kernel[d];
+    P *= g.out[d];
+    in_size *= g.in[d];
+    if (g.kernel[d] != 1 || g.stride[d] != 1 || g.pad_begin[d] != 0 || g.pad_end[d] != 0)
+      pointwise = false;
+  }
+  const int64_t Kg = Cg * ksize;
+  if (Cg == 1 && Kg > 0) {
+    if (g.rank <= 2) {
+      depthwise_2d<T>(g, a.x, a.wt.w, a.ep, a.y, a.N, a.C, a.M, pool);
+    } else {
+      depthwise_nd<T>(g, a.x, a.wt.w, a.ep, a.y, a.N, a.C, a.M, pool);
+    }
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (a.wt.wino) {
+      winograd_conv(g, a.x, *a.wt.wino, a.ep, a.y, a.N, a.C, a.M, pool);
+      return;
+    }
+  }
+  // Output positions per GEMM: the block of Y it writes (and, with im2col, its column
+  // buffer) stays in L2, so that the epilogue and the next block's im2col find it there.
+  constexpr int64_t kMaxOutElems = int64_t(1) << 16, kMaxColElems = int64_t(1) << 17;
+  constexpr int64_t kMinSplit = 64;  // positions of a block split for the threads
+  int64_t chunk = std::min(kMaxOutElems / std::max<int64_t>(Mg, 1),
+                           pointwise ? P : kMaxColElems / std::max<int64_t>(Kg, 1));
+  chunk = std::max<int64_t>(chunk, 64);
+  if (chunk >= P) {
+    chunk = P;
+  } else {
+    const int64_t out_l = g.out[g.rank - 1];
+    chunk = chunk >= out_l ? chunk - chunk % out_l : chunk - chunk % 16;
+  }
+  const int nthreads = pool ? pool->num_threads() : 1;
+  if (nthreads > 1 && !pointwise && a.N * a.group < nthreads && P >= kMinSplit * nthreads) {
+    // Fewer images x groups than threads and a single im2col block: one block per thread
+    // (each runs its own copy, product and copy-back) rather than one block split three
+    // times (ResNet-18's 1x1/2 128->256 at 2 threads: 121 -> 80 us). A pointwise product
+    // (no copy) splits better inside the GEMM (MobileNetV2's 1x1 layers: 1.1-1.8x slower
+    // split by blocks).
+    const int64_t per = a.N * a.group, nc = (nthreads + per - 1) / per;
+    chunk = std::min(chunk, (P + nc - 1) / nc);
+  }
+  if (nthreads > 1 && chunk < P) {
+    // Equal blocks, as many as make the task count a multiple of the threads: blocks cut at
+    // row ends left a short last one (14x14: 56, 56, 56, 28 over 2 threads: one thread
+    // idle for a quarter of the layer).
+    const int64_t per = a.N * a.group, nc = (P + chunk - 1) / chunk;
+    const int64_t balanced = (per * nc + nthreads - 1) / nthreads * nthreads;
+    const int64_t nc2 = (balanced + per - 1) / per;
+    chunk = (P + nc2 - 1) / nc2;
+  }
+  const int64_t nchunks = (P + chunk - 1) / chunk;
+  const int64_t tasks = a.N * a.group * nchunks;
+  const bool par_tasks = nthreads > 1 && (tasks >= 2 * static_cast<int64_t>(nthreads) ||
+                                          (tasks >= nthreads && tasks % nthreads == 0));
+
+  // With the fused GEMM, a small number of output positions per GEMM would leave most of
+  // each 32-wide tile empty: then the product is computed transposed (tiles along the output
+  // channels) when that fills the tiles better.
+  auto fill = [](int64_t n) { return static_cast<double>(n) / (32.0 * ((n + 31) / 32)); };
+  const bool transposed = fill(chunk) + 0.05 < fill(Mg);
+  auto run_task = [&](int64_t t, ThreadPool* tp) {
+    const int64_t n = t / (a.group * nchunks);
+    const int64_t gi = (t / nchunks) % a.group;
+    const int64_t p0 = (t % nchunks) * chunk;
+    const int64_t pc = std::min(chunk, P - p0);
+    const T* xg = a.x + (n * a.C + gi * Cg) * in_size;
+    T* yg = a.y + (n * a.M + gi * Mg) * P;
+    const T* zg = a.ep.z ? a.ep.z + (n * a.M + gi * Mg) * P : nullptr;
+    const T* bmat;
+    int64_t ldb;
+    if (pointwise) {
+      bmat = xg + p0;
+      ldb = in_size;
+    } else {
+      std::vector<T>& col = col_scratch<T>();
+      if (col.size() < static_cast<size_t>(Kg * pc)) col.resize(static_cast<size_t>(Kg * pc));
+      if (tp && tp->num_threads() > 1) {
+        // Tasks run one after another (too few to split): the copy is split over the
+        // channels instead, so it does not leave the other threads idle (col rows are
+        // channel-major: rows [c0 * ksize, c1 * ksize) belong to channels [c0, c1)).
+        T* cd = col.data();
+        parallel_for(tp, Cg, static_cast<double>(ksize * pc), [&](int64_t c0, int64_t c1) {
+          im2col<T>(xg + c0 * in_size, g, c1 - c0, p0, pc, cd + c0 * ksize * pc);
+        });
+      } else {
+        im2col<T>(xg, g, Cg, p0, pc, col.data());
+      }
+      bmat = col.data();
+      ldb = pc;
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      if (a.wt.fused) {
+        fgemm::Epilogue fe;
+        fe.bias_row = a.ep.bias ? a.ep.bias + gi * Mg : nullptr;
+        fe.z = zg ? zg + p0 : nullptr;
+        fe.ldz = P;
+        fe.act = a.ep.act;
+        if (transposed) {
+          // Few output positions: C^T = col^T W^T, so that the 32-wide tiles run along the
+          // output channels; col^T is the column block read column-wise (no copy).
+          thread_local std::vector<float> ct;
+          if (ct.size() < static_cast<size_t>(pc * Mg)) ct.resize(static_cast<size_t>(pc * Mg));
+          fgemm::Epilogue te;
+          te.bias_col = fe.bias_row;
+          if (!zg) te.act = fe.act;
+          fgemm::gemm_w_right(bmat, 1, ldb, pc, (*a.wt.fused)[gi], ct.data(), Mg, te, tp);
+          // Back to channel-major, 16 positions at a time (the 16 rows of ct stay in L1);
+          // split over blocks of 16 channels when the tasks run one after another.
+          const float* ctd = ct.data();
+          auto back = [&](int64_t mb0, int64_t mb1) {
+            const int64_t m_lo = mb0 * 16, m_hi = std::min(Mg, mb1 * 16);
+            for (int64_t q0 = 0; q0 < pc; q0 += 16) {
+              const int64_t qn = std::min<int64_t>(16, pc - q0);
+              if (cvx::available()) {
+                for (int64_t m0 = m_lo; m0 < m_hi; m0 += 16)
+                  cvx::transpose16(ctd + q0 * Mg + m0, Mg, static_cast<int>(qn),
+                                   static_cast<int>(std::min<int64_t>(16, Mg - m0)),
+                                   yg + m0 * P + p0 + q0, P);
+                continue;
+              }
+              for (int64_t m = m_lo; m < m_hi; ++m) {
+                float* yr = yg + m * P + p0 + q0;
+                const float* src = ctd + q0 * Mg + m;
+                for (int64_t q = 0; q < qn; ++q) yr[q] = src[q * Mg];
+              }
+            }
+            if (zg)
+              for (int64_t m = m_lo; m < m_hi; ++m)
+                epilogue(a.ep.act, yg + m * P + p0, pc, 0.f, zg + m * P + p0);
+          };
+          parallel_for(tp, (Mg + 15) / 16, 16.0 * static_cast<double>(pc) * (zg ? 2 : 1), back);
+        } else {
+          fgemm::gemm_w_left((*a.wt.fused)[gi], bmat, ldb, pc, yg + p0, P, fe, tp);
+        }
+        return;
+      }
+    }
+    if (Kg == 0) {
+      for (int64_t m = 0; m < Mg; ++m) std::fill(yg + m * P + p0, yg + m * P + p0 + pc, T(0));
+    } else if (a.wt.packed) {
+      gemm_packed_a<T>((*a.wt.packed)[gi], false, pc, bmat, ldb, T(1), T(0), yg + p0, P, tp);
+    } else {
+      gemm(false, false, Mg, pc, Kg, T(1), a.wt.w + gi * Mg * Kg, Kg, bmat, ldb, T(0), yg + p0, P,
+           tp);
+    }
+    for (int64_t m = 0; m < Mg; ++m)
+      epilogue(a.ep.act, yg + m * P + p0, pc, a.ep.bias ? a.ep.bias[gi * Mg + m] : T(0),
+               zg ? zg + m * P + p0 : nullptr);
+  };
+  if (par_tasks) {
+    parallel_for(pool, tasks, 2.0 * static_cast<double>(Mg) * Kg * chunk,
+                 [&](int64_t s, int64_t e) {
+                   for (int64_t t = s; t < e; ++t) run_task(t, nullptr);
+                 });
+  } else {
+    for (int64_t t = 0; t < tasks; ++t) run_task(t, pool);
+  }
+}
+
+// out = act(a + b) with a of shape `as` and b of shape `bs` broadcast to `os` (numpy rules);
+// a may be out itself when as == os.
+template <typename T>
+void broadcast_add_act(const T* a, const Shape& as, const T* b, const Shape& bs, T* out,
+                       const Shape& os, const ActSpec& act) {
+  const std::vector<int64_t> sa = broadcast_strides(as, os), sb = broadcast_strides(bs, os);
+  const int64_t n = shape_size(os);
+  const size_t r = os.size();
+  std::vector<int64_t> idx(r, 0);
+  int64_t ia = 0, ib = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = a[ia] + b[ib];
+    for (size_t d = r; d-- > 0;) {
+      ia += sa[d];
+      ib += sb[d];
+      if (++idx[d] < os[d]) break;
+      ia -= sa[d] * idx[d];
+      ib -= sb[d] * idx[d];
+      idx[d] = 0;
+    }
+  }
+  apply_act(act, out, n);
+}
+
+class Conv final : public Kernel {
+ public:
+  Conv(const KernelInfo& info, bool fused) : fused_(fused) {
+    attrs_.load(info, false);
+    group_ = info.attr_int("group", 1);
+    if (group_ < 1)
+      info.fail(StatusCode::kInvalidGraph,
+                "attribute 'group' must be >= 1, got " + std::to_string(group_));
+    std::vector<float> scale;
+    if (fused_) {
+      if (info.num_inputs() > 4)
+        info.fail(StatusCode::kInvalidGraph, "FusedConv takes at most 4 inputs (X, W, B, Z), got " +
+                                                 std::to_string(info.num_inputs()));
+      act_ = load_act(info);
+      scale = info.attr_floats("w_scale");
+    }
+    const Tensor* w = info.has_input(1) ? info.constant_input(1) : nullptr;
+    if (!scale.empty() && (!w || w->dtype() != DataType::kFloat || w->rank() < 3 ||
+                           w->dim(0) != static_cast<int64_t>(scale.size())))
+      info.fail(StatusCode::kInvalidGraph,
+                "attribute 'w_scale' (" + std::to_string(scale.size()) +
+                    " values) needs a constant float W with as many output channels");
+    if (!w) return;
+    if (w->rank() < 3)
+      info.fail(StatusCode::kInvalidGraph, "W must have rank >= 3 (M x C/group x k1 x ...), got " +
+                                               shape_to_string(w->shape()));
+    const size_t n = attrs_.implied_rank();
+    if (n != 0 && n != w->rank() - 2)
+      info.fail(StatusCode::kInvalidGraph,
+                "W " + shape_to_string(w->shape()) + " has " + std::to_string(w->rank() - 2) +
+                    " spatial axes but the attributes imply " + std::to_string(n));
+    const int64_t M = w->dim(0);
+    if (M % group_ != 0)
+      info.fail(StatusCode::kInvalidGraph,
+                "W " + shape_to_string(w->shape()) + ": " + std::to_string(M) +
+                    " output channels are not divisible by group " + std::to_string(group_));
+    w_dtype_ = w->dtype();
+    w_shape_ = w->shape();
+    if (w->numel() == 0) return;
+    // The weights as float, for everything below; w_scale is applied to what is prepared
+    // from them (no scaled copy of W is kept: the model's W stays the only other one).
+    std::vector<float> f;
+    const float* wf = nullptr;
+    const int64_t per = w->numel() / M;
+    if (w->dtype() == DataType::kFloat) {
+      wf = w->data<float>();
+    } else if (w->dtype() == DataType::kFloat16 || w->dtype() == DataType::kBFloat16) {
+      f.resize(static_cast<size_t>(w->numel()));
+      convert_to_float(w->dtype(), w->raw_data(), f.data(), w->numel());
+      wf = f.data();
+    }
+    const int64_t Mg = M / group_, Kg = per;
+    if (w->dim(1) == 1) {
+      // Direct depthwise reads W itself, or a scaled copy when w_scale changes it.
+      if (!scale.empty()) {
+        own_w_.assign(wf, wf + w->numel());
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t k = 0; k < per; ++k) own_w_[m * per + k] *= scale[m];
+      }
+      return;
+    }
+    if (w->dtype() == DataType::kFloat && winograd_candidate(*w)) {
+      const int64_t C = w->dim(1);
+      wino_ = std::make_unique<WinoWeights>(
+          winograd_weights(wf, M, C, scale.empty() ? nullptr : scale.data()));
+      return;
+    }
+    if (wf && fgemm::available()) {
+      for (int64_t g = 0; g < group_; ++g) {
+        fused_w_.push_back(fgemm::Packed::pack(wf + g * Mg * Kg, Kg, Mg, Kg, false));
+        if (!scale.empty()) fused_w_.back().scale_outputs(scale.data() + g * Mg);
+      }
+      return;
+    }
+    if (wf && !scale.empty()) {
+      f.assign(wf, wf + w->numel());
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t k = 0; k < per; ++k) f[m * per + k] *= scale[m];
+      wf = f.data();
+    }
+    if (wf) {
+      for (int64_t g = 0; g < group_; ++g)
+        packed_f32_.push_back(pack_gemm_a<float>(false, Mg, Kg, wf + g * Mg * Kg, Kg));
+    } else if (w->dtype() == DataType::kDouble) {
+      for (int64_t g = 0; g < group_; ++g)
+        packed_f64_.push_back(
+            pack_gemm_a<double>(false, Mg, Kg, w->data<double>() + g * Mg * Kg, Kg));
+    }
+  }
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& X = ctx.required_input(0);
+    const Tensor& W = ctx.required_input(1);
+    const Tensor* B = ctx.input(2);
+    const Tensor* Z = fused_ ? ctx.input(3) : nullptr;
+    if (X.rank() < 3)
+      ctx.fail(StatusCode::kInvalidArgument,
+               "X must have rank >= 3 (N x C x D1 x ...), got " + shape_to_string(X.shape()));
+    if (W.rank() != X.rank())
+      ctx.fail(StatusCode::kInvalidArgument, "X " + shape_to_string(X.shape()) + " and W " +
+                                                 shape_to_string(W.shape()) +
+                                                 " must have the same rank");
+    if (W.dtype() != X.dtype() || (B && B->dtype() != X.dtype()))
+      ctx.fail(StatusCode::kInvalidArgument,
+               std::string("X, W and B must have the same element type, got X ") +
+                   dtype_name(X.dtype()) + ", W " + dtype_name(W.dtype()) +
+                   (B ? std::string(", B ") + dtype_name(B->dtype()) : std::string()));
+    if (Z && Z->dtype() != X.dtype())
+      ctx.fail(StatusCode::kInvalidArgument, std::string("the summed input Z must have X's ") +
+                                                 "element type " + dtype_name(X.dtype()) +
+                                                 ", got " + dtype_name(Z->dtype()));
+    const int64_t N = X.dim(0), C = X.dim(1), M = W.dim(0);
+    if (C != W.dim(1) * group_)
+      ctx.fail(StatusCode::kInvalidArgument,
+               "X " + shape_to_string(X.shape()) + " has " + std::to_string(C) +
+                   " channels but W " + shape_to_string(W.shape()) + " expects " +
+                   std::to_string(W.dim(1)) + " per group x group " + std::to_string(group_));
+    if (M % group_ != 0)
+      ctx.fail(StatusCode::kInvalidArgument,
+               "W " + shape_to_string(W.shape()) + ": " + std::to_string(M) +
+                   " output channels are not divisible by group " + std::to_string(group_));
+    if (B && (B->rank() != 1 || B->dim(0) != M))
+      ctx.fail(StatusCode::kInvalidArgument,
+               "B " + shape_to_string(B->shape()) + " must be 1-D with " + std::to_string(M) +
+                   " elements (W " + shape_to_string(W.shape()) + ")");
+    const std::vector<int64_t> in(X.shape().begin() + 2, X.shape().end());
+    const std::vector<int64_t> kernel(W.shape().begin() + 2, W.shape().end());
+    const SpatialGeometry geo = conv_geometry(ctx, attrs_, in, kernel);
+    Shape yshape{N, M};
+    yshape.insert(yshape.end(), geo.out.begin(), geo.out.end());
+    // Z of Y's shape is added in the epilogue; any other shape the way Add broadcasts,
+    // which may make the output larger than the convolution's.
+    const bool z_direct = Z && Z->shape() == yshape;
+    Shape out_shape = yshape;
+    if (Z && !z_direct) {
+      try {
+        out_shape = broadcast_shapes(yshape, Z->shape(), "FusedConv");
+      } catch (const Error&) {
+        ctx.fail(StatusCode::kInvalidArgument,
+                 "the summed input Z " + shape_to_string(Z->shape()) +
+                     " does not broadcast with the convolution output " + shape_to_string(yshape));
+      }
+    }
+    Tensor& Y = ctx.allocate_output(0, X.dtype(), out_shape);
+    if (Y.numel() == 0) return;
+    // Weights prepared at load are used when W is the constant they came from (always the
+    // case: only a constant W is prepared, and a constant cannot be fed).
+    const bool mine = w_dtype_ == W.dtype() && w_shape_ == W.shape();
+    ThreadPool* pool = ctx.thread_pool();
+    switch (X.dtype()) {
+      case DataType::kFloat: {
+        ConvWeights<float> wt;
+        wt.w = mine && !own_w_.empty() ? own_w_.data() : W.data<float>();
+        if (mine) set_prepared(wt);
+        run<float>(X.data<float>(), wt, B ? B->data<float>() : nullptr,
+                   Z ? Z->data<float>() : nullptr, Z, z_direct, Y.data<float>(), yshape, out_shape,
+                   geo, N, C, M, pool);
+        return;
+      }
+      case DataType::kDouble: {
+        ConvWeights<double> wt;
+        wt.w = W.data<double>();
+        if (mine && !packed_f64_.empty()) wt.packed = &packed_f64_;
+        run<double>(X.data<double>(), wt, B ? B->data<double>() : nullptr,
+                    Z ? Z->data<double>() : nullptr, Z, z_direct, Y.data<double>(), yshape,
+                    out_shape, geo, N, C, M, pool);
+        return;
+      }
+      case DataType::kFloat16:
+      case DataType::kBFloat16: {
+        std::vector<float> x(static_cast<size_t>(X.numel())), y(static_cast<size_t>(Y.numel()));
+        std::vector<float> w, b, z;
+        convert_to_float(X.dtype(), X.raw_data(), x.data(), X.numel());
+        ConvWeights<float> wt;
+        if (mine) set_prepared(wt);
+        if (!wt.fused && !wt.packed && !wt.wino) {
+          w.resize(static_cast<size_t>(W.numel()));
+          convert_to_float(W.dtype(), W.raw_data(), w.data(), W.numel());
+          wt.w = w.data();
+        }
+        if (B) {
+          b.resize(static_cast<size_t>(B->numel()));
+          convert_to_float(B->dtype(), B->raw_data(), b.data(), B->numel());
+        }
+        if (Z) {
+          z.resize(static_cast<size_t>(Z->numel()));
+          convert_to_float(Z->dtype(), Z->raw_data(), z.data(), Z->numel());
+        }
+        run<float>(x.data(), wt, B ? b.data() : nullptr, Z ? z.data() : nullptr, Z, z_direct,
+                   y.data(), yshape, out_shape, geo, N, C, M, pool);
+        convert_from_float(Y.dtype(), y.data(), Y.raw_data(), Y.numel());
+        return;
+      }
+      default:
+        ctx.fail(StatusCode::kNotImplemented,
+                 std::string("Conv: element type ") + dtype_name(X.dtype()) + " is not supported");
+    }
+  }
+
+ private:
+  // 2-D 3x3 float kernels with stride 1, dilation 1, group 1 and enough channels for the
+  // transform to pay (at 16 channels im2col + the fused GEMM was faster at 16x16 to
+  // 112x112: 27 vs 37 us, 758 vs 797 us; at 32 Winograd wins from 28x28 up: 130 vs 167 us).
+  // Once chosen, Winograd runs for any input size.
+  bool winograd_candidate(const Tensor& w) const {
+    if (w.rank() != 4 || w.dim(2) != 3 || w.dim(3) != 3 || group_ != 1) return false;
+    // U is 4x the size of W: no more than 128 x 128 channels (2.4 MiB). 256 channels at
+    // 14 x 14 would still gain (1.5 vs 2.1 ms) but add 21 MiB to ResNet-18's peak RSS.
+    if (w.dim(0) < 32 || w.dim(1) < 32 || w.dim(0) * w.dim(1) > kWinoMaxChannels) return false;
+    for (int64_t s : attrs_.strides)
+      if (s != 1) return false;
+    for (int64_t d : attrs_.dilations)
+      if (d != 1) return false;
+    return true;
+  }
+
+  void set_prepared(ConvWeights<float>& wt) const {
+    if (!fused_w_.empty()) wt.fused = &fused_w_;
+    if (!packed_f32_.empty()) wt.packed = &packed_f32_;
+    if (wino_) wt.wino = wino_.get();
+  }
+
+  template <typename T>
+  void run(const T* x, const ConvWeights<T>& wt, const T* bias, const T* z, const Tensor* Z,
+           bool z_direct, T* y, const Shape& yshape, const Shape& out_shape,
+           const SpatialGeometry& geo, int64_t N, int64_t C, int64_t M, ThreadPool* pool) const {
+    const bool into_out = out_shape == yshape;
+    std::vector<T> tmp;
+    if (!into_out) tmp.resize(static_cast<size_t>(shape_size(yshape)));
+    ConvArgs<T> a{&geo, x, wt, {}, into_out ? y : tmp.data(), N, C, M, group_};
+    a.ep.bias = bias;
+    a.ep.z = z_direct ? z : nullptr;
+    if (!Z || z_direct) a.ep.act = act_;
+    conv_compute<T>(a, pool);
+    if (Z && !z_direct) broadcast_add_act<T>(a.y, yshape, z, Z->shape(), y, out_shape, act_);
+  }
+
+  static constexpr int64_t kWinoMaxChannels = 128 * 128;
+
+  bool fused_;
+  SpatialAttrs attrs_;
+  int64_t group_ = 1;
+  ActSpec act_;
+  DataType w_dtype_ = DataType::kUndefined;  // the constant W the members below come from
+  Shape w_shape_;
+  std::vector<float> own_w_;  // depthwise W scaled by w_scale
+  std::vector<fgemm::Packed> fused_w_;
+  std::vector<PackedGemmMatrix<float>> packed_f32_;
+  std::vector<PackedGemmMatrix<double>> packed_f64_;
+  std::unique_ptr<WinoWeights> wino_;
+};
+
+// com.ortlite FusedExpandDepthwise (written by the graph optimizer): a 1x1 convolution
+// (stride 1, no padding, group 1) followed by a depthwise one, the inner value never stored
+// whole:
+//   Y = act(DepthwiseConv(act_e(Conv1x1(X, We, Be)), Wd, Bd))
+// Inputs X, We, Be (optional), Wd, Bd (optional). The depthwise convolution's attributes keep
+// their Conv names (kernel_shape, strides, pads, dilations, auto_pad, group, and FusedConv's
+// activation, activation_params, w_scale); the 1x1 one's are expand_activation,
+// expand_activation_params and expand_w_scale. The inverted-residual blocks of MobileNet
+// expand the channels 6x, and their expanded activations are the network's largest values:
+// here the work is split into tasks of (image, band of output rows, 32 channels), each of
+// which computes the 1x1 product of its channels over the input rows its band needs into a
+// block that stays in L2, and the depthwise output of those channels from it (banded()).
+// Small images, and geometries the direct depthwise kernel does not take, run the two
+// convolutions one after the other.
+class ExpandDepthwise final : public Kernel {
+ public:
+  explicit ExpandDepthwise(const KernelInfo& info) {
+    attrs_.load(info, false);
+    group_ = info.attr_int("group", 1);
+    act_ = load_act(info);
+    expand_act_ = load_act(info, "expand_");
+    const Tensor* we = info.has_input(1) ? info.constant_input(1) : nullptr;
+    const Tensor* wd = info.has_input(3) ? info.constant_input(3) : nullptr;
+    if (!we || !wd || we->dtype() != DataType::kFloat || wd->dtype() != DataType::kFloat ||
+        we->rank() != 4 || wd->rank() != 4 || we->dim(2) != 1 || we->dim(3) != 1 ||
+        wd->dim(1) != 1 || wd->dim(0) != we->dim(0) || group_ != we->dim(0))
+      info.fail(StatusCode::kInvalidGraph,
+                "FusedExpandDepthwise needs constant float weights: a 1x1 We (Ce x C x 1 x 1) "
+                "and a depthwise Wd (Ce x 1 x kh x kw) with group Ce");
+    const int64_t Ce = we->dim(0), C = we->dim(1), kk = wd->dim(2) * wd->dim(3);
+    const std::vector<float> se = info.attr_floats("expand_w_scale");
+    const std::vector<float> sd = info.attr_floats("w_scale");
+    if ((!se.empty() && static_cast<int64_t>(se.size()) != Ce) ||
+        (!sd.empty() && static_cast<int64_t>(sd.size()) != Ce))
+      info.fail(StatusCode::kInvalidGraph, "expand_w_scale / w_scale need " + std::to_string(Ce) +
+                                               " values (one per channel)");
+    we_shape_ = we->shape();
+    wd_shape_ = wd->shape();
+    // Where the banded kernel can run (dilation 1, column stride 1 or 2, at most 16 kernel
+    // columns: known from the attributes), the 1x1 weights are packed for the fused GEMM by
+    // groups of kGroup channels, else whole; which one an image needs is only known at run
+    // time, so each is packed on first use (a model with fixed shapes packs one). Without
+    // AVX-512F the weights are scaled for the BLAS here.
+    bool dilated = false;
+    for (int64_t d : attrs_.dilations) dilated = dilated || d != 1;
+    const int64_t sw = attrs_.strides.size() == 2 ? attrs_.strides[1] : 1;
+    bands_ok_ = cvx::available() && fgemm::available() && !dilated && sw <= 2 && wd->dim(3) <= 16;
+    se_ = se;
+    if (!fgemm::available()) {
+      we_own_.assign(we->data<float>(), we->data<float>() + we->numel());
+      for (int64_t m = 0; m < Ce && !se.empty(); ++m)
+        for (int64_t c = 0; c < C; ++c) we_own_[m * C + c] *= se[m];
+    }
+    wd_.assign(wd->data<float>(), wd->data<float>() + wd->numel());
+    for (int64_t m = 0; m < Ce && !sd.empty(); ++m)
+      for (int64_t k = 0; k < kk; ++k) wd_[m * kk + k] *= sd[m];
+  }
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& X = ctx.required_input(0);
+    const Tensor* Be = ctx.input(2);
+    const Tensor* Bd = ctx.input(4);
+    const Tensor& We = ctx.required_input(1);
+    const Tensor& Wd = ctx.required_input(3);
+    if (X.dtype() != DataType::kFloat || X.rank() != 4)
+      ctx.fail(StatusCode::kInvalidArgument,
+               "FusedExpandDepthwise: X must be 4-D float, got " + shape_to_string(X.shape()));
+    const int64_t N = X.dim(0), C = X.dim(1), Ce = we_shape_[0];
+    if (We.shape() != we_shape_ || Wd.shape() != wd_shape_ || C != we_shape_[1])
+      ctx.fail(StatusCode::kInvalidArgument,
+               "FusedExpandDepthwise: X " + shape_to_string(X.shape()) + " does not match We " +
+                   shape_to_string(we_shape_));
+    for (const Tensor* b : {Be, Bd})
+      if (b && (b->dtype() != DataType::kFloat || b->rank() != 1 || b->dim(0) != Ce))
+        ctx.fail(StatusCode::kInvalidArgument,
+                 "FusedExpandDepthwise: a bias must be 1-D float with " + std::to_string(Ce) +
+                     " values, got " + shape_to_string(b->shape()));
+    const std::vector<int64_t> in(X.shape().begin() + 2, X.shape().end());
+    const std::vector<int64_t> kernel(wd_shape_.begin() + 2, wd_shape_.end());
+    const SpatialGeometry geo = conv_geometry(ctx, attrs_, in, kernel);
+    Tensor& Y = ctx.allocate_output(0, X.dtype(), Shape{N, Ce, geo.out[0], geo.out[1]});
+    if (Y.numel() == 0) return;
+    const float* x = X.data<float>();
+    const float* be = Be ? Be->data<float>() : nullptr;
+    const float* bd = Bd ? Bd->data<float>() : nullptr;
+    float* y = Y.data<float>();
+    ThreadPool* pool = ctx.thread_pool();
+    const cvx::DwGeometry dg{geo.in[0],        geo.in[1],        geo.out[0],    geo.out[1],
+                             geo.kernel[0],    geo.kernel[1],    geo.stride[0], geo.stride[1],
+                             geo.pad_begin[0], geo.pad_begin[1], false};
+    const int64_t H = geo.in[0], W = geo.in[1];
+    // Images below 14 x 14 leave the 32-wide tiles of a band's product mostly empty (7 x 7:
+    // 49 of 64 columns); their whole expanded image stays in cache anyway, and conv_compute
+    // picks the transposed product for them. At 14 x 14 the bands win at 2 threads
+    // (MobileNetV2's 384-channel blocks: 105 vs 155-175 us; 7 x 7: 150 vs 158).
+    if (bands_ok_ && H * W >= kMinBandPixels) {
+      std::call_once(groups_once_, [&] {
+        for (int64_t c0 = 0; c0 < Ce; c0 += kGroup) {
+          we_groups_.push_back(fgemm::Packed::pack(We.data<float>() + c0 * C, C,
+                                                   std::min(kGroup, Ce - c0), C, false));
+          if (!se_.empty()) we_groups_.back().scale_outputs(se_.data() + c0);
+        }
+      });
+      banded(dg, x, be, bd, y, N, C, Ce, pool);
+      return;
+    }
+    if (fgemm::available()) {
+      std::call_once(whole_once_, [&] {
+        we_packed_.push_back(fgemm::Packed::pack(We.data<float>(), C, Ce, C, false));
+        if (!se_.empty()) we_packed_.back().scale_outputs(se_.data());
+      });
+    }
+    // Else the two convolutions one after the other.
+    thread_local std::vector<float> mid;
+    if (mid.size() < static_cast<size_t>(N * Ce * H * W))
+      mid.resize(static_cast<size_t>(N * Ce * H * W));
+    SpatialGeometry g1;
+    g1.rank = 2;
+    g1.in = g1.out = {H, W};
+    g1.kernel = g1.stride = g1.dilation = {1, 1};
+    g1.pad_begin = g1.pad_end = {0, 0};
+    ConvArgs<float> a1{&g1, x, {}, {}, mid.data(), N, C, Ce, 1};
+    a1.wt.w = we_own_.empty() ? We.data<float>() : we_own_.data();
+    if (!we_packed_.empty()) a1.wt.fused = &we_packed_;
+    a1.ep.bias = be;
+    a1.ep.act = expand_act_;
+    conv_compute<float>(a1, pool);
+    ConvArgs<float> a2{&geo, mid.data(), {}, {}, y, N, Ce, Ce, Ce};
+    a2.wt.w = wd_.data();
+    a2.ep.bias = bd;
+    a2.ep.act = act_;
+    conv_compute<float>(a2, pool);
+  }
+
+ private:
+  // Tasks over (image, band of output rows, group of kGroup channels): a task computes the
+  // 1x1 product of its channels over the input rows its band needs (a block of at most
+  // kBudget floats, in L2) and then the depthwise output of those channels. Input rows
+  // shared by two bands are computed by both; the groups share the input block in cache.
+  void banded(const cvx::DwGeometry& g, const float* x, const float* be, const float* bd, float* y,
+              int64_t N, int64_t C, int64_t Ce, ThreadPool* pool) const {
+    const std::vector<uint32_t> masks = cvx::dw_masks(g);
+    const bool clamp = act_.kind == ActKind::kRelu || act_.kind == ActKind::kClip;
+    const float lo = act_.kind == ActKind::kClip ? act_.p0 : 0.f;
+    const float hi = act_.kind == ActKind::kClip ? act_.p1 : std::numeric_limits<float>::infinity();
+    const bool epi = !clamp && act_.kind != ActKind::kNone;
+    const int64_t rows_fit = std::max<int64_t>(g.KH, kBudget / (kGroup * g.W));
+    const int64_t nb = std::min(g.OH, std::max<int64_t>(1, (rows_fit - g.KH) / g.sh + 1));
+    const int64_t bands = (g.OH + nb - 1) / nb, groups = static_cast<int64_t>(we_groups_.size());
+    const int64_t tasks = N * bands * groups;
+    const int64_t P = g.OH * g.OW, kk = g.KH * g.KW;
+    auto run_task = [&](int64_t t) {
+      const int64_t gi = t % groups, n = t / groups / bands, oy0 = (t / groups % bands) * nb;
+      const int64_t oy1 = std::min(g.OH, oy0 + nb), c0 = gi * kGroup;
+      const int64_t cn = we_groups_[gi].outputs();
+      const int64_t r0 = std::max<int64_t>(0, oy0 * g.sh - g.pt);
+      const int64_t r1 = std::min<int64_t>(g.H, (oy1 - 1) * g.sh - g.pt + g.KH);
+      const int64_t nr = std::max<int64_t>(0, r1 - r0);
+      std::vector<float>& buf = col_scratch<float>();
+      if (buf.size() < static_cast<size_t>(cn * nr * g.W))
+        buf.resize(static_cast<size_t>(cn * nr * g.W));
+      if (nr > 0) {
+        fgemm::Epilogue fe;
+        fe.bias_row = be ? be + c0 : nullptr;
+        fe.act = expand_act_;
+        fgemm::gemm_w_left(we_groups_[gi], x + (n * C * g.H + r0) * g.W, g.H * g.W, nr * g.W,
+                           buf.data(), nr * g.W, fe, nullptr);
+      }
+      // The block as a plane of nr rows: output row oy0 + j reads block row
+      // j * sh - pt' + ky, with pt' = r0 + pt - oy0 * sh.
+      cvx::DwGeometry bg = g;
+      bg.H = nr;
+      bg.OH = oy1 - oy0;
+      bg.pt = r0 + g.pt - oy0 * g.sh;
+      for (int64_t c = c0; c < c0 + cn; ++c) {
+        float* yc = y + (n * Ce + c) * P + oy0 * g.OW;
+        cvx::dw_run(bg, masks.data(), buf.data() + (c - c0) * nr * g.W, wd_.data() + c * kk,
+                    bd ? bd[c] : 0.f, clamp, lo, hi, yc);
+        if (epi) epilogue(act_, yc, bg.OH * g.OW, 0.f, nullptr);
+      }
+    };
+    const double cost = 2.0 * static_cast<double>(N) * Ce * (g.H * g.W * C + P * kk);
+    if (pool && pool->num_threads() > 1 && tasks > 1 && cost > 1e5) {
+      pool->parallel_for(tasks, [&](int64_t s, int64_t e) {
+        for (int64_t t = s; t < e; ++t) run_task(t);
+      });
+    } else {
+      for (int64_t t = 0; t < tasks; ++t) run_task(t);
+    }
+  }
+
+  // Channels per task, and floats of a task's block of expanded rows (256 KiB, in L2).
+  static constexpr int64_t kGroup = 32;
+  static constexpr int64_t kBudget = int64_t(1) << 16;
+  static constexpr int64_t kMinBandPixels = 196;
+
+  SpatialAttrs attrs_;
+  int64_t group_ = 1;
+  ActSpec act_, expand_act_;
+  Shape we_shape_, wd_shape_;
+  bool bands_ok_ = false;
+  std::vector<float> se_;  // expand_w_scale
+  // The 1x1 weights for the fused GEMM, whole and by groups of kGroup output channels,
+  // each packed on first use.
+  mutable std::once_flag whole_once_, groups_once_;
+  mutable std::vector<fgemm::Packed> we_packed_, we_groups_;
+  std::vector<float> we_own_;  // without AVX-512F: scaled by expand_w_scale (when given)
+  std::vector<float> wd_;      // depthwise weights scaled by w_scale
+};
+
+template <bool Fused>
+KernelFactory conv_factory() {
+  return [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+    return std::make_unique<Conv>(info, Fused);
+  };
+}
+
+}  // namespace
+
+void register_conv(KernelRegistry& r) {
+  // 1 and 11 differ only in documentation of defaults; 22 adds bfloat16.
+  r.add("", "Conv", 1, 10, conv_factory<false>());
+  r.add("", "Conv", 11, 21, conv_factory<false>());
+  r.add("", "Conv", 22, kMaxOpset, conv_factory<false>());
+  // Conv (+ Add) (+ activation), written by the graph optimizer.
+  r.add("com.ortlite", "FusedConv", 1, kMaxOpset, conv_factory<true>());
+  // 1x1 Conv (+ activation) + depthwise Conv (+ activation), written by the graph optimizer.
+  r.add("com.ortlite", "FusedExpandDepthwise", 1, kMaxOpset,
+        [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+          return std::make_unique<ExpandDepthwise>(info);
+        });
+}
+
+}  // namespace nn
+}  // namespace ortlite

@@ -1,0 +1,362 @@
+// Depthwise convolutions for Conv / FusedConv (one input channel per group): the AVX-512
+// in-place kernel of conv_avx512.h where it applies, else the padded-buffer kernels below.
+#include "compute/vectorize.h"  // first: compile options for the loops below
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "compute/conv_avx512.h"
+#include "providers/cpu/nn/conv_internal.h"
+#include "compute/simd.h"
+
+namespace ortlite {
+namespace nn {
+namespace {
+
+// ---- depthwise ---------------------------------------------------------------------------
+
+// One channel of a 1-D or 2-D depthwise convolution (a 1-D one is 2-D with a single row).
+// The input channel is copied into a zero-padded buffer split into `sw` column phases
+// (phase j holds padded columns j, j + sw, ...): every tap of an output row then reads a
+// contiguous span, and all taps accumulate in registers. Wide outputs are computed row by
+// row straight into Y. Narrow ones would leave most of each vector idle, so the whole
+// channel is one span over the flattened buffer rows ("flat": output row oy starts at
+// oy * sh * PWs, the positions between rows are computed and dropped), rounded up to whole
+// vectors (the buffer has slack for it) and copied out row by row. The epilogue runs on each
+// output row while it is in L1.
+struct DwPlan {
+  int64_t H, W, OH, OW, sh, sw, pt, pl;
+  int64_t PH, PWs, plane;  // padded rows, phase row length, phase size
+  int64_t ntaps;           // KH * KW
+  bool flat;               // one span for the whole channel
+  int64_t pitch;           // flat: distance between output rows in the span (sh * PWs)
+  int64_t flat_len;        // flat span, a multiple of kDwVec
+  int64_t buf_size;        // padded buffer with slack
+  const int64_t* toff;     // per tap: offset of the tap's first read
+};
+
+constexpr int64_t kDwVec = 16;
+
+template <typename T>
+ORTLITE_NN_INLINE void dw_pad_impl(const DwPlan& p, const T* xc, T* buf) {
+  if (p.sw != 1) zero_run(buf, p.buf_size);
+  for (int64_t r = 0; r < p.PH; ++r) {
+    const int64_t iy = r - p.pt;
+    T* dst = buf + r * p.PWs;
+    if (iy < 0 || iy >= p.H) {
+      if (p.sw == 1) zero_run(dst, p.PWs);
+      continue;
+    }
+    const T* __restrict row = xc + iy * p.W;
+    if (p.sw == 1) {
+      zero_run(dst, p.pl);
+      copy_run(dst + p.pl, row, p.W);
+      zero_run(dst + p.pl + p.W, p.PWs - p.pl - p.W);
+    } else if (p.sw == 2) {
+      // Padded column q = ix + pl goes to phase q % 2 at q / 2.
+      T* __restrict e = dst + (p.pl & 1) * p.plane + p.pl / 2;
+      T* __restrict o = dst + ((p.pl + 1) & 1) * p.plane + (p.pl + 1) / 2;
+      const int64_t half = p.W / 2;
+      for (int64_t i = 0; i < half; ++i) {
+        e[i] = row[2 * i];
+        o[i] = row[2 * i + 1];
+      }
+      if (p.W & 1) e[half] = row[p.W - 1];
+    } else {
+      int64_t ph = p.pl % p.sw, q = p.pl / p.sw;
+      for (int64_t ix = 0; ix < p.W; ++ix) {
+        dst[ph * p.plane + q] = row[ix];
+        if (++ph == p.sw) {
+          ph = 0;
+          ++q;
+        }
+      }
+    }
+  }
+  if (p.sw == 1) zero_run(buf + p.plane, p.buf_size - p.plane);
+}
+
+// out[i] = b + sum_t w[t] * base[toff[t] + i] for i < len; all taps accumulate in
+// registers, one store per output vector. 3x3 kernels get the taps unrolled. With kClamp the
+// result is clipped to [lo, hi] (Relu, Clip) before it is stored, NaN kept.
+template <typename T, int kTaps, bool kClamp>
+ORTLITE_NN_INLINE void dw_span_impl(const T* base, const int64_t* toff, const T* w, int64_t ntaps,
+                                    T b, T lo, T hi, T* out, int64_t len) {
+  typedef T v64 __attribute__((vector_size(64)));
+  typedef T v32 __attribute__((vector_size(32)));
+  constexpr int64_t L = 64 / sizeof(T), H = 32 / sizeof(T);
+  const int64_t nt = kTaps > 0 ? kTaps : ntaps;
+  int64_t i = 0;
+  // 64-byte vectors, then one of 32 bytes: the same loop for either vector type (named by
+  // a pointer, not passed by value: a 64-byte vector argument has no stable ABI).
+  auto vectors = [&](auto* type, int64_t width) __attribute__((always_inline)) {
+    using V = std::remove_pointer_t<decltype(type)>;
+    for (; i + width <= len; i += width) {
+      V acc = V{} + b;
+      for (int64_t t = 0; t < nt; ++t) {
+        V v;
+        std::memcpy(&v, base + toff[t] + i, sizeof(v));
+        acc += w[t] * v;
+      }
+      if (kClamp) {
+        acc = acc < lo ? lo : acc;
+        acc = acc > hi ? hi : acc;
+      }
+      std::memcpy(out + i, &acc, sizeof(acc));
+    }
+  };
+  vectors(static_cast<v64*>(nullptr), L);
+  vectors(static_cast<v32*>(nullptr), H);
+  for (; i < len; ++i) {
+    T acc = b;
+    for (int64_t t = 0; t < nt; ++t) acc += w[t] * base[toff[t] + i];
+    if (kClamp) {
+      acc = acc < lo ? lo : acc;
+      acc = acc > hi ? hi : acc;
+    }
+    out[i] = acc;
+  }
+}
+
+template <typename T>
+ORTLITE_NN_INLINE void dw_span_any(const T* base, const int64_t* toff, const T* w, int64_t ntaps,
+                                   T b, bool clamp, T lo, T hi, T* out, int64_t len) {
+  if (ntaps == 9) {
+    if (clamp) {
+      dw_span_impl<T, 9, true>(base, toff, w, ntaps, b, lo, hi, out, len);
+    } else {
+      dw_span_impl<T, 9, false>(base, toff, w, ntaps, b, lo, hi, out, len);
+    }
+  } else if (clamp) {
+    dw_span_impl<T, 0, true>(base, toff, w, ntaps, b, lo, hi, out, len);
+  } else {
+    dw_span_impl<T, 0, false>(base, toff, w, ntaps, b, lo, hi, out, len);
+  }
+}
+
+// Output channel from the padded buffer of its input channel, epilogue included (z is the
+// channel's plane of Z or null); tmp holds flat_len values.
+template <typename T>
+ORTLITE_NN_INLINE void dw_out_impl(const DwPlan& p, const T* buf, const T* w, T b,
+                                   const ActSpec& act, const T* z, T* tmp, T* yc) {
+  // Relu and Clip without Z are applied in registers; anything else on each finished row.
+  const bool clamp = !z && (act.kind == ActKind::kRelu || act.kind == ActKind::kClip);
+  const T lo = act.kind == ActKind::kClip ? static_cast<T>(act.p0) : T(0);
+  const T hi =
+      act.kind == ActKind::kClip ? static_cast<T>(act.p1) : std::numeric_limits<T>::infinity();
+  const bool epi = !clamp && (z || act.kind != ActKind::kNone);
+  if (p.flat) dw_span_any(buf, p.toff, w, p.ntaps, b, clamp, lo, hi, tmp, p.flat_len);
+  for (int64_t oy = 0; oy < p.OH; ++oy) {
+    T* yr = yc + oy * p.OW;
+    if (p.flat) {
+      copy_run(yr, tmp + oy * p.pitch, p.OW);
+    } else {
+      dw_span_any(buf + oy * p.sh * p.PWs, p.toff, w, p.ntaps, b, clamp, lo, hi, yr, p.OW);
+    }
+    if (epi) bias_add_act(act, yr, p.OW, T(0), z ? z + oy * p.OW : nullptr);
+  }
+}
+
+ORTLITE_CONV_CLONES void dw_pad_f32(const DwPlan& p, const float* xc, float* buf) {
+  dw_pad_impl<float>(p, xc, buf);
+}
+ORTLITE_CONV_CLONES void dw_out_f32(const DwPlan& p, const float* buf, const float* w, float b,
+                                    const ActSpec& act, const float* z, float* tmp, float* yc) {
+  dw_out_impl<float>(p, buf, w, b, act, z, tmp, yc);
+}
+void dw_pad(const DwPlan& p, const float* xc, float* buf) {
+  dw_pad_f32(p, xc, buf);
+}
+void dw_pad(const DwPlan& p, const double* xc, double* buf) {
+  dw_pad_impl<double>(p, xc, buf);
+}
+void dw_out(const DwPlan& p, const float* buf, const float* w, float b, const ActSpec& act,
+            const float* z, float* tmp, float* yc) {
+  dw_out_f32(p, buf, w, b, act, z, tmp, yc);
+}
+void dw_out(const DwPlan& p, const double* buf, const double* w, double b, const ActSpec& act,
+            const double* z, double* tmp, double* yc) {
+  dw_out_impl<double>(p, buf, w, b, act, z, tmp, yc);
+}
+
+// Depthwise with the direct AVX-512 kernel (conv_avx512.h): no padded copy of the input.
+void depthwise_direct(const cvx::DwGeometry& g, const float* x, const float* w,
+                      const Epilogue<float>& ep, float* y, int64_t N, int64_t C, int64_t M,
+                      ThreadPool* pool) {
+  const std::vector<uint32_t> masks = cvx::dw_masks(g);
+  const ActSpec& act = ep.act;
+  // Relu and Clip without Z are applied in registers; anything else on the finished plane.
+  const bool clamp = !ep.z && (act.kind == ActKind::kRelu || act.kind == ActKind::kClip);
+  const float lo = act.kind == ActKind::kClip ? act.p0 : 0.f;
+  const float hi = act.kind == ActKind::kClip ? act.p1 : std::numeric_limits<float>::infinity();
+  const bool epi = !clamp && (ep.z || act.kind != ActKind::kNone);
+  const int64_t Mg = M / C, P = g.OH * g.OW, in_size = g.H * g.W;
+  const double cost = 2.0 * static_cast<double>(P) * g.KH * g.KW;
+  parallel_for(pool, N * M, cost, [&](int64_t b, int64_t e) {
+    for (int64_t nm = b; nm < e; ++nm) {
+      const int64_t nn = nm / M, m = nm % M;
+      float* yc = y + nm * P;
+      cvx::dw_run(g, masks.data(), x + (nn * C + m / Mg) * in_size, w + m * g.KH * g.KW,
+                  ep.bias ? ep.bias[m] : 0.f, clamp, lo, hi, yc);
+      if (epi) epilogue(act, yc, P, 0.f, ep.z ? ep.z + nm * P : nullptr);
+    }
+  });
+}
+
+}  // namespace
+
+// Depthwise (one input channel per group, M = C * multiplier), 1-D or 2-D.
+template <typename T>
+void depthwise_2d(const SpatialGeometry& geo, const T* x, const T* w, const Epilogue<T>& ep, T* y,
+                  int64_t N, int64_t C, int64_t M, ThreadPool* pool) {
+  const bool one = geo.rank == 1;
+  const int64_t KH = one ? 1 : geo.kernel[0], KW = geo.kernel[one ? 0 : 1];
+  const int64_t dh = one ? 1 : geo.dilation[0], dw = geo.dilation[one ? 0 : 1];
+  if constexpr (std::is_same_v<T, float>) {
+    cvx::DwGeometry dg{one ? 1 : geo.in[0],
+                       geo.in[one ? 0 : 1],
+                       one ? 1 : geo.out[0],
+                       geo.out[one ? 0 : 1],
+                       KH,
+                       KW,
+                       one ? 1 : geo.stride[0],
+                       geo.stride[one ? 0 : 1],
+                       one ? 0 : geo.pad_begin[0],
+                       geo.pad_begin[one ? 0 : 1],
+                       false};
+    dg.flat = cvx::dw_flat_ok(dg);
+    if (dh == 1 && dw == 1 && cvx::dw_supported(dg)) {
+      depthwise_direct(dg, x, w, ep, y, N, C, M, pool);
+      return;
+    }
+  }
+  DwPlan p;
+  p.H = one ? 1 : geo.in[0];
+  p.W = geo.in[one ? 0 : 1];
+  p.OH = one ? 1 : geo.out[0];
+  p.OW = geo.out[one ? 0 : 1];
+  p.sh = one ? 1 : geo.stride[0];
+  p.sw = geo.stride[one ? 0 : 1];
+  p.pt = one ? 0 : geo.pad_begin[0];
+  p.pl = geo.pad_begin[one ? 0 : 1];
+  p.PH = p.H + p.pt + (one ? 0 : geo.pad_end[0]);
+  const int64_t PW = p.W + p.pl + geo.pad_end[one ? 0 : 1];
+  p.PWs = (PW + p.sw - 1) / p.sw;
+  p.plane = p.PH * p.PWs;
+  p.ntaps = KH * KW;
+  p.pitch = p.sh * p.PWs;
+  p.flat = p.OW < 4 * kDwVec;
+  const int64_t span = (p.OH - 1) * p.pitch + p.OW;
+  p.flat_len = p.flat ? (span + kDwVec - 1) / kDwVec * kDwVec : 0;
+  std::vector<int64_t> toff(static_cast<size_t>(p.ntaps));
+  int64_t max_off = 0;
+  for (int64_t ky = 0; ky < KH; ++ky) {
+    for (int64_t kx = 0; kx < KW; ++kx) {
+      const int64_t c = kx * dw;
+      const int64_t off = (c % p.sw) * p.plane + ky * dh * p.PWs + c / p.sw;
+      toff[ky * KW + kx] = off;
+      max_off = std::max(max_off, off);
+    }
+  }
+  p.toff = toff.data();
+  // The flat span reads up to max_off + flat_len.
+  p.buf_size = std::max(p.sw * p.plane, max_off + p.flat_len);
+  const int64_t Mg = M / C, P = p.OH * p.OW;
+  const double cost = 2.0 * static_cast<double>(P) * p.ntaps * Mg + static_cast<double>(p.buf_size);
+  parallel_for(pool, N * C, cost, [&](int64_t b, int64_t e) {
+    std::vector<T> buf(static_cast<size_t>(p.buf_size));
+    std::vector<T> tmp(static_cast<size_t>(p.flat_len));
+    for (int64_t nc = b; nc < e; ++nc) {
+      const int64_t nn = nc / C, c = nc % C;
+      dw_pad(p, x + nc * p.H * p.W, buf.data());
+      for (int64_t j = 0; j < Mg; ++j) {
+        const int64_t m = c * Mg + j, off = (nn * M + m) * P;
+        dw_out(p, buf.data(), w + m * p.ntaps, ep.bias ? ep.bias[m] : T(0), ep.act,
+               ep.z ? ep.z + off : nullptr, tmp.data(), y + off);
+      }
+    }
+  });
+}
+
+// Depthwise for 3 or more spatial axes: each kernel tap is applied to a whole output row
+// (last axis) at a time.
+template <typename T>
+void depthwise_nd(const SpatialGeometry& g, const T* x, const T* w, const Epilogue<T>& ep, T* y,
+                  int64_t N, int64_t C, int64_t M, ThreadPool* pool) {
+  const size_t n = g.rank;
+  const size_t last = n - 1;
+  const int64_t Mg = M / C;
+  int64_t ksize = 1, in_size = 1, P = 1;
+  for (size_t d = 0; d < n; ++d) {
+    ksize *= g.kernel[d];
+    in_size *= g.in[d];
+    P *= g.out[d];
+  }
+  const int64_t out_l = g.out[last], in_l = g.in[last], s_l = g.stride[last];
+  const int64_t rows = P / out_l;
+  // Valid output range of each tap along the last axis (the same for every row).
+  const int64_t kl_n = g.kernel[last];
+  std::vector<int64_t> los(static_cast<size_t>(kl_n)), his(static_cast<size_t>(kl_n));
+  for (int64_t kl = 0; kl < kl_n; ++kl)
+    valid_range(kl * g.dilation[last] - g.pad_begin[last], s_l, in_l, out_l, los[kl], his[kl]);
+  parallel_for(pool, N * M, 2.0 * static_cast<double>(P) * ksize, [&](int64_t b, int64_t e) {
+    std::vector<int64_t> kidx(n), oi(n);
+    for (int64_t nm = b; nm < e; ++nm) {
+      const int64_t m = nm % M, nn = nm / M;
+      const T* xc = x + (nn * C + m / Mg) * in_size;
+      const T* wm = w + m * ksize;
+      T* yc = y + nm * P;
+      const T b0 = ep.bias ? ep.bias[m] : T(0);
+      std::fill(oi.begin(), oi.end(), 0);
+      for (int64_t q = 0; q < rows; ++q) {
+        T* yr = yc + q * out_l;
+        for (int64_t o = 0; o < out_l; ++o) yr[o] = b0;
+        for (int64_t kf = 0; kf < ksize; kf += g.kernel[last]) {
+          // Leading kernel axes of this tap group.
+          int64_t r = kf / g.kernel[last];
+          for (size_t d = last; d-- > 0;) {
+            kidx[d] = r % g.kernel[d];
+            r /= g.kernel[d];
+          }
+          int64_t off;
+          if (!leading_offset(g, oi, kidx, last, &off)) continue;
+          const T* row = xc + off * in_l;
+          for (int64_t kl = 0; kl < kl_n; ++kl) {
+            const int64_t o_off = kl * g.dilation[last] - g.pad_begin[last];
+            const int64_t lo = los[kl], hi = his[kl];
+            const T wv = wm[kf + kl];
+            const T* src = row + o_off;
+            if (s_l == 1) {
+              for (int64_t o = lo; o < hi; ++o) yr[o] += wv * src[o];
+            } else {
+              for (int64_t o = lo; o < hi; ++o) yr[o] += wv * src[o * s_l];
+            }
+          }
+        }
+        for (size_t d = last; d-- > 0;) {
+          if (++oi[d] < g.out[d]) break;
+          oi[d] = 0;
+        }
+      }
+      epilogue(ep.act, yc, P, T(0), ep.z ? ep.z + nm * P : nullptr);
+    }
+  });
+}
+
+template void depthwise_2d<float>(const SpatialGeometry&, const float*, const float*,
+                                  const Epilogue<float>&, float*, int64_t, int64_t, int64_t,
+                                  ThreadPool*);
+template void depthwise_2d<double>(const SpatialGeometry&, const double*, const double*,
+                                   const Epilogue<double>&, double*, int64_t, int64_t, int64_t,
+                                   ThreadPool*);
+template void depthwise_nd<float>(const SpatialGeometry&, const float*, const float*,
+                                  const Epilogue<float>&, float*, int64_t, int64_t, int64_t,
+                                  ThreadPool*);
+template void depthwise_nd<double>(const SpatialGeometry&, const double*, const double*,
+                                   const Epilogue<double>&, double*, int64_t, int64_t, int64_t,
+                                   ThreadPool*);
+
+}  // namespace nn
+}  // namespace ortlite

@@ -1,0 +1,131 @@
+// Shared helpers of the neural-network kernels (src/providers/cpu/nn).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ortlite/kernel.h"
+
+namespace ortlite {
+namespace nn {
+
+// Per-file registration, called by register_nn_kernels (register.cc).
+void register_matmul(KernelRegistry& r);
+void register_gemm(KernelRegistry& r);
+void register_conv(KernelRegistry& r);
+void register_pool(KernelRegistry& r);
+void register_normalization(KernelRegistry& r);
+void register_softmax(KernelRegistry& r);
+void register_dropout(KernelRegistry& r);
+void register_loss_conf(
+    KernelRegistry& r);  // loss_norm_hardmax.cc: NLL, SCE, RMSNorm, LpNorm, Hardmax
+void register_attention_conf(KernelRegistry& r);   // attention.cc: Attention
+void register_resize_conf(KernelRegistry& r);      // resize.cc: Resize
+void register_gridsample_conf(KernelRegistry& r);  // grid_sample.cc: GridSample
+void register_norm_pool_conf(
+    KernelRegistry& r);  // group_norm_lrn_lppool.cc: GroupNorm LRN MVN LpPool
+void register_conv_transpose_conf(KernelRegistry& r);  // conv_transpose.cc
+void register_detection_conf(KernelRegistry& r);       // non_max_suppression.cc: NonMaxSuppression
+void register_unpool_conf(KernelRegistry& r);          // max_unpool_col2im.cc: MaxUnpool Col2Im
+void register_roi_conf(KernelRegistry& r);             // roi_pool_align.cc: RoiAlign MaxRoiPool
+void register_upsample_conf(KernelRegistry& r);        // upsample.cc: Upsample
+void register_deform_conv_conf(KernelRegistry& r);     // deform_conv.cc: DeformConv
+void register_swish_conf(KernelRegistry& r);           // swish.cc: Swish
+void register_rnn_conf(KernelRegistry& r);             // rnn.cc: RNN, GRU, LSTM
+void register_fused_conf(KernelRegistry& r);           // fused_ops.cc: com.ortlite ops
+
+// ---- element conversion (float16 / bfloat16 compute through float) ----------------------
+
+// Converts n elements of `src` (float, double, float16 or bfloat16 by dtype) into `dst`.
+void convert_to_float(DataType dtype, const void* src, float* dst, int64_t n);
+void convert_from_float(DataType dtype, const float* src, void* dst, int64_t n);
+
+// ---- spatial attributes (Conv, pooling) --------------------------------------------------
+
+enum class AutoPad { kNotSet, kValid, kSameUpper, kSameLower };
+
+struct SpatialAttrs {
+  AutoPad auto_pad = AutoPad::kNotSet;
+  std::vector<int64_t> kernel_shape;  // empty when not given (Conv infers it from W)
+  std::vector<int64_t> strides;       // empty: all 1
+  std::vector<int64_t> pads;          // empty: all 0 (begins then ends)
+  std::vector<int64_t> dilations;     // empty: all 1
+
+  // Reads and validates auto_pad, kernel_shape, strides, pads, dilations; throws
+  // kInvalidGraph (via info.fail) on unknown auto_pad, non-positive strides / dilations /
+  // kernel dims, negative pads, an odd pads length or lengths that disagree.
+  void load(const KernelInfo& info, bool kernel_required);
+
+  // Spatial rank the attributes imply (0 when none of them fixes it).
+  size_t implied_rank() const;
+};
+
+// The attributes resolved for one input: per spatial dim.
+struct SpatialGeometry {
+  size_t rank = 0;
+  std::vector<int64_t> in, out, kernel, stride, dilation, pad_begin, pad_end;
+};
+
+// Resolves the geometry of a Conv: `in` are the input spatial dims, `kernel` the kernel
+// dims (from W). Fails with kInvalidArgument (via ctx.fail) when attribute lengths do not
+// match the input rank or the (dilated) kernel does not fit the padded input.
+SpatialGeometry conv_geometry(const KernelContext& ctx, const SpatialAttrs& a,
+                              const std::vector<int64_t>& in, const std::vector<int64_t>& kernel);
+
+// Pooling geometry (onnxruntime's rules: ceil_mode, and with ceil_mode the last window must
+// start inside the input or its begin padding).
+// Expands the input of one group (Cg channels, in[] image each) for output positions
+// [p0, p0 + pc) into col[(c * ksize + k) * pc + (p - p0)], zero where a tap falls in the
+// padding (conv.cc; instantiated for float, other types inside conv.cc).
+template <typename T>
+void im2col(const T* x, const SpatialGeometry& g, int64_t Cg, int64_t p0, int64_t pc, T* col);
+
+SpatialGeometry pool_geometry(const KernelContext& ctx, const SpatialAttrs& a,
+                              const std::vector<int64_t>& in, bool ceil_mode);
+
+std::string dims_to_string(const std::vector<int64_t>& v);
+
+inline int64_t floor_div(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+// Output positions o along an axis whose tap at input offset `off` (input index o * s + off)
+// lies inside [0, in), clipped to [0, out): the range [lo, hi).
+inline void valid_range(int64_t off, int64_t s, int64_t in, int64_t out, int64_t& lo, int64_t& hi) {
+  lo = floor_div(-off + s - 1, s);
+  if (lo < 0) lo = 0;
+  hi = floor_div(in - 1 - off, s) + 1;
+  if (hi > out) hi = out;
+  if (hi < lo) hi = lo;
+}
+
+// numpy matmul shapes for MatMul and com.ortlite FusedMatMul: 1-D operands promoted (A:
+// [1, K], B: [K, 1]) and the added dim dropped from `out`; batch dims broadcast.
+struct MatMulPlan {
+  Shape out;
+  int64_t M = 0, N = 0, K = 0;
+  int64_t batches = 1;
+  bool b_shared = false;                  // B has no batch (or all-1 batch dims)
+  std::vector<int64_t> a_index, b_index;  // matrix index of A / B per output batch
+};
+// Throws InvalidArgument (naming both shapes) for rank-0 operands, mismatched inner
+// dimensions or batch dimensions that do not broadcast.
+MatMulPlan make_matmul_plan(const KernelContext& ctx, const Shape& a, const Shape& b);
+// For each output batch of a batched product (the broadcast `batch` of a's batch dims `ab`
+// and b's `bb`): the index of the matrix of a and of b it multiplies.
+void batch_matrix_indices(const Shape& ab, const Shape& bb, const Shape& batch,
+                          std::vector<int64_t>* a_index, std::vector<int64_t>* b_index);
+
+// Gemm / FusedGemm shapes. check_gemm_ranks: A and B must be 2-D. gemm_dims: op(A) is
+// M x K and op(B) K x N with the same K, and C (when given) broadcasts unidirectionally to
+// [M, N]. Both fail with kInvalidArgument naming the shapes.
+struct GemmDims {
+  int64_t M, N, K;
+};
+void check_gemm_ranks(const KernelContext& ctx, const Tensor& A, const Tensor& B);
+GemmDims gemm_dims(const KernelContext& ctx, const Tensor& A, const Tensor& B, const Tensor* C,
+                   bool trans_a, bool trans_b);
+
+}  // namespace nn
+}  // namespace ortlite

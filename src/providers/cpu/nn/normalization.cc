@@ -1,0 +1,412 @@
+// BatchNormalization (inference; opset 7, 9, 14, 15 signatures), LayerNormalization
+// (opset 17) and InstanceNormalization (opset 6, 22). float16 / bfloat16 compute in float;
+// statistics accumulate in double.
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include "providers/cpu/common/broadcast.h"
+#include "providers/cpu/nn/nn_common.h"
+#include "compute/simd.h"
+
+namespace ortlite {
+namespace nn {
+namespace {
+
+bool is_float_type(DataType t) {
+  return t == DataType::kFloat || t == DataType::kDouble || t == DataType::kFloat16 ||
+         t == DataType::kBFloat16;
+}
+
+// Reads any floating-point tensor as a vector of T.
+template <typename T>
+std::vector<T> read_as(const Tensor& t) {
+  std::vector<T> out(static_cast<size_t>(t.numel()));
+  switch (t.dtype()) {
+    case DataType::kFloat: {
+      const float* p = t.data<float>();
+      for (int64_t i = 0; i < t.numel(); ++i) out[i] = static_cast<T>(p[i]);
+      break;
+    }
+    case DataType::kDouble: {
+      const double* p = t.data<double>();
+      for (int64_t i = 0; i < t.numel(); ++i) out[i] = static_cast<T>(p[i]);
+      break;
+    }
+    default: {
+      std::vector<float> f(out.size());
+      convert_to_float(t.dtype(), t.raw_data(), f.data(), t.numel());
+      for (size_t i = 0; i < f.size(); ++i) out[i] = static_cast<T>(f[i]);
+      break;
+    }
+  }
+  return out;
+}
+
+// Runs fn(x, y) with T = float or double: float16 / bfloat16 go through float buffers.
+template <typename Fn>
+void with_real_buffers(const Tensor& X, Tensor& Y, Fn&& fn) {
+  switch (X.dtype()) {
+    case DataType::kFloat:
+      fn(X.data<float>(), Y.data<float>());
+      return;
+    case DataType::kDouble:
+      fn(X.data<double>(), Y.data<double>());
+      return;
+    default: {
+      std::vector<float> x(static_cast<size_t>(X.numel())), y(static_cast<size_t>(Y.numel()));
+      convert_to_float(X.dtype(), X.raw_data(), x.data(), X.numel());
+      fn(static_cast<const float*>(x.data()), y.data());
+      convert_from_float(Y.dtype(), y.data(), Y.raw_data(), Y.numel());
+      return;
+    }
+  }
+}
+
+// Mean and 1 / sqrt(variance + eps) of n values (two passes; float sums in 16 lanes).
+ORTLITE_NN_CLONES void row_moments_f32(const float* x, int64_t n, double eps, double* mean,
+                                       double* inv) {
+  v8sf s0 = {}, s1 = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    v8sf a, b;
+    load8(x + i, a);
+    load8(x + i + 8, b);
+    s0 += a;
+    s1 += b;
+  }
+  double sum = hsum8(s0 + s1);
+  for (; i < n; ++i) sum += x[i];
+  const double m = sum / static_cast<double>(n);
+  const float mf = static_cast<float>(m);
+  v8sf q0 = {}, q1 = {};
+  for (i = 0; i + 16 <= n; i += 16) {
+    v8sf a, b;
+    load8(x + i, a);
+    load8(x + i + 8, b);
+    a -= mf;
+    b -= mf;
+    q0 += a * a;
+    q1 += b * b;
+  }
+  double sq = hsum8(q0 + q1);
+  for (; i < n; ++i) {
+    const double d = static_cast<double>(x[i]) - static_cast<double>(mf);
+    sq += d * d;
+  }
+  // Deviations were taken from mf, not m: sum (x - mf)^2 = sum (x - m)^2 + n (m - mf)^2.
+  const double dm = static_cast<double>(mf) - m;
+  sq = sq - static_cast<double>(n) * dm * dm;
+  *mean = m;
+  *inv = 1.0 / std::sqrt(std::max(0.0, sq / static_cast<double>(n)) + eps);
+}
+
+void row_moments(const float* x, int64_t n, double eps, double* mean, double* inv) {
+  row_moments_f32(x, n, eps, mean, inv);
+}
+
+void row_moments(const double* x, int64_t n, double eps, double* mean, double* inv) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  const double m = sum / static_cast<double>(n);
+  double sq = 0;
+  for (int64_t i = 0; i < n; ++i) sq += (x[i] - m) * (x[i] - m);
+  *mean = m;
+  *inv = 1.0 / std::sqrt(sq / static_cast<double>(n) + eps);
+}
+
+// y = (x - mean) * inv * scale (+ bias).
+ORTLITE_NN_CLONES void ln_apply_f32(const float* __restrict x, float* __restrict y, int64_t n,
+                                    float mean, float inv, const float* __restrict scale,
+                                    const float* __restrict bias) {
+  if (bias) {
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * inv * scale[i] + bias[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * inv * scale[i];
+  }
+}
+
+void ln_apply(const float* x, float* y, int64_t n, float mean, float inv, const float* scale,
+              const float* bias) {
+  ln_apply_f32(x, y, n, mean, inv, scale, bias);
+}
+
+void ln_apply(const double* x, double* y, int64_t n, double mean, double inv, const double* scale,
+              const double* bias) {
+  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * inv * scale[i] + (bias ? bias[i] : 0.0);
+}
+
+// ---------------------------------------------------------------------------------------
+
+class BatchNorm final : public Kernel {
+ public:
+  explicit BatchNorm(const KernelInfo& info)
+      : epsilon_(info.attr_float("epsilon", 1e-5f)), opset_(info.opset()) {
+    if (opset_ >= 14) {
+      if (info.attr_int("training_mode", 0) != 0)
+        info.fail(StatusCode::kNotImplemented,
+                  "training_mode = 1 is not supported (ortlite runs inference only)");
+      for (size_t i = 1; i < info.num_outputs(); ++i)
+        if (!info.node().outputs[i].empty())
+          info.fail(StatusCode::kInvalidGraph,
+                    "outputs running_mean / running_var are only produced in training mode");
+    } else {
+      for (size_t i = 1; i < info.num_outputs(); ++i)
+        if (!info.node().outputs[i].empty())
+          info.fail(StatusCode::kNotImplemented,
+                    "the mean / var / saved_mean / saved_var outputs mean training mode, which "
+                    "is not supported (ortlite runs inference only)");
+    }
+    if (opset_ < 9) spatial_ = info.attr_int("spatial", 1) != 0;
+  }
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& X = ctx.required_input(0);
+    const Tensor* params[4] = {&ctx.required_input(1), &ctx.required_input(2),
+                               &ctx.required_input(3), &ctx.required_input(4)};
+    static const char* const kNames[4] = {"scale", "B", "input_mean", "input_var"};
+    if (X.rank() < 2)
+      ctx.fail(StatusCode::kInvalidArgument,
+               "X must have rank >= 2 (N x C x ...), got " + shape_to_string(X.shape()));
+    if (!is_float_type(X.dtype()))
+      ctx.fail(StatusCode::kNotImplemented,
+               std::string("element type ") + dtype_name(X.dtype()) + " is not supported");
+    const int64_t N = X.dim(0), C = X.dim(1);
+    int64_t inner = 1;
+    for (size_t i = 2; i < X.rank(); ++i) inner *= X.dim(i);
+    const int64_t count = spatial_ ? C : C * inner;
+    for (int i = 0; i < 4; ++i) {
+      const Tensor& p = *params[i];
+      if (!is_float_type(p.dtype()) || (opset_ < 14 && p.dtype() != X.dtype()))
+        ctx.fail(StatusCode::kInvalidArgument, std::string("input ") + kNames[i] +
+                                                   " has element type " + dtype_name(p.dtype()) +
+                                                   ", X has " + dtype_name(X.dtype()));
+      if (p.numel() != count || (spatial_ && p.rank() != 1))
+        ctx.fail(StatusCode::kInvalidArgument,
+                 std::string("input ") + kNames[i] + " " + shape_to_string(p.shape()) +
+                     " does not match X " + shape_to_string(X.shape()) + " (expected " +
+                     (spatial_ ? "[" + std::to_string(C) + "]"
+                               : std::to_string(count) + " elements (C x D1 x ...)") +
+                     ")");
+    }
+    Tensor& Y = ctx.allocate_output(0, X.dtype(), X.shape());
+    if (Y.numel() == 0) return;
+    ThreadPool* pool = ctx.thread_pool();
+    with_real_buffers(X, Y, [&](auto* x, auto* y) {
+      using T = std::remove_cv_t<std::remove_pointer_t<decltype(y)>>;
+      const std::vector<T> scale = read_as<T>(*params[0]), bias = read_as<T>(*params[1]),
+                           mean = read_as<T>(*params[2]), var = read_as<T>(*params[3]);
+      // y = x * a + b with a = scale / sqrt(var + eps), b = bias - mean * a.
+      std::vector<T> a(static_cast<size_t>(count)), b(static_cast<size_t>(count));
+      for (int64_t i = 0; i < count; ++i) {
+        const T inv_std = T(1) / std::sqrt(var[i] + static_cast<T>(epsilon_));
+        a[i] = inv_std * scale[i];
+        b[i] = bias[i] - mean[i] * a[i];
+      }
+      parallel_for(pool, N * C, static_cast<double>(inner), [&](int64_t s, int64_t e) {
+        for (int64_t nc = s; nc < e; ++nc) {
+          const int64_t c = nc % C;
+          const T* xp = x + nc * inner;
+          T* yp = y + nc * inner;
+          if (spatial_) {
+            const T ac = a[c], bc = b[c];
+            for (int64_t i = 0; i < inner; ++i) yp[i] = xp[i] * ac + bc;
+          } else {
+            const T* ap = a.data() + c * inner;
+            const T* bp = b.data() + c * inner;
+            for (int64_t i = 0; i < inner; ++i) yp[i] = xp[i] * ap[i] + bp[i];
+          }
+        }
+      });
+    });
+  }
+
+ private:
+  float epsilon_;
+  int64_t opset_;
+  bool spatial_ = true;
+};
+
+// ---------------------------------------------------------------------------------------
+
+// Expands Scale / B (broadcast unidirectionally to `target`, or with exactly as many elements)
+// into a contiguous vector of T.
+template <typename T>
+std::vector<T> expand_param(const KernelContext& ctx, const Tensor& p, const Shape& target,
+                            const char* what) {
+  const int64_t size = shape_size(target);
+  std::vector<T> values = read_as<T>(p);
+  if (p.numel() == size) return values;
+  bool ok = p.rank() <= target.size();
+  for (size_t i = 0; ok && i < p.rank(); ++i) {
+    const int64_t d = p.dim(p.rank() - 1 - i);
+    const int64_t t = target[target.size() - 1 - i];
+    ok = d == t || d == 1;
+  }
+  if (!ok)
+    ctx.fail(StatusCode::kInvalidArgument,
+             std::string("input ") + what + " " + shape_to_string(p.shape()) +
+                 " cannot be broadcast to the normalized shape " + shape_to_string(target));
+  const std::vector<int64_t> st = broadcast_strides(p.shape(), target);
+  std::vector<T> out(static_cast<size_t>(size));
+  std::vector<int64_t> idx(target.size(), 0);
+  int64_t off = 0;
+  for (int64_t i = 0; i < size; ++i) {
+    out[i] = values[off];
+    for (size_t d = target.size(); d-- > 0;) {
+      ++idx[d];
+      off += st[d];
+      if (idx[d] < target[d]) break;
+      off -= st[d] * idx[d];
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+class LayerNorm final : public Kernel {
+ public:
+  explicit LayerNorm(const KernelInfo& info)
+      : axis_(info.attr_int("axis", -1)), epsilon_(info.attr_float("epsilon", 1e-5f)) {
+    const int64_t stash = info.attr_int("stash_type", 1);
+    if (stash != 1)
+      info.fail(StatusCode::kNotImplemented,
+                "stash_type " + std::to_string(stash) + " is not supported (only 1: float)");
+  }
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& X = ctx.required_input(0);
+    const Tensor& S = ctx.required_input(1);
+    const Tensor* B = ctx.input(2);
+    if (!is_float_type(X.dtype()))
+      ctx.fail(StatusCode::kNotImplemented,
+               std::string("element type ") + dtype_name(X.dtype()) + " is not supported");
+    if (S.dtype() != X.dtype() || (B && B->dtype() != X.dtype()))
+      ctx.fail(StatusCode::kInvalidArgument,
+               std::string("X, Scale and B must have the same element type, got X ") +
+                   dtype_name(X.dtype()) + ", Scale " + dtype_name(S.dtype()) +
+                   (B ? std::string(", B ") + dtype_name(B->dtype()) : std::string()));
+    const int64_t rank = static_cast<int64_t>(X.rank());
+    if (rank == 0) ctx.fail(StatusCode::kInvalidArgument, "X must have rank >= 1, got a scalar");
+    if (axis_ < -rank || axis_ >= rank)
+      ctx.fail(StatusCode::kInvalidArgument, "attribute 'axis' " + std::to_string(axis_) +
+                                                 " is out of range for X " +
+                                                 shape_to_string(X.shape()));
+    const int64_t axis = axis_ < 0 ? axis_ + rank : axis_;
+    const Shape norm_shape(X.shape().begin() + axis, X.shape().end());
+    int64_t outer = 1;
+    for (int64_t i = 0; i < axis; ++i) outer *= X.dim(static_cast<size_t>(i));
+    const int64_t norm = shape_size(norm_shape);
+    if (norm == 0)
+      ctx.fail(StatusCode::kInvalidArgument, "the normalized dims X.shape[axis:] " +
+                                                 shape_to_string(norm_shape) + " of X " +
+                                                 shape_to_string(X.shape()) + " are empty");
+    Shape stat_shape(X.shape().begin(), X.shape().begin() + axis);
+    stat_shape.resize(static_cast<size_t>(rank), 1);
+
+    Tensor& Y = ctx.allocate_output(0, X.dtype(), X.shape());
+    float* mean_out = nullptr;
+    float* inv_out = nullptr;
+    if (ctx.num_outputs() > 1 && !ctx.node().outputs[1].empty())
+      mean_out = ctx.allocate_output(1, DataType::kFloat, stat_shape).data<float>();
+    if (ctx.num_outputs() > 2 && !ctx.node().outputs[2].empty())
+      inv_out = ctx.allocate_output(2, DataType::kFloat, stat_shape).data<float>();
+    if (X.numel() == 0) return;
+    ThreadPool* pool = ctx.thread_pool();
+    with_real_buffers(X, Y, [&](auto* x, auto* y) {
+      using T = std::remove_cv_t<std::remove_pointer_t<decltype(y)>>;
+      const std::vector<T> scale = expand_param<T>(ctx, S, norm_shape, "Scale");
+      std::vector<T> bias;
+      if (B) bias = expand_param<T>(ctx, *B, norm_shape, "B");
+      parallel_for(pool, outer, 4.0 * static_cast<double>(norm), [&](int64_t s, int64_t e) {
+        for (int64_t r = s; r < e; ++r) {
+          const T* xp = x + r * norm;
+          T* yp = y + r * norm;
+          double mean, inv;
+          row_moments(xp, norm, static_cast<double>(epsilon_), &mean, &inv);
+          ln_apply(xp, yp, norm, static_cast<T>(mean), static_cast<T>(inv), scale.data(),
+                   B ? bias.data() : nullptr);
+          if (mean_out) mean_out[r] = static_cast<float>(mean);
+          if (inv_out) inv_out[r] = static_cast<float>(inv);
+        }
+      });
+    });
+  }
+
+ private:
+  int64_t axis_;
+  float epsilon_;
+};
+
+// ---------------------------------------------------------------------------------------
+
+class InstanceNorm final : public Kernel {
+ public:
+  explicit InstanceNorm(const KernelInfo& info) : epsilon_(info.attr_float("epsilon", 1e-5f)) {}
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& X = ctx.required_input(0);
+    const Tensor& S = ctx.required_input(1);
+    const Tensor& B = ctx.required_input(2);
+    if (X.rank() < 3)
+      ctx.fail(StatusCode::kInvalidArgument,
+               "X must have rank >= 3 (N x C x D1 x ...), got " + shape_to_string(X.shape()));
+    if (!is_float_type(X.dtype()))
+      ctx.fail(StatusCode::kNotImplemented,
+               std::string("element type ") + dtype_name(X.dtype()) + " is not supported");
+    const int64_t N = X.dim(0), C = X.dim(1);
+    for (const Tensor* p : {&S, &B}) {
+      if (p->dtype() != X.dtype())
+        ctx.fail(StatusCode::kInvalidArgument,
+                 std::string("scale and B must have X's element type ") + dtype_name(X.dtype()) +
+                     ", got " + dtype_name(p->dtype()));
+      if (p->rank() != 1 || p->dim(0) != C)
+        ctx.fail(StatusCode::kInvalidArgument,
+                 std::string(p == &S ? "scale " : "B ") + shape_to_string(p->shape()) +
+                     " must be 1-D with C = " + std::to_string(C) + " elements (X " +
+                     shape_to_string(X.shape()) + ")");
+    }
+    int64_t inner = 1;
+    for (size_t i = 2; i < X.rank(); ++i) inner *= X.dim(i);
+    Tensor& Y = ctx.allocate_output(0, X.dtype(), X.shape());
+    if (Y.numel() == 0) return;
+    ThreadPool* pool = ctx.thread_pool();
+    with_real_buffers(X, Y, [&](auto* x, auto* y) {
+      using T = std::remove_cv_t<std::remove_pointer_t<decltype(y)>>;
+      const std::vector<T> scale = read_as<T>(S), bias = read_as<T>(B);
+      parallel_for(pool, N * C, 4.0 * static_cast<double>(inner), [&](int64_t s, int64_t e) {
+        for (int64_t nc = s; nc < e; ++nc) {
+          const int64_t c = nc % C;
+          const T* xp = x + nc * inner;
+          T* yp = y + nc * inner;
+          double mean, inv;
+          row_moments(xp, inner, static_cast<double>(epsilon_), &mean, &inv);
+          const T a = static_cast<T>(inv * static_cast<double>(scale[c]));
+          const T m = static_cast<T>(mean), b = bias[c];
+          for (int64_t i = 0; i < inner; ++i) yp[i] = (xp[i] - m) * a + b;
+        }
+      });
+    });
+  }
+
+ private:
+  float epsilon_;
+};
+
+}  // namespace
+
+void register_normalization(KernelRegistry& r) {
+  // BatchNormalization: 7 (spatial attr, optional training outputs), 9 (no spatial),
+  // 14 (training_mode attr; running_mean / running_var outputs), 15 (separate param types).
+  r.add("", "BatchNormalization", 7, 8, make_factory<BatchNorm>());
+  r.add("", "BatchNormalization", 9, 13, make_factory<BatchNorm>());
+  r.add("", "BatchNormalization", 14, 14, make_factory<BatchNorm>());
+  r.add("", "BatchNormalization", 15, kMaxOpset, make_factory<BatchNorm>());
+  r.add("", "LayerNormalization", 17, kMaxOpset, make_factory<LayerNorm>());
+  r.add("", "InstanceNormalization", 6, 21, make_factory<InstanceNorm>());
+  r.add("", "InstanceNormalization", 22, kMaxOpset, make_factory<InstanceNorm>());
+}
+
+}  // namespace nn
+}  // namespace ortlite

@@ -1,0 +1,463 @@
+// MaxPool, AveragePool, GlobalMaxPool, GlobalAveragePool over 1-D, 2-D and 3-D spatial dims
+// (internally every input is viewed as 3-D with leading dims of size 1).
+//
+// Semantics follow onnxruntime: padded positions never win a max and are excluded from an
+// average unless count_include_pad; with count_include_pad the divisor is the full kernel
+// size before opset 19 and the taps inside the padded input from opset 19 on; MaxPool's
+// Indices are flat over the whole input (row-major, or column-major spatial when
+// storage_order = 1).
+#include <algorithm>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "providers/cpu/nn/nn_common.h"
+#include "compute/simd.h"
+
+namespace ortlite {
+namespace nn {
+namespace {
+
+// Geometry viewed as 3-D.
+struct Geo3 {
+  size_t rank;  // real spatial axes (the last `rank` of the 3)
+  int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
+  int64_t in_size, out_size;
+};
+
+Geo3 to_geo3(const SpatialGeometry& g) {
+  Geo3 r;
+  const size_t n = g.rank;
+  r.rank = n;
+  for (size_t i = 0; i < 3; ++i) {
+    if (i < 3 - n) {
+      r.in[i] = r.out[i] = r.k[i] = r.s[i] = r.d[i] = 1;
+      r.pb[i] = r.pe[i] = 0;
+    } else {
+      const size_t j = i - (3 - n);
+      r.in[i] = g.in[j];
+      r.out[i] = g.out[j];
+      r.k[i] = g.kernel[j];
+      r.s[i] = g.stride[j];
+      r.d[i] = g.dilation[j];
+      r.pb[i] = g.pad_begin[j];
+      r.pe[i] = g.pad_end[j];
+    }
+  }
+  r.in_size = r.in[0] * r.in[1] * r.in[2];
+  r.out_size = r.out[0] * r.out[1] * r.out[2];
+  return r;
+}
+
+// Where a max starts: -inf for floating types (a window of -inf values has the maximum
+// -inf), the lowest value for integers.
+template <typename T>
+constexpr T max_identity() {
+  return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                              : std::numeric_limits<T>::lowest();
+}
+
+// Max or sum pooling, one output row (last axis) at a time: every tap of the window is
+// applied to the whole row, which vectorizes. Padded positions are skipped.
+template <typename T, typename Acc, bool kMax>
+void pool_rows(const Geo3& g, const T* x, T* y, int64_t channels, bool include_pad,
+               bool clip_divisor, ThreadPool* pool) {
+  const double cost = static_cast<double>(g.out_size) * g.k[0] * g.k[1] * g.k[2];
+  const int64_t rows = channels * g.out[0] * g.out[1];
+  const int64_t out2 = g.out[2];
+  // Taps of each window along the last axis that are inside the input (for averages).
+  std::vector<int64_t> cnt2(static_cast<size_t>(out2), 0);
+  std::vector<int64_t> los(static_cast<size_t>(g.k[2])), his(static_cast<size_t>(g.k[2]));
+  for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
+    valid_range(k2 * g.d[2] - g.pb[2], g.s[2], g.in[2], out2, los[k2], his[k2]);
+    for (int64_t o = los[k2]; o < his[k2]; ++o) ++cnt2[o];
+  }
+  // Number of taps of a window starting at `start` that lie inside the padded input.
+  auto taps = [&](int64_t start, int dim) {
+    const int64_t end = std::min(start + g.k[dim] * g.d[dim], g.in[dim] + g.pe[dim]);
+    return end > start ? 1 + (end - start - 1) / g.d[dim] : 0;
+  };
+  const int64_t full = g.k[0] * g.k[1] * g.k[2];
+  parallel_for(
+      pool, rows, cost / std::max<int64_t>(1, g.out[0] * g.out[1]), [&](int64_t rb, int64_t re) {
+        std::vector<Acc> acc(static_cast<size_t>(out2));
+        for (int64_t r = rb; r < re; ++r) {
+          const int64_t o1 = r % g.out[1];
+          const int64_t o0 = (r / g.out[1]) % g.out[0];
+          const int64_t c = r / (g.out[0] * g.out[1]);
+          const T* xc = x + c * g.in_size;
+          const int64_t s0 = o0 * g.s[0] - g.pb[0], s1 = o1 * g.s[1] - g.pb[1];
+          std::fill(acc.begin(), acc.end(), kMax ? max_identity<Acc>() : Acc(0));
+          int64_t n01 = 0;
+          for (int64_t k0 = 0; k0 < g.k[0]; ++k0) {
+            const int64_t i0 = s0 + k0 * g.d[0];
+            if (i0 < 0 || i0 >= g.in[0]) continue;
+            for (int64_t k1 = 0; k1 < g.k[1]; ++k1) {
+              const int64_t i1 = s1 + k1 * g.d[1];
+              if (i1 < 0 || i1 >= g.in[1]) continue;
+              ++n01;
+              const T* row = xc + (i0 * g.in[1] + i1) * g.in[2];
+              for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
+                const int64_t off = k2 * g.d[2] - g.pb[2];
+                const int64_t lo = los[k2], hi = his[k2];
+                const int64_t s2 = g.s[2];
+                Acc* a = acc.data();
+                if (kMax) {
+                  for (int64_t o = lo; o < hi; ++o) {
+                    const Acc v = static_cast<Acc>(row[o * s2 + off]);
+                    a[o] = v > a[o] ? v : a[o];
+                  }
+                } else {
+                  for (int64_t o = lo; o < hi; ++o) a[o] += static_cast<Acc>(row[o * s2 + off]);
+                }
+              }
+            }
+          }
+          T* yr = y + r * out2;
+          if (kMax) {
+            for (int64_t o = 0; o < out2; ++o) yr[o] = static_cast<T>(acc[o]);
+          } else if (include_pad) {
+            const int64_t t01 = clip_divisor ? taps(s0, 0) * taps(s1, 1) : 0;
+            for (int64_t o = 0; o < out2; ++o) {
+              const int64_t div = clip_divisor ? t01 * taps(o * g.s[2] - g.pb[2], 2) : full;
+              yr[o] = div > 0 ? static_cast<T>(acc[o] / static_cast<Acc>(div)) : T(0);
+            }
+          } else {
+            for (int64_t o = 0; o < out2; ++o) {
+              const int64_t div = n01 * cnt2[o];
+              yr[o] = div > 0 ? static_cast<T>(acc[o] / static_cast<Acc>(div)) : T(0);
+            }
+          }
+        }
+      });
+}
+
+// Float max pooling over at most two spatial axes without dilation, output rows [rb, re)
+// of `channels * out[1]`: the window's input rows are first reduced to one row, which is
+// contiguous work that vectorizes, into `tmp` (out[2] * s[2] + k[2] + 16 floats), where
+// the padding and the positions past the input hold -inf; then the horizontal
+// taps run over it, 8 outputs at a time (stride 2: every other lane of two loads).
+// Comparisons are `v > acc`, as in pool_rows, so a NaN input never wins.
+ORTLITE_NN_CLONES void max_pool2d_rows_f32(const Geo3& g, const float* x, float* y, int64_t rb,
+                                           int64_t re, float* tmp) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const int64_t in1 = g.in[1], in2 = g.in[2], out1 = g.out[1], out2 = g.out[2];
+  const int64_t k1 = g.k[1], k2 = g.k[2], s1 = g.s[1], s2 = g.s[2], pb2 = g.pb[2];
+  const int64_t width = out2 * s2 + k2 + 16;
+  for (int64_t j = 0; j < width; ++j) tmp[j] = ninf;
+  float* t = tmp + pb2;  // t[i] is input column i
+  const int64_t valid = std::min(in2, width - pb2);
+  for (int64_t r = rb; r < re; ++r) {
+    const int64_t o1 = r % out1, c = r / out1;
+    const float* xc = x + c * g.in_size;
+    const int64_t i_lo = std::max<int64_t>(0, o1 * s1 - g.pb[1]);
+    const int64_t i_hi = std::min(in1, o1 * s1 - g.pb[1] + k1);
+    if (i_lo >= i_hi) {
+      for (int64_t j = 0; j < valid; ++j) t[j] = ninf;
+    } else {
+      const float* r0 = xc + i_lo * in2;
+      for (int64_t j = 0; j < valid; ++j) t[j] = r0[j] > ninf ? r0[j] : ninf;
+      for (int64_t i = i_lo + 1; i < i_hi; ++i) {
+        const float* ri = xc + i * in2;
+        for (int64_t j = 0; j < valid; ++j) t[j] = ri[j] > t[j] ? ri[j] : t[j];
+      }
+    }
+    float* yr = y + r * out2;
+    int64_t o = 0;
+    if (s2 == 1) {
+      for (; o + 8 <= out2; o += 8) {
+        v8sf acc = v8sf{} + ninf;
+        for (int64_t q = 0; q < k2; ++q) {
+          v8sf v;
+          load8(tmp + o + q, v);
+          acc = v > acc ? v : acc;
+        }
+        store8(yr + o, acc);
+      }
+    } else if (s2 == 2) {
+      for (; o + 8 <= out2; o += 8) {
+        v8sf acc = v8sf{} + ninf;
+        for (int64_t q = 0; q < k2; ++q) {
+          v8sf a, b;
+          load8(tmp + 2 * o + q, a);
+          load8(tmp + 2 * o + q + 8, b);
+          const v8sf v = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
+          acc = v > acc ? v : acc;
+        }
+        store8(yr + o, acc);
+      }
+    }
+    for (; o < out2; ++o) {
+      float acc = ninf;
+      for (int64_t q = 0; q < k2; ++q) {
+        const float v = tmp[o * s2 + q];
+        acc = v > acc ? v : acc;
+      }
+      yr[o] = acc;
+    }
+  }
+}
+
+// Max pooling with the Indices output (flat over the input; row-major, or column-major over
+// the spatial dims when storage_order = 1).
+template <typename T>
+void max_pool_indices(const Geo3& g, const T* x, T* y, int64_t* ind, int64_t channels,
+                      int64_t storage_order, ThreadPool* pool) {
+  const double cost = static_cast<double>(g.out_size) * g.k[0] * g.k[1] * g.k[2];
+  parallel_for(pool, channels, cost, [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      const T* xc = x + c * g.in_size;
+      int64_t o = c * g.out_size;
+      for (int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+        const int64_t s0 = o0 * g.s[0] - g.pb[0];
+        for (int64_t o1 = 0; o1 < g.out[1]; ++o1) {
+          const int64_t s1 = o1 * g.s[1] - g.pb[1];
+          for (int64_t o2 = 0; o2 < g.out[2]; ++o2, ++o) {
+            const int64_t s2 = o2 * g.s[2] - g.pb[2];
+            T best = std::numeric_limits<T>::lowest();
+            int64_t bi = -1;
+            for (int64_t k0 = 0; k0 < g.k[0]; ++k0) {
+              const int64_t i0 = s0 + k0 * g.d[0];
+              if (i0 < 0 || i0 >= g.in[0]) continue;
+              for (int64_t k1 = 0; k1 < g.k[1]; ++k1) {
+                const int64_t i1 = s1 + k1 * g.d[1];
+                if (i1 < 0 || i1 >= g.in[1]) continue;
+                const int64_t base = (i0 * g.in[1] + i1) * g.in[2];
+                for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
+                  const int64_t i2 = s2 + k2 * g.d[2];
+                  if (i2 < 0 || i2 >= g.in[2]) continue;
+                  const T v = xc[base + i2];
+                  const bool gt = v > best;  // first maximum wins; NaN never does
+                  best = gt ? v : best;
+                  bi = gt ? base + i2 : bi;
+                }
+              }
+            }
+            y[o] = best;
+            // No element above the type's lowest value: onnxruntime reports index -1 on every
+            // real spatial axis.
+            int64_t b0 = g.rank >= 3 ? -1 : 0, b1 = g.rank >= 2 ? -1 : 0, b2 = -1;
+            if (bi >= 0) {
+              b2 = bi % g.in[2];
+              b1 = (bi / g.in[2]) % g.in[1];
+              b0 = bi / (g.in[2] * g.in[1]);
+            }
+            const int64_t idx = storage_order == 0 ? (b0 * g.in[1] + b1) * g.in[2] + b2
+                                                   : b0 + b1 * g.in[0] + b2 * g.in[0] * g.in[1];
+            ind[o] = c * g.in_size + idx;
+          }
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void max_pool(const Geo3& g, const T* x, T* y, int64_t* ind, int64_t channels,
+              int64_t storage_order, ThreadPool* pool) {
+  if (ind) {
+    max_pool_indices<T>(g, x, y, ind, channels, storage_order, pool);
+  } else if (std::is_same_v<T, float> && g.k[0] == 1 && g.d[1] == 1 && g.d[2] == 1 && g.s[2] <= 2) {
+    const double cost =
+        static_cast<double>(g.in[2]) * g.k[1] + static_cast<double>(g.out[2]) * g.k[2];
+    parallel_for(pool, channels * g.out[1], cost, [&](int64_t rb, int64_t re) {
+      std::vector<float> tmp(static_cast<size_t>(g.out[2] * g.s[2] + g.k[2] + 16 + g.pb[2]));
+      max_pool2d_rows_f32(g, reinterpret_cast<const float*>(x), reinterpret_cast<float*>(y), rb, re,
+                          tmp.data());
+    });
+  } else {
+    pool_rows<T, T, true>(g, x, y, channels, false, false, pool);
+  }
+}
+
+template <typename T, typename Acc>
+void avg_pool(const Geo3& g, const T* x, T* y, int64_t channels, bool include_pad,
+              bool clip_divisor, ThreadPool* pool) {
+  pool_rows<T, Acc, false>(g, x, y, channels, include_pad, clip_divisor, pool);
+}
+
+template <typename T, typename Acc>
+void global_pool(bool is_max, const T* x, T* y, int64_t channels, int64_t size, ThreadPool* pool) {
+  parallel_for(pool, channels, static_cast<double>(size), [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      const T* xc = x + c * size;
+      if (is_max) {
+        T best = size > 0 ? xc[0] : T(0);
+        for (int64_t i = 1; i < size; ++i)
+          if (xc[i] > best) best = xc[i];
+        y[c] = best;
+      } else {
+        Acc sum = 0;
+        for (int64_t i = 0; i < size; ++i) sum += static_cast<Acc>(xc[i]);
+        y[c] = size > 0 ? static_cast<T>(sum / static_cast<Acc>(size)) : T(0);
+      }
+    }
+  });
+}
+
+enum class Kind { kMax, kAverage };
+
+class Pool final : public Kernel {
+ public:
+  Pool(const KernelInfo& info, Kind kind, bool global)
+      : kind_(kind), global_(global), opset_(info.opset()) {
+    if (global_) return;
+    attrs_.load(info, true);
+    const bool is_max = kind_ == Kind::kMax;
+    // dilations: MaxPool 10+, AveragePool 19+; ceil_mode: 10+ for both.
+    if ((is_max && opset_ < 10) || (!is_max && opset_ < 19)) attrs_.dilations.clear();
+    ceil_mode_ = opset_ >= 10 && info.attr_int("ceil_mode", 0) != 0;
+    if (!is_max) count_include_pad_ = opset_ >= 7 && info.attr_int("count_include_pad", 0) != 0;
+    if (is_max && opset_ >= 8) {
+      storage_order_ = info.attr_int("storage_order", 0);
+      if (storage_order_ != 0 && storage_order_ != 1)
+        info.fail(StatusCode::kInvalidGraph, "attribute 'storage_order' must be 0 or 1, got " +
+                                                 std::to_string(storage_order_));
+    }
+    if (attrs_.auto_pad == AutoPad::kNotSet && !attrs_.pads.empty()) {
+      const size_t n = attrs_.kernel_shape.size();
+      for (size_t i = 0; i < 2 * n; ++i)
+        if (attrs_.pads[i] >= attrs_.kernel_shape[i % n])
+          info.fail(StatusCode::kInvalidGraph, "attribute 'pads' " + dims_to_string(attrs_.pads) +
+                                                   " must be smaller than the kernel " +
+                                                   dims_to_string(attrs_.kernel_shape));
+    }
+    if (!is_max && info.num_outputs() > 1)
+      info.fail(StatusCode::kInvalidGraph, "AveragePool has a single output");
+  }
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& X = ctx.required_input(0);
+    if (X.rank() < 3 || (!global_ && X.rank() > 5))
+      ctx.fail(StatusCode::kInvalidArgument,
+               std::string("X must be N x C x D1 x ... with 1 to 3 spatial dims, got ") +
+                   shape_to_string(X.shape()));
+    const DataType dt = X.dtype();
+    const bool is_max = kind_ == Kind::kMax;
+    const bool ok_type = dt == DataType::kFloat || dt == DataType::kDouble ||
+                         dt == DataType::kFloat16 || dt == DataType::kBFloat16 ||
+                         (is_max && !global_ && (dt == DataType::kInt8 || dt == DataType::kUInt8));
+    if (!ok_type)
+      ctx.fail(StatusCode::kNotImplemented,
+               std::string("element type ") + dtype_name(dt) + " is not supported");
+    const int64_t channels = X.dim(0) * X.dim(1);
+    const std::vector<int64_t> in(X.shape().begin() + 2, X.shape().end());
+    ThreadPool* pool = ctx.thread_pool();
+
+    if (global_) {
+      Shape ys{X.dim(0), X.dim(1)};
+      ys.resize(X.rank(), 1);
+      Tensor& Y = ctx.allocate_output(0, dt, ys);
+      if (Y.numel() == 0) return;
+      int64_t size = 1;
+      for (int64_t v : in) size *= v;
+      switch (dt) {
+        case DataType::kFloat:
+          return global_pool<float, float>(is_max, X.data<float>(), Y.data<float>(), channels, size,
+                                           pool);
+        case DataType::kDouble:
+          return global_pool<double, double>(is_max, X.data<double>(), Y.data<double>(), channels,
+                                             size, pool);
+        default: {
+          std::vector<float> x(static_cast<size_t>(X.numel())), y(static_cast<size_t>(channels));
+          convert_to_float(dt, X.raw_data(), x.data(), X.numel());
+          global_pool<float, float>(is_max, x.data(), y.data(), channels, size, pool);
+          convert_from_float(dt, y.data(), Y.raw_data(), Y.numel());
+          return;
+        }
+      }
+    }
+
+    const SpatialGeometry sg = pool_geometry(ctx, attrs_, in, ceil_mode_);
+    Shape ys{X.dim(0), X.dim(1)};
+    ys.insert(ys.end(), sg.out.begin(), sg.out.end());
+    Tensor& Y = ctx.allocate_output(0, dt, ys);
+    int64_t* ind = nullptr;
+    if (is_max && ctx.num_outputs() > 1 && !ctx.node().outputs[1].empty())
+      ind = ctx.allocate_output(1, DataType::kInt64, ys).data<int64_t>();
+    if (Y.numel() == 0) return;
+    const Geo3 g = to_geo3(sg);
+    if (is_max) {
+      switch (dt) {
+        case DataType::kFloat:
+          return max_pool<float>(g, X.data<float>(), Y.data<float>(), ind, channels, storage_order_,
+                                 pool);
+        case DataType::kDouble:
+          return max_pool<double>(g, X.data<double>(), Y.data<double>(), ind, channels,
+                                  storage_order_, pool);
+        case DataType::kInt8:
+          return max_pool<int8_t>(g, X.data<int8_t>(), Y.data<int8_t>(), ind, channels,
+                                  storage_order_, pool);
+        case DataType::kUInt8:
+          return max_pool<uint8_t>(g, X.data<uint8_t>(), Y.data<uint8_t>(), ind, channels,
+                                   storage_order_, pool);
+        default: {
+          std::vector<float> x(static_cast<size_t>(X.numel())), y(static_cast<size_t>(Y.numel()));
+          convert_to_float(dt, X.raw_data(), x.data(), X.numel());
+          max_pool<float>(g, x.data(), y.data(), ind, channels, storage_order_, pool);
+          convert_from_float(dt, y.data(), Y.raw_data(), Y.numel());
+          return;
+        }
+      }
+    }
+    const bool clip = opset_ >= 19;
+    switch (dt) {
+      case DataType::kFloat:
+        return avg_pool<float, float>(g, X.data<float>(), Y.data<float>(), channels,
+                                      count_include_pad_, clip, pool);
+      case DataType::kDouble:
+        return avg_pool<double, double>(g, X.data<double>(), Y.data<double>(), channels,
+                                        count_include_pad_, clip, pool);
+      default: {
+        std::vector<float> x(static_cast<size_t>(X.numel())), y(static_cast<size_t>(Y.numel()));
+        convert_to_float(dt, X.raw_data(), x.data(), X.numel());
+        avg_pool<float, float>(g, x.data(), y.data(), channels, count_include_pad_, clip, pool);
+        convert_from_float(dt, y.data(), Y.raw_data(), Y.numel());
+        return;
+      }
+    }
+  }
+
+ private:
+  Kind kind_;
+  bool global_;
+  int64_t opset_;
+  SpatialAttrs attrs_;
+  bool ceil_mode_ = false;
+  bool count_include_pad_ = false;
+  int64_t storage_order_ = 0;
+};
+
+template <Kind K, bool Global>
+KernelFactory pool_factory() {
+  return [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+    return std::make_unique<Pool>(info, K, Global);
+  };
+}
+
+}  // namespace
+
+void register_pool(KernelRegistry& r) {
+  // MaxPool: 8 adds Indices + storage_order, 10 dilations + ceil_mode, 11 pads doc,
+  // 12 int8/uint8, 22 bfloat16.
+  r.add("", "MaxPool", 1, 7, pool_factory<Kind::kMax, false>());
+  r.add("", "MaxPool", 8, 9, pool_factory<Kind::kMax, false>());
+  r.add("", "MaxPool", 10, 10, pool_factory<Kind::kMax, false>());
+  r.add("", "MaxPool", 11, 11, pool_factory<Kind::kMax, false>());
+  r.add("", "MaxPool", 12, 21, pool_factory<Kind::kMax, false>());
+  r.add("", "MaxPool", 22, kMaxOpset, pool_factory<Kind::kMax, false>());
+  // AveragePool: 7 count_include_pad, 10 ceil_mode, 11 pads doc, 19 dilations, 22 bfloat16.
+  r.add("", "AveragePool", 1, 6, pool_factory<Kind::kAverage, false>());
+  r.add("", "AveragePool", 7, 9, pool_factory<Kind::kAverage, false>());
+  r.add("", "AveragePool", 10, 10, pool_factory<Kind::kAverage, false>());
+  r.add("", "AveragePool", 11, 18, pool_factory<Kind::kAverage, false>());
+  r.add("", "AveragePool", 19, 21, pool_factory<Kind::kAverage, false>());
+  r.add("", "AveragePool", 22, kMaxOpset, pool_factory<Kind::kAverage, false>());
+  r.add("", "GlobalMaxPool", 1, 21, pool_factory<Kind::kMax, true>());
+  r.add("", "GlobalMaxPool", 22, kMaxOpset, pool_factory<Kind::kMax, true>());
+  r.add("", "GlobalAveragePool", 1, 21, pool_factory<Kind::kAverage, true>());
+  r.add("", "GlobalAveragePool", 22, kMaxOpset, pool_factory<Kind::kAverage, true>());
+}
+
+}  // namespace nn
+}  // namespace ortlite

@@ -1,0 +1,433 @@
+// Resize (opsets 11-23), added for ONNX node conformance. Separable: the input is resized
+// one axis at a time (in double), each output coordinate of an axis being a weighted sum
+// of n neighbours of its source coordinate, as in onnx's reference implementation:
+// modes nearest (4 rounding modes) / linear / cubic (cubic_coeff_a, exclude_outside),
+// antialias for linear and cubic, the six coordinate transformation modes
+// (tf_crop_and_resize with roi and extrapolation_value), axes, and
+// keep_aspect_ratio_policy. Integer outputs are rounded (half to even) and saturated.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "providers/cpu/nn/nn_common.h"
+
+namespace ortlite {
+namespace nn {
+namespace {
+
+enum class RMode { kNearest, kLinear, kCubic };
+enum class Ctm {
+  kHalfPixel,
+  kHalfPixelSymmetric,
+  kPytorchHalfPixel,
+  kAlignCorners,
+  kAsymmetric,
+  kTfCropAndResize
+};
+enum class NearestMode { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil };
+enum class Aspect { kStretch, kNotLarger, kNotSmaller };
+
+class Resize final : public Kernel {
+ public:
+  explicit Resize(const KernelInfo& info)
+      : cubic_a_(info.attr_float("cubic_coeff_a", -0.75f)),
+        exclude_outside_(info.attr_int("exclude_outside", 0) != 0),
+        extrapolation_(info.attr_float("extrapolation_value", 0.0f)),
+        antialias_(info.attr_int("antialias", 0) != 0),
+        axes_(info.attr_ints("axes")),
+        has_axes_(info.has_attr("axes")) {
+    const std::string mode = info.attr_string("mode", "nearest");
+    if (mode == "nearest") {
+      mode_ = RMode::kNearest;
+    } else if (mode == "linear") {
+      mode_ = RMode::kLinear;
+    } else if (mode == "cubic") {
+      mode_ = RMode::kCubic;
+    } else {
+      info.fail(StatusCode::kInvalidArgument, "attribute 'mode' = '" + mode + "' is unknown");
+    }
+    const std::string ctm = info.attr_string("coordinate_transformation_mode", "half_pixel");
+    if (ctm == "half_pixel") {
+      ctm_ = Ctm::kHalfPixel;
+    } else if (ctm == "half_pixel_symmetric") {
+      ctm_ = Ctm::kHalfPixelSymmetric;
+    } else if (ctm == "pytorch_half_pixel") {
+      ctm_ = Ctm::kPytorchHalfPixel;
+    } else if (ctm == "align_corners") {
+      ctm_ = Ctm::kAlignCorners;
+    } else if (ctm == "asymmetric") {
+      ctm_ = Ctm::kAsymmetric;
+    } else if (ctm == "tf_crop_and_resize") {
+      ctm_ = Ctm::kTfCropAndResize;
+    } else {
+      info.fail(StatusCode::kInvalidArgument,
+                "attribute 'coordinate_transformation_mode' = '" + ctm + "' is unknown");
+    }
+    const std::string nm = info.attr_string("nearest_mode", "round_prefer_floor");
+    if (nm == "round_prefer_floor") {
+      nearest_ = NearestMode::kRoundPreferFloor;
+    } else if (nm == "round_prefer_ceil") {
+      nearest_ = NearestMode::kRoundPreferCeil;
+    } else if (nm == "floor") {
+      nearest_ = NearestMode::kFloor;
+    } else if (nm == "ceil") {
+      nearest_ = NearestMode::kCeil;
+    } else {
+      info.fail(StatusCode::kInvalidArgument, "attribute 'nearest_mode' = '" + nm + "' is unknown");
+    }
+    const std::string kp = info.attr_string("keep_aspect_ratio_policy", "stretch");
+    if (kp == "stretch") {
+      aspect_ = Aspect::kStretch;
+    } else if (kp == "not_larger") {
+      aspect_ = Aspect::kNotLarger;
+    } else if (kp == "not_smaller") {
+      aspect_ = Aspect::kNotSmaller;
+    } else {
+      info.fail(StatusCode::kInvalidArgument,
+                "attribute 'keep_aspect_ratio_policy' = '" + kp + "' is unknown");
+    }
+    if (antialias_ && mode_ == RMode::kNearest) {
+      info.fail(StatusCode::kInvalidArgument, "antialias is not defined for mode 'nearest'");
+    }
+  }
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& x = ctx.required_input(0);
+    const Shape& in = x.shape();
+    const size_t r = in.size();
+    if (r == 0) ctx.fail(StatusCode::kInvalidArgument, "input 'X' must have rank >= 1");
+    std::vector<int64_t> axes;
+    if (has_axes_) {
+      std::vector<char> seen(r, 0);
+      for (int64_t a : axes_) {
+        const int64_t na = normalize_axis(a, static_cast<int64_t>(r), "attribute 'axes'");
+        if (seen[static_cast<size_t>(na)]) {
+          ctx.fail(StatusCode::kInvalidArgument, "attribute 'axes' repeats an axis");
+        }
+        seen[static_cast<size_t>(na)] = 1;
+        axes.push_back(na);
+      }
+    } else {
+      for (size_t i = 0; i < r; ++i) axes.push_back(static_cast<int64_t>(i));
+    }
+    const size_t na = axes.size();
+    auto read_floats = [&](const Tensor* t) {
+      std::vector<double> v;
+      if (!t) return v;
+      ORTLITE_DISPATCH_FLOAT(t->dtype(), "Resize roi/scales", [&](auto tag) {
+        using T = decltype(tag);
+        const T* p = t->data<T>();
+        for (int64_t i = 0; i < t->numel(); ++i)
+          v.push_back(static_cast<double>(static_cast<float>(p[i])));
+      });
+      return v;
+    };
+    std::vector<double> roi_in = read_floats(ctx.input(1));
+    std::vector<double> scales_in = read_floats(ctx.input(2));
+    std::vector<int64_t> sizes_in;
+    if (const Tensor* s = ctx.input(3)) {
+      if (s->dtype() != DataType::kInt64) {
+        ctx.fail(StatusCode::kInvalidArgument, "input 'sizes' must be int64");
+      }
+      sizes_in = tensor_to_int64s(*s);
+    }
+    if (!scales_in.empty() && !sizes_in.empty()) {
+      ctx.fail(StatusCode::kInvalidArgument, "only one of 'scales' and 'sizes' may be given");
+    }
+    if (scales_in.empty() && sizes_in.empty()) {
+      ctx.fail(StatusCode::kInvalidArgument, "one of 'scales' and 'sizes' must be given");
+    }
+    std::vector<double> scale(r, 1.0);
+    std::vector<int64_t> out(in.begin(), in.end());
+    if (!scales_in.empty()) {
+      if (scales_in.size() != na) {
+        ctx.fail(StatusCode::kInvalidArgument, "input 'scales' has " +
+                                                   std::to_string(scales_in.size()) +
+                                                   " values for " + std::to_string(na) + " axes");
+      }
+      for (size_t i = 0; i < na; ++i) {
+        const size_t a = static_cast<size_t>(axes[i]);
+        if (!(scales_in[i] > 0) || scales_in[i] > 1e6) {
+          ctx.fail(StatusCode::kInvalidArgument, "input 'scales' must be positive");
+        }
+        scale[a] = scales_in[i];
+        out[a] = static_cast<int64_t>(scales_in[i] * static_cast<double>(in[a]));
+      }
+    } else {
+      if (sizes_in.size() != na) {
+        ctx.fail(StatusCode::kInvalidArgument, "input 'sizes' has " +
+                                                   std::to_string(sizes_in.size()) +
+                                                   " values for " + std::to_string(na) + " axes");
+      }
+      for (size_t i = 0; i < na; ++i) {
+        const size_t a = static_cast<size_t>(axes[i]);
+        if (sizes_in[i] < 0 || sizes_in[i] > (int64_t{1} << 31) || in[a] == 0) {
+          ctx.fail(StatusCode::kInvalidArgument, "input 'sizes' is out of range");
+        }
+        out[a] = sizes_in[i];
+        scale[a] = static_cast<double>(sizes_in[i]) / static_cast<double>(in[a]);
+      }
+      if (aspect_ != Aspect::kStretch) {
+        double s = scale[static_cast<size_t>(axes[0])];
+        for (int64_t a : axes) {
+          s = aspect_ == Aspect::kNotLarger ? std::min(s, scale[static_cast<size_t>(a)])
+                                            : std::max(s, scale[static_cast<size_t>(a)]);
+        }
+        for (int64_t a : axes) {
+          scale[static_cast<size_t>(a)] = s;
+          out[static_cast<size_t>(a)] =
+              static_cast<int64_t>(s * static_cast<double>(in[static_cast<size_t>(a)]) + 0.5);
+        }
+      }
+    }
+    // roi: [starts..., ends...] for the axes.
+    std::vector<double> roi(2 * r);
+    for (size_t i = 0; i < r; ++i) {
+      roi[i] = 0.0;
+      roi[r + i] = 1.0;
+    }
+    const bool has_roi = !roi_in.empty();
+    if (has_roi) {
+      if (roi_in.size() != 2 * na) {
+        ctx.fail(StatusCode::kInvalidArgument, "input 'roi' has " + std::to_string(roi_in.size()) +
+                                                   " values, expected " + std::to_string(2 * na));
+      }
+      for (size_t i = 0; i < na; ++i) {
+        roi[static_cast<size_t>(axes[i])] = roi_in[i];
+        roi[r + static_cast<size_t>(axes[i])] = roi_in[na + i];
+      }
+    }
+    if (ctm_ == Ctm::kTfCropAndResize && !has_roi) {
+      ctx.fail(StatusCode::kInvalidArgument,
+               "coordinate_transformation_mode tf_crop_and_resize needs input 'roi'");
+    }
+    Shape out_shape(out.begin(), out.end());
+    // Every intermediate (one axis resized at a time) is bounded by max(in, out) per dim.
+    double biggest = 1;
+    for (size_t i = 0; i < r; ++i) {
+      biggest *= static_cast<double>(std::max(in[i], out_shape[i]));
+    }
+    if (biggest > static_cast<double>(int64_t{1} << 28)) {
+      ctx.fail(StatusCode::kInvalidArgument,
+               "output shape " + shape_to_string(out_shape) + " is too large");
+    }
+    // Work in double.
+    std::vector<double> cur(static_cast<size_t>(x.numel()));
+    ORTLITE_DISPATCH_NUMERIC(x.dtype(), "Resize", [&](auto tag) {
+      using T = decltype(tag);
+      const T* p = x.data<T>();
+      for (size_t i = 0; i < cur.size(); ++i) {
+        if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+          cur[i] = static_cast<double>(static_cast<float>(p[i]));
+        } else {
+          cur[i] = static_cast<double>(p[i]);
+        }
+      }
+    });
+    Shape cur_shape = in;
+    for (int64_t a64 : axes) {
+      const size_t a = static_cast<size_t>(a64);
+      const bool default_roi =
+          !has_roi || (std::fabs(roi[a]) < 1e-9 && std::fabs(roi[r + a] - 1) < 1e-9);
+      if (std::fabs(scale[a] - 1.0) < 1e-9 && out[a] == cur_shape[a] && default_roi) continue;
+      cur = resize_axis(ctx, cur, cur_shape, a, scale[a], out[a], roi[a], roi[r + a]);
+      cur_shape[a] = out[a];
+    }
+    Tensor& y = ctx.allocate_output(0, x.dtype(), out_shape);
+    ORTLITE_DISPATCH_NUMERIC(x.dtype(), "Resize", [&](auto tag) {
+      using T = decltype(tag);
+      T* p = y.data<T>();
+      for (size_t i = 0; i < cur.size(); ++i) {
+        if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+          p[i] = T(static_cast<float>(cur[i]));
+        } else if constexpr (std::is_floating_point_v<T>) {
+          p[i] = static_cast<T>(cur[i]);
+        } else if constexpr (std::is_same_v<T, bool>) {
+          p[i] = cur[i] != 0;
+        } else {
+          double v = std::nearbyint(cur[i]);
+          v = std::min(std::max(v, static_cast<double>(std::numeric_limits<T>::lowest())),
+                       static_cast<double>(std::numeric_limits<T>::max()));
+          p[i] = std::isnan(v) ? T(0) : static_cast<T>(v);
+        }
+      }
+    });
+  }
+
+ private:
+  std::vector<double> coeffs(double ratio, double scale) const {
+    if (mode_ == RMode::kNearest) {
+      if (ratio == 1.0) return {0, 1};
+      switch (nearest_) {
+        case NearestMode::kRoundPreferFloor:
+          return {ratio <= 0.5 ? 1.0 : 0.0, ratio > 0.5 ? 1.0 : 0.0};
+        case NearestMode::kRoundPreferCeil:
+          return {ratio < 0.5 ? 1.0 : 0.0, ratio >= 0.5 ? 1.0 : 0.0};
+        case NearestMode::kFloor:
+          return {1, 0};
+        case NearestMode::kCeil:
+          return {0, 1};
+      }
+    }
+    const double a = cubic_a_;
+    if (mode_ == RMode::kLinear) {
+      if (!antialias_) return {1 - ratio, ratio};
+      const double s = std::min(scale, 1.0);
+      const int64_t start = static_cast<int64_t>(std::floor(-1 / s) + 1);
+      const int64_t footprint = 2 - 2 * start;
+      std::vector<double> c;
+      double sum = 0;
+      for (int64_t i = start; i < start + footprint; ++i) {
+        const double v =
+            std::min(std::max(1 - std::fabs((static_cast<double>(i) - ratio) * s), 0.0), 1.0);
+        c.push_back(v);
+        sum += v;
+      }
+      for (double& v : c) v /= sum;
+      return c;
+    }
+    if (!antialias_) {
+      const double r1 = ratio + 1, q = 1 - ratio, q1 = q + 1;
+      return {((a * r1 - 5 * a) * r1 + 8 * a) * r1 - 4 * a,
+              ((a + 2) * ratio - (a + 3)) * ratio * ratio + 1, ((a + 2) * q - (a + 3)) * q * q + 1,
+              ((a * q1 - 5 * a) * q1 + 8 * a) * q1 - 4 * a};
+    }
+    const double s = std::min(scale, 1.0);
+    const int64_t i_start = static_cast<int64_t>(std::floor(-2 / s) + 1);
+    const int64_t i_end = 2 - i_start;
+    std::vector<double> c;
+    double sum = 0;
+    for (int64_t i = i_start; i < i_end; ++i) {
+      const double xx = std::fabs(s * (static_cast<double>(i) - ratio));
+      double v = 0;
+      if (xx <= 1) {
+        v = (a + 2) * xx * xx * xx - (a + 3) * xx * xx + 1;
+      } else if (xx < 2) {
+        v = a * xx * xx * xx - 5 * a * xx * xx + 8 * a * xx - 4 * a;
+      }
+      c.push_back(v);
+      sum += v;
+    }
+    for (double& v : c) v /= sum;
+    return c;
+  }
+
+  std::vector<double> resize_axis(const KernelContext& ctx, const std::vector<double>& data,
+                                  const Shape& shape, size_t axis, double scale, int64_t out_w,
+                                  double roi_start, double roi_end) const {
+    const int64_t in_w = shape[axis];
+    int64_t outer = 1, inner = 1;
+    for (size_t d = 0; d < axis; ++d) outer *= shape[d];
+    for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+    std::vector<double> res(static_cast<size_t>(outer * out_w * inner));
+    if (res.empty()) return res;
+    if (in_w == 0) ctx.fail(StatusCode::kInvalidArgument, "cannot resize an empty axis");
+    const double out_wf = scale * static_cast<double>(in_w);
+    const double in_wf = static_cast<double>(in_w);
+    std::vector<std::vector<int64_t>> idx(static_cast<size_t>(out_w));
+    std::vector<std::vector<double>> cf(static_cast<size_t>(out_w));
+    std::vector<char> extrap(static_cast<size_t>(out_w), 0);
+    for (int64_t yo = 0; yo < out_w; ++yo) {
+      const double yv = static_cast<double>(yo);
+      double xo = 0;
+      switch (ctm_) {
+        case Ctm::kAlignCorners:
+          xo = out_wf == 1 ? 0.0 : yv * (in_wf - 1) / (out_wf - 1);
+          break;
+        case Ctm::kAsymmetric:
+          xo = yv / scale;
+          break;
+        case Ctm::kTfCropAndResize:
+          xo = out_wf == 1 ? (roi_end - roi_start) * (in_wf - 1) / 2
+                           : yv * (roi_end - roi_start) * (in_wf - 1) / (out_wf - 1);
+          xo += roi_start * (in_wf - 1);
+          extrap[static_cast<size_t>(yo)] = xo < 0 || xo > in_wf - 1;
+          break;
+        case Ctm::kPytorchHalfPixel:
+          xo = out_wf == 1 ? -0.5 : (yv + 0.5) / scale - 0.5;
+          break;
+        case Ctm::kHalfPixel:
+          xo = (yv + 0.5) / scale - 0.5;
+          break;
+        case Ctm::kHalfPixelSymmetric: {
+          const double adjustment = static_cast<double>(out_w) / out_wf;
+          const double center = in_wf / 2;
+          xo = center * (1 - adjustment) + (yv + 0.5) / scale - 0.5;
+          break;
+        }
+      }
+      const double fl = std::floor(xo);
+      const double ratio = xo == fl ? 1.0 : xo - fl;
+      std::vector<double> c = coeffs(ratio, scale);
+      const int64_t n = static_cast<int64_t>(c.size());
+      const int64_t pad = (n + 1) / 2;
+      const double xp = xo + static_cast<double>(pad);
+      const double pp = std::floor(xp);
+      const double frac = xp - pp;
+      int64_t off;
+      if (n % 2 == 0) {
+        off = frac == 0 ? -(n / 2) : -(n / 2) + 1;
+      } else {
+        const int64_t base = -((n - 1) / 2);
+        off = frac <= 0.5 ? base : base + 1;
+      }
+      const int64_t start = static_cast<int64_t>(pp) + off;
+      std::vector<int64_t> ix(static_cast<size_t>(n));
+      double sum = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t i = start + k - pad;
+        if (exclude_outside_ && (i < 0 || i >= in_w)) c[static_cast<size_t>(k)] = 0;
+        sum += c[static_cast<size_t>(k)];
+        ix[static_cast<size_t>(k)] = std::min(std::max(i, int64_t{0}), in_w - 1);
+      }
+      if (exclude_outside_) {
+        if (sum == 0) sum = 1;
+        for (double& v : c) v /= sum;
+      }
+      idx[static_cast<size_t>(yo)] = std::move(ix);
+      cf[static_cast<size_t>(yo)] = std::move(c);
+    }
+    const double ev = extrapolation_;
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t yo = 0; yo < out_w; ++yo) {
+        double* dst = &res[static_cast<size_t>((o * out_w + yo) * inner)];
+        if (extrap[static_cast<size_t>(yo)]) {
+          for (int64_t i = 0; i < inner; ++i) dst[i] = ev;
+          continue;
+        }
+        for (int64_t i = 0; i < inner; ++i) dst[i] = 0;
+        const auto& ix = idx[static_cast<size_t>(yo)];
+        const auto& c = cf[static_cast<size_t>(yo)];
+        for (size_t k = 0; k < ix.size(); ++k) {
+          const double* src = &data[static_cast<size_t>((o * in_w + ix[k]) * inner)];
+          for (int64_t i = 0; i < inner; ++i) dst[i] += c[k] * src[i];
+        }
+      }
+    }
+    return res;
+  }
+
+  RMode mode_ = RMode::kNearest;
+  Ctm ctm_ = Ctm::kHalfPixel;
+  NearestMode nearest_ = NearestMode::kRoundPreferFloor;
+  Aspect aspect_ = Aspect::kStretch;
+  float cubic_a_;
+  bool exclude_outside_;
+  float extrapolation_;
+  bool antialias_;
+  std::vector<int64_t> axes_;
+  bool has_axes_;
+};
+
+}  // namespace
+
+void register_resize_conf(KernelRegistry& r) {
+  r.add("", "Resize", 11, 12, make_factory<Resize>());
+  r.add("", "Resize", 13, 17, make_factory<Resize>());
+  r.add("", "Resize", 18, 18, make_factory<Resize>());
+  r.add("", "Resize", 19, 23, make_factory<Resize>());
+}
+
+}  // namespace nn
+}  // namespace ortlite

@@ -1,0 +1,359 @@
+// QLinearMatMul (10, 21) and MatMulInteger (10): numpy matmul of (a - a_zero_point) and
+// (b - b_zero_point), leading dims broadcast, 1-D operands promoted. Zero points and scales
+// are per tensor, per row of a ([M], or broadcastable to a's [..., M, 1]) or per column of b
+// ([N], or broadcastable to b's [..., 1, N]).
+//
+// The 8-bit products go through the float GEMM in chunks of K short enough to be exact
+// (exact_float_chunk, quant_common.h), added up in double and wrapped to int32, the overflow
+// the spec allows. QLinearMatMul requantizes like onnxruntime: multiplier a_scale * b_scale /
+// y_scale in float, times the int32 sum in float, rounded half to even, plus y_zero_point,
+// saturated. A constant 2-D b (with a constant or absent zero point) is converted and packed
+// once at load, one packed matrix per chunk of K (sized for the worst case |a - za| = 255).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "providers/cpu/common/broadcast.h"
+#include "compute/gemm.h"
+#include "providers/cpu/nn/nn_common.h"
+#include "providers/cpu/quant/quant_common.h"
+
+namespace ortlite {
+namespace quant {
+namespace {
+
+bool is_int8_type(DataType t) {
+  return t == DataType::kUInt8 || t == DataType::kInt8;
+}
+
+template <typename Fn>
+void dispatch_int8(DataType t, Fn&& fn) {
+  if (t == DataType::kUInt8) return fn(uint8_t{});
+  return fn(int8_t{});
+}
+
+struct Plan {
+  Shape out, a2, b2;
+  int64_t M = 0, N = 0, K = 0, batches = 1;
+  bool b_shared = false;                  // one matrix in b: all batches in one GEMM
+  std::vector<int64_t> a_index, b_index;  // matrix of a / b used by each output batch
+};
+
+Plan make_plan(const KernelContext& ctx, const Shape& a, const Shape& b) {
+  if (a.empty() || b.empty()) {
+    ctx.fail(StatusCode::kInvalidArgument, "inputs 'a' and 'b' need rank >= 1, got " +
+                                               shape_to_string(a) + " and " + shape_to_string(b));
+  }
+  Plan p;
+  p.a2 = a;
+  p.b2 = b;
+  if (p.a2.size() == 1) p.a2.insert(p.a2.begin(), 1);
+  if (p.b2.size() == 1) p.b2.push_back(1);
+  p.M = p.a2[p.a2.size() - 2];
+  p.K = p.a2.back();
+  p.N = p.b2.back();
+  if (p.b2[p.b2.size() - 2] != p.K) {
+    ctx.fail(StatusCode::kInvalidArgument, "inner dimensions of 'a' " + shape_to_string(a) +
+                                               " and 'b' " + shape_to_string(b) + " differ");
+  }
+  const Shape ab(p.a2.begin(), p.a2.end() - 2), bb(p.b2.begin(), p.b2.end() - 2);
+  Shape batch;
+  try {
+    batch = broadcast_shapes(ab, bb, "matmul");
+  } catch (const Error&) {
+    ctx.fail(StatusCode::kInvalidArgument, "batch dimensions of 'a' " + shape_to_string(a) +
+                                               " and 'b' " + shape_to_string(b) +
+                                               " cannot be broadcast");
+  }
+  p.batches = shape_size(batch);
+  p.out = batch;
+  if (a.size() > 1) p.out.push_back(p.M);
+  if (b.size() > 1) p.out.push_back(p.N);
+  p.b_shared = shape_size(bb) == 1;
+  nn::batch_matrix_indices(ab, bb, batch, &p.a_index, &p.b_index);
+  return p;
+}
+
+// The value of parameter `p` for every element of `target` (a's shape with the last dim 1,
+// or b's with the second to last dim 1). A 1-D p of a's rows is taken as [M, 1]. False when
+// p's shape does not broadcast to target.
+bool expand_param(const Tensor& p, const Shape& target, bool rows, const char* what,
+                  std::vector<double>* out) {
+  const int64_t count = shape_size(target);
+  const std::vector<double> v = tensor_values(p, what);
+  if (p.numel() == 1) {
+    out->assign(static_cast<size_t>(count), v[0]);
+    return true;
+  }
+  Shape ps = p.shape();
+  if (rows && ps.size() == 1) ps.push_back(1);
+  if (ps.size() > target.size()) return false;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const int64_t pd = ps[ps.size() - 1 - i], td = target[target.size() - 1 - i];
+    if (pd != td && pd != 1) return false;
+  }
+  const std::vector<int64_t> st = broadcast_strides(ps, target);
+  out->resize(static_cast<size_t>(count));
+  std::vector<int64_t> idx(target.size(), 0);
+  int64_t off = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    (*out)[static_cast<size_t>(i)] = v[static_cast<size_t>(off)];
+    for (size_t d = target.size(); d-- > 0;) {
+      ++idx[d];
+      off += st[d];
+      if (idx[d] < target[d]) break;
+      off -= st[d] * idx[d];
+      idx[d] = 0;
+    }
+  }
+  return true;
+}
+
+Shape row_target(const Plan& p) {
+  Shape t = p.a2;
+  t.back() = 1;
+  return t;
+}
+
+Shape col_target(const Plan& p) {
+  Shape t = p.b2;
+  t[t.size() - 2] = 1;
+  return t;
+}
+
+// Per-row values of a's parameter `name` (1.0 / 0 defaults when absent are the caller's).
+std::vector<double> row_param(const KernelContext& ctx, const Tensor& t, const Plan& p,
+                              const char* name, const Shape& a) {
+  std::vector<double> v;
+  if (!expand_param(t, row_target(p), true, name, &v)) {
+    ctx.fail(StatusCode::kInvalidArgument,
+             std::string("input '") + name + "' of shape " + shape_to_string(t.shape()) +
+                 " does not fit 'a' " + shape_to_string(a) +
+                 ": expected a single value, one per row ([M]) or a shape broadcastable to " +
+                 shape_to_string(row_target(p)));
+  }
+  return v;
+}
+
+std::vector<double> col_param(const KernelContext& ctx, const Tensor& t, const Plan& p,
+                              const char* name, const Shape& b) {
+  std::vector<double> v;
+  if (!expand_param(t, col_target(p), false, name, &v)) {
+    ctx.fail(StatusCode::kInvalidArgument,
+             std::string("input '") + name + "' of shape " + shape_to_string(t.shape()) +
+                 " does not fit 'b' " + shape_to_string(b) +
+                 ": expected a single value, one per column ([N]) or a shape broadcastable to " +
+                 shape_to_string(col_target(p)));
+  }
+  return v;
+}
+
+void check_int8(const KernelContext& ctx, const Tensor& t, const char* name) {
+  if (!is_int8_type(t.dtype())) {
+    ctx.fail(
+        StatusCode::kInvalidArgument,
+        std::string("input '") + name + "' must be uint8 or int8, got " + dtype_name(t.dtype()));
+  }
+}
+
+void check_zero_point(const KernelContext& ctx, const Tensor* zp, const Tensor& x,
+                      const char* zp_name, const char* x_name) {
+  if (zp && zp->dtype() != x.dtype()) {
+    ctx.fail(StatusCode::kInvalidArgument,
+             std::string("input '") + zp_name + "' must have the " + "type of '" + x_name + "' (" +
+                 dtype_name(x.dtype()) + "), got " + dtype_name(zp->dtype()));
+  }
+}
+
+// Converts an 8-bit tensor of `rows` rows of `cols` elements to float, minus the zero point
+// of its row (zr) or column (zc) when given; returns the largest |value - zero point|.
+float to_float_minus_zp(const Tensor& t, int64_t rows, int64_t cols, const double* zr,
+                        const double* zc, int64_t zc_stride, float* out) {
+  float mx = 0.0f;
+  dispatch_int8(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* s = t.data<T>();
+    for (int64_t r = 0; r < rows; ++r) {
+      const float z0 = zr ? static_cast<float>(zr[r]) : 0.0f;
+      const double* zcr = zc ? zc + (r / zc_stride) * cols : nullptr;
+      for (int64_t k = 0; k < cols; ++k) {
+        const float v =
+            static_cast<float>(s[r * cols + k]) - z0 - (zcr ? static_cast<float>(zcr[k]) : 0.0f);
+        out[r * cols + k] = v;
+        mx = std::max(mx, std::fabs(v));
+      }
+    }
+  });
+  return mx;
+}
+
+// The integer matrix product shared by both operators.
+class QMatMulBase : public Kernel {
+ protected:
+  QMatMulBase(const KernelInfo& info, size_t b_in, size_t bz_in) {
+    const Tensor* b = info.has_input(b_in) ? info.constant_input(b_in) : nullptr;
+    if (!b || b->rank() != 2 || b->numel() == 0 || !is_int8_type(b->dtype())) return;
+    const Tensor* bz = nullptr;
+    if (info.has_input(bz_in)) {
+      bz = info.constant_input(bz_in);
+      if (!bz || bz->dtype() != b->dtype()) return;
+    }
+    const int64_t K = b->dim(0), N = b->dim(1);
+    std::vector<double> zb(static_cast<size_t>(N), 0.0);
+    // An unfit zero point is reported at run time, where the error names the node's inputs.
+    if (bz && !expand_param(*bz, {1, N}, false, "b_zero_point", &zb)) return;
+    std::vector<float> bd(static_cast<size_t>(K * N));
+    const float mb = to_float_minus_zp(*b, K, N, nullptr, zb.data(), K, bd.data());
+    packed_kc_ = std::min(K, exact_float_chunk(255.0 * mb));
+    for (int64_t k0 = 0; k0 < K; k0 += packed_kc_) {
+      packed_.push_back(
+          pack_gemm_b<float>(false, std::min(packed_kc_, K - k0), N, bd.data() + k0 * N, N));
+    }
+    packed_dtype_ = b->dtype();
+    packed_shape_ = b->shape();
+  }
+
+  // c[batches * M * N] = (a - za) x (b - zb), exact.
+  void accumulate(const KernelContext& ctx, const Tensor& a, const Tensor* za, const Tensor& b,
+                  const Tensor* zb, const Plan& p, std::vector<double>& c) const {
+    const int64_t M = p.M, N = p.N, K = p.K;
+    c.assign(static_cast<size_t>(p.batches * M * N), 0.0);
+    std::vector<double> zr, zc;
+    if (za) zr = row_param(ctx, *za, p, "a_zero_point", a.shape());
+    if (zb) zc = col_param(ctx, *zb, p, "b_zero_point", b.shape());
+    if (c.empty() || K == 0) return;
+    ThreadPool* pool = ctx.thread_pool();
+    std::vector<float> ad(static_cast<size_t>(a.numel()));
+    const float ma =
+        to_float_minus_zp(a, a.numel() / K, K, za ? zr.data() : nullptr, nullptr, 1, ad.data());
+    const bool use_packed =
+        !packed_.empty() && b.dtype() == packed_dtype_ && b.shape() == packed_shape_;
+    std::vector<float> bd;
+    int64_t kc = packed_kc_;
+    if (!use_packed) {
+      bd.resize(static_cast<size_t>(b.numel()));
+      // Rows of all of b's matrices; the column zero points change with the matrix (K rows).
+      const float mb =
+          to_float_minus_zp(b, b.numel() / N, N, nullptr, zb ? zc.data() : nullptr, K, bd.data());
+      kc = std::min(K, exact_float_chunk(static_cast<double>(ma) * mb));
+    }
+    std::vector<float> cf(c.size());
+    for (int64_t k0 = 0, chunk = 0; k0 < K; k0 += kc, ++chunk) {
+      const int64_t kl = std::min(kc, K - k0);
+      if (p.b_shared) {
+        // Every batch of a against the one b: a single (batches * M) x K by K x N product.
+        if (use_packed) {
+          gemm_packed_b<float>(false, p.batches * M, ad.data() + k0, K, packed_[chunk], 1.0f, 0.0f,
+                               cf.data(), N, pool);
+        } else {
+          gemm(false, false, p.batches * M, N, kl, 1.0f, ad.data() + k0, K, bd.data() + k0 * N, N,
+               0.0f, cf.data(), N, pool);
+        }
+      } else {
+        for (int64_t n = 0; n < p.batches; ++n) {
+          gemm(false, false, M, N, kl, 1.0f, ad.data() + p.a_index[n] * M * K + k0, K,
+               bd.data() + (p.b_index[n] * K + k0) * N, N, 0.0f, cf.data() + n * M * N, N, pool);
+        }
+      }
+      for (size_t i = 0; i < c.size(); ++i) c[i] += cf[i];
+    }
+  }
+
+ private:
+  std::vector<PackedGemmMatrix<float>> packed_;  // one per chunk of packed_kc_ rows of K
+  int64_t packed_kc_ = 0;
+  DataType packed_dtype_ = DataType::kUndefined;
+  Shape packed_shape_;
+};
+
+class MatMulInteger final : public QMatMulBase {
+ public:
+  explicit MatMulInteger(const KernelInfo& info) : QMatMulBase(info, 1, 3) {}
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& a = ctx.required_input(0);
+    const Tensor& b = ctx.required_input(1);
+    const Tensor* za = ctx.input(2);
+    const Tensor* zb = ctx.input(3);
+    check_int8(ctx, a, "A");
+    check_int8(ctx, b, "B");
+    check_zero_point(ctx, za, a, "a_zero_point", "A");
+    check_zero_point(ctx, zb, b, "b_zero_point", "B");
+    const Plan p = make_plan(ctx, a.shape(), b.shape());
+    std::vector<double> c;
+    accumulate(ctx, a, za, b, zb, p, c);
+    Tensor& y = ctx.allocate_output(0, DataType::kInt32, p.out);
+    int32_t* yd = y.data<int32_t>();
+    for (size_t i = 0; i < c.size(); ++i) yd[i] = wrap_int32(c[i]);
+  }
+};
+
+class QLinearMatMul final : public QMatMulBase {
+ public:
+  explicit QLinearMatMul(const KernelInfo& info) : QMatMulBase(info, 3, 5) {}
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& a = ctx.required_input(0);
+    const Tensor& as = ctx.required_input(1);
+    const Tensor* za = ctx.input(2);
+    const Tensor& b = ctx.required_input(3);
+    const Tensor& bs = ctx.required_input(4);
+    const Tensor* zb = ctx.input(5);
+    const Tensor& ys = ctx.required_input(6);
+    const Tensor* zy = ctx.input(7);
+    check_int8(ctx, a, "a");
+    check_int8(ctx, b, "b");
+    check_zero_point(ctx, za, a, "a_zero_point", "a");
+    check_zero_point(ctx, zb, b, "b_zero_point", "b");
+    dispatch_float3(ctx, as.dtype(), "input 'a_scale'", [](auto) {});
+    dispatch_float3(ctx, bs.dtype(), "input 'b_scale'", [](auto) {});
+    dispatch_float3(ctx, ys.dtype(), "input 'y_scale'", [](auto) {});
+    if (zy) check_int8(ctx, *zy, "y_zero_point");
+    if (!is_single(ys) || (zy && !is_single(*zy))) {
+      ctx.fail(StatusCode::kInvalidArgument,
+               "inputs 'y_scale' " + shape_to_string(ys.shape()) + " and 'y_zero_point' " +
+                   (zy ? shape_to_string(zy->shape()) : std::string("(absent)")) +
+                   " must each hold a single value (per-tensor output quantization)");
+    }
+    const DataType qt = zy ? zy->dtype() : a.dtype();
+    const Plan p = make_plan(ctx, a.shape(), b.shape());
+    const std::vector<double> sa = row_param(ctx, as, p, "a_scale", a.shape());
+    const std::vector<double> sb = col_param(ctx, bs, p, "b_scale", b.shape());
+    const float ysv = static_cast<float>(tensor_values(ys, "y_scale")[0]);
+    const double yz = zy ? tensor_values(*zy, "y_zero_point")[0] : 0.0;
+    std::vector<double> c;
+    accumulate(ctx, a, za, b, zb, p, c);
+    Tensor& y = ctx.allocate_output(0, qt, p.out);
+    const QRange r = quant_range(qt);
+    const int64_t M = p.M, N = p.N;
+    dispatch_int8(qt, [&](auto tag) {
+      using Q = decltype(tag);
+      Q* yd = y.data<Q>();
+      parallel_for(ctx.thread_pool(), p.batches * M, 4.0 * static_cast<double>(N),
+                   [&](int64_t s, int64_t e) {
+                     for (int64_t row = s; row < e; ++row) {
+                       const int64_t n = row / M, m = row % M;
+                       const float av = static_cast<float>(sa[p.a_index[n] * M + m]);
+                       const double* bsv = sb.data() + p.b_index[n] * N;
+                       for (int64_t j = 0; j < N; ++j) {
+                         const float mult = av * static_cast<float>(bsv[j]) / ysv;
+                         const float v = static_cast<float>(wrap_int32(c[row * N + j])) * mult;
+                         yd[row * N + j] = static_cast<Q>(round_saturate(v, yz, r));
+                       }
+                     }
+                   });
+    });
+  }
+};
+
+}  // namespace
+
+void register_qmatmul(KernelRegistry& r) {
+  // 21 adds float16 / bfloat16 scales and float8 types (the latter not held by ortlite).
+  r.add("", "QLinearMatMul", 10, 20, make_factory<QLinearMatMul>());
+  r.add("", "QLinearMatMul", 21, kMaxOpset, make_factory<QLinearMatMul>());
+  r.add("", "MatMulInteger", 10, kMaxOpset, make_factory<MatMulInteger>());
+}
+
+}  // namespace quant
+}  // namespace ortlite

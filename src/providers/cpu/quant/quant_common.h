@@ -1,0 +1,195 @@
+// Shared helpers of the quantization kernels (src/providers/cpu/quant).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "ortlite/kernel.h"
+
+namespace ortlite {
+namespace quant {
+
+// Per-file registration, called by register_quant_kernels (register.cc).
+void register_quantize_linear(KernelRegistry& r);  // quantize_linear.cc: QuantizeLinear,
+                                                   // DequantizeLinear, DynamicQuantizeLinear
+void register_qmatmul(KernelRegistry& r);          // qmatmul.cc: QLinearMatMul, MatMulInteger
+void register_qconv(KernelRegistry& r);            // qconv.cc: QLinearConv, ConvInteger
+
+// ---- quantized integer types -------------------------------------------------------------
+
+// Saturation bounds of an integer quantized type.
+struct QRange {
+  double lo = 0, hi = 0;
+};
+
+// uint8, int8, uint16, int16: the byte-aligned integer quantized types.
+bool is_quant_int_type(DataType t);
+// Every type QuantizeLinear may produce: the above, int4, uint4, int2, uint2, the float8
+// types but float8e8m0, and float4e2m1 (the narrow types hold one element a byte).
+bool is_quant_output_type(DataType t);
+// Saturation bounds of an integer quantized type: the above, int32 and the narrow ints.
+QRange quant_range(DataType t);
+
+// ONNX's name of a TensorProto element type code, for error messages.
+std::string onnx_type_label(int64_t code);
+
+// rint(v) (ties to even) + zp, saturated to r. NaN gives r.lo, as onnxruntime does. The
+// value is clamped first (the bounds are integers, so clamping and rounding commute), which
+// keeps it below 2^51, where adding and taking off 1.5 * 2^52 rounds to the nearest integer,
+// ties to even, in the default rounding mode: no libm call, and no out-of-range cast.
+inline double round_saturate(double v, double zp, QRange r) {
+  const double lo = r.lo - zp, hi = r.hi - zp;
+  const double c = v >= lo ? (v <= hi ? v : hi) : lo;
+  constexpr double kMagic = 6755399441055744.0;  // 1.5 * 2^52
+  return ((c + kMagic) - kMagic) + zp;
+}
+
+// Wraps an exact integer accumulator held in a double to int32 (two's complement), the
+// overflow behaviour the spec allows for 32-bit accumulation.
+inline int32_t wrap_int32(double v) {
+  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(v)));
+}
+
+// The integer products of the 8-bit operators run through the float GEMM: every partial
+// sum of a dot product is a sum of some of its products, so when the absolute products add
+// up to less than 2^24 every intermediate value is an integer float holds exactly, in any
+// summation order, FMA or not. Longer dot products are split into chunks of K that each stay
+// below that bound; the chunk results are added up in double (exact below 2^53).
+// The longest chunk whose products are at most max_product in magnitude (>= 258 for 8-bit
+// operands with 8-bit zero points, |value - zero point| <= 255).
+inline int64_t exact_float_chunk(double max_product) {
+  constexpr double kLimit = 16777215.0;  // 2^24 - 1
+  if (max_product < 1.0) return int64_t(1) << 40;
+  return static_cast<int64_t>(kLimit / max_product);
+}
+
+// Every element of a numeric tensor as double (float16 / bfloat16 widened exactly).
+std::vector<double> tensor_values(const Tensor& t, const char* what);
+
+// Same, also for the narrow types (int4 / uint4 / int2 / uint2 / float8* / float4e2m1) that
+// quantization parameters may have.
+std::vector<double> param_values(const Tensor& t, const char* what);
+
+// True when t holds a single value as a scalar or a 1-element 1-D tensor.
+inline bool is_single(const Tensor& t) {
+  return t.rank() == 0 || (t.rank() == 1 && t.dim(0) == 1);
+}
+
+// ---- QuantizeLinear / DequantizeLinear granularity ---------------------------------------
+
+// x viewed as [outer, dim, inner] around the quantization axis. Per-tensor: one parameter;
+// per-axis: parameter d for every element at index d along the axis; blocked: parameters
+// shaped [outer, blocks, inner], element (o, d, i) using (o, d / block, i).
+struct QdqLayout {
+  enum Kind { kPerTensor, kPerAxis, kBlocked } kind = kPerTensor;
+  int64_t outer = 1, dim = 1, inner = 1, block = 0, blocks = 1;
+};
+
+// Resolves the granularity from the scale's shape (onnxruntime's rules): a scalar or
+// 1-element scale is per-tensor (block_size must then be 0); otherwise block_size 0 means
+// per-axis (scale 1-D with x.shape[axis] elements) and block_size > 0 blocked (scale of x's
+// rank, ceil(x.shape[axis] / block_size) on the axis, equal elsewhere). The zero point, when
+// given, must match the scale. Fails with kInvalidArgument naming the inputs.
+QdqLayout qdq_layout(const KernelContext& ctx, const Shape& x, const Tensor& scale,
+                     const Tensor* zero_point, int64_t axis, int64_t block_size,
+                     const char* scale_name, const char* zp_name);
+
+// Calls fn(begin, count, param, step) over runs of x's elements: elements begin + k
+// (k < count) use parameter param + k * step. Runs are spread over the pool; `cost` is the
+// rough work per element.
+template <typename Fn>
+void for_each_run(const QdqLayout& l, int64_t numel, ThreadPool* pool, double cost, Fn&& fn) {
+  if (numel == 0) return;
+  if (l.kind == QdqLayout::kPerTensor) {
+    constexpr int64_t kChunk = 4096;
+    const int64_t chunks = (numel + kChunk - 1) / kChunk;
+    parallel_for(pool, chunks, cost * kChunk, [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) {
+        const int64_t begin = c * kChunk;
+        fn(begin, std::min(kChunk, numel - begin), int64_t(0), int64_t(0));
+      }
+    });
+    return;
+  }
+  const int64_t rows = l.outer * l.dim;
+  parallel_for(pool, rows, cost * static_cast<double>(l.inner), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      if (l.kind == QdqLayout::kPerAxis) {
+        fn(r * l.inner, l.inner, r % l.dim, int64_t(0));
+      } else {
+        const int64_t o = r / l.dim, d = r % l.dim;
+        fn(r * l.inner, l.inner, (o * l.blocks + d / l.block) * l.inner, int64_t(1));
+      }
+    }
+  });
+}
+
+// ---- element access ------------------------------------------------------------------------
+
+template <typename T>
+inline float to_float(T v) {
+  return static_cast<float>(v);
+}
+template <typename T>
+inline double to_double(T v) {
+  return static_cast<double>(to_float(v));
+}
+template <>
+inline double to_double<int32_t>(int32_t v) {
+  return static_cast<double>(v);
+}
+template <>
+inline double to_double<double>(double v) {
+  return v;
+}
+
+// Calls fn(T{}) for T the C++ type of an 8- or 16-bit integer quantized type.
+template <typename Fn>
+void dispatch_quant_int(const KernelContext& ctx, DataType t, const char* what, Fn&& fn) {
+  switch (t) {
+    case DataType::kUInt8:
+      return fn(uint8_t{});
+    case DataType::kInt8:
+      return fn(int8_t{});
+    case DataType::kUInt16:
+      return fn(uint16_t{});
+    case DataType::kInt16:
+      return fn(int16_t{});
+    default:
+      ctx.fail(StatusCode::kInvalidArgument, std::string(what) + ": element type " + dtype_name(t) +
+                                                 " is not a supported quantized type " +
+                                                 "(uint8, int8, uint16, int16)");
+  }
+}
+
+// Same for the float types a scale or a dequantized output may have.
+template <typename Fn>
+void dispatch_float3(const KernelContext& ctx, DataType t, const char* what, Fn&& fn) {
+  switch (t) {
+    case DataType::kFloat:
+      return fn(float{});
+    case DataType::kFloat16:
+      return fn(Float16{});
+    case DataType::kBFloat16:
+      return fn(BFloat16{});
+    default:
+      ctx.fail(StatusCode::kInvalidArgument, std::string(what) + ": element type " + dtype_name(t) +
+                                                 " is not supported (float, float16, bfloat16)");
+  }
+}
+
+template <typename T>
+inline T from_float(float v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else {
+    return T(v);
+  }
+}
+
+}  // namespace quant
+}  // namespace ortlite

@@ -1,0 +1,167 @@
+// ArgMax / ArgMin (opset 1, 11, 12, 13): int64 indices along `axis`, keepdims,
+// select_last_index (opset 12+). The first element seeds the search and a later element
+// replaces it only when strictly greater (smaller), or greater-or-equal with
+// select_last_index: a NaN seed therefore sticks and later NaNs are skipped, like
+// onnxruntime. A reduced axis of size 0 is an InvalidArgument error.
+#include <algorithm>
+#include <string>
+#include <type_traits>
+
+#include "providers/cpu/reduce/reduce_impl.h"
+#include "providers/cpu/reduce/reduce_kernels.h"
+#include "providers/cpu/tensor/tensor_kernels.h"
+
+namespace ortlite {
+namespace reduce {
+namespace {
+
+template <bool kMax, bool kLast, typename C>
+inline bool better(C v, C best) {
+  if constexpr (kMax)
+    return kLast ? v >= best : v > best;
+  else
+    return kLast ? v <= best : v < best;
+}
+
+template <typename T, bool kMax, bool kLast>
+void arg_typed(const T* x, int64_t* out, int64_t outer, int64_t A, int64_t inner,
+               ThreadPool* pool) {
+  using C = std::conditional_t<is_half_v<T>, float, T>;
+  if (inner == 1) {
+    parallel_for(pool, outer, static_cast<double>(A), [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) {
+        const T* p = x + o * A;
+        C best = static_cast<C>(p[0]);
+        int64_t bi = 0;
+        for (int64_t a = 1; a < A; ++a) {
+          const C v = static_cast<C>(p[a]);
+          if (better<kMax, kLast>(v, best)) {
+            best = v;
+            bi = a;
+          }
+        }
+        out[o] = bi;
+      }
+    });
+    return;
+  }
+  constexpr int64_t kBlock = 256;
+  const int64_t blocks = (inner + kBlock - 1) / kBlock;
+  parallel_for(pool, outer * blocks, static_cast<double>(A * std::min(inner, kBlock)),
+               [&](int64_t b, int64_t e) {
+                 C best[kBlock];
+                 int64_t idx[kBlock];
+                 for (int64_t item = b; item < e; ++item) {
+                   const int64_t o = item / blocks;
+                   const int64_t k0 = (item % blocks) * kBlock;
+                   const int64_t len = std::min(kBlock, inner - k0);
+                   const T* base = x + o * A * inner + k0;
+                   for (int64_t k = 0; k < len; ++k) {
+                     best[k] = static_cast<C>(base[k]);
+                     idx[k] = 0;
+                   }
+                   for (int64_t a = 1; a < A; ++a) {
+                     const T* row = base + a * inner;
+                     for (int64_t k = 0; k < len; ++k) {
+                       const C v = static_cast<C>(row[k]);
+                       if (better<kMax, kLast>(v, best[k])) {
+                         best[k] = v;
+                         idx[k] = a;
+                       }
+                     }
+                   }
+                   std::copy(idx, idx + len, out + o * inner + k0);
+                 }
+               });
+}
+
+class ArgKernel : public Kernel {
+ public:
+  ArgKernel(const KernelInfo& info, bool is_max) : is_max_(is_max) {
+    axis_ = info.attr_int("axis", 0);
+    keepdims_ = info.attr_int("keepdims", 1) != 0;
+    if (info.opset() >= 12) {
+      const int64_t s = info.attr_int("select_last_index", 0);
+      if (s != 0 && s != 1)
+        info.fail(StatusCode::kInvalidGraph,
+                  "attribute 'select_last_index' must be 0 or 1, got " + std::to_string(s));
+      select_last_ = s != 0;
+    }
+    if (info.num_inputs() != 1 || !info.has_input(0))
+      info.fail(StatusCode::kInvalidGraph,
+                "expects 1 input, got " + std::to_string(info.num_inputs()));
+  }
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& x = ctx.required_input(0);
+    const int64_t rank = static_cast<int64_t>(x.rank());
+    if (rank == 0)
+      ctx.fail(StatusCode::kInvalidArgument,
+               "input 'data' is a scalar; 'axis' " + std::to_string(axis_) + " needs rank >= 1");
+    if (axis_ < -rank || axis_ >= rank)
+      ctx.fail(StatusCode::kInvalidArgument, "attribute 'axis' " + std::to_string(axis_) +
+                                                 " is out of range for input 'data' of rank " +
+                                                 std::to_string(rank) + " (shape " +
+                                                 shape_to_string(x.shape()) + ")");
+    const size_t axis = static_cast<size_t>(axis_ < 0 ? axis_ + rank : axis_);
+    const int64_t A = x.dim(axis);
+    if (A == 0)
+      ctx.fail(StatusCode::kInvalidArgument,
+               "cannot take the arg" + std::string(is_max_ ? "max" : "min") + " over axis " +
+                   std::to_string(axis) + " of size 0 (input shape " + shape_to_string(x.shape()) +
+                   ")");
+    Shape out_shape;
+    int64_t outer = 1, inner = 1;
+    for (size_t d = 0; d < x.rank(); ++d) {
+      if (d < axis) outer *= x.dim(d);
+      if (d > axis) inner *= x.dim(d);
+      if (d != axis)
+        out_shape.push_back(x.dim(d));
+      else if (keepdims_)
+        out_shape.push_back(1);
+    }
+    Tensor& y = ctx.allocate_output(0, DataType::kInt64, out_shape);
+    if (y.numel() == 0) return;
+    if (x.dtype() == DataType::kBool || x.dtype() == DataType::kString ||
+        !dtype_supported(x.dtype()))
+      ctx.fail(StatusCode::kNotImplemented, std::string("input 'data' element type ") +
+                                                dtype_name(x.dtype()) + " is not supported");
+    ORTLITE_DISPATCH_NUMERIC(x.dtype(), ctx.node().op_type, [&](auto tag) {
+      using T = decltype(tag);
+      const T* xd = x.data<T>();
+      int64_t* out = y.data<int64_t>();
+      ThreadPool* pool = ctx.thread_pool();
+      if (is_max_) {
+        if (select_last_)
+          (arg_typed<T, true, true>)(xd, out, outer, A, inner, pool);
+        else
+          (arg_typed<T, true, false>)(xd, out, outer, A, inner, pool);
+      } else {
+        if (select_last_)
+          (arg_typed<T, false, true>)(xd, out, outer, A, inner, pool);
+        else
+          (arg_typed<T, false, false>)(xd, out, outer, A, inner, pool);
+      }
+    });
+  }
+
+ private:
+  bool is_max_;
+  int64_t axis_ = 0;
+  bool keepdims_ = true;
+  bool select_last_ = false;
+};
+
+}  // namespace
+
+void register_arg_ops(KernelRegistry& r) {
+  add_versions(r, "ArgMax", {1, 11, 12, 13}, [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+    return std::make_unique<ArgKernel>(info, true);
+  });
+  add_versions(r, "ArgMin", {1, 11, 12, 13}, [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+    return std::make_unique<ArgKernel>(info, false);
+  });
+}
+
+}  // namespace reduce
+}  // namespace ortlite

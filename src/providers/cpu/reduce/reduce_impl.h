@@ -1,0 +1,537 @@
+// The reduction engine shared by the Reduce* kernels (src/providers/cpu/reduce).
+//
+// A reduction is planned as a ReduceLayout: the input dims of size 1 are dropped and runs of
+// adjacent kept / reduced dims are merged, so every input is one of
+//   * row mode    (innermost merged dim reduced): each output reduces contiguous segments;
+//                 parallel over outputs, or over chunks of one output when there are few.
+//   * column mode (innermost merged dim kept): blocks of adjacent outputs accumulate
+//                 contiguous input rows (vectorizable); parallel over those blocks.
+//   * map mode    (nothing of size > 1 reduced): one input element per output.
+// An Op describes the arithmetic (see the ops below): accumulator type, identity or
+// idempotent seed, step, combine and finalize.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "providers/cpu/tensor/cast_convert.h"
+#include "ortlite/kernel.h"
+#include "ortlite/thread_pool.h"
+
+namespace ortlite {
+namespace reduce {
+
+enum class ReduceKind {
+  kSum,
+  kMean,
+  kSumSquare,
+  kL1,
+  kL2,
+  kLogSum,
+  kLogSumExp,
+  kProd,
+  kMax,
+  kMin,
+};
+
+struct ReduceLayout {
+  int64_t num_out = 1;    // outputs (product of the kept dims)
+  int64_t red_count = 1;  // input elements reduced into each output
+  // Merged dims of size > 1, outermost first, with their input strides (elements).
+  std::vector<int64_t> kdims, kstrides;  // kept, in output order
+  std::vector<int64_t> rdims, rstrides;  // reduced
+  bool inner_reduced = false;            // innermost merged dim is reduced (row mode)
+};
+
+// `reduce_mask[d]` tells whether input dim d is reduced. Input must be non-empty.
+ReduceLayout make_layout(const Shape& in, const std::vector<bool>& reduce_mask);
+
+// Runs reduction `kind` over x into y (already allocated with the output shape), for every
+// supported element type; NotImplemented naming `what` for the others. Handles empty inputs.
+void run_reduction(ReduceKind kind, const ReduceLayout& layout, const Tensor& x, Tensor& y,
+                   ThreadPool* pool, const char* what);
+
+// Per-family entry points (reduce_sum.cc, reduce_other.cc).
+void run_sum_family(ReduceKind kind, const ReduceLayout& layout, const Tensor& x, Tensor& y,
+                    ThreadPool* pool, const char* what);
+void run_other_family(ReduceKind kind, const ReduceLayout& layout, const Tensor& x, Tensor& y,
+                      ThreadPool* pool, const char* what);
+
+// ---- arithmetic helpers ---------------------------------------------------------------
+
+using cast_detail::is_floatish_v;
+using cast_detail::is_half_v;
+
+// Integer arithmetic wraps (as onnxruntime's does) without signed overflow.
+template <typename T>
+inline T wrap_add(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+}
+template <typename T>
+inline T wrap_mul(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(static_cast<uint64_t>(static_cast<U>(a)) *
+                                       static_cast<uint64_t>(static_cast<U>(b))));
+}
+template <typename T>
+inline T wrap_abs(T a) {
+  if constexpr (std::is_signed_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return a < 0 ? static_cast<T>(static_cast<U>(0u - static_cast<U>(a))) : a;
+  } else {
+    return a;
+  }
+}
+
+// Accumulator of the additive reductions: double for floating inputs, T for integers.
+template <typename T>
+using sum_acc_t = std::conditional_t<is_floatish_v<T>, double, T>;
+
+template <typename Acc, typename T>
+inline Acc to_acc(T x) {
+  if constexpr (is_floatish_v<T>)
+    return static_cast<Acc>(cast_detail::wide(x));
+  else
+    return static_cast<Acc>(x);
+}
+
+template <typename Acc>
+inline Acc acc_add(Acc a, Acc b) {
+  if constexpr (std::is_floating_point_v<Acc>)
+    return a + b;
+  else
+    return wrap_add(a, b);
+}
+template <typename Acc>
+inline Acc acc_mul(Acc a, Acc b) {
+  if constexpr (std::is_floating_point_v<Acc>)
+    return a * b;
+  else
+    return wrap_mul(a, b);
+}
+
+// Accumulator -> output element.
+template <typename T, typename Acc>
+inline T from_acc(Acc a) {
+  if constexpr (std::is_same_v<T, Acc>)
+    return a;
+  else
+    return cast_detail::convert<T, double>(static_cast<double>(a));
+}
+
+// A double result (log, sqrt, ...) -> output element, without UB for any value.
+template <typename T>
+inline T from_double(double d) {
+  return cast_detail::convert<T, double>(d);
+}
+
+// ---- ops ------------------------------------------------------------------------------
+// Every op: In, Acc, Out; kIdempotent (seeded by the first element instead of an identity);
+// kUsesParam (reads the per-output parameter p: LogSumExp's max); identity(), first(x),
+// step(acc, x, p), combine(a, b), finalize(acc, count, p), empty_value().
+
+template <typename T>
+struct SumOp {
+  using In = T;
+  using Acc = sum_acc_t<T>;
+  using Out = T;
+  static constexpr bool kIdempotent = false;
+  static constexpr bool kUsesParam = false;
+  static Acc identity() { return Acc(0); }
+  static Acc first(T x) { return to_acc<Acc>(x); }
+  static Acc step(Acc a, T x, double) { return acc_add(a, to_acc<Acc>(x)); }
+  static Acc combine(Acc a, Acc b) { return acc_add(a, b); }
+  static Out finalize(Acc a, int64_t, double) { return from_acc<T>(a); }
+  static Out empty_value() { return from_double<T>(0.0); }
+};
+
+template <typename T>
+struct MeanOp : SumOp<T> {
+  using Acc = sum_acc_t<T>;
+  static T finalize(Acc a, int64_t n, double) {
+    if constexpr (std::is_floating_point_v<Acc>) {
+      return from_double<T>(a / static_cast<double>(n));
+    } else if constexpr (std::is_signed_v<T>) {
+      return static_cast<T>(static_cast<int64_t>(a) / n);
+    } else {
+      return static_cast<T>(static_cast<uint64_t>(a) / static_cast<uint64_t>(n));
+    }
+  }
+};
+
+template <typename T>
+struct SumSquareOp : SumOp<T> {
+  using Acc = sum_acc_t<T>;
+  static Acc step(Acc a, T x, double) {
+    const Acc v = to_acc<Acc>(x);
+    return acc_add(a, acc_mul(v, v));
+  }
+};
+
+template <typename T>
+struct L1Op : SumOp<T> {
+  using Acc = sum_acc_t<T>;
+  static Acc step(Acc a, T x, double) {
+    const Acc v = to_acc<Acc>(x);
+    if constexpr (std::is_floating_point_v<Acc>)
+      return a + std::fabs(v);
+    else
+      return wrap_add(a, wrap_abs(v));
+  }
+};
+
+template <typename T>
+struct L2Op : SumSquareOp<T> {
+  using Acc = sum_acc_t<T>;
+  static T finalize(Acc a, int64_t, double) {
+    return from_double<T>(std::sqrt(static_cast<double>(a)));
+  }
+};
+
+template <typename T>
+struct LogSumOp : SumOp<T> {
+  using Acc = sum_acc_t<T>;
+  static T finalize(Acc a, int64_t, double) {
+    return from_double<T>(std::log(static_cast<double>(a)));
+  }
+  static T empty_value() {
+    if constexpr (is_floatish_v<T>)
+      return from_double<T>(-std::numeric_limits<double>::infinity());
+    else
+      return T(0);
+  }
+};
+
+// log(sum(exp(x - p))) + p, p = the max of the reduced elements (0 when infinite). For
+// integer inputs each exp term and the log are truncated to integers, as onnxruntime
+// computes them in the element type.
+template <typename T>
+struct LogSumExpOp {
+  using In = T;
+  using Acc = double;
+  using Out = T;
+  static constexpr bool kIdempotent = false;
+  static constexpr bool kUsesParam = true;
+  static Acc identity() { return 0.0; }
+  static Acc first(T x) { return to_acc<double>(x); }
+  static Acc step(Acc a, T x, double p) {
+    const double e = std::exp(to_acc<double>(x) - p);
+    if constexpr (is_floatish_v<T>)
+      return a + e;
+    else
+      return a + std::trunc(e);
+  }
+  static Acc combine(Acc a, Acc b) { return a + b; }
+  static Out finalize(Acc a, int64_t, double p) {
+    if constexpr (is_floatish_v<T>) {
+      return from_double<T>(std::log(a) + p);
+    } else {
+      return wrap_add(from_double<T>(std::log(a)), from_double<T>(p));
+    }
+  }
+  static Out empty_value() { return LogSumOp<T>::empty_value(); }
+};
+
+template <typename T>
+struct ProdOp : SumOp<T> {
+  using Acc = sum_acc_t<T>;
+  static Acc identity() { return Acc(1); }
+  static Acc step(Acc a, T x, double) { return acc_mul(a, to_acc<Acc>(x)); }
+  static Acc combine(Acc a, Acc b) { return acc_mul(a, b); }
+  static T empty_value() { return from_double<T>(1.0); }
+};
+
+// Max / Min: a NaN anywhere among the reduced elements gives NaN (numpy's and the ONNX
+// reference's result; onnxruntime's depends on its vectorized path and the data's
+// alignment, so no rule reproduces it everywhere).
+template <typename T, bool kMax, typename OutT = T>
+struct ExtremumOp {
+  using In = T;
+  using Acc = std::conditional_t<is_half_v<T>, float, T>;
+  using Out = OutT;
+  static constexpr bool kIdempotent = true;
+  static constexpr bool kUsesParam = false;
+  static Acc identity() { return Acc(); }
+  static Acc first(T x) { return static_cast<Acc>(x); }
+  static Acc pick(Acc a, Acc v) {
+    if constexpr (std::is_floating_point_v<Acc>) {
+      if (v != v) return v;  // NaN wins (and then sticks: nothing compares above it)
+    }
+    if constexpr (kMax)
+      return v > a ? v : a;
+    else
+      return v < a ? v : a;
+  }
+  static Acc step(Acc a, T x, double) { return pick(a, static_cast<Acc>(x)); }
+  static Acc combine(Acc a, Acc b) { return pick(a, b); }
+  static Out finalize(Acc a, int64_t, double) {
+    if constexpr (std::is_same_v<Out, double>)
+      return static_cast<double>(a);
+    else if constexpr (is_half_v<T>)
+      return T(a);
+    else
+      return a;
+  }
+  static Out empty_value() {
+    if constexpr (std::is_floating_point_v<Acc>) {
+      const double inf = std::numeric_limits<double>::infinity();
+      return static_cast<Out>(cast_detail::convert<T, double>(kMax ? -inf : inf));
+    } else {
+      return Out();
+    }
+  }
+};
+
+template <typename T>
+using MaxOp = ExtremumOp<T, true>;
+template <typename T>
+using MinOp = ExtremumOp<T, false>;
+
+// ---- engine ---------------------------------------------------------------------------
+
+// Odometer over dims with strides: tracks the offset of a multi-index.
+class Odometer {
+ public:
+  Odometer(const int64_t* dims, const int64_t* strides, size_t n)
+      : dims_(dims), strides_(strides), n_(n) {
+    if (n_ > kInline) heap_.resize(n_);
+    idx_ = n_ > kInline ? heap_.data() : inline_;
+    std::fill(idx_, idx_ + n_, int64_t{0});
+  }
+  Odometer(const Odometer&) = delete;
+  Odometer& operator=(const Odometer&) = delete;
+
+  // Positions at linear index `i` (row-major over dims).
+  void seek(int64_t i) {
+    offset_ = 0;
+    for (size_t d = n_; d-- > 0;) {
+      idx_[d] = i % dims_[d];
+      i /= dims_[d];
+      offset_ += idx_[d] * strides_[d];
+    }
+  }
+  void next() {
+    for (size_t d = n_; d-- > 0;) {
+      offset_ += strides_[d];
+      if (++idx_[d] < dims_[d]) return;
+      offset_ -= dims_[d] * strides_[d];
+      idx_[d] = 0;
+    }
+  }
+  int64_t offset() const { return offset_; }
+
+ private:
+  static constexpr size_t kInline = 8;
+  const int64_t* dims_;
+  const int64_t* strides_;
+  size_t n_;
+  int64_t inline_[kInline];
+  std::vector<int64_t> heap_;
+  int64_t* idx_;
+  int64_t offset_ = 0;
+};
+
+// acc combined with x[0..n), with several independent lanes for throughput.
+template <class Op>
+inline typename Op::Acc accumulate(typename Op::Acc acc, const typename Op::In* x, int64_t n,
+                                   double p) {
+  using Acc = typename Op::Acc;
+  int64_t i = 0;
+  if (n >= 32) {
+    constexpr int L = 4;
+    Acc a[L];
+    a[0] = acc;
+    for (int l = 1; l < L; ++l) a[l] = Op::kIdempotent ? acc : Op::identity();
+    for (; i + L <= n; i += L)
+      for (int l = 0; l < L; ++l) a[l] = Op::step(a[l], x[i + l], p);
+    acc = a[0];
+    for (int l = 1; l < L; ++l) acc = Op::combine(acc, a[l]);
+  }
+  for (; i < n; ++i) acc = Op::step(acc, x[i], p);
+  return acc;
+}
+
+template <class Op>
+class Reducer {
+ public:
+  using T = typename Op::In;
+  using Acc = typename Op::Acc;
+  using Out = typename Op::Out;
+
+  Reducer(const ReduceLayout& L, const T* x, Out* y, const double* p, ThreadPool* pool)
+      : L_(L), x_(x), y_(y), p_(p), pool_(pool) {}
+
+  void run() {
+    if (L_.rdims.empty()) return run_map();
+    if (L_.inner_reduced) return run_rows();
+    run_columns();
+  }
+
+ private:
+  double param(int64_t o) const {
+    if constexpr (Op::kUsesParam)
+      return p_[o];
+    else
+      return (void)o, 0.0;
+  }
+
+  void run_map() {
+    parallel_for(pool_, L_.num_out, 4.0, [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) {
+        const double p = param(o);
+        const Acc seed = Op::kIdempotent ? Op::first(x_[o]) : Op::identity();
+        y_[o] = Op::finalize(Op::step(seed, x_[o], p), 1, p);
+      }
+    });
+  }
+
+  // Row mode: reduced elements r in [rb, re) of the output at input offset `base`.
+  Acc reduce_range(int64_t base, int64_t rb, int64_t re, Acc acc, double p) const {
+    const int64_t inner = L_.rdims.back();
+    const size_t no = L_.rdims.size() - 1;
+    if (no == 0) return accumulate<Op>(acc, x_ + base + rb, re - rb, p);  // one contiguous row
+    Odometer od(L_.rdims.data(), L_.rstrides.data(), no);
+    od.seek(rb / inner);
+    int64_t j = rb % inner;
+    while (rb < re) {
+      const int64_t len = std::min(inner - j, re - rb);
+      acc = accumulate<Op>(acc, x_ + base + od.offset() + j, len, p);
+      rb += len;
+      j = 0;
+      od.next();
+    }
+    return acc;
+  }
+
+  // Long rows are summed as a fixed number of chunks combined in order, so the result does
+  // not depend on the thread count; with few outputs the chunks run in parallel.
+  static constexpr int64_t kChunk = 16384;
+
+  void run_rows() {
+    const int64_t R = L_.red_count;
+    const int64_t n_out = L_.num_out;
+    const int64_t chunks = R >= 2 * kChunk ? std::min<int64_t>(R / kChunk, 64) : 1;
+    const int threads = pool_ ? pool_->num_threads() : 1;
+    if (threads > 1 && chunks > 1 && n_out < 2 * threads) {
+      Odometer ko(L_.kdims.data(), L_.kstrides.data(), L_.kdims.size());
+      ko.seek(0);
+      std::vector<Acc> part(static_cast<size_t>(chunks));
+      for (int64_t o = 0; o < n_out; ++o, ko.next()) {
+        const int64_t base = ko.offset();
+        const double p = param(o);
+        const Acc seed = Op::kIdempotent ? Op::first(x_[base]) : Op::identity();
+        parallel_for(pool_, chunks, static_cast<double>(R / chunks), [&](int64_t b, int64_t e) {
+          for (int64_t c = b; c < e; ++c)
+            part[c] = reduce_range(base, R * c / chunks, R * (c + 1) / chunks, seed, p);
+        });
+        Acc acc = part[0];
+        for (int64_t c = 1; c < chunks; ++c) acc = Op::combine(acc, part[c]);
+        y_[o] = Op::finalize(acc, R, p);
+      }
+      return;
+    }
+    parallel_for(pool_, n_out, static_cast<double>(R) + 4.0, [&](int64_t b, int64_t e) {
+      Odometer ko(L_.kdims.data(), L_.kstrides.data(), L_.kdims.size());
+      ko.seek(b);
+      for (int64_t o = b; o < e; ++o, ko.next()) {
+        const int64_t base = ko.offset();
+        const double p = param(o);
+        const Acc seed = Op::kIdempotent ? Op::first(x_[base]) : Op::identity();
+        Acc acc = reduce_range(base, 0, R / chunks, seed, p);
+        for (int64_t c = 1; c < chunks; ++c)
+          acc = Op::combine(acc, reduce_range(base, R * c / chunks, R * (c + 1) / chunks, seed, p));
+        y_[o] = Op::finalize(acc, R, p);
+      }
+    });
+  }
+
+  void run_columns() {
+    constexpr int64_t kBlock = 256;
+    const int64_t K = L_.kdims.back();
+    const size_t nko = L_.kdims.size() - 1;
+    const int64_t n_outer = L_.num_out / K;
+    const int64_t blocks = (K + kBlock - 1) / kBlock;
+    const int64_t R = L_.red_count;
+    parallel_for(pool_, n_outer * blocks, static_cast<double>(R * std::min(K, kBlock)),
+                 [&](int64_t b, int64_t e) {
+                   Odometer ko(L_.kdims.data(), L_.kstrides.data(), nko);
+                   Odometer ro(L_.rdims.data(), L_.rstrides.data(), L_.rdims.size());
+                   Acc acc[kBlock];
+                   double pv[kBlock];
+                   for (int64_t item = b; item < e; ++item) {
+                     const int64_t outer = item / blocks;
+                     const int64_t k0 = (item % blocks) * kBlock;
+                     const int64_t len = std::min(kBlock, K - k0);
+                     ko.seek(outer);
+                     const int64_t base = ko.offset() + k0;
+                     const int64_t obase = outer * K + k0;
+                     for (int64_t k = 0; k < len; ++k) {
+                       pv[k] = param(obase + k);
+                       acc[k] = Op::kIdempotent ? Op::first(x_[base + k]) : Op::identity();
+                     }
+                     ro.seek(0);
+                     for (int64_t r = 0; r < R; ++r, ro.next()) {
+                       const T* row = x_ + base + ro.offset();
+                       for (int64_t k = 0; k < len; ++k) acc[k] = Op::step(acc[k], row[k], pv[k]);
+                     }
+                     for (int64_t k = 0; k < len; ++k)
+                       y_[obase + k] = Op::finalize(acc[k], R, pv[k]);
+                   }
+                 });
+  }
+
+  const ReduceLayout& L_;
+  const T* x_;
+  Out* y_;
+  const double* p_;
+  ThreadPool* pool_;
+};
+
+// Runs Op over typed data; LogSumExp first computes its per-output max.
+template <template <typename> class OpT, typename T>
+void run_typed(const ReduceLayout& L, const Tensor& x, Tensor& y, ThreadPool* pool) {
+  using Op = OpT<T>;
+  typename Op::Out* out = y.data<typename Op::Out>();
+  const int64_t n_out = L.num_out;
+  if (n_out == 0) return;
+  if (x.numel() == 0) {
+    std::fill(out, out + n_out, Op::empty_value());
+    return;
+  }
+  if constexpr (is_half_v<T>) {
+    // Widen to float once (F16C for float16), reduce as float, narrow the results: the
+    // same arithmetic as reducing the halves directly, without a conversion per step.
+    const int64_t n = x.numel();
+    Tensor xf = Tensor::empty(DataType::kFloat, x.shape());
+    float* xd = xf.data<float>();
+    const T* xs = x.data<T>();
+    parallel_for(pool, n, 1.0, [&](int64_t b, int64_t e) {
+      if constexpr (std::is_same_v<T, Float16>) {
+        cast_detail::half_to_float(xs + b, xd + b, e - b);
+      } else {
+        for (int64_t i = b; i < e; ++i) xd[i] = static_cast<float>(xs[i]);
+      }
+    });
+    Tensor yf = Tensor::empty(DataType::kFloat, y.shape());
+    run_typed<OpT, float>(L, xf, yf, pool);
+    const float* yd = yf.data<float>();
+    for (int64_t i = 0; i < n_out; ++i) out[i] = T(yd[i]);
+    return;
+  }
+  std::vector<double> p;
+  if constexpr (Op::kUsesParam) {
+    p.resize(static_cast<size_t>(n_out));
+    Reducer<ExtremumOp<T, true, double>>(L, x.data<T>(), p.data(), nullptr, pool).run();
+    for (double& v : p)
+      if (std::isinf(v)) v = 0.0;
+  }
+  Reducer<Op>(L, x.data<T>(), out, p.data(), pool).run();
+}
+
+}  // namespace reduce
+}  // namespace ortlite

@@ -1,0 +1,708 @@
+// Indexing and rearrangement kernels added for ONNX node conformance: GatherElements,
+// GatherND, ScatterElements, ScatterND, Trilu, OneHot, EyeLike, NonZero, Compress,
+// DepthToSpace, SpaceToDepth.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "providers/cpu/tensor/tensor_kernels.h"
+
+namespace ortlite {
+namespace {
+
+using tensor_ops::dims_product;
+
+// Reads an int32/int64 index tensor named `what`, failing naming the node otherwise.
+std::vector<int64_t> read_indices(const KernelContext& ctx, const Tensor& t, const char* what) {
+  if (t.dtype() != DataType::kInt64 && t.dtype() != DataType::kInt32) {
+    ctx.fail(
+        StatusCode::kInvalidArgument,
+        std::string("input '") + what + "' must be int32 or int64, got " + dtype_name(t.dtype()));
+  }
+  return tensor_to_int64s(t);
+}
+
+// Checks index v against [-dim, dim) and returns it in [0, dim).
+int64_t fix_index(const KernelContext& ctx, int64_t v, int64_t dim, const char* what, size_t axis) {
+  if (v < -dim || v >= dim) {
+    ctx.fail(StatusCode::kInvalidArgument, "index " + std::to_string(v) + " in input '" + what +
+                                               "' is out of range [" + std::to_string(-dim) + ", " +
+                                               std::to_string(dim - 1) + "] on axis " +
+                                               std::to_string(axis));
+  }
+  return v < 0 ? v + dim : v;
+}
+
+int64_t resolve_axis(const KernelContext& ctx, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank) {
+    ctx.fail(StatusCode::kInvalidArgument, "attribute 'axis' = " + std::to_string(axis) +
+                                               " is out of range for rank " + std::to_string(rank));
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+// For every element of a dense tensor of `shape`, in order, calls fn(flat, offset) where
+// offset = sum(index[d] * strides[d]) over d != skip_axis, and index[skip] is returned by
+// coord(skip) inside fn through the `idx` vector.
+template <typename Fn>
+void for_each_index(const Shape& shape, Fn&& fn) {
+  const int64_t n = shape_size(shape);
+  std::vector<int64_t> idx(shape.size(), 0);
+  for (int64_t flat = 0; flat < n; ++flat) {
+    fn(flat, idx);
+    for (size_t d = shape.size(); d-- > 0;) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// GatherElements / ScatterElements
+
+class GatherElements final : public Kernel {
+ public:
+  explicit GatherElements(const KernelInfo& info) : axis_(info.attr_int("axis", 0)) {}
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& data = ctx.required_input(0);
+    const Tensor& indices = ctx.required_input(1);
+    const Shape& ds = data.shape();
+    const Shape& is = indices.shape();
+    if (ds.empty() || ds.size() != is.size()) {
+      ctx.fail(StatusCode::kInvalidArgument, "inputs 'data' " + shape_to_string(ds) +
+                                                 " and 'indices' " + shape_to_string(is) +
+                                                 " must have the same rank >= 1");
+    }
+    const size_t axis = static_cast<size_t>(resolve_axis(ctx, axis_, ds.size()));
+    for (size_t d = 0; d < ds.size(); ++d) {
+      if (d != axis && is[d] > ds[d]) {
+        ctx.fail(StatusCode::kInvalidArgument, "input 'indices' " + shape_to_string(is) +
+                                                   " is larger than 'data' " + shape_to_string(ds) +
+                                                   " on axis " + std::to_string(d));
+      }
+    }
+    std::vector<int64_t> idx = read_indices(ctx, indices, "indices");
+    Tensor& y = ctx.allocate_output(0, data.dtype(), is);
+    if (y.numel() == 0) return;
+    const std::vector<int64_t> st = tensor_ops::dense_strides(ds);
+    tensor_ops::dispatch_storage(data.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* src = static_cast<const T*>(data.raw_data());
+      T* dst = static_cast<T*>(y.raw_data());
+      for_each_index(is, [&](int64_t flat, const std::vector<int64_t>& ix) {
+        int64_t off = 0;
+        for (size_t d = 0; d < ix.size(); ++d) {
+          const int64_t c =
+              d == axis ? fix_index(ctx, idx[static_cast<size_t>(flat)], ds[d], "indices", d)
+                        : ix[d];
+          off += c * st[d];
+        }
+        dst[flat] = src[off];
+      });
+    });
+  }
+
+ private:
+  int64_t axis_;
+};
+
+enum class Reduction { kNone, kAdd, kMul, kMax, kMin };
+
+Reduction parse_reduction(const KernelInfo& info) {
+  const std::string r = info.attr_string("reduction", "none");
+  if (r == "none") return Reduction::kNone;
+  if (r == "add" && info.opset() >= 16) return Reduction::kAdd;
+  if (r == "mul" && info.opset() >= 16) return Reduction::kMul;
+  if (r == "max" && info.opset() >= 18) return Reduction::kMax;
+  if (r == "min" && info.opset() >= 18) return Reduction::kMin;
+  info.fail(StatusCode::kInvalidArgument, "attribute 'reduction' = '" + r +
+                                              "' is not supported at opset " +
+                                              std::to_string(info.opset()));
+}
+
+template <typename T>
+void combine(T& dst, const T& v, Reduction r) {
+  if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+    const float a = static_cast<float>(dst), b = static_cast<float>(v);
+    switch (r) {
+      case Reduction::kNone:
+        dst = v;
+        break;
+      case Reduction::kAdd:
+        dst = T(a + b);
+        break;
+      case Reduction::kMul:
+        dst = T(a * b);
+        break;
+      case Reduction::kMax:
+        dst = T(std::max(a, b));
+        break;
+      case Reduction::kMin:
+        dst = T(std::min(a, b));
+        break;
+    }
+  } else if constexpr (std::is_same_v<T, bool>) {
+    switch (r) {
+      case Reduction::kNone:
+        dst = v;
+        break;
+      case Reduction::kAdd:
+      case Reduction::kMax:
+        dst = dst || v;
+        break;
+      case Reduction::kMul:
+      case Reduction::kMin:
+        dst = dst && v;
+        break;
+    }
+  } else {
+    switch (r) {
+      case Reduction::kNone:
+        dst = v;
+        break;
+      case Reduction::kAdd:
+        dst = static_cast<T>(dst + v);
+        break;
+      case Reduction::kMul:
+        dst = static_cast<T>(dst * v);
+        break;
+      case Reduction::kMax:
+        dst = std::max(dst, v);
+        break;
+      case Reduction::kMin:
+        dst = std::min(dst, v);
+        break;
+    }
+  }
+}
+
+// Calls fn(T{}) with the element type of dt: storage types for plain copies, numeric
+// types when a reduction combines values.
+template <typename Fn>
+void dispatch_for(DataType dt, Reduction r, const char* what, Fn&& fn) {
+  if (r == Reduction::kNone) {
+    tensor_ops::dispatch_storage(dt, fn);
+  } else {
+    ORTLITE_DISPATCH_NUMERIC(dt, what, fn);
+  }
+}
+
+class ScatterElements final : public Kernel {
+ public:
+  explicit ScatterElements(const KernelInfo& info)
+      : axis_(info.attr_int("axis", 0)), reduction_(parse_reduction(info)) {}
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& data = ctx.required_input(0);
+    const Tensor& indices = ctx.required_input(1);
+    const Tensor& updates = ctx.required_input(2);
+    const Shape& ds = data.shape();
+    const Shape& is = indices.shape();
+    if (ds.empty() || ds.size() != is.size() || is != updates.shape()) {
+      ctx.fail(StatusCode::kInvalidArgument,
+               "inputs 'data' " + shape_to_string(ds) + ", 'indices' " + shape_to_string(is) +
+                   " and 'updates' " + shape_to_string(updates.shape()) +
+                   " must have the same rank >= 1, 'indices' and 'updates' the same shape");
+    }
+    if (updates.dtype() != data.dtype()) {
+      ctx.fail(StatusCode::kInvalidArgument, "input 'updates' must have the type of 'data'");
+    }
+    const size_t axis = static_cast<size_t>(resolve_axis(ctx, axis_, ds.size()));
+    for (size_t d = 0; d < ds.size(); ++d) {
+      if (d != axis && is[d] > ds[d]) {
+        ctx.fail(StatusCode::kInvalidArgument, "input 'indices' " + shape_to_string(is) +
+                                                   " is larger than 'data' " + shape_to_string(ds) +
+                                                   " on axis " + std::to_string(d));
+      }
+    }
+    std::vector<int64_t> idx = read_indices(ctx, indices, "indices");
+    Tensor& y = ctx.allocate_output(0, data.dtype(), ds);
+    tensor_ops::copy_elements(data.dtype(), data.raw_data(), y.raw_data(), data.numel());
+    if (indices.numel() == 0) return;
+    const std::vector<int64_t> st = tensor_ops::dense_strides(ds);
+    const Reduction red = reduction_;
+    dispatch_for(data.dtype(), red, "ScatterElements", [&](auto tag) {
+      using T = decltype(tag);
+      const T* upd = static_cast<const T*>(updates.raw_data());
+      T* dst = static_cast<T*>(y.raw_data());
+      for_each_index(is, [&](int64_t flat, const std::vector<int64_t>& ix) {
+        int64_t off = 0;
+        for (size_t d = 0; d < ix.size(); ++d) {
+          const int64_t c =
+              d == axis ? fix_index(ctx, idx[static_cast<size_t>(flat)], ds[d], "indices", d)
+                        : ix[d];
+          off += c * st[d];
+        }
+        if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, tensor_ops::Bytes16>) {
+          dst[off] = upd[flat];
+        } else {
+          combine(dst[off], upd[flat], red);
+        }
+      });
+    });
+  }
+
+ private:
+  int64_t axis_;
+  Reduction reduction_;
+};
+
+// ---------------------------------------------------------------------------------------
+// GatherND / ScatterND
+
+class GatherND final : public Kernel {
+ public:
+  explicit GatherND(const KernelInfo& info) : batch_dims_(info.attr_int("batch_dims", 0)) {
+    if (batch_dims_ < 0) info.fail(StatusCode::kInvalidArgument, "attribute 'batch_dims' < 0");
+  }
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& data = ctx.required_input(0);
+    const Tensor& indices = ctx.required_input(1);
+    const Shape& ds = data.shape();
+    const Shape& is = indices.shape();
+    const size_t b = static_cast<size_t>(batch_dims_);
+    if (is.empty() || ds.empty() || b >= is.size() || b >= ds.size()) {
+      ctx.fail(StatusCode::kInvalidArgument,
+               "inputs 'data' " + shape_to_string(ds) + " and 'indices' " + shape_to_string(is) +
+                   " must have rank > batch_dims = " + std::to_string(b));
+    }
+    const int64_t k = is.back();
+    if (k < 1 || static_cast<size_t>(k) + b > ds.size()) {
+      ctx.fail(StatusCode::kInvalidArgument,
+               "the last dim of 'indices' " + shape_to_string(is) +
+                   " must be in [1, rank(data) - batch_dims] for 'data' " + shape_to_string(ds));
+    }
+    for (size_t d = 0; d < b; ++d) {
+      if (is[d] != ds[d]) {
+        ctx.fail(StatusCode::kInvalidArgument, "the batch dims of 'indices' " +
+                                                   shape_to_string(is) + " and 'data' " +
+                                                   shape_to_string(ds) + " differ");
+      }
+    }
+    std::vector<int64_t> idx = read_indices(ctx, indices, "indices");
+    Shape out(is.begin(), is.end() - 1);
+    out.insert(out.end(), ds.begin() + static_cast<std::ptrdiff_t>(b) + k, ds.end());
+    tensor_ops::checked_numel(ctx, data.dtype(), out, "GatherND");
+    Tensor& y = ctx.allocate_output(0, data.dtype(), out);
+    if (y.numel() == 0) return;
+    const int64_t batches = dims_product(ds, 0, b);
+    const int64_t per_batch = dims_product(is, b, is.size() - 1);  // index tuples per batch
+    const int64_t slice = dims_product(ds, b + static_cast<size_t>(k), ds.size());
+    const int64_t batch_stride = dims_product(ds, b, ds.size());
+    const std::vector<int64_t> st = tensor_ops::dense_strides(ds);
+    tensor_ops::dispatch_storage(data.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* src = static_cast<const T*>(data.raw_data());
+      T* dst = static_cast<T*>(y.raw_data());
+      for (int64_t bi = 0; bi < batches; ++bi) {
+        for (int64_t j = 0; j < per_batch; ++j) {
+          const int64_t* tup = idx.data() + (bi * per_batch + j) * k;
+          int64_t off = bi * batch_stride;
+          for (int64_t q = 0; q < k; ++q) {
+            const size_t d = b + static_cast<size_t>(q);
+            off += fix_index(ctx, tup[q], ds[d], "indices", d) * st[d];
+          }
+          T* o = dst + (bi * per_batch + j) * slice;
+          for (int64_t e = 0; e < slice; ++e) o[e] = src[off + e];
+        }
+      }
+    });
+  }
+
+ private:
+  int64_t batch_dims_;
+};
+
+class ScatterND final : public Kernel {
+ public:
+  explicit ScatterND(const KernelInfo& info) : reduction_(parse_reduction(info)) {}
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& data = ctx.required_input(0);
+    const Tensor& indices = ctx.required_input(1);
+    const Tensor& updates = ctx.required_input(2);
+    const Shape& ds = data.shape();
+    const Shape& is = indices.shape();
+    if (is.empty() || ds.empty()) {
+      ctx.fail(StatusCode::kInvalidArgument, "inputs 'data' and 'indices' must have rank >= 1");
+    }
+    const int64_t k = is.back();
+    if (k < 1 || static_cast<size_t>(k) > ds.size()) {
+      ctx.fail(StatusCode::kInvalidArgument, "the last dim of 'indices' " + shape_to_string(is) +
+                                                 " must be in [1, rank(data)] for 'data' " +
+                                                 shape_to_string(ds));
+    }
+    Shape us(is.begin(), is.end() - 1);
+    us.insert(us.end(), ds.begin() + k, ds.end());
+    if (updates.shape() != us || updates.dtype() != data.dtype()) {
+      ctx.fail(StatusCode::kInvalidArgument, "input 'updates' " + shape_to_string(updates.shape()) +
+                                                 " must have shape " + shape_to_string(us) +
+                                                 " and the type of 'data'");
+    }
+    std::vector<int64_t> idx = read_indices(ctx, indices, "indices");
+    Tensor& y = ctx.allocate_output(0, data.dtype(), ds);
+    tensor_ops::copy_elements(data.dtype(), data.raw_data(), y.raw_data(), data.numel());
+    const int64_t n = dims_product(is, 0, is.size() - 1);
+    const int64_t slice = dims_product(ds, static_cast<size_t>(k), ds.size());
+    const std::vector<int64_t> st = tensor_ops::dense_strides(ds);
+    const Reduction red = reduction_;
+    dispatch_for(data.dtype(), red, "ScatterND", [&](auto tag) {
+      using T = decltype(tag);
+      const T* upd = static_cast<const T*>(updates.raw_data());
+      T* dst = static_cast<T*>(y.raw_data());
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t off = 0;
+        for (int64_t q = 0; q < k; ++q) {
+          const size_t d = static_cast<size_t>(q);
+          off += fix_index(ctx, idx[static_cast<size_t>(j * k + q)], ds[d], "indices", d) * st[d];
+        }
+        for (int64_t e = 0; e < slice; ++e) {
+          if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, tensor_ops::Bytes16>) {
+            dst[off + e] = upd[j * slice + e];
+          } else {
+            combine(dst[off + e], upd[j * slice + e], red);
+          }
+        }
+      }
+    });
+  }
+
+ private:
+  Reduction reduction_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Trilu, EyeLike, OneHot, NonZero, Compress
+
+class Trilu final : public Kernel {
+ public:
+  explicit Trilu(const KernelInfo& info) : upper_(info.attr_int("upper", 1) != 0) {}
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& x = ctx.required_input(0);
+    if (x.rank() < 2) {
+      ctx.fail(StatusCode::kInvalidArgument,
+               "input 'input' must have rank >= 2, got " + shape_to_string(x.shape()));
+    }
+    int64_t k = 0;
+    if (const Tensor* kt = ctx.input(1)) {
+      std::vector<int64_t> kv = read_indices(ctx, *kt, "k");
+      if (kv.size() != 1) ctx.fail(StatusCode::kInvalidArgument, "input 'k' must be a scalar");
+      k = kv[0];
+    }
+    Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
+    if (y.numel() == 0) return;
+    const int64_t rows = x.shape()[x.rank() - 2];
+    const int64_t cols = x.shape()[x.rank() - 1];
+    const int64_t mats = y.numel() / (rows * cols);
+    const bool upper = upper_;
+    tensor_ops::dispatch_storage(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* src = static_cast<const T*>(x.raw_data());
+      T* dst = static_cast<T*>(y.raw_data());
+      for (int64_t m = 0; m < mats; ++m) {
+        for (int64_t i = 0; i < rows; ++i) {
+          for (int64_t j = 0; j < cols; ++j) {
+            const int64_t off = (m * rows + i) * cols + j;
+            const bool keep = upper ? (j - i >= k) : (j - i <= k);
+            if (keep) {
+              dst[off] = src[off];
+            } else {
+              dst[off] = T{};
+            }
+          }
+        }
+      }
+    });
+  }
+
+ private:
+  bool upper_;
+};
+
+class EyeLike final : public Kernel {
+ public:
+  explicit EyeLike(const KernelInfo& info)
+      : dtype_(info.has_attr("dtype") ? static_cast<DataType>(info.attr_int("dtype", 0))
+                                      : DataType::kUndefined),
+        k_(info.attr_int("k", 0)) {
+    if (info.has_attr("dtype") && (!dtype_supported(dtype_) || dtype_ == DataType::kString)) {
+      info.fail(StatusCode::kInvalidArgument,
+                "attribute 'dtype' = " + std::to_string(static_cast<int>(dtype_)) +
+                    " is not a supported numeric type");
+    }
+  }
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& x = ctx.required_input(0);
+    if (x.rank() != 2) {
+      ctx.fail(StatusCode::kInvalidArgument,
+               "input 'input' must be 2-D, got " + shape_to_string(x.shape()));
+    }
+    const DataType dt = dtype_ == DataType::kUndefined ? x.dtype() : dtype_;
+    Tensor& y = ctx.allocate_output(0, dt, x.shape());
+    const int64_t rows = x.shape()[0], cols = x.shape()[1];
+    const int64_t k = k_;
+    ORTLITE_DISPATCH_NUMERIC(dt, "EyeLike", [&](auto tag) {
+      using T = decltype(tag);
+      T* dst = static_cast<T*>(y.raw_data());
+      for (int64_t i = 0; i < rows; ++i) {
+        for (int64_t j = 0; j < cols; ++j) dst[i * cols + j] = T(j - i == k ? 1 : 0);
+      }
+    });
+  }
+
+ private:
+  DataType dtype_;
+  int64_t k_;
+};
+
+// Element i of a numeric tensor as int64 (floats truncate toward zero).
+std::vector<int64_t> numeric_as_int64s(const Tensor& t, const char* what) {
+  std::vector<int64_t> v(static_cast<size_t>(t.numel()));
+  ORTLITE_DISPATCH_NUMERIC(t.dtype(), what, [&](auto tag) {
+    using T = decltype(tag);
+    const T* s = static_cast<const T*>(t.raw_data());
+    for (size_t i = 0; i < v.size(); ++i) {
+      if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+        v[i] = static_cast<int64_t>(static_cast<float>(s[i]));
+      } else {
+        v[i] = static_cast<int64_t>(s[i]);
+      }
+    }
+  });
+  return v;
+}
+
+class OneHot final : public Kernel {
+ public:
+  explicit OneHot(const KernelInfo& info) : axis_(info.attr_int("axis", -1)) {}
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& indices = ctx.required_input(0);
+    const Tensor& depth_t = ctx.required_input(1);
+    const Tensor& values = ctx.required_input(2);
+    if (depth_t.numel() != 1) {
+      ctx.fail(StatusCode::kInvalidArgument,
+               "input 'depth' must hold one value, got shape " + shape_to_string(depth_t.shape()));
+    }
+    if (values.numel() != 2) {
+      ctx.fail(StatusCode::kInvalidArgument,
+               "input 'values' must hold 2 values, got shape " + shape_to_string(values.shape()));
+    }
+    const double dd = tensor_scalar_as_double(depth_t);
+    if (!(dd >= 1) || dd > 1e12) {
+      ctx.fail(StatusCode::kInvalidArgument,
+               "input 'depth' must be >= 1, got " + std::to_string(dd));
+    }
+    const int64_t depth = static_cast<int64_t>(dd);
+    const int64_t rank = static_cast<int64_t>(indices.rank()) + 1;
+    const int64_t axis = resolve_axis(ctx, axis_, rank);
+    std::vector<int64_t> idx = numeric_as_int64s(indices, "OneHot indices");
+    Shape out = indices.shape();
+    out.insert(out.begin() + axis, depth);
+    tensor_ops::checked_numel(ctx, values.dtype(), out, "OneHot");
+    Tensor& y = ctx.allocate_output(0, values.dtype(), out);
+    const int64_t outer = dims_product(indices.shape(), 0, static_cast<size_t>(axis));
+    const int64_t inner = dims_product(indices.shape(), static_cast<size_t>(axis), indices.rank());
+    tensor_ops::dispatch_storage(values.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* vals = static_cast<const T*>(values.raw_data());
+      T* dst = static_cast<T*>(y.raw_data());
+      for (int64_t o = 0; o < outer; ++o) {
+        for (int64_t d = 0; d < depth; ++d) {
+          for (int64_t i = 0; i < inner; ++i) {
+            int64_t v = idx[static_cast<size_t>(o * inner + i)];
+            if (v < 0) v += depth;
+            dst[(o * depth + d) * inner + i] = vals[v == d ? 1 : 0];
+          }
+        }
+      }
+    });
+  }
+
+ private:
+  int64_t axis_;
+};
+
+template <typename T>
+bool is_nonzero(const T& v) {
+  if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+    return static_cast<float>(v) != 0.0f;
+  } else {
+    return v != T(0);
+  }
+}
+
+class NonZero final : public Kernel {
+ public:
+  explicit NonZero(const KernelInfo&) {}
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& x = ctx.required_input(0);
+    const Shape shape = x.rank() == 0 ? Shape{1} : x.shape();
+    std::vector<int64_t> flat;
+    ORTLITE_DISPATCH_NUMERIC(x.dtype(), "NonZero", [&](auto tag) {
+      using T = decltype(tag);
+      const T* s = static_cast<const T*>(x.raw_data());
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        if (is_nonzero(s[i])) flat.push_back(i);
+      }
+    });
+    const int64_t nnz = static_cast<int64_t>(flat.size());
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    Tensor& y = ctx.allocate_output(0, DataType::kInt64, {rank, nnz});
+    int64_t* dst = y.data<int64_t>();
+    for (int64_t j = 0; j < nnz; ++j) {
+      int64_t rem = flat[static_cast<size_t>(j)];
+      for (int64_t d = rank; d-- > 0;) {
+        dst[d * nnz + j] = rem % shape[static_cast<size_t>(d)];
+        rem /= shape[static_cast<size_t>(d)];
+      }
+    }
+  }
+};
+
+class Compress final : public Kernel {
+ public:
+  explicit Compress(const KernelInfo& info)
+      : has_axis_(info.has_attr("axis")), axis_(info.attr_int("axis", 0)) {}
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& x = ctx.required_input(0);
+    const Tensor& cond = ctx.required_input(1);
+    if (cond.dtype() != DataType::kBool || cond.rank() != 1) {
+      ctx.fail(StatusCode::kInvalidArgument, "input 'condition' must be a 1-D bool tensor");
+    }
+    const bool* c = cond.data<bool>();
+    Shape in = has_axis_ ? x.shape() : Shape{x.numel()};
+    if (in.empty()) ctx.fail(StatusCode::kInvalidArgument, "input 'input' must have rank >= 1");
+    const size_t axis = static_cast<size_t>(resolve_axis(ctx, axis_, in.size()));
+    const int64_t dim = in[axis];
+    if (cond.numel() > dim) {
+      ctx.fail(StatusCode::kInvalidArgument,
+               "input 'condition' has " + std::to_string(cond.numel()) +
+                   " entries, more than the " + std::to_string(dim) + " slices on the axis");
+    }
+    std::vector<int64_t> keep;
+    for (int64_t i = 0; i < cond.numel(); ++i) {
+      if (c[i]) keep.push_back(i);
+    }
+    Shape out = in;
+    out[axis] = static_cast<int64_t>(keep.size());
+    Tensor& y = ctx.allocate_output(0, x.dtype(), out);
+    if (y.numel() == 0) return;
+    const int64_t outer = dims_product(in, 0, axis);
+    const int64_t inner = dims_product(in, axis + 1, in.size());
+    const int64_t n = static_cast<int64_t>(keep.size());
+    tensor_ops::dispatch_storage(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* src = static_cast<const T*>(x.raw_data());
+      T* dst = static_cast<T*>(y.raw_data());
+      for (int64_t o = 0; o < outer; ++o) {
+        for (int64_t j = 0; j < n; ++j) {
+          const T* s = src + (o * dim + keep[static_cast<size_t>(j)]) * inner;
+          T* d = dst + (o * n + j) * inner;
+          for (int64_t e = 0; e < inner; ++e) d[e] = s[e];
+        }
+      }
+    });
+  }
+
+ private:
+  bool has_axis_;
+  int64_t axis_;
+};
+
+// ---------------------------------------------------------------------------------------
+// DepthToSpace / SpaceToDepth: a reshape, a transpose and a reshape, as one strided copy.
+
+class DepthSpace final : public Kernel {
+ public:
+  DepthSpace(const KernelInfo& info, bool to_space)
+      : to_space_(to_space), block_(info.attr_int_required("blocksize")) {
+    if (block_ < 1) info.fail(StatusCode::kInvalidArgument, "attribute 'blocksize' must be >= 1");
+    const std::string mode = info.attr_string("mode", "DCR");
+    if (mode != "DCR" && mode != "CRD") {
+      info.fail(StatusCode::kInvalidArgument,
+                "attribute 'mode' = '" + mode + "' must be DCR or CRD");
+    }
+    crd_ = to_space && mode == "CRD";
+  }
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& x = ctx.required_input(0);
+    if (x.rank() != 4) {
+      ctx.fail(StatusCode::kInvalidArgument,
+               "input 'input' must be 4-D (N, C, H, W), got " + shape_to_string(x.shape()));
+    }
+    const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3), b = block_;
+    Shape split, perm_shape;
+    std::vector<int64_t> perm;
+    Shape out;
+    if (to_space_) {
+      if (c % (b * b) != 0) {
+        ctx.fail(StatusCode::kInvalidArgument,
+                 "the channel count " + std::to_string(c) + " is not a multiple of blocksize^2");
+      }
+      const int64_t c2 = c / (b * b);
+      if (crd_) {
+        split = {n, c2, b, b, h, w};
+        perm = {0, 1, 4, 2, 5, 3};
+      } else {
+        split = {n, b, b, c2, h, w};
+        perm = {0, 3, 4, 1, 5, 2};
+      }
+      out = {n, c2, h * b, w * b};
+    } else {
+      if (h % b != 0 || w % b != 0) {
+        ctx.fail(StatusCode::kInvalidArgument, "the spatial dims of " + shape_to_string(x.shape()) +
+                                                   " are not multiples of blocksize");
+      }
+      split = {n, c, h / b, b, w / b, b};
+      perm = {0, 3, 5, 1, 2, 4};
+      out = {n, c * b * b, h / b, w / b};
+    }
+    Tensor& y = ctx.allocate_output(0, x.dtype(), out);
+    if (y.numel() == 0) return;
+    const std::vector<int64_t> st = tensor_ops::dense_strides(split);
+    std::vector<int64_t> src_strides(6);
+    for (size_t i = 0; i < 6; ++i) {
+      perm_shape.push_back(split[static_cast<size_t>(perm[i])]);
+      src_strides[i] = st[static_cast<size_t>(perm[i])];
+    }
+    tensor_ops::strided_copy_dense(x.dtype(), x.raw_data(), src_strides, y.raw_data(), perm_shape,
+                                   ctx.thread_pool());
+  }
+
+ private:
+  bool to_space_;
+  int64_t block_;
+  bool crd_ = false;
+};
+
+}  // namespace
+
+void register_index_conf_kernels(KernelRegistry& r) {
+  add_versions(r, "GatherElements", {11, 13}, make_factory<GatherElements>());
+  r.add("", "Scatter", 9, 10, make_factory<ScatterElements>());  // ScatterElements' ancestor
+  add_versions(r, "ScatterElements", {11, 13, 16, 18}, make_factory<ScatterElements>());
+  add_versions(r, "GatherND", {11, 12, 13}, make_factory<GatherND>());
+  add_versions(r, "ScatterND", {11, 13, 16, 18}, make_factory<ScatterND>());
+  add_versions(r, "Trilu", {14}, make_factory<Trilu>());
+  add_versions(r, "EyeLike", {9, 22}, make_factory<EyeLike>());
+  add_versions(r, "OneHot", {9, 11}, make_factory<OneHot>());
+  add_versions(r, "NonZero", {9, 13}, make_factory<NonZero>());
+  add_versions(r, "Compress", {9, 11}, make_factory<Compress>());
+  add_versions(r, "DepthToSpace", {1, 11, 13}, [](const KernelInfo& info) {
+    return std::unique_ptr<Kernel>(new DepthSpace(info, true));
+  });
+  add_versions(r, "SpaceToDepth", {1, 13}, [](const KernelInfo& info) {
+    return std::unique_ptr<Kernel>(new DepthSpace(info, false));
+  });
+}
+
+}  // namespace ortlite

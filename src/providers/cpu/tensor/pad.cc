@@ -1,0 +1,251 @@
+// Pad: opset 2-10 attributes pads/value; 11+ inputs pads/constant_value; 18+ axes input;
+// modes constant, reflect, edge and (19+) wrap. Negative pads crop (first, before the
+// padding is applied, as onnxruntime does). Pads of reflect/wrap wider than the dim repeat
+// the reflection / cycle (numpy.pad semantics).
+#include <algorithm>
+#include <cstring>
+
+#include "providers/cpu/tensor/tensor_kernels.h"
+
+namespace ortlite {
+namespace {
+
+using tensor_ops::ints_to_string;
+
+enum class PadMode { kConstant, kReflect, kEdge, kWrap };
+
+class Pad final : public Kernel {
+ public:
+  explicit Pad(const KernelInfo& info) : opset_(info.opset()) {
+    const std::string mode = info.attr_string("mode", "constant");
+    if (mode == "constant") {
+      mode_ = PadMode::kConstant;
+    } else if (mode == "reflect") {
+      mode_ = PadMode::kReflect;
+    } else if (mode == "edge") {
+      mode_ = PadMode::kEdge;
+    } else if (mode == "wrap" && opset_ >= 19) {
+      mode_ = PadMode::kWrap;
+    } else {
+      info.fail(StatusCode::kInvalidArgument,
+                "attribute 'mode' = '" + mode + "' is not supported at opset " +
+                    std::to_string(opset_) + " (constant, reflect, edge" +
+                    (opset_ >= 19 ? ", wrap)" : ")"));
+    }
+    if (opset_ < 11) {
+      if (!info.has_attr("pads")) info.fail(StatusCode::kInvalidGraph, "missing attribute 'pads'");
+      pads_attr_ = info.attr_ints("pads");
+      value_attr_ = info.attr_float("value", 0.f);
+    }
+  }
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& data = ctx.required_input(0);
+    const DataType dt = data.dtype();
+    const Shape& in = data.shape();
+    const int64_t rank = static_cast<int64_t>(in.size());
+    const std::vector<int64_t> pads =
+        opset_ < 11 ? pads_attr_ : tensor_ops::read_int_list(ctx, ctx.required_input(1), "pads");
+    std::vector<int64_t> axes;
+    if (opset_ >= 18 && ctx.input(3) != nullptr) {
+      const std::vector<int64_t> raw = tensor_ops::read_int_list(ctx, *ctx.input(3), "axes");
+      axes = tensor_ops::normalize_axes(ctx, raw, rank, "axes");
+    } else {
+      for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+    }
+    if (pads.size() != 2 * axes.size()) {
+      ctx.fail(StatusCode::kInvalidArgument,
+               "'pads' " + ints_to_string(pads) + " must have " + std::to_string(2 * axes.size()) +
+                   " entries (2 per padded axis) for input shape " + shape_to_string(in));
+    }
+    std::vector<int64_t> pb(in.size(), 0), pe(in.size(), 0);
+    for (size_t i = 0; i < axes.size(); ++i) {
+      pb[static_cast<size_t>(axes[i])] = pads[i];
+      pe[static_cast<size_t>(axes[i])] = pads[i + axes.size()];
+    }
+
+    // Output shape, crops and the cropped source length per dim.
+    Shape out(in.size());
+    std::vector<int64_t> crop(in.size()), len(in.size());
+    for (size_t i = 0; i < in.size(); ++i) {
+      int64_t o = 0;
+      if (__builtin_add_overflow(in[i], pb[i], &o) || __builtin_add_overflow(o, pe[i], &o)) {
+        ctx.fail(StatusCode::kInvalidArgument, "'pads' " + ints_to_string(pads) +
+                                                   " overflow the output shape for input " +
+                                                   shape_to_string(in));
+      }
+      crop[i] = pb[i] < 0 ? -pb[i] : 0;
+      const int64_t crop_end = pe[i] < 0 ? -pe[i] : 0;
+      len[i] = in[i] - crop[i] - crop_end;  // no overflow: o >= len checked below
+      if (o < 0 || len[i] < 0) {
+        ctx.fail(StatusCode::kInvalidArgument,
+                 "'pads' " + ints_to_string(pads) + " remove more than dimension " +
+                     std::to_string(i) + " of input shape " + shape_to_string(in) + " holds");
+      }
+      out[i] = o;
+      if (mode_ != PadMode::kConstant && len[i] == 0 && o > 0) {
+        ctx.fail(StatusCode::kInvalidArgument,
+                 std::string("cannot pad dimension ") + std::to_string(i) +
+                     " of size 0 (input shape " + shape_to_string(in) + ") in a non-constant mode");
+      }
+    }
+    tensor_ops::checked_numel(ctx, dt, out, "Pad");
+
+    // The constant, as one element of dt.
+    Tensor fill;
+    if (mode_ == PadMode::kConstant) fill = constant_value(ctx, dt);
+
+    Tensor& y = ctx.allocate_output(0, dt, out);
+    if (y.numel() == 0) return;
+    if (rank == 0) {
+      tensor_ops::copy_elements(dt, data.raw_data(), y.raw_data(), 1);
+      return;
+    }
+    const std::vector<int64_t> in_strides = tensor_ops::dense_strides(in);
+    const std::vector<int64_t> out_strides = tensor_ops::dense_strides(out);
+    const size_t es = dtype_size(dt);
+
+    if (mode_ == PadMode::kConstant) {
+      bool grows = false;
+      for (size_t i = 0; i < in.size(); ++i) grows = grows || pb[i] > 0 || pe[i] > 0;
+      if (grows) fill_parallel(ctx, dt, fill.raw_data(), y.raw_data(), y.numel());
+      int64_t src_off = 0, dst_off = 0;
+      for (size_t i = 0; i < in.size(); ++i) {
+        src_off += crop[i] * in_strides[i];
+        dst_off += std::max<int64_t>(pb[i], 0) * out_strides[i];
+      }
+      tensor_ops::strided_copy(dt, static_cast<const char*>(data.raw_data()) + src_off * es,
+                               in_strides, static_cast<char*>(y.raw_data()) + dst_off * es,
+                               out_strides, Shape(len.begin(), len.end()), ctx.thread_pool());
+      return;
+    }
+
+    // Source index of every output position, per dim.
+    std::vector<std::vector<int64_t>> map(in.size());
+    for (size_t i = 0; i < in.size(); ++i) {
+      const int64_t n = len[i];
+      const int64_t lead = std::max<int64_t>(pb[i], 0);
+      map[i].resize(static_cast<size_t>(out[i]));
+      for (int64_t o = 0; o < out[i]; ++o) {
+        const int64_t rel = o - lead;
+        int64_t r = rel;
+        if (rel < 0 || rel >= n) {
+          switch (mode_) {
+            case PadMode::kEdge:
+              r = rel < 0 ? 0 : n - 1;
+              break;
+            case PadMode::kReflect:
+              if (n == 1) {
+                r = 0;
+              } else {
+                const int64_t p = 2 * (n - 1);
+                r = ((rel % p) + p) % p;
+                if (r >= n) r = p - r;
+              }
+              break;
+            case PadMode::kWrap:
+              r = ((rel % n) + n) % n;
+              break;
+            case PadMode::kConstant:
+              break;
+          }
+        }
+        map[i][static_cast<size_t>(o)] = crop[i] + r;
+      }
+    }
+    const size_t last = in.size() - 1;
+    const int64_t row_len = out[last];
+    const int64_t rows = y.numel() / row_len;
+    const int64_t lead = std::max<int64_t>(pb[last], 0);
+    const int64_t mid = len[last];  // output positions [lead, lead + mid) copy a whole run
+    tensor_ops::dispatch_storage(dt, [&](auto tag) {
+      using T = decltype(tag);
+      const T* src = static_cast<const T*>(data.raw_data());
+      T* dst = static_cast<T*>(y.raw_data());
+      parallel_for(
+          ctx.thread_pool(), rows, static_cast<double>(row_len), [&](int64_t b, int64_t e) {
+            std::vector<int64_t> idx(last, 0);
+            int64_t rem = b;
+            for (size_t d = last; d-- > 0;) {
+              idx[d] = rem % out[d];
+              rem /= out[d];
+            }
+            for (int64_t row = b; row < e; ++row) {
+              int64_t base = 0;
+              for (size_t d = 0; d < last; ++d) {
+                base += map[d][static_cast<size_t>(idx[d])] * in_strides[d];
+              }
+              const T* s = src + base;
+              T* o = dst + row * row_len;
+              const std::vector<int64_t>& m = map[last];
+              for (int64_t j = 0; j < lead; ++j) o[j] = s[m[static_cast<size_t>(j)]];
+              if constexpr (std::is_same_v<T, std::string>) {
+                for (int64_t j = 0; j < mid; ++j) o[lead + j] = s[crop[last] + j];
+              } else {
+                if (mid > 0) {
+                  std::memcpy(o + lead, s + crop[last], static_cast<size_t>(mid) * sizeof(T));
+                }
+              }
+              for (int64_t j = lead + mid; j < row_len; ++j) o[j] = s[m[static_cast<size_t>(j)]];
+              for (size_t d = last; d-- > 0;) {
+                if (++idx[d] < out[d]) break;
+                idx[d] = 0;
+              }
+            }
+          });
+    });
+  }
+
+ private:
+  Tensor constant_value(const KernelContext& ctx, DataType dt) const {
+    Tensor fill = Tensor::empty(dt, {});
+    if (opset_ < 11) {
+      // Pad-2 is defined for float types only (the 'value' attribute is a float).
+      const float v = value_attr_;
+      ORTLITE_DISPATCH_FLOAT(dt, "Pad (opset < 11)", [&](auto tag) {
+        using T = decltype(tag);
+        *fill.data<T>() = static_cast<T>(v);
+      });
+      return fill;
+    }
+    const Tensor* cv = ctx.input(2);
+    if (cv == nullptr) return fill;  // zero / empty string
+    if (cv->dtype() != dt) {
+      ctx.fail(StatusCode::kInvalidArgument,
+               std::string("input 'constant_value' has element type ") + dtype_name(cv->dtype()) +
+                   " but the data has " + dtype_name(dt));
+    }
+    if (cv->numel() != 1) {
+      ctx.fail(StatusCode::kInvalidArgument,
+               "input 'constant_value' must hold one element, got shape " +
+                   shape_to_string(cv->shape()));
+    }
+    tensor_ops::copy_elements(dt, cv->raw_data(), fill.raw_data(), 1);
+    return fill;
+  }
+
+  static void fill_parallel(const KernelContext& ctx, DataType dt, const void* value, void* dst,
+                            int64_t n) {
+    constexpr int64_t kChunk = 1 << 15;
+    const size_t es = dtype_size(dt);
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+    parallel_for(ctx.thread_pool(), chunks, static_cast<double>(kChunk), [&](int64_t b, int64_t e) {
+      const int64_t first = b * kChunk;
+      const int64_t end = std::min(n, e * kChunk);
+      tensor_ops::fill_elements(dt, value, static_cast<char*>(dst) + first * es, end - first);
+    });
+  }
+
+  int64_t opset_;
+  PadMode mode_ = PadMode::kConstant;
+  std::vector<int64_t> pads_attr_;
+  float value_attr_ = 0.f;
+};
+
+}  // namespace
+
+void register_pad_kernels(KernelRegistry& r) {
+  add_versions(r, "Pad", {2, 11, 13, 18, 19, 21, 23}, make_factory<Pad>());
+}
+
+}  // namespace ortlite

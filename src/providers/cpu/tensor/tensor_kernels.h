@@ -1,0 +1,125 @@
+// Registration functions and shared copy helpers of the tensor / shape kernels
+// (src/providers/cpu/tensor). register_tensor_kernels (register.cc) calls every one of these.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ortlite/kernel.h"
+
+namespace ortlite {
+
+void register_tensor_creation_kernels(KernelRegistry& r);  // constant.cc, cast.cc, range.cc
+
+void register_reshape_kernels(KernelRegistry& r);       // reshape.cc: Reshape Flatten Squeeze
+                                                        // Unsqueeze Identity
+void register_transpose_kernels(KernelRegistry& r);     // transpose.cc
+void register_concat_split_kernels(KernelRegistry& r);  // concat_split.cc: Concat Split
+void register_slice_kernels(KernelRegistry& r);         // slice.cc
+void register_gather_kernels(KernelRegistry& r);        // gather.cc
+void register_expand_tile_kernels(KernelRegistry& r);   // expand_tile.cc: Expand Tile
+void register_pad_kernels(KernelRegistry& r);           // pad.cc
+void register_shape_size_kernels(KernelRegistry& r);    // shape_size.cc: Shape Size
+void register_index_conf_kernels(KernelRegistry& r);    // gather_scatter_nd.cc: GatherElements ...
+void register_layout_conf_kernels(KernelRegistry& r);   // crop_reverse_unique.cc: CenterCropPad ...
+void register_string_conf_kernels(KernelRegistry& r);   // string_ops.cc: StringConcat ...
+// tensor_scatter_bitcast.cc: TensorScatter BitCast
+void register_scatter_bitcast_conf_kernels(KernelRegistry& r);
+void register_topk_conf_kernels(KernelRegistry& r);  // topk.cc: TopK
+
+// The newest default-domain opset whose semantics these kernels implement. Opsets 24 to 27
+// changed these operators only by new element types (and Cast's round_mode, Range's
+// stash_type), which the kernels that list those versions handle.
+constexpr int kTensorMaxOpset = 27;
+
+// Registers `factory` for op_type in the default domain once per ONNX version range:
+// `since` lists the versions where the op changed (ascending); each entry covers
+// [since[i], since[i+1] - 1], the last one up to kTensorMaxOpset. The kernel reads
+// KernelInfo::opset() for the differences.
+inline void add_versions(KernelRegistry& r, const char* op_type, std::vector<int> since,
+                         const KernelFactory& factory) {
+  for (size_t i = 0; i < since.size(); ++i) {
+    const int until = i + 1 < since.size() ? since[i + 1] - 1 : kTensorMaxOpset;
+    r.add("", op_type, since[i], until, factory);
+  }
+}
+
+namespace tensor_ops {
+
+struct Bytes16 {
+  uint64_t lo, hi;
+};
+
+// Calls fn(T{}) with T a storage type of dt's element size (uint8_t .. uint64_t, Bytes16),
+// or std::string for strings: for kernels that only move elements.
+template <typename Fn>
+void dispatch_storage(DataType dt, Fn&& fn) {
+  if (dt == DataType::kString) return fn(std::string());
+  switch (dtype_size(dt)) {
+    case 1:
+      return fn(uint8_t{});
+    case 2:
+      return fn(uint16_t{});
+    case 4:
+      return fn(uint32_t{});
+    case 8:
+      return fn(uint64_t{});
+    case 16:
+      return fn(Bytes16{});
+    default:
+      ORTLITE_THROW(kNotImplemented, "element type ", dtype_name(dt),
+                    " is not supported by the tensor copy kernels");
+  }
+}
+
+// Copies `count` elements of type `dt` from src to dst (non-overlapping): memcpy for the
+// fixed-size types, std::string assignment for strings.
+void copy_elements(DataType dt, const void* src, void* dst, int64_t count);
+
+// Same, split over the pool when the copy is large.
+void parallel_copy(DataType dt, const void* src, void* dst, int64_t count, ThreadPool* pool);
+
+// Writes `count` copies of the single element at `value` into dst.
+void fill_elements(DataType dt, const void* value, void* dst, int64_t count);
+
+// Element strides of a dense row-major tensor of `shape`.
+std::vector<int64_t> dense_strides(const Shape& shape);
+
+// Copies a strided view into a strided destination: for every multi-index i over `shape`,
+//   dst[sum(i[d] * dst_strides[d])] = src[sum(i[d] * src_strides[d])]
+// (strides in elements, src strides may be zero or negative; src/dst point at the element
+// of index 0). Dims are coalesced; contiguous rows go through memcpy, a 2-D transpose
+// pattern through a cache-blocked loop; large copies are split over the pool.
+void strided_copy(DataType dt, const void* src, const std::vector<int64_t>& src_strides, void* dst,
+                  const std::vector<int64_t>& dst_strides, const Shape& shape, ThreadPool* pool);
+
+// strided_copy into a dense destination.
+inline void strided_copy_dense(DataType dt, const void* src,
+                               const std::vector<int64_t>& src_strides, void* dst,
+                               const Shape& shape, ThreadPool* pool) {
+  strided_copy(dt, src, src_strides, dst, dense_strides(shape), shape, pool);
+}
+
+// Reads a 1-D (or scalar when allow_scalar) int32/int64 tensor named `what` of node `ctx`,
+// failing with kInvalidArgument naming it otherwise.
+std::vector<int64_t> read_int_list(const KernelContext& ctx, const Tensor& t, const char* what,
+                                   bool allow_scalar = false);
+
+// Normalizes axes into [0, rank): fails naming `what` and the values when one is out of
+// range, or, unless allow_duplicates, repeated.
+std::vector<int64_t> normalize_axes(const KernelContext& ctx, const std::vector<int64_t>& axes,
+                                    int64_t rank, const char* what, bool allow_duplicates = false);
+
+// "[1,2,3]" for messages.
+std::string ints_to_string(const std::vector<int64_t>& v);
+
+// Product of dims [begin, end) of shape (checked: throws on overflow).
+int64_t dims_product(const Shape& shape, size_t begin, size_t end);
+
+// Checks that an output of `shape` and element type `dt` has a representable byte size;
+// fails with kInvalidArgument naming `what` otherwise. Returns the element count.
+int64_t checked_numel(const KernelContext& ctx, DataType dt, const Shape& shape, const char* what);
+
+}  // namespace tensor_ops
+}  // namespace ortlite
