@@ -1,6 +1,6 @@
 """The CUDA execution provider (docs/cuda.md): the separately built CUDA library and how it is
 loaded, provider selection and fallback, device OrtValues, every CUDA kernel against the
-CPU kernel of the same node (through the test entry ortlite._ortlite._cuda_run_node), and
+CPU kernel of the same node (one-node sessions placed on the GPU), and
 sessions whose planner places nodes on the GPU (models CUDA vs CPU, mixed placement, device
 outputs, run_async lifetimes). The planner's placement is also checked without a device,
 through the test hook session config entry "ortlite.test.cuda_plan_only".
@@ -170,8 +170,10 @@ def test_device_values_without_a_device_are_epfail():
         ortlite.OrtValue.ortvalue_from_numpy(x, "cuda", 0)
     with pytest.raises(ortlite.EPFail, match="CUDA is not available"):
         ortlite.OrtValue.ortvalue_from_shape_and_type([2, 3], np.float32, "cuda", 0)
-    with pytest.raises(ortlite.EPFail, match="CUDA is not available"):
-        NATIVE._cuda_run_node(add_model_bytes(), {"x": x, "y": x})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ortlite.EPFail, match="CUDAExecutionProvider"):
+            ortlite.InferenceSession(add_model_bytes(), providers=[CUDA])
     with pytest.raises(ortlite.EPFail):
         NATIVE._cuda_memory_stats(0)
 
@@ -317,11 +319,30 @@ def node_model(op, inputs, outputs, attrs=None, opset=17, consts=()):
     return model.SerializeToString(), {n: a for n, a in feeds}
 
 
+def cuda_session(model):
+    """A session of a one-node model whose node the planner placed on the GPU."""
+    sess = ortlite.InferenceSession(model, providers=[CUDA, CPU])
+    where = [p for _, p in sess._node_placement()]
+    assert where == [CUDA], f"the node was not placed on the GPU: {where}"
+    return sess
+
+
+def cuda_run(model, feeds, return_ortvalues=False):
+    """Runs a one-node model with its CUDA kernel (a one-node session on the GPU): numpy
+    outputs, or OrtValues left on the device. Feeds are arrays or OrtValues."""
+    sess = cuda_session(model)
+    if not return_ortvalues:
+        return sess.run(None, feeds)
+    ov = {k: v if isinstance(v, ortlite.OrtValue) else ortlite.OrtValue.ortvalue_from_numpy(v)
+          for k, v in feeds.items()}
+    return sess.run_with_ort_values(None, ov)
+
+
 def check(op, inputs, outputs, attrs=None, opset=17, consts=(), rtol=1e-5, atol=1e-6):
     """Runs the node with its CUDA kernel and with the CPU session; asserts equal outputs."""
     model, feeds = node_model(op, inputs, outputs, attrs, opset, consts)
     expected = ortlite.InferenceSession(model, providers=[CPU]).run(None, feeds)
-    actual = NATIVE._cuda_run_node(model, feeds)
+    actual = cuda_run(model, feeds)
     assert_same(actual, expected, rtol=rtol, atol=atol)
     return actual
 
@@ -669,7 +690,7 @@ def test_gather_out_of_range_is_invalid_argument():
     for consts in ((), [("i", idx)]):
         model, feeds = node_model("Gather", [("x", x), ("i", idx)], [("y", F32)], consts=consts)
         with pytest.raises(ortlite.InvalidArgument, match="out of range"):
-            NATIVE._cuda_run_node(model, feeds)
+            cuda_run(model, feeds)
 
 
 @gpu
@@ -681,12 +702,12 @@ def test_expand_and_views():
     check("Squeeze", [("x", x), ("a", np.array([1], np.int64))], [("y", F32)], opset=13)
     check("Unsqueeze", [("x", x), ("a", np.array([0, -1], np.int64))], [("y", F32)], opset=13)
     check("Identity", [("x", x)], [("y", F32)])
-    # The view shares the device memory of its input.
+    # The view is made on the device; as a session output it never aliases the feed.
     model, feeds = node_model("Reshape", [("x", x), ("s", np.array([12], np.int64))],
                               [("y", F32)], opset=14)
     v = ortlite.OrtValue.ortvalue_from_numpy(x, "cuda", 0)
-    out = NATIVE._cuda_run_node(model, {"x": v, "s": feeds["s"]}, return_ortvalues=True)[0]
-    assert out.device_name() == "cuda" and out.data_ptr() == v.data_ptr()
+    out = cuda_run(model, {"x": v, "s": feeds["s"]}, return_ortvalues=True)[0]
+    assert out.device_name() == "cuda" and out.data_ptr() != v.data_ptr()
     np.testing.assert_array_equal(out.numpy(), x.reshape(12))
 
 
@@ -747,22 +768,30 @@ def test_conv_float16_and_double():
 
 
 @gpu
-def test_kernel_errors_are_typed():
-    model, feeds = node_model("Relu", [("x", np.arange(4, dtype=np.int32))], [("y", np.int32)])
-    with pytest.raises(ortlite.NotImplemented, match="int32 is not supported on CUDA"):
-        NATIVE._cuda_run_node(model, feeds)
+def test_kernel_errors_are_typed(capfd):
+    # A node the CUDA kernel declines runs on the CPU; the verbose log says why.
+    declined = [
+        (node_model("Relu", [("x", np.arange(4, dtype=np.int32))], [("y", np.int32)]),
+         "int32 is not supported on CUDA"),
+        (node_model("Mod", [("a", rand(2)), ("b", rand(2))], [("y", F32)], attrs={"fmod": 1}),
+         "no CUDA kernel"),
+    ]
+    for (model, feeds), why in declined:
+        so = ortlite.SessionOptions()
+        so.log_severity_level = 0
+        capfd.readouterr()
+        sess = ortlite.InferenceSession(model, so, providers=[CUDA, CPU])
+        assert [p for _, p in sess._node_placement()] == [CPU]
+        assert why in capfd.readouterr().err
+        sess.run(None, feeds)
     model, feeds = node_model("Add", [("a", rand(2, 3)), ("b", rand(4))], [("y", F32)])
     with pytest.raises(ortlite.InvalidArgument, match="Add"):
-        NATIVE._cuda_run_node(model, feeds)
+        cuda_run(model, feeds)
     model, feeds = node_model("MatMul", [("a", rand(2, 3)), ("b", rand(4, 5))], [("y", F32)])
     with pytest.raises(ortlite.InvalidArgument, match="do not match"):
-        NATIVE._cuda_run_node(model, feeds)
-    model, feeds = node_model("Mod", [("a", rand(2)), ("b", rand(2))], [("y", F32)],
-                              attrs={"fmod": 1})
-    with pytest.raises(ortlite.NotImplemented, match="no CUDA kernel"):
-        NATIVE._cuda_run_node(model, feeds)
-    with pytest.raises(ortlite.InvalidArgument, match="missing"):
-        NATIVE._cuda_run_node(add_model_bytes(), {"x": rand(2, 3)})
+        cuda_run(model, feeds)
+    with pytest.raises(ValueError, match="missing"):
+        cuda_run(add_model_bytes(), {"x": rand(2, 3)})
 
 
 @gpu
@@ -770,14 +799,14 @@ def test_device_outputs_repeat_and_no_growth():
     x = rand(64, 256)
     model, feeds = node_model("Softmax", [("x", x)], [("y", F32)], opset=13)
     v = ortlite.OrtValue.ortvalue_from_numpy(x, "cuda", 0)
-    out = NATIVE._cuda_run_node(model, {"x": v}, return_ortvalues=True)[0]
+    sess = cuda_session(model)
+    out = sess.run_with_ort_values(None, {"x": v})[0]
     assert out.device_name() == "cuda"
-    outs, ms = NATIVE._cuda_run_node(model, {"x": v}, repeat=5)
-    assert ms > 0 and len(outs) == 1
-    NATIVE._cuda_run_node(model, {"x": v})
+    for _ in range(5):
+        assert len(sess.run(None, {"x": v})) == 1
     reserved0, _ = NATIVE._cuda_memory_stats(0)
     for _ in range(200):
-        NATIVE._cuda_run_node(model, {"x": v})
+        sess.run_with_ort_values(None, {"x": v})
     assert NATIVE._cuda_memory_stats(0)[0] == reserved0
 
 

@@ -27,14 +27,11 @@ struct SessionConfig {
   // From SessionOptions.add_initializer: replace or add initializers by name. The binding
   // keeps the memory alive for the session's lifetime (buffers are kBorrowed).
   std::vector<std::pair<std::string, Tensor>> added_initializers;
-  // Execution providers in order of preference, already checked usable by the binding
-  // (empty: the CPU only). With "CUDAExecutionProvider" the planner places the main graph's
-  // nodes that a CUDA kernel accepts on device cuda_device_id (docs/cuda.md).
-  std::vector<std::string> providers;
-  int cuda_device_id = 0;
-  // Test hook: place nodes as if CUDA were usable, without touching a device (no device
-  // constants); such a session reports its placement but cannot run.
-  bool cuda_plan_only = false;
+  // Execution providers in order of preference, each with its options (str -> str, e.g.
+  // device_id), already checked usable by the binding (empty: the CPU only). The planner
+  // places the main graph's nodes that a device provider's kernel accepts on that device
+  // (docs/cuda.md); the CPU runs the rest.
+  std::vector<std::pair<std::string, std::map<std::string, std::string>>> providers;
   // Records a profile of initialization and of every run (Session::end_profiling).
   bool enable_profiling = false;
   std::string profile_file_prefix = "onnxruntime_profile_";
@@ -52,9 +49,12 @@ struct RunConfig {
 // Named input values of a run.
 using Feeds = std::vector<std::pair<std::string, Value>>;
 
+// Whether Session::run checks its feeds (kChecked: the caller ran check_run on them).
+enum class FeedCheck { kCheck, kChecked };
+
 // Checks a tensor of `dtype` and shape dims[0, rank) against input `name`'s declared tensor
 // `type` (element type, rank, static dims): Error(kInvalidArgument) naming the input, what
-// was expected and what was given, as Session::check_feeds. The binding calls it before it
+// was expected and what was given, as Session::check_run. The binding calls it before it
 // copies an array (a broadcast view may expand to terabytes).
 void check_tensor_feed(const std::string& name, const TypeInfo& type, DataType dtype,
                        const int64_t* dims, size_t rank);
@@ -76,18 +76,14 @@ class Session {
   const SessionConfig& config() const { return config_; }
   ThreadPool* thread_pool() const { return pool_.get(); }
 
-  // Checks feeds against the declared inputs: an unknown name, a wrong kind (tensor,
-  // sequence, optional), element type or rank, a static dim mismatch give Error(kInvalidArgument)
-  // naming the input, what was expected and what was given. Missing inputs are not checked here
-  // (see missing_inputs).
-  void check_feeds(const Feeds& feeds) const;
-  // check_feeds for one feed, given what find_feedable(name) returned (nullptr: the name is
-  // unknown), which spares a second lookup.
-  void check_feed(const std::string& name, const ValueInfo* declared, const Value& v) const;
-  // Names of required inputs absent from `feed_names`, in graph order. Linear time.
-  std::vector<std::string> missing_inputs(const std::vector<std::string>& feed_names) const;
-  // Throws Error(kInvalidArgument) for an unknown output name. Linear time.
-  void check_output_names(const std::vector<std::string>& output_names) const;
+  // The one check of a run's feeds and fetches: every required input fed (else
+  // MissingInputsError), every feed name an input or overridable initializer, each value of
+  // the declared kind (tensor, sequence, optional), element type, rank and static dims, every
+  // output name known. Errors are Error(kInvalidArgument) naming the input or output, what
+  // was expected and what was given. Linear time. run() calls it unless told the feeds were
+  // checked (FeedCheck::kChecked: run_async checks when it is called, then runs later).
+  void check_run(const Feeds& feeds, const std::vector<std::string>& output_names) const;
+  bool has_output(const std::string& name) const;
   // The declaration of a name a feed may use (a required input or an overridable
   // initializer), nullptr for any other name; `*required` (when given) tells whether it is a
   // required input. `hint`: the name's likely position in inputs() then
@@ -104,10 +100,12 @@ class Session {
   // device (run_with_ort_values); otherwise they are copied to the host. Feeds may be device
   // tensors. The run's stream is synchronized before returning.
   std::vector<Value> run(const Feeds& feeds, const std::vector<std::string>& output_names,
-                         const RunConfig* run_config, bool device_outputs = false) const;
+                         const RunConfig* run_config, bool device_outputs = false,
+                         FeedCheck check = FeedCheck::kCheck) const;
   // The same, taking the feeds' values instead of copying them.
   std::vector<Value> run(Feeds&& feeds, const std::vector<std::string>& output_names,
-                         const RunConfig* run_config, bool device_outputs = false) const;
+                         const RunConfig* run_config, bool device_outputs = false,
+                         FeedCheck check = FeedCheck::kCheck) const;
 
   // With SessionConfig::enable_profiling: writes what was recorded since the session was
   // created (onnxruntime's JSON trace format) to "<prefix>_<date>.json", stops recording
@@ -116,8 +114,8 @@ class Session {
   // When profiling started, in nanoseconds since the epoch (0 when profiling is off).
   int64_t profiling_start_ns() const;
 
-  // Whether some node runs on a CUDA device.
-  bool uses_cuda() const;
+  // Whether some node runs on a device provider (CUDA).
+  bool uses_device() const;
   // The main graph's nodes in plan order: (node label, provider name).
   std::vector<std::pair<std::string, std::string>> node_placement() const;
 
@@ -125,6 +123,10 @@ class Session {
 
  private:
   Session() = default;
+  // check_run for one feed, given what find_feedable(name) returned (nullptr: the name is
+  // unknown).
+  void check_feed(const std::string& name, const ValueInfo* declared, const Value& v) const;
+  void check_output_names(const std::vector<std::string>& output_names) const;
   std::vector<Value> run_feeds(Feeds& feeds, bool take_feeds,
                                const std::vector<std::string>& output_names,
                                const RunConfig* run_config, bool device_outputs) const;

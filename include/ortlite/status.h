@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 #include <utility>
 
 namespace ortlite {
@@ -34,6 +35,18 @@ class Error : public std::runtime_error {
 
  private:
   StatusCode code_;
+};
+
+// Required inputs absent from a run's feeds (Session::check_run). onnxruntime's Python API
+// raises ValueError for it; the binding does the same, listing both name lists.
+class MissingInputsError : public Error {
+ public:
+  MissingInputsError(std::vector<std::string> missing, std::vector<std::string> fed);
+  const std::vector<std::string>& missing() const noexcept { return missing_; }
+  const std::vector<std::string>& fed() const noexcept { return fed_; }
+
+ private:
+  std::vector<std::string> missing_, fed_;
 };
 
 // Builds the message from any streamable parts: ORTLITE_THROW(kInvalidArgument, "x ", 3).

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "ortlite/provider.h"
+
 namespace ortlite {
 
 // ---- KernelInfo -----------------------------------------------------------------------
@@ -164,10 +166,6 @@ bool same_domain(const std::string& a, const std::string& b) {
 }
 }  // namespace
 
-// src/providers/cuda/kernels.cc: the CUDAExecutionProvider kernels (wrappers compiled by g++; the
-// device code is in the separately loaded CUDA library).
-void register_cuda_kernels(KernelRegistry& r);
-
 const KernelRegistry& KernelRegistry::instance() {
   static const KernelRegistry registry = [] {
     KernelRegistry r;
@@ -179,7 +177,9 @@ const KernelRegistry& KernelRegistry::instance() {
     register_controlflow_kernels(r);
     register_quant_kernels(r);
     register_ml_kernels(r);
-    register_cuda_kernels(r);
+    // Device providers' kernels (the CUDA ones: g++ wrappers; the device code is in the
+    // separately loaded CUDA library).
+    cuda_provider_entry().register_kernels(r);
     return r;
   }();
   return registry;

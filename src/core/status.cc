@@ -32,4 +32,22 @@ const char* status_code_name(StatusCode code) {
   return "Unknown";
 }
 
+namespace {
+std::string missing_message(const std::vector<std::string>& missing,
+                            const std::vector<std::string>& fed) {
+  auto list = [](const std::vector<std::string>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", '" : "'") + v[i] + "'";
+    return s + "]";
+  };
+  return "Required inputs (" + list(missing) + ") are missing from input feed (" + list(fed) + ").";
+}
+}  // namespace
+
+MissingInputsError::MissingInputsError(std::vector<std::string> missing,
+                                       std::vector<std::string> fed)
+    : Error(StatusCode::kInvalidArgument, missing_message(missing, fed)),
+      missing_(std::move(missing)),
+      fed_(std::move(fed)) {}
+
 }  // namespace ortlite

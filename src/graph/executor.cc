@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <new>
 
-#include "providers/cuda/provider.h"
-
 namespace ortlite {
 
 namespace {
@@ -151,7 +149,7 @@ std::vector<char> GraphPlan::needed_for(const std::vector<int>& fetch) const {
 
 std::vector<Value> GraphPlan::execute(std::vector<Value>& values, const std::vector<int>& fetch,
                                       ThreadPool* pool, const RunConfig* run_config,
-                                      RunArena* arena) const {
+                                      RunArena* arena, bool device_outputs) const {
   const FetchSet fs(*this, fetch);
   // Node events go to the arena's list when the session profiles (Session::run_feeds).
   std::vector<Profiler::Event>* profile = arena && arena->profiling ? &arena->events : nullptr;
@@ -167,30 +165,76 @@ std::vector<Value> GraphPlan::execute(std::vector<Value>& values, const std::vec
     if (arena->tensors.size() < static_cast<size_t>(arena_slots))
       arena->tensors.resize(static_cast<size_t>(arena_slots));
   }
+
+  // A plan with device nodes: the run's stream (kernels on this thread launch on it), and
+  // per slot the value's copy on the other side (device copy of a host value or host copy
+  // of a device one), made on first need and dropped with the value.
+  const ExecutionProvider* dev = device_provider.get();
+  std::unique_ptr<ProviderStream> stream = dev ? dev->open_stream() : nullptr;
+  std::vector<Value> other;
+  if (dev) {
+    other.resize(value_names.size());
+    for (const auto& [slot, t] : device_constants) other[slot] = t;
+  }
+  // Queued work may still read the run's buffers or the feeds' host memory: an error exit
+  // waits for the stream before any of them is released.
+  struct SyncOnExit {
+    ProviderStream* s;
+    ~SyncOnExit() {
+      if (s) s->sync_quietly();
+    }
+  } sync_on_exit{stream.get()};
+  // The value of `slot` on the host (on_device false) or on the device.
+  auto located = [&](int slot, bool on_device) -> const Value* {
+    const Value& v = values[slot];
+    if (!v.is_tensor() || dev->holds(v.tensor()) == on_device) return &v;
+    Value& c = other[slot];
+    if (!c.defined()) {
+      c = on_device ? Value(dev->to_device(v.tensor(), stream.get()))
+                    : Value(dev->to_host(v.tensor(), stream.get()));
+    }
+    return &c;
+  };
+
   for (size_t step = 0; step < steps.size(); ++step) {
     if (!(*fs.needed)[step]) continue;
     const PlannedNode& pn = steps[step];
     check_terminate(run_config, pn);
     const size_t n_in = pn.inputs.size(), n_out = pn.outputs.size();
-    for (size_t i = 0; i < n_in; ++i)
-      in_ptrs[i] = pn.inputs[i] >= 0 ? &values[pn.inputs[i]] : nullptr;
-    KernelContext ctx(*pn.node, in_ptrs.data(), n_in, outs.data(), n_out, pool, run_config);
+    const bool on_device = dev && pn.provider == dev;
     if (arena) {
       for (size_t o = 0; o < n_out; ++o)
         arena->recycled[o] = pn.arena_ids[o] >= 0 ? &arena->tensors[pn.arena_ids[o]] : nullptr;
-      ctx.set_recycled(arena->recycled.data());
     }
-    guarded(pn, outs.data(), ": ", [&] {
+    // The input copies are inside the guard: a failed copy names the node.
+    guarded(pn, outs.data(), on_device ? " (CUDA): " : ": ", [&] {
+      for (size_t i = 0; i < n_in; ++i) {
+        const int slot = pn.inputs[i];
+        if (slot < 0) {
+          in_ptrs[i] = nullptr;
+        } else if (!dev || pn.shape_only) {
+          in_ptrs[i] = &values[slot];
+        } else {
+          in_ptrs[i] = located(slot, on_device && !pn.host_inputs[i]);
+        }
+      }
+      KernelContext ctx(*pn.node, in_ptrs.data(), n_in, outs.data(), n_out, pool, run_config);
+      if (arena) ctx.set_recycled(arena->recycled.data());
       if (!profile) return pn.kernel->compute(ctx);
       const auto t0 = Profiler::Clock::now();
       pn.kernel->compute(ctx);
-      profile->push_back({pn.node, nullptr, kCpuProvider, t0, Profiler::Clock::now()});
+      profile->push_back({pn.node, nullptr, pn.provider->name(), t0, Profiler::Clock::now()});
     });
-    store_outputs(*this, pn, outs.data(), values, [](int) {});
+    if (dev) {
+      store_outputs(*this, pn, outs.data(), values, [&](int slot) { other[slot] = Value(); });
+    } else {
+      store_outputs(*this, pn, outs.data(), values, [](int) {});
+    }
     for (int slot : pn.release_after) {
       if (fs.kept(slot)) continue;
       if (arena && arena_id[slot] >= 0) recycle(values[slot], &arena->tensors[arena_id[slot]]);
       values[slot] = Value();
+      if (dev) other[slot] = Value();
     }
   }
 
@@ -215,97 +259,21 @@ std::vector<Value> GraphPlan::execute(std::vector<Value>& values, const std::vec
   for (size_t i = 0; i < n_fetch; ++i) {
     const int slot = fetch[i];
     Value& v = fetched_value(*this, values, slot);
-    if (!last[i] || is_constant[slot]) {
-      results.push_back(v);
-    } else {
-      results.push_back(std::move(v));
-    }
-  }
-  return results;
-}
-
-std::vector<Value> GraphPlan::execute_cuda(std::vector<Value>& values,
-                                           const std::vector<int>& fetch, ThreadPool* pool,
-                                           const RunConfig* run_config, bool device_outputs) const {
-  const FetchSet fs(*this, fetch);
-  cuda::Stream stream(device);
-  OrtliteCudaStream* s = stream.get();
-  // CUDA kernels find the run's stream through the thread's scope: this thread runs every
-  // node of the plan (subgraph bodies are CPU-only plans).
-  cuda::StreamScope scope(s);
-  // Per slot: the value's copy on the other side (device copy of a host value or host
-  // copy of a device one), made on first need and dropped with the value.
-  std::vector<Value> other(value_names.size());
-  for (const auto& [slot, t] : device_constants) other[slot] = t;
-  // Queued work may still read the run's buffers or the feeds' host memory: an error exit
-  // waits for the stream before any of them is released.
-  struct SyncOnExit {
-    OrtliteCudaStream* s;
-    ~SyncOnExit() {
-      if (s) cuda::api().stream_sync(s);
-    }
-  } sync_on_exit{s};
-
-  auto located = [&](int slot, bool on_device) -> const Value* {
-    const Value& v = values[slot];
-    if (!v.is_tensor() || cuda::is_cuda(v.tensor()) == on_device) return &v;
-    Value& c = other[slot];
-    if (!c.defined()) {
-      c = on_device ? Value(cuda::to_device(v.tensor(), device, s))
-                    : Value(cuda::to_host(v.tensor(), s));
-    }
-    return &c;
-  };
-
-  std::vector<const Value*> in_ptrs(max_inputs);
-  std::vector<Value> outs(max_outputs);
-  for (size_t step = 0; step < steps.size(); ++step) {
-    if (!(*fs.needed)[step]) continue;
-    const PlannedNode& pn = steps[step];
-    check_terminate(run_config, pn);
-    const size_t n_in = pn.inputs.size(), n_out = pn.outputs.size();
-    // The input copies are inside the guard: a failed copy names the node.
-    guarded(pn, outs.data(), pn.cuda ? " (CUDA): " : ": ", [&] {
-      for (size_t i = 0; i < n_in; ++i) {
-        const int slot = pn.inputs[i];
-        if (slot < 0) {
-          in_ptrs[i] = nullptr;
-        } else if (pn.shape_only) {
-          in_ptrs[i] = &values[slot];
-        } else {
-          in_ptrs[i] = located(slot, pn.cuda && !pn.host_inputs[i]);
-        }
-      }
-      KernelContext ctx(*pn.node, in_ptrs.data(), n_in, outs.data(), n_out, pool, run_config);
-      pn.kernel->compute(ctx);
-    });
-    store_outputs(*this, pn, outs.data(), values, [&](int slot) { other[slot] = Value(); });
-    for (int slot : pn.release_after) {
-      if (fs.kept(slot)) continue;
-      values[slot] = Value();
-      other[slot] = Value();
-    }
-  }
-
-  std::vector<Value> results;
-  results.reserve(fetch.size());
-  for (int slot : fetch) {
-    const Value& v = fetched_value(*this, values, slot);
-    if (!device_outputs && v.is_tensor() && cuda::is_cuda(v.tensor())) {
+    if (dev && !device_outputs && v.is_tensor() && dev->holds(v.tensor())) {
       try {
         results.push_back(*located(slot, false));
       } catch (const Error& e) {
         throw Error(e.code(), "output '" + value_names[slot] + "': " + e.what());
       }
-    } else {
+    } else if (!last[i] || is_constant[slot]) {
       results.push_back(v);
+    } else {
+      results.push_back(std::move(v));
     }
   }
-  sync_on_exit.s = nullptr;
-  try {
-    stream.sync();
-  } catch (const Error& e) {
-    throw Error(e.code(), std::string("the run's CUDA work failed: ") + e.what());
+  if (stream) {
+    sync_on_exit.s = nullptr;
+    stream->sync();
   }
   return results;
 }

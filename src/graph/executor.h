@@ -1,7 +1,8 @@
-// GraphPlan: a graph ordered and bound to kernels at load (src/session/session.cc plans it),
-// and its execution (graph/executor.cc): the steps a fetch needs, the values' lifetimes, the
-// run arena that reuses intermediate buffers between runs, and the CUDA variant that
-// copies values between host and device where a step needs the other side.
+// GraphPlan: a graph ordered, placed on providers and bound to kernels at load (the planner,
+// graph/planner.cc, makes it), and its execution (graph/executor.cc): one loop for every
+// plan, which runs the steps a fetch needs, releases values after their last use, reuses
+// intermediate buffers between runs (the run arena) and, in a plan with nodes on a device
+// provider, copies values between host and device where a step needs the other side.
 #pragma once
 
 #include <memory>
@@ -13,6 +14,7 @@
 
 #include "core/profiler.h"
 #include "ortlite/kernel.h"
+#include "ortlite/provider.h"
 #include "ortlite/session.h"
 #include "ortlite/thread_pool.h"
 #include "ortlite/value.h"
@@ -27,9 +29,10 @@ struct PlannedNode {
   std::vector<int> outputs;        // value slots; -1 for an omitted optional output
   std::vector<int> release_after;  // slots whose last use is this step
   std::vector<int> arena_ids;      // per output: its buffer's arena slot, or -1
-  bool cuda = false;               // runs on the plan's CUDA device
-  // CUDA node: per input, whether it stays in CPU memory (cuda::input_on_host, implicit
-  // inputs).
+  // The provider that runs it: the CPU, or the plan's device provider.
+  const ExecutionProvider* provider = nullptr;
+  // Node on the device provider: per input, whether it stays in host memory
+  // (ExecutionProvider::input_on_host, implicit inputs).
   std::vector<char> host_inputs;
   // CPU node that reads only its inputs' shapes (Shape, Size): a device input needs no copy.
   bool shape_only = false;
@@ -68,29 +71,27 @@ struct GraphPlan {
   std::vector<int> arena_id;
   int arena_slots = 0;
   std::vector<char> is_constant;  // per slot: an initializer (or folded constant) slot
-  // Nodes placed on a CUDA device (main graph only). device_constants: device copies of the
-  // constants (initializers, Constant outputs) that CUDA nodes read, made once at load.
-  bool has_cuda = false, cuda_plan_only = false;
-  int device = 0;
+  // The provider of the nodes placed on a device (main graph only; nullptr: every node
+  // runs on the CPU). device_constants: device copies of the constants (initializers,
+  // Constant outputs) that those nodes read, made once at load.
+  std::shared_ptr<const ExecutionProvider> device_provider;
   std::vector<std::pair<int, Tensor>> device_constants;
 
   // Per step: whether computing `fetch` needs it. Fed and constant slots have no
   // producer, so the answer does not depend on the feeds.
   std::vector<char> needed_for(const std::vector<int>& fetch) const;
-  // Runs the steps that `fetch` needs. `values` holds the feeds and constants on entry;
-  // returns the fetched values in order.
+  // Runs the steps that `fetch` needs. `values` holds the feeds and constants on entry
+  // (feeds may be device tensors); returns the fetched values in order.
   // With an arena, outputs are written to its recycled buffers where possible and released
   // values go back to it; `values` and the scratch arrays may be the arena's own.
+  // With a device provider: one stream for the run, copies between host and device where a
+  // consumer needs the other side, a sync before returning; `device_outputs` keeps fetched
+  // values that are on the device there (else they are copied to the host).
   std::vector<Value> execute(std::vector<Value>& values, const std::vector<int>& fetch,
                              ThreadPool* pool, const RunConfig* run_config,
-                             RunArena* arena = nullptr) const;
+                             RunArena* arena = nullptr, bool device_outputs = false) const;
   // Assigns arena_id from the steps' outputs and release points.
   void plan_arena();
-  // execute() for a plan with CUDA nodes: one stream for the run, copies between host and
-  // device where a consumer needs the other side, a sync before returning.
-  std::vector<Value> execute_cuda(std::vector<Value>& values, const std::vector<int>& fetch,
-                                  ThreadPool* pool, const RunConfig* run_config,
-                                  bool device_outputs) const;
 };
 
 }  // namespace ortlite

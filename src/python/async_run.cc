@@ -151,7 +151,8 @@ AsyncExecutor& executor() {
 // Runs the core part of a record without the GIL; never throws.
 void compute(AsyncRun& run) noexcept {
   try {
-    run.outputs = run.sess->run(run.in.feeds, run.in.output_names, run.in.run_config.get());
+    run.outputs = run.sess->run(run.in.feeds, run.in.output_names, run.in.run_config.get(), false,
+                                FeedCheck::kChecked);
   } catch (...) {
     run.error = std::current_exception();
   }
@@ -304,7 +305,7 @@ PyObject* session_run_async(PyObject* self, PyObject* args, PyObject* kwds) {
     run->st = st;
     run->sess = session_shared(self);
     // Invalid feeds raise here, synchronously, as in run().
-    prepare_run(st, *run->sess, output_names, input_feed, run_options, false, &run->in);
+    prepare_run(st, *run->sess, output_names, input_feed, run_options, false, true, &run->in);
     run->session_obj = Ref::borrow(self);
     run->run_options = Ref::borrow(run_options);
     run->user_data = Ref::borrow(user_data);

@@ -49,11 +49,38 @@ PyObject* exception_for_code(ModuleState* st, StatusCode code) {
 
 }  // namespace
 
+namespace {
+// A new list of str, or nullptr with an exception set.
+PyObject* string_list_or_null(const std::vector<std::string>& v) {
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(v.size()));
+  if (!list) return nullptr;
+  for (size_t i = 0; i < v.size(); ++i) {
+    PyObject* s =
+        PyUnicode_DecodeUTF8(v[i].data(), static_cast<Py_ssize_t>(v[i].size()), "replace");
+    if (!s) {
+      Py_DECREF(list);
+      return nullptr;
+    }
+    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), s);
+  }
+  return list;
+}
+}  // namespace
+
 void set_error(ModuleState* st, std::exception_ptr e) noexcept {
   try {
     std::rethrow_exception(e);
   } catch (const PythonErrorSet&) {
     if (!PyErr_Occurred()) set_runtime_exception(st, "internal error: lost Python exception");
+  } catch (const MissingInputsError& err) {
+    // onnxruntime's Python API raises ValueError here, with the lists as Python prints them.
+    PyObject* missing = string_list_or_null(err.missing());
+    PyObject* fed = missing ? string_list_or_null(err.fed()) : nullptr;
+    if (fed)
+      PyErr_Format(PyExc_ValueError, "Required inputs (%R) are missing from input feed (%R).",
+                   missing, fed);
+    Py_XDECREF(missing);
+    Py_XDECREF(fed);
   } catch (const Error& err) {
     PyErr_SetString(exception_for_code(st, err.code()), err.what());
   } catch (const std::bad_alloc&) {

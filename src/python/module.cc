@@ -3,10 +3,10 @@
 #include "python/numpy_api.h"
 
 #include "ortlite/kernel.h"
+#include "ortlite/provider.h"
 #include "python/errors.h"
 #include "python/async_run.h"
 #include "python/module_state.h"
-#include "providers/cuda/provider.h"
 #include "python/providers.h"
 #include "python/util.h"
 
@@ -29,7 +29,7 @@ PyObject* get_device(PyObject*, PyObject*) {
   // usable here (this loads the CUDA library when it was built).
   bool gpu = false;
   try {
-    gpu = cuda::available();
+    gpu = provider_available("CUDAExecutionProvider");
   } catch (...) {
     gpu = false;
   }
@@ -133,10 +133,6 @@ PyMethodDef module_methods[] = {
     {"_cuda_set_allow_tf32", cuda_set_allow_tf32, METH_O,
      PyDoc_STR("_cuda_set_allow_tf32($module, allow, /)\n--\n\n"
                "Lets fp32 GEMMs and convolutions use TF32 tensor cores (default off).")},
-    {"_cuda_run_node", as_cfunc(cuda_run_node), METH_VARARGS | METH_KEYWORDS,
-     PyDoc_STR("_cuda_run_node($module, model, feeds, device_id=0, return_ortvalues=False, "
-               "repeat=1)\n--\n\n"
-               "Test entry: runs a one-node model's CUDA kernel (see providers.cc).")},
     {nullptr, nullptr, 0, nullptr},
 };
 

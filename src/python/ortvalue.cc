@@ -9,7 +9,7 @@
 
 #include <structmember.h>
 
-#include "providers/cuda/provider.h"
+#include "ortlite/provider.h"
 #include "ortlite/status.h"
 #include "python/errors.h"
 #include "python/numpy_bridge.h"
@@ -22,9 +22,9 @@ OrtValueObject* as_ov(PyObject* o) {
   return reinterpret_cast<OrtValueObject*>(o);
 }
 
-// The device of ortvalue_from_*(..., device_type, device_id): the CPU, or a present CUDA
-// device (EPFail saying why not otherwise). Returns the CUDA device number, -1 for the CPU.
-int parse_device(PyObject* device_type, PyObject* device_id) {
+// The provider of ortvalue_from_*(..., device_type, device_id)'s device: the CPU, or a
+// present CUDA device (EPFail saying why not otherwise).
+std::shared_ptr<const ExecutionProvider> parse_device(PyObject* device_type, PyObject* device_id) {
   std::string dev;
   if (!str_to_utf8(device_type, "device_type", &dev)) throw PythonErrorSet{};
   if (!PyLong_Check(device_id)) {
@@ -32,25 +32,24 @@ int parse_device(PyObject* device_type, PyObject* device_id) {
     throw PythonErrorSet{};
   }
   for (char& c : dev) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  if (dev == "cpu") return -1;
+  if (dev == "cpu") return provider_for_device(dev, 0);
   if (dev != "cuda" && dev != "gpu")
     ORTLITE_THROW(kInvalidArgument, "unsupported device_type '", dev,
                   "' (expected 'cpu' or 'cuda')");
   const long long id = PyLong_AsLongLong(device_id);
   if (id == -1 && PyErr_Occurred()) throw PythonErrorSet{};
   if (id < 0 || id > 1 << 20) ORTLITE_THROW(kInvalidArgument, "device_id ", id, " is not valid");
-  cuda::check_device(static_cast<int>(id));
-  return static_cast<int>(id);
+  return provider_for_device(dev, id);
 }
 
 // numpy() without the protocol checks; *copied tells whether the array is a copy.
 Ref to_numpy(ModuleState* st, OrtValueObject* self, bool* copied) {
   const Tensor& t = self->tensor;
   if (!t.defined()) ORTLITE_THROW(kInvalidArgument, "the OrtValue holds no value");
-  if (cuda::is_cuda(t)) {
+  if (!cpu_provider().holds(t)) {
     // Device memory: copied into a host buffer ortlite owns, which the array then views.
     *copied = true;
-    const Tensor host = cuda::to_host(t, nullptr);
+    const Tensor host = provider_of(t)->to_host(t, nullptr);
     return can_view(host) ? tensor_to_numpy_owned(st, host) : tensor_to_numpy_copy(host);
   }
   *copied = false;
@@ -82,12 +81,12 @@ PyObject* ortvalue_from_numpy(PyTypeObject* cls, PyObject* args, PyObject* kwds)
     Ref cpu = Ref::steal(PyUnicode_FromString("cpu"));
     Ref zero = Ref::steal(PyLong_FromLong(0));
     if (!cpu || !zero) throw PythonErrorSet{};
-    const int device =
+    const std::shared_ptr<const ExecutionProvider> device =
         parse_device(device_type ? device_type : cpu.get(), device_id ? device_id : zero.get());
     Ref keep;
     Tensor t = object_to_tensor(obj, DataType::kUndefined, "numpy_obj", &keep);
-    if (device >= 0)
-      return ortvalue_new(st, cuda::to_device(t, device, nullptr), nullptr).release();
+    if (!device->on_host())
+      return ortvalue_new(st, device->to_device(t, nullptr), nullptr).release();
     return ortvalue_new(st, std::move(t), keep.get()).release();
   }
   ORTLITE_PY_CATCH(st, nullptr)
@@ -109,7 +108,7 @@ PyObject* ortvalue_from_shape_and_type(PyTypeObject* cls, PyObject* args, PyObje
     Ref cpu = Ref::steal(PyUnicode_FromString("cpu"));
     Ref zero = Ref::steal(PyLong_FromLong(0));
     if (!cpu || !zero) throw PythonErrorSet{};
-    const int device =
+    const std::shared_ptr<const ExecutionProvider> device =
         parse_device(device_type ? device_type : cpu.get(), device_id ? device_id : zero.get());
     if (PyUnicode_Check(shape_obj) || PyBytes_Check(shape_obj)) {
       PyErr_SetString(PyExc_TypeError, "shape must be a sequence of int");
@@ -127,9 +126,9 @@ PyObject* ortvalue_from_shape_and_type(PyTypeObject* cls, PyObject* args, PyObje
       shape.push_back(static_cast<int64_t>(v));
     }
     const DataType dt = dtype_from_python(element_type);
-    if (device >= 0) {
-      Tensor t = cuda::empty(dt, shape, device, nullptr);
-      cuda::zero(t);
+    if (!device->on_host()) {
+      Tensor t = device->allocate(dt, shape, nullptr);
+      device->zero(t);
       return ortvalue_new(st, std::move(t), nullptr).release();
     }
     return ortvalue_new(st, Tensor::empty(dt, shape), nullptr).release();
@@ -268,8 +267,8 @@ PyObject* ortvalue_update_inplace(PyObject* self, PyObject* arg) {
     if (src.shape() != dst.shape())
       ORTLITE_THROW(kInvalidArgument, "update_inplace: shape ", shape_to_string(src.shape()),
                     " does not match the OrtValue's shape ", shape_to_string(dst.shape()));
-    if (cuda::is_cuda(dst)) {
-      cuda::copy_host_to(dst, src.raw_data(), dst.nbytes());
+    if (!cpu_provider().holds(dst)) {
+      provider_of(dst)->write_from_host(dst, src.raw_data(), dst.nbytes());
     } else if (dst.dtype() == DataType::kString) {
       const std::string* s = src.data<std::string>();
       std::string* d = dst.data<std::string>();
@@ -288,9 +287,9 @@ PyObject* ortvalue_repr(PyObject* self) {
   try {
     const Tensor& t = as_ov(self)->tensor;
     const std::string shape = shape_to_string(t.shape());
-    if (cuda::is_cuda(t))
+    if (!cpu_provider().holds(t))
       return PyUnicode_FromFormat("<ortlite.OrtValue tensor(%s) shape=%s device=cuda:%d>",
-                                  dtype_name(t.dtype()), shape.c_str(), cuda::device_of(t));
+                                  dtype_name(t.dtype()), shape.c_str(), t.buffer()->device().id);
     return PyUnicode_FromFormat("<ortlite.OrtValue tensor(%s) shape=%s>", dtype_name(t.dtype()),
                                 shape.c_str());
   }
@@ -401,7 +400,7 @@ PyType_Spec ortvalue_spec = {
 
 Tensor ortvalue_tensor(PyObject* o) {
   const Tensor& t = reinterpret_cast<OrtValueObject*>(o)->tensor;
-  return cuda::is_cuda(t) ? cuda::to_host(t, nullptr) : t;
+  return cpu_provider().holds(t) ? t : provider_of(t)->to_host(t, nullptr);
 }
 
 const Tensor& ortvalue_raw_tensor(PyObject* o) {

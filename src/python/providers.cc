@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "providers/cuda/provider.h"
 #include "ortlite/kernel.h"
 #include "ortlite/model.h"
+#include "ortlite/provider.h"
 #include "ortlite/status.h"
 #include "python/errors.h"
 #include "python/gil.h"
@@ -33,13 +33,10 @@ const char* const kAllProviders[] = {
     "AzureExecutionProvider",         "CPUExecutionProvider",
 };
 
-// CUDA when its library loaded and a device is present (checked once, on first use), then
-// the CPU.
-std::vector<const char*> available_providers() {
-  std::vector<const char*> v;
-  if (cuda::available()) v.push_back(cuda::kCudaProvider);
-  v.push_back(kCpuProvider);
-  return v;
+// Device providers whose library loaded and whose device is present (checked once, on
+// first use), then the CPU.
+std::vector<std::string> available_providers() {
+  return available_provider_names();
 }
 
 bool is_known(const std::string& name) {
@@ -48,23 +45,22 @@ bool is_known(const std::string& name) {
   return false;
 }
 
-// Asking for the CPU alone never loads the CUDA library.
+// Asking for the CPU alone never loads a device library.
 bool is_available(const std::string& name) {
-  if (name == kCpuProvider) return true;
-  if (name == cuda::kCudaProvider) return cuda::available();
-  return false;
+  return provider_available(name);
 }
 
 std::string available_text() {
   std::string s;
-  for (const char* p : available_providers()) s += (s.empty() ? "'" : ", '") + std::string(p) + "'";
+  for (const std::string& p : available_providers()) s += (s.empty() ? "'" : ", '") + p + "'";
   return s;
 }
 
 // Why a known provider cannot be used here.
 std::string unavailable_reason(const std::string& name) {
-  if (name == cuda::kCudaProvider) return cuda::load_status().error;
-  return "this build of ortlite does not include it";
+  std::string why;
+  provider_available(name, &why);
+  return why;
 }
 
 PyObject* string_list(const char* const* names, size_t n) {
@@ -101,20 +97,18 @@ Ref normalized_options(PyObject* options) {
   throw PythonErrorSet{};
 }
 
-// CUDAExecutionProvider options (already str -> str). device_id must name a present device;
-// the others onnxruntime knows (gpu_mem_limit, cudnn_conv_algo_search, ...) are accepted
-// and have no effect yet.
-void check_cuda_options(PyObject* options) {
-  PyObject* v = PyDict_GetItemString(options, "device_id");  // borrowed
-  if (!v) return;
-  std::string text;
-  if (!str_to_utf8(v, "device_id", &text)) throw PythonErrorSet{};
-  char* end = nullptr;
-  const long id = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || id < 0 || id > 1 << 20)
-    ORTLITE_THROW(kEPFail, "CUDAExecutionProvider option device_id = '", text,
-                  "' is not a device number");
-  cuda::check_device(static_cast<int>(id));
+// {str: str} of a normalized options dict.
+std::map<std::string, std::string> options_map(PyObject* options) {
+  std::map<std::string, std::string> m;
+  PyObject *k, *v;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(options, &pos, &k, &v)) {
+    std::string key, value;
+    if (!str_to_utf8(k, "provider option", &key) || !str_to_utf8(v, "provider option", &value))
+      throw PythonErrorSet{};
+    m[key] = value;
+  }
+  return m;
 }
 
 }  // namespace
@@ -124,26 +118,21 @@ PyObject* all_providers_list() {
 }
 
 PyObject* available_providers_list() {
-  const std::vector<const char*> names = available_providers();
-  return string_list(names.data(), names.size());
+  const std::vector<std::string> names = available_providers();
+  std::vector<const char*> ptrs;
+  for (const std::string& n : names) ptrs.push_back(n.c_str());
+  return string_list(ptrs.data(), ptrs.size());
 }
 
 void provider_config(const ProviderChoice& choice, SessionConfig* config) {
   const Py_ssize_t n = PyList_GET_SIZE(choice.names.get());
   for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* key = PyList_GET_ITEM(choice.names.get(), i);  // borrowed
     std::string name;
-    if (!str_to_utf8(PyList_GET_ITEM(choice.names.get(), i), "provider name", &name))
-      throw PythonErrorSet{};
-    config->providers.push_back(name);
-    if (name != cuda::kCudaProvider) continue;
-    PyObject* opts = PyDict_GetItemString(choice.options.get(), name.c_str());  // borrowed
-    PyObject* v = opts ? PyDict_GetItemString(opts, "device_id") : nullptr;     // borrowed
-    std::string text;
-    if (v && str_to_utf8(v, "device_id", &text)) {
-      config->cuda_device_id = static_cast<int>(std::strtol(text.c_str(), nullptr, 10));
-    } else if (PyErr_Occurred()) {
-      throw PythonErrorSet{};
-    }
+    if (!str_to_utf8(key, "provider name", &name)) throw PythonErrorSet{};
+    PyObject* opts = PyDict_GetItem(choice.options.get(), key);  // borrowed
+    config->providers.emplace_back(name,
+                                   opts ? options_map(opts) : std::map<std::string, std::string>{});
   }
 }
 
@@ -233,7 +222,12 @@ ProviderChoice choose_providers(ModuleState*, PyObject* providers, PyObject* pro
         throw PythonErrorSet{};
       continue;
     }
-    if (name == cuda::kCudaProvider) check_cuda_options(options[i].get());
+    // The core checks the options (a device_id that names no device is EPFail).
+    if (name != kCpuProvider) {
+      ProviderOptions po;
+      po.values = options_map(options[i].get());
+      make_provider(name, po);
+    }
     if (PyList_Append(choice.names.get(), key.get()) < 0 ||
         PyDict_SetItem(choice.options.get(), key.get(), options[i].get()) < 0)
       throw PythonErrorSet{};
@@ -265,51 +259,60 @@ ProviderChoice choose_providers(ModuleState*, PyObject* providers, PyObject* pro
   return choice;
 }
 
-// ---- CUDA introspection and the kernel test entry ---------------------------------------
+// ---- provider introspection ------------------------------------------------------------
 
 namespace {
 
-PyObject* device_dict(int device) {
-  const OrtliteCudaDeviceProps p = cuda::device_props(device);
-  return Py_BuildValue("{s:i,s:s,s:K,s:(ii),s:i,s:O}", "id", device, "name", p.name, "total_memory",
-                       static_cast<unsigned long long>(p.total_memory), "compute_capability",
-                       p.major, p.minor, "multiprocessor_count", p.multiprocessor_count,
-                       "memory_pools", p.memory_pools_supported ? Py_True : Py_False);
-}
+constexpr const char* kCudaName = "CUDAExecutionProvider";
 
-// A CUDA event pair timing work queued on a stream.
-struct EventTimer {
-  OrtliteCudaEvent* start = nullptr;
-  OrtliteCudaEvent* end = nullptr;
-  explicit EventTimer(int device) {
-    const OrtliteCudaApi& a = cuda::api();
-    cuda::check(a.event_create(device, 1, &start), "CUDA event");
-    cuda::check(a.event_create(device, 1, &end), "CUDA event");
+// {key: value} of report fields, typed as the field says.
+Ref report_dict(const std::vector<ReportField>& fields) {
+  Ref d = Ref::steal(PyDict_New());
+  if (!d) throw PythonErrorSet{};
+  for (const ReportField& f : fields) {
+    Ref v;
+    switch (f.kind) {
+      case ReportField::Kind::kText:
+        v = Ref::steal(
+            PyUnicode_DecodeUTF8(f.text.data(), static_cast<Py_ssize_t>(f.text.size()), "replace"));
+        break;
+      case ReportField::Kind::kInt:
+        v = Ref::steal(PyLong_FromLongLong(f.ints.at(0)));
+        break;
+      case ReportField::Kind::kBool:
+        v = Ref::borrow(f.ints.at(0) ? Py_True : Py_False);
+        break;
+      case ReportField::Kind::kInts: {
+        v = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(f.ints.size())));
+        if (!v) throw PythonErrorSet{};
+        for (size_t i = 0; i < f.ints.size(); ++i) {
+          PyObject* x = PyLong_FromLongLong(f.ints[i]);
+          if (!x) throw PythonErrorSet{};
+          PyTuple_SET_ITEM(v.get(), static_cast<Py_ssize_t>(i), x);
+        }
+        break;
+      }
+    }
+    if (!v || PyDict_SetItemString(d.get(), f.key.c_str(), v.get()) < 0) throw PythonErrorSet{};
   }
-  ~EventTimer() {
-    cuda::api().event_destroy(start);
-    cuda::api().event_destroy(end);
-  }
-  EventTimer(const EventTimer&) = delete;
-  EventTimer& operator=(const EventTimer&) = delete;
-};
+  return d;
+}
 
 }  // namespace
 
 PyObject* cuda_info(PyObject* module, PyObject*) {
   ModuleState* st = get_module_state(module);
   try {
-    const cuda::LoadStatus& ls = cuda::load_status();
+    const ProviderReport r = provider_report(kCudaName);
+    Ref info = report_dict(r.fields);
     Ref devices = Ref::steal(PyList_New(0));
     if (!devices) throw PythonErrorSet{};
-    for (int d = 0; d < ls.device_count; ++d) {
-      Ref dev = Ref::steal(device_dict(d));
-      if (!dev || PyList_Append(devices.get(), dev.get()) < 0) throw PythonErrorSet{};
+    for (const auto& dev : r.devices) {
+      Ref d = report_dict(dev);
+      if (PyList_Append(devices.get(), d.get()) < 0) throw PythonErrorSet{};
     }
-    return Py_BuildValue("{s:s,s:O,s:i,s:s,s:O,s:i}", "library", ls.library.c_str(), "loaded",
-                         ls.loaded ? Py_True : Py_False, "device_count", ls.device_count, "error",
-                         ls.error.c_str(), "devices", devices.get(), "abi_version",
-                         ORTLITE_CUDA_ABI_VERSION);
+    if (PyDict_SetItemString(info.get(), "devices", devices.get()) < 0) throw PythonErrorSet{};
+    return info.release();
   }
   ORTLITE_PY_CATCH(st, nullptr)
 }
@@ -320,7 +323,7 @@ PyObject* cuda_memory_stats(PyObject* module, PyObject* arg) {
   if (device == -1 && PyErr_Occurred()) return nullptr;
   try {
     size_t reserved = 0, in_use = 0;
-    cuda::memory_stats(static_cast<int>(device), &reserved, &in_use);
+    provider_for_device("cuda", device)->memory_stats(&reserved, &in_use);
     return Py_BuildValue("(KK)", static_cast<unsigned long long>(reserved),
                          static_cast<unsigned long long>(in_use));
   }
@@ -332,129 +335,8 @@ PyObject* cuda_set_allow_tf32(PyObject* module, PyObject* arg) {
   const int allow = PyObject_IsTrue(arg);
   if (allow < 0) return nullptr;
   try {
-    cuda::check(cuda::api().set_allow_tf32(allow), "set_allow_tf32");
+    set_provider_option(kCudaName, "allow_tf32", allow ? "1" : "0");
     Py_RETURN_NONE;
-  }
-  ORTLITE_PY_CATCH(st, nullptr)
-}
-
-// _cuda_run_node(model, feeds, device_id=0, return_ortvalues=False, repeat=1): runs the one
-// node of `model` (serialized ModelProto) with its CUDA kernel, on a stream of its own, and
-// returns the outputs as numpy arrays (copied from the device) or as OrtValues (on the
-// device). Feeds (dict: input name -> array or OrtValue) and initializers are copied to the
-// device, except the inputs the kernel reads on the host. repeat > 1 runs the kernel that
-// many times and returns (outputs, milliseconds per run, timed with CUDA events).
-PyObject* cuda_run_node(PyObject* module, PyObject* args, PyObject* kwds) {
-  ModuleState* st = get_module_state(module);
-  static const char* kwlist[] = {"model",  "feeds", "device_id", "return_ortvalues",
-                                 "repeat", nullptr};
-  Py_buffer model{};
-  PyObject* feeds = nullptr;
-  int device = 0;
-  int return_ortvalues = 0;
-  int repeat = 1;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "y*O!|ipi:_cuda_run_node",
-                                   const_cast<char**>(kwlist), &model, &PyDict_Type, &feeds,
-                                   &device, &return_ortvalues, &repeat))
-    return nullptr;
-  struct Release {
-    Py_buffer* b;
-    ~Release() { PyBuffer_Release(b); }
-  } release{&model};
-  try {
-    if (repeat < 1) ORTLITE_THROW(kInvalidArgument, "repeat must be >= 1, got ", repeat);
-    cuda::check_device(device);
-    BufferPtr bytes = BufferPtr::adopt(Buffer::allocate(static_cast<size_t>(model.len)));
-    if (model.len) std::memcpy(bytes->data(), model.buf, static_cast<size_t>(model.len));
-    const Model m = load_model_from_buffer(bytes, "");
-    if (m.graph.nodes.size() != 1)
-      ORTLITE_THROW(kInvalidArgument, "_cuda_run_node expects a model with one node, got ",
-                    m.graph.nodes.size());
-    const Node& node = m.graph.nodes[0];
-    int64_t opset = 0;
-    for (const OpsetImport& o : m.opset_imports)
-      if (o.domain.empty() || o.domain == "ai.onnx") opset = o.version;
-    const KernelFactory* factory =
-        KernelRegistry::instance().find(node.domain, node.op_type, opset, cuda::kCudaProvider);
-    if (!factory)
-      ORTLITE_THROW(kNotImplemented, node.op_type, " (opset ", opset, ") has no CUDA kernel");
-    std::map<std::string, Tensor> inits;
-    for (const auto& kv : m.graph.initializers) inits[kv.first] = kv.second;
-    KernelInfo info(node, opset, [&](const std::string& name) -> const Tensor* {
-      auto it = inits.find(name);
-      return it == inits.end() ? nullptr : &it->second;
-    });
-    std::unique_ptr<Kernel> kernel = (*factory)(info);
-
-    cuda::Stream stream(device);
-    std::vector<Value> values(node.inputs.size());
-    std::vector<const Value*> ptrs(node.inputs.size(), nullptr);
-    std::vector<Ref> held;
-    for (size_t i = 0; i < node.inputs.size(); ++i) {
-      const std::string& name = node.inputs[i];
-      if (name.empty()) continue;
-      Tensor t;
-      auto it = inits.find(name);
-      if (it != inits.end()) {
-        t = it->second;
-      } else {
-        PyObject* v = PyDict_GetItemString(feeds, name.c_str());  // borrowed
-        if (!v) ORTLITE_THROW(kInvalidArgument, "input '", name, "' is missing from the feeds");
-        if (ortvalue_check(st, v)) {
-          t = reinterpret_cast<OrtValueObject*>(v)->tensor;
-        } else {
-          Ref keep;
-          t = object_to_tensor(v, DataType::kUndefined, name, &keep);
-          if (keep) held.push_back(std::move(keep));
-        }
-      }
-      const bool host = cuda::input_on_host(node.op_type, opset, i);
-      if (host && cuda::is_cuda(t)) t = cuda::to_host(t, nullptr);
-      if (!host && !cuda::is_cuda(t)) t = cuda::to_device(t, device, stream.get());
-      values[i] = std::move(t);
-      ptrs[i] = &values[i];
-    }
-
-    std::vector<Value> outs;
-    double ms = 0;
-    without_gil([&] {
-      cuda::StreamScope scope(stream.get());
-      std::unique_ptr<EventTimer> timer;
-      if (repeat > 1) {
-        timer = std::make_unique<EventTimer>(device);
-        cuda::check(cuda::api().event_record(timer->start, stream.get()), "CUDA event");
-      }
-      for (int r = 0; r < repeat; ++r) {
-        outs.assign(node.outputs.size(), Value());
-        KernelContext ctx(node, ptrs.data(), ptrs.size(), outs.data(), outs.size(), nullptr);
-        kernel->compute(ctx);
-      }
-      if (timer) cuda::check(cuda::api().event_record(timer->end, stream.get()), "CUDA event");
-      stream.sync();
-      if (timer) {
-        float total = 0;
-        cuda::check(cuda::api().event_elapsed_ms(timer->start, timer->end, &total), "CUDA event");
-        ms = static_cast<double>(total) / repeat;
-      }
-    });
-
-    Ref list = Ref::steal(PyList_New(0));
-    if (!list) throw PythonErrorSet{};
-    for (Value& v : outs) {
-      Ref item;
-      if (!v.is_tensor() || !v.tensor().defined()) {
-        item = Ref::borrow(Py_None);
-      } else if (return_ortvalues) {
-        item = ortvalue_new(st, v.tensor(), nullptr);
-      } else {
-        const Tensor host =
-            cuda::is_cuda(v.tensor()) ? cuda::to_host(v.tensor(), nullptr) : v.tensor().clone();
-        item = can_view(host) ? tensor_to_numpy_owned(st, host) : tensor_to_numpy_copy(host);
-      }
-      if (PyList_Append(list.get(), item.get()) < 0) throw PythonErrorSet{};
-    }
-    if (repeat > 1) return Py_BuildValue("(Od)", list.get(), ms);
-    return list.release();
   }
   ORTLITE_PY_CATCH(st, nullptr)
 }

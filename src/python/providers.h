@@ -22,19 +22,17 @@ struct ProviderChoice {
 //   - None or []: CPUExecutionProvider.
 // Throws PythonErrorSet / ortlite::Error.
 ProviderChoice choose_providers(ModuleState* st, PyObject* providers, PyObject* provider_options);
-// Copies the chosen provider names and the CUDA device_id into the session's config.
+// Copies the chosen providers and their options into the session's config.
 void provider_config(const ProviderChoice& choice, SessionConfig* config);
 
 // get_all_providers() / get_available_providers().
 PyObject* all_providers_list();
 PyObject* available_providers_list();
 
-// Module functions of the CUDA provider (module.cc's table; see providers.cc):
-// _cuda_info(), _cuda_memory_stats(device), _cuda_set_allow_tf32(bool) and the kernel test
-// entry _cuda_run_node(model, feeds, device_id=0, return_ortvalues=False, repeat=1).
+// Module functions of the CUDA provider (module.cc's table), through the core's provider
+// interface: _cuda_info(), _cuda_memory_stats(device), _cuda_set_allow_tf32(bool).
 PyObject* cuda_info(PyObject* module, PyObject*);
 PyObject* cuda_memory_stats(PyObject* module, PyObject* arg);
 PyObject* cuda_set_allow_tf32(PyObject* module, PyObject* arg);
-PyObject* cuda_run_node(PyObject* module, PyObject* args, PyObject* kwds);
 
 }  // namespace ortlite::py

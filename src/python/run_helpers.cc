@@ -2,7 +2,7 @@
 
 #include <exception>
 
-#include "providers/cuda/provider.h"
+#include "ortlite/provider.h"
 #include "ortlite/status.h"
 #include "python/errors.h"
 #include "python/gil.h"
@@ -29,7 +29,7 @@ void check_array_feed(PyArrayObject* a, const TypeInfo& type, const std::string&
   check_tensor_feed(name, type, dt, dims, static_cast<size_t>(nd));
 }
 
-// A sequence element's element type, checked before it is copied (Session::check_feeds
+// A sequence element's element type, checked before it is copied (Session::check_run
 // checks it again, with the same message).
 void check_array_item(PyArrayObject* a, const TypeInfo& seq, const std::string& name) {
   const TypeInfo* elem = seq.elem.get();
@@ -127,17 +127,6 @@ Ref maps_to_list(const Value& v) {
   return list;
 }
 
-Ref string_list(const std::vector<std::string>& names) {
-  Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(names.size())));
-  if (!list) throw PythonErrorSet{};
-  for (size_t i = 0; i < names.size(); ++i) {
-    PyObject* s = str_from_utf8(names[i]);
-    if (!s) throw PythonErrorSet{};
-    PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), s);
-  }
-  return list;
-}
-
 void parse_output_names(PyObject* output_names, std::vector<std::string>* out) {
   out->clear();
   if (output_names != Py_None) {
@@ -162,7 +151,7 @@ void parse_output_names(PyObject* output_names, std::vector<std::string>* out) {
 }  // namespace
 
 void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, PyObject* input_feed,
-                 PyObject* run_options, bool ortvalues_only, RunInputs* in) {
+                 PyObject* run_options, bool ortvalues_only, bool check_now, RunInputs* in) {
   if (!PyDict_Check(input_feed)) {
     PyErr_Format(PyExc_TypeError, "input_feed must be a dict of input name to value, not %.100s",
                  Py_TYPE(input_feed)->tp_name);
@@ -192,36 +181,12 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
       ++i;
     }
   }
-  // One lookup per feed (linear in all): its declaration, and which required inputs are
-  // fed (counted once each: two str subclass keys may spell the same name).
-  const std::vector<ValueInfo>& inputs = sess.inputs();
-  std::vector<char> fed(inputs.size(), 0);
-  size_t required_fed = 0;
+  // Each feed's declaration, for the conversion (an unknown name converts as given; the
+  // core refuses it).
   for (size_t i = 0; i < n; ++i) {
     if (!str_to_utf8(items[i].key.get(), "each input name", &items[i].name)) throw PythonErrorSet{};
-    bool required = false;
-    items[i].declared = sess.find_feedable(items[i].name, &required, i);
-    if (items[i].declared && required) {
-      const size_t k = static_cast<size_t>(items[i].declared - inputs.data());
-      required_fed += !fed[k];
-      fed[k] = 1;
-    }
+    items[i].declared = sess.find_feedable(items[i].name, nullptr, i);
   }
-  if (required_fed != inputs.size()) {
-    std::vector<std::string> names;
-    for (size_t i = 0; i < n; ++i) names.push_back(items[i].name);
-    const std::vector<std::string> missing = sess.missing_inputs(names);
-    Ref missing_list = string_list(missing);
-    Ref keys = Ref::steal(PyDict_Keys(input_feed));
-    if (!keys) throw PythonErrorSet{};
-    PyErr_Format(PyExc_ValueError, "Required inputs (%R) are missing from input feed (%R).",
-                 missing_list.get(), keys.get());
-    throw PythonErrorSet{};
-  }
-
-  // An unknown name is refused before any value is converted (as check_feeds words it).
-  for (size_t i = 0; i < n; ++i)
-    if (!items[i].declared) sess.check_feed(items[i].name, nullptr, Value());
 
   parse_output_names(output_names, &in->output_names);
 
@@ -240,12 +205,15 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
   for (size_t i = 0; i < n; ++i) {
     PyObject* value = items[i].value.get();
     const std::string& name = items[i].name;
+    if (!items[i].declared) {
+      // Not converted: the core refuses the name (Session::check_run).
+      in->feeds.emplace_back(name, Value());
+      continue;
+    }
     if (ortvalue_check(st, value)) {
       in->held.push_back(Ref::borrow(value));
-      // A session with CUDA nodes takes device tensors as they are (its plan copies what a
-      // node needs); a CPU-only one gets a host copy.
-      in->feeds.emplace_back(
-          name, sess.uses_cuda() ? ortvalue_raw_tensor(value) : ortvalue_tensor(value));
+      // Device tensors go to the core as they are: the plan copies what a node needs.
+      in->feeds.emplace_back(name, ortvalue_raw_tensor(value));
       continue;
     }
     if (ortvalues_only) {
@@ -257,10 +225,8 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
     in->feeds.emplace_back(name, object_to_value(value, type, name, &in->held));
   }
 
-  // Session::check_feeds, with the declarations looked up above.
-  for (size_t i = 0; i < n; ++i)
-    sess.check_feed(in->feeds[i].first, items[i].declared, in->feeds[i].second);
-  sess.check_output_names(in->output_names);
+  // An async run is checked when it is called (errors raise there, not in the callback).
+  if (check_now) sess.check_run(in->feeds, in->output_names);
 }
 
 std::vector<Value> run_without_gil(const Session& sess, RunInputs& in, bool device_outputs) {
@@ -358,9 +324,7 @@ Ref outputs_to_ortvalues(ModuleState* st, std::vector<Value> outs) {
   Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(tensors.size())));
   if (!list) throw PythonErrorSet{};
   for (size_t i = 0; i < tensors.size(); ++i) {
-    Tensor t = keep[i]                     ? tensors[i]
-               : cuda::is_cuda(tensors[i]) ? cuda::copy_on_device(tensors[i])
-                                           : tensors[i].clone();
+    Tensor t = keep[i] ? tensors[i] : provider_of(tensors[i])->copy(tensors[i]);
     Ref ov = ortvalue_new(st, std::move(t), nullptr);
     PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), ov.release());
   }

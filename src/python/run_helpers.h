@@ -32,20 +32,21 @@ struct RunInputs {
   std::vector<Ref> held;
 };
 
-// Checks and converts run()'s arguments:
+// Converts run()'s arguments (the core checks them: Session::check_run, inside run(), or
+// here when `check_now`, for an async run):
 //  - input_feed must be a dict of str -> value (TypeError). Values are numpy arrays (any
 //    layout or byte order; a copy is made when needed, the caller's array is never
 //    written), lists and scalars (converted to the declared element type) or OrtValues;
 //    with `ortvalues_only` they must be OrtValues. An input declared as a sequence takes a
 //    list (or tuple) of arrays; one declared optional also takes None.
-//  - missing required inputs: ValueError "Required inputs ([...]) are missing from input
-//    feed ([...])." as onnxruntime words it.
+//  - missing required inputs: MissingInputsError, which the binding raises as onnxruntime
+//    does: ValueError "Required inputs ([...]) are missing from input feed ([...]).".
 //  - unknown input names, wrong element types, ranks or static dims, unknown output names:
 //    InvalidArgument from the core's checks.
 //  - output_names: None or empty = every output; else a sequence of str.
 //  - run_options: None or a RunOptions.
 void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, PyObject* input_feed,
-                 PyObject* run_options, bool ortvalues_only, RunInputs* in);
+                 PyObject* run_options, bool ortvalues_only, bool check_now, RunInputs* in);
 
 // Session::run with the GIL released around it (the caller holds the GIL on entry and gets
 // it back on return, also when this throws). The feeds' values are moved into the run;

@@ -323,7 +323,7 @@ PyObject* session_run_impl(PyObject* self, PyObject* const* args, Py_ssize_t nar
   if (own) reused_busy = true;
   try {
     std::shared_ptr<const Session> sess = loaded(st, self);
-    prepare_run(st, *sess, output_names, input_feed, run_options, ortvalues, &in);
+    prepare_run(st, *sess, output_names, input_feed, run_options, ortvalues, false, &in);
     std::vector<Value> outs = run_without_gil(*sess, in, ortvalues);
     // Converted before `in` lets go of the feeds: an output may share a feed's memory.
     // Names output i, and the node that made it, in a conversion error (only then).

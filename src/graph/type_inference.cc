@@ -1,0 +1,155 @@
+#include "graph/type_inference.h"
+
+#include <unordered_set>
+
+namespace ortlite {
+
+namespace {
+
+const std::string& norm_domain(const std::string& d) {
+  static const std::string empty;
+  return d == "ai.onnx" ? empty : d;
+}
+
+}  // namespace
+
+bool op_in(const std::string& op, std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (op == n) return true;
+  return false;
+}
+
+std::unordered_map<std::string, DataType> infer_elem_types(const Graph& g,
+                                                           const std::vector<int>& order) {
+  std::unordered_map<std::string, DataType> types;
+  auto declare = [&](const ValueInfo& vi) {
+    if (vi.type.kind == TypeInfo::Kind::kTensor && vi.type.elem_type != DataType::kUndefined)
+      types.emplace(vi.name, vi.type.elem_type);
+  };
+  for (const auto& init : g.initializers) types[init.first] = init.second.dtype();
+  for (const ValueInfo& vi : g.inputs) declare(vi);
+  for (const ValueInfo& vi : g.value_info) declare(vi);
+  for (const ValueInfo& vi : g.outputs) declare(vi);
+  for (int i : order) {
+    const Node& node = g.nodes[i];
+    if (!norm_domain(node.domain).empty()) continue;
+    auto in_type = [&](size_t k) {
+      if (k >= node.inputs.size() || node.inputs[k].empty()) return DataType::kUndefined;
+      auto it = types.find(node.inputs[k]);
+      return it == types.end() ? DataType::kUndefined : it->second;
+    };
+    const std::string& op = node.op_type;
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      if (node.outputs[o].empty() || types.count(node.outputs[o])) continue;
+      DataType t = DataType::kUndefined;
+      if (op == "Constant") {
+        const Attribute* a = node.find_attr("value");
+        if (a && a->type == AttrType::kTensor) t = a->t.dtype();
+        if (node.find_attr("value_float") || node.find_attr("value_floats")) t = DataType::kFloat;
+        if (node.find_attr("value_int") || node.find_attr("value_ints")) t = DataType::kInt64;
+      } else if (op == "Cast" && o == 0) {
+        const Attribute* a = node.find_attr("to");
+        if (a && a->type == AttrType::kInt) t = static_cast<DataType>(a->i);
+      } else if (op == "CastLike" && o == 0) {
+        t = in_type(1);
+      } else if (op_in(op, {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And",
+                            "Or", "Xor", "Not", "IsNaN", "IsInf"}) &&
+                 o == 0) {
+        t = DataType::kBool;
+      } else if ((op_in(op, {"Shape", "Size", "NonZero", "ArgMax", "ArgMin"}) && o == 0) ||
+                 (op_in(op, {"MaxPool", "TopK"}) && o == 1)) {
+        t = DataType::kInt64;
+      } else if (op == "Dropout" && o == 1) {
+        t = DataType::kBool;
+      } else if (op == "Where" && o == 0) {
+        t = in_type(1);
+      } else if (o == 0 || op == "Split") {
+        static const std::unordered_set<std::string> same_as_input0 = {"Add",
+                                                                       "Sub",
+                                                                       "Mul",
+                                                                       "Div",
+                                                                       "Pow",
+                                                                       "Mod",
+                                                                       "PRelu",
+                                                                       "Max",
+                                                                       "Min",
+                                                                       "Sum",
+                                                                       "Mean",
+                                                                       "Relu",
+                                                                       "LeakyRelu",
+                                                                       "Sigmoid",
+                                                                       "Tanh",
+                                                                       "Gelu",
+                                                                       "Elu",
+                                                                       "Selu",
+                                                                       "HardSigmoid",
+                                                                       "HardSwish",
+                                                                       "Softplus",
+                                                                       "Softsign",
+                                                                       "Exp",
+                                                                       "Log",
+                                                                       "Sqrt",
+                                                                       "Abs",
+                                                                       "Neg",
+                                                                       "Reciprocal",
+                                                                       "Erf",
+                                                                       "Sin",
+                                                                       "Cos",
+                                                                       "Floor",
+                                                                       "Ceil",
+                                                                       "Clip",
+                                                                       "Softmax",
+                                                                       "LogSoftmax",
+                                                                       "LayerNormalization",
+                                                                       "BatchNormalization",
+                                                                       "InstanceNormalization",
+                                                                       "MaxPool",
+                                                                       "AveragePool",
+                                                                       "GlobalMaxPool",
+                                                                       "GlobalAveragePool",
+                                                                       "Conv",
+                                                                       "ConvTranspose",
+                                                                       "MatMul",
+                                                                       "Gemm",
+                                                                       "ReduceSum",
+                                                                       "ReduceMean",
+                                                                       "ReduceMax",
+                                                                       "ReduceMin",
+                                                                       "ReduceProd",
+                                                                       "ReduceL1",
+                                                                       "ReduceL2",
+                                                                       "ReduceLogSum",
+                                                                       "ReduceLogSumExp",
+                                                                       "ReduceSumSquare",
+                                                                       "Transpose",
+                                                                       "Concat",
+                                                                       "Slice",
+                                                                       "Gather",
+                                                                       "GatherElements",
+                                                                       "Expand",
+                                                                       "Reshape",
+                                                                       "Flatten",
+                                                                       "Squeeze",
+                                                                       "Unsqueeze",
+                                                                       "Identity",
+                                                                       "Dropout",
+                                                                       "Split",
+                                                                       "Tile",
+                                                                       "Pad",
+                                                                       "Resize",
+                                                                       "Mish",
+                                                                       "Swish",
+                                                                       "Range",
+                                                                       "CumSum",
+                                                                       "Einsum",
+                                                                       "Sign",
+                                                                       "Round"};
+        if (same_as_input0.count(op)) t = in_type(0);
+      }
+      if (t != DataType::kUndefined) types[node.outputs[o]] = t;
+    }
+  }
+  return types;
+}
+
+}  // namespace ortlite
