@@ -4,7 +4,8 @@
 //
 // Every device input must already be on the stream's device; the inputs named by
 // input_on_host (shapes, axes, starts / ends, Clip bounds) must be CPU tensors. Attribute
-// handling and error messages follow the CPU kernels of the same ops.
+// parsing and the checks both providers make live in src/providers/shared, so errors are
+// the CPU kernels' of the same ops.
 #pragma once
 
 #include <algorithm>
@@ -17,12 +18,15 @@
 #include <utility>
 #include <vector>
 
-#include "providers/cuda/provider.h"
-#include "providers/cpu/common/broadcast.h"
-#include "providers/cpu/nn/nn_common.h"
-#include "providers/cpu/reduce/reduce_impl.h"
-#include "providers/cpu/tensor/tensor_kernels.h"
 #include "ortlite/kernel.h"
+#include "providers/cuda/provider.h"
+#include "providers/shared/broadcast_shape.h"
+#include "providers/shared/conv_attrs.h"
+#include "providers/shared/norm_attrs.h"
+#include "providers/shared/pool_attrs.h"
+#include "providers/shared/reduce_axes.h"
+#include "providers/shared/shape_ops.h"
+#include "providers/shared/transpose_slice.h"
 
 namespace ortlite {
 namespace cuda {

@@ -50,40 +50,16 @@ class Softmax final : public CudaKernel {
 
 class LayerNorm final : public CudaKernel {
  public:
-  explicit LayerNorm(const KernelInfo& info)
-      : axis_(info.attr_int("axis", -1)), epsilon_(info.attr_float("epsilon", 1e-5f)) {
-    const int64_t stash = info.attr_int("stash_type", 1);
-    if (stash != 1)
-      info.fail(StatusCode::kNotImplemented,
-                "stash_type " + std::to_string(stash) + " is not supported (only 1: float)");
-  }
+  explicit LayerNorm(const KernelInfo& info) { attrs_.load(info); }
 
   void compute(KernelContext& ctx) const override {
     const Tensor& X = dev_input(ctx, 0);
     const Tensor& S = dev_input(ctx, 1);
     const Tensor* B = dev_input_opt(ctx, 2);
     need(ctx, is_float(X.dtype()), X.dtype());
-    if (S.dtype() != X.dtype() || (B && B->dtype() != X.dtype()))
-      ctx.fail(StatusCode::kInvalidArgument,
-               std::string("X, Scale and B must have the same element type, got X ") +
-                   dtype_name(X.dtype()) + ", Scale " + dtype_name(S.dtype()) +
-                   (B ? std::string(", B ") + dtype_name(B->dtype()) : std::string()));
-    const int64_t rank = static_cast<int64_t>(X.rank());
-    if (rank == 0) ctx.fail(StatusCode::kInvalidArgument, "X must have rank >= 1, got a scalar");
-    if (axis_ < -rank || axis_ >= rank)
-      ctx.fail(StatusCode::kInvalidArgument, "attribute 'axis' " + std::to_string(axis_) +
-                                                 " is out of range for X " +
-                                                 shape_to_string(X.shape()));
-    const size_t axis = static_cast<size_t>(axis_ < 0 ? axis_ + rank : axis_);
-    const Shape norm_shape(X.shape().begin() + static_cast<std::ptrdiff_t>(axis), X.shape().end());
-    const int64_t outer = tensor_ops::dims_product(X.shape(), 0, axis);
-    const int64_t norm = shape_size(norm_shape);
-    if (norm == 0)
-      ctx.fail(StatusCode::kInvalidArgument, "the normalized dims X.shape[axis:] " +
-                                                 shape_to_string(norm_shape) + " of X " +
-                                                 shape_to_string(X.shape()) + " are empty");
-    Shape stat_shape(X.shape().begin(), X.shape().begin() + static_cast<std::ptrdiff_t>(axis));
-    stat_shape.resize(static_cast<size_t>(rank), 1);
+    const nn::LayerNormDims d = nn::layer_norm_dims(ctx, attrs_, X, S, B);
+    const Shape& norm_shape = d.norm_shape;
+    const Shape& stat_shape = d.stat_shape;
     Tensor& Y = out(ctx, 0, X.dtype(), X.shape());
     float* mean = nullptr;
     float* inv = nullptr;
@@ -96,7 +72,7 @@ class LayerNorm final : public CudaKernel {
     Tensor bias;
     if (B) bias = expand(ctx, *B, norm_shape, "B");
     run(ctx,
-        api().layer_norm(stream(), code(X.dtype()), outer, norm, epsilon_, X.raw_data(),
+        api().layer_norm(stream(), code(X.dtype()), d.outer, d.norm, attrs_.epsilon, X.raw_data(),
                          scale.raw_data(), B ? bias.raw_data() : nullptr, Y.raw_data(), mean, inv),
         "LayerNormalization");
   }
@@ -105,72 +81,30 @@ class LayerNorm final : public CudaKernel {
   // Scale / B broadcast to the normalized shape (a dense device copy when they are smaller).
   Tensor expand(const KernelContext& ctx, const Tensor& p, const Shape& target,
                 const char* what) const {
+    nn::check_norm_param(ctx, p, target, what);
     if (p.numel() == shape_size(target)) return p;
-    bool ok = p.rank() <= target.size();
-    for (size_t i = 0; ok && i < p.rank(); ++i) {
-      const int64_t d = p.dim(p.rank() - 1 - i);
-      const int64_t t = target[target.size() - 1 - i];
-      ok = d == t || d == 1;
-    }
-    if (!ok)
-      ctx.fail(StatusCode::kInvalidArgument,
-               std::string("input ") + what + " " + shape_to_string(p.shape()) +
-                   " cannot be broadcast to the normalized shape " + shape_to_string(target));
     Tensor t = temp(p.dtype(), target);
     strided_into(ctx, p, broadcast_strides(p.shape(), target), target, t);
     return t;
   }
 
-  int64_t axis_;
-  float epsilon_;
+  nn::LayerNormAttrs attrs_;
 };
 
 class BatchNorm final : public CudaKernel {
  public:
-  explicit BatchNorm(const KernelInfo& info)
-      : epsilon_(info.attr_float("epsilon", 1e-5f)), opset_(info.opset()) {
-    if (opset_ >= 14) {
-      if (info.attr_int("training_mode", 0) != 0)
-        info.fail(StatusCode::kNotImplemented,
-                  "training_mode = 1 is not supported (ortlite runs inference only)");
-      for (size_t i = 1; i < info.num_outputs(); ++i)
-        if (!info.node().outputs[i].empty())
-          info.fail(StatusCode::kInvalidGraph,
-                    "outputs running_mean / running_var are only produced in training mode");
-    } else {
-      for (size_t i = 1; i < info.num_outputs(); ++i)
-        if (!info.node().outputs[i].empty())
-          info.fail(StatusCode::kNotImplemented,
-                    "the mean / var / saved_mean / saved_var outputs mean training mode, which "
-                    "is not supported (ortlite runs inference only)");
-    }
-    if (opset_ < 9) spatial_ = info.attr_int("spatial", 1) != 0;
-  }
+  explicit BatchNorm(const KernelInfo& info) { attrs_.load(info); }
 
   void compute(KernelContext& ctx) const override {
     const Tensor& X = dev_input(ctx, 0);
-    static const char* const kNames[4] = {"scale", "B", "input_mean", "input_var"};
-    if (X.rank() < 2)
-      ctx.fail(StatusCode::kInvalidArgument,
-               "X must have rank >= 2 (N x C x ...), got " + shape_to_string(X.shape()));
+    attrs_.check_x(ctx, X);
     need(ctx, is_float(X.dtype()), X.dtype());
-    const int64_t C = X.dim(1);
     const int64_t inner = tensor_ops::dims_product(X.shape(), 2, X.rank());
-    const int64_t count = spatial_ ? C : C * inner;
+    const int64_t count = attrs_.param_count(X);
     Tensor params[4];
     for (size_t i = 0; i < 4; ++i) {
       const Tensor& p = dev_input(ctx, i + 1);
-      if (!is_float(p.dtype()) || (opset_ < 14 && p.dtype() != X.dtype()))
-        ctx.fail(StatusCode::kInvalidArgument, std::string("input ") + kNames[i] +
-                                                   " has element type " + dtype_name(p.dtype()) +
-                                                   ", X has " + dtype_name(X.dtype()));
-      if (p.numel() != count || (spatial_ && p.rank() != 1))
-        ctx.fail(StatusCode::kInvalidArgument,
-                 std::string("input ") + kNames[i] + " " + shape_to_string(p.shape()) +
-                     " does not match X " + shape_to_string(X.shape()) + " (expected " +
-                     (spatial_ ? "[" + std::to_string(C) + "]"
-                               : std::to_string(count) + " elements (C x D1 x ...)") +
-                     ")");
+      attrs_.check_param(ctx, X, p, i);
       params[i] = p;
       if (p.dtype() != X.dtype()) {  // opset 14+ allows other float types: compute in X's
         params[i] = temp(X.dtype(), p.shape());
@@ -183,34 +117,22 @@ class BatchNorm final : public CudaKernel {
     Tensor& Y = out(ctx, 0, X.dtype(), X.shape());
     if (Y.numel() == 0) return;
     run(ctx,
-        api().batch_norm(stream(), code(X.dtype()), X.numel(), spatial_ ? inner : 1, count,
-                         epsilon_, X.raw_data(), params[0].raw_data(), params[1].raw_data(),
+        api().batch_norm(stream(), code(X.dtype()), X.numel(), attrs_.spatial ? inner : 1, count,
+                         attrs_.epsilon, X.raw_data(), params[0].raw_data(), params[1].raw_data(),
                          params[2].raw_data(), params[3].raw_data(), Y.raw_data()),
         "BatchNormalization");
   }
 
  private:
-  float epsilon_;
-  int64_t opset_;
-  bool spatial_ = true;
+  nn::BatchNormAttrs attrs_;
 };
 
 // ---- reductions -----------------------------------------------------------------------
 
 class Reduce final : public CudaKernel {
  public:
-  Reduce(const KernelInfo& info, int op, int input_axes_since) : op_(op), opset_(info.opset()) {
-    keepdims_ = info.attr_int("keepdims", 1) != 0;
-    axes_from_input_ = info.opset() >= input_axes_since;
-    if (axes_from_input_) {
-      if (info.has_attr("axes"))
-        info.fail(StatusCode::kInvalidGraph,
-                  "attribute 'axes' is not allowed at opset " + std::to_string(info.opset()) +
-                      " (axes are input 1 since opset " + std::to_string(input_axes_since) + ")");
-      noop_ = info.attr_int("noop_with_empty_axes", 0) != 0;
-    } else {
-      axes_ = info.attr_ints("axes");
-    }
+  Reduce(const KernelInfo& info, int op, int input_axes_since) : op_(op) {
+    attrs_.load(info, input_axes_since);
   }
 
   void compute(KernelContext& ctx) const override {
@@ -220,45 +142,21 @@ class Reduce final : public CudaKernel {
     const bool int_ok = op_ != ORTLITE_CUDA_REDUCE_L2 && op_ != ORTLITE_CUDA_REDUCE_LOG_SUM &&
                         op_ != ORTLITE_CUDA_REDUCE_LOG_SUM_EXP;
     need(ctx, is_float(dt) || (integral && int_ok), dt);
-    std::vector<int64_t> axes = axes_;
-    if (axes_from_input_) {
+    std::vector<int64_t> axes = attrs_.axes;
+    if (attrs_.axes_from_input) {
       if (const Tensor* a = host_input(ctx, 1)) {
-        if (a->dtype() != DataType::kInt64 && a->dtype() != DataType::kInt32)
-          ctx.fail(StatusCode::kInvalidArgument,
-                   std::string("input 'axes' must be int64, got ") + dtype_name(a->dtype()));
-        if (a->rank() > 1)
-          ctx.fail(StatusCode::kInvalidArgument,
-                   "input 'axes' must be 1-D, got shape " + shape_to_string(a->shape()));
+        const std::string bad = reduce::axes_input_error(*a);
+        if (!bad.empty()) ctx.fail(StatusCode::kInvalidArgument, bad);
         axes = tensor_to_int64s(*a);
       }
     }
-    const int64_t rank = static_cast<int64_t>(x.rank());
-    if (axes.empty() && noop_) {
+    if (axes.empty() && attrs_.noop) {
       Tensor& y = out(ctx, 0, dt, x.shape());
       if (y.numel()) strided_into(ctx, x, dense_strides(x.shape()), x.shape(), y);
       return;
     }
-    std::vector<bool> mask(static_cast<size_t>(rank), axes.empty());
-    for (int64_t a : axes) {
-      const int64_t lim = std::max<int64_t>(rank, 1);
-      if (a < -lim || a >= lim)
-        ctx.fail(StatusCode::kInvalidArgument,
-                 "axes value " + std::to_string(a) + " is out of range for input 'data' of rank " +
-                     std::to_string(rank) + " (shape " + shape_to_string(x.shape()) + ")");
-      if (rank == 0) continue;
-      const int64_t na = a < 0 ? a + rank : a;
-      if (mask[static_cast<size_t>(na)])
-        ctx.fail(StatusCode::kInvalidArgument, "axes " + ints_to_string(axes) + " name dim " +
-                                                   std::to_string(na) + " more than once");
-      mask[static_cast<size_t>(na)] = true;
-    }
-    Shape out_shape;
-    for (int64_t d = 0; d < rank; ++d) {
-      if (!mask[static_cast<size_t>(d)])
-        out_shape.push_back(x.dim(static_cast<size_t>(d)));
-      else if (keepdims_)
-        out_shape.push_back(1);
-    }
+    const std::vector<bool> mask = reduce::reduce_mask(ctx, axes, x.shape());
+    const Shape out_shape = reduce::reduced_shape(x.shape(), mask, attrs_.keepdims);
     Tensor& y = out(ctx, 0, dt, out_shape);
     if (y.numel() == 0) return;
     reduce::ReduceLayout L;
@@ -282,11 +180,7 @@ class Reduce final : public CudaKernel {
 
  private:
   int op_;
-  int64_t opset_;
-  bool keepdims_ = true;
-  bool axes_from_input_ = false;
-  bool noop_ = false;
-  std::vector<int64_t> axes_;
+  reduce::ReduceAxesAttrs attrs_;
 };
 
 // ---- pooling --------------------------------------------------------------------------
@@ -295,36 +189,12 @@ class Pool final : public CudaKernel {
  public:
   Pool(const KernelInfo& info, bool is_max, bool global)
       : is_max_(is_max), global_(global), opset_(info.opset()) {
-    if (global_) return;
-    attrs_.load(info, true);
-    if ((is_max && opset_ < 10) || (!is_max && opset_ < 19)) attrs_.dilations.clear();
-    ceil_mode_ = opset_ >= 10 && info.attr_int("ceil_mode", 0) != 0;
-    if (!is_max) count_include_pad_ = opset_ >= 7 && info.attr_int("count_include_pad", 0) != 0;
-    if (is_max && opset_ >= 8) {
-      storage_order_ = info.attr_int("storage_order", 0);
-      if (storage_order_ != 0 && storage_order_ != 1)
-        info.fail(StatusCode::kInvalidGraph, "attribute 'storage_order' must be 0 or 1, got " +
-                                                 std::to_string(storage_order_));
-    }
-    if (attrs_.auto_pad == nn::AutoPad::kNotSet && !attrs_.pads.empty()) {
-      const size_t n = attrs_.kernel_shape.size();
-      for (size_t i = 0; i < 2 * n; ++i)
-        if (attrs_.pads[i] >= attrs_.kernel_shape[i % n])
-          info.fail(StatusCode::kInvalidGraph, "attribute 'pads' " +
-                                                   nn::dims_to_string(attrs_.pads) +
-                                                   " must be smaller than the kernel " +
-                                                   nn::dims_to_string(attrs_.kernel_shape));
-    }
-    if (!is_max && info.num_outputs() > 1)
-      info.fail(StatusCode::kInvalidGraph, "AveragePool has a single output");
+    if (!global_) attrs_.load(info, is_max);
   }
 
   void compute(KernelContext& ctx) const override {
     const Tensor& X = dev_input(ctx, 0);
-    if (X.rank() < 3 || (!global_ && X.rank() > 5))
-      ctx.fail(StatusCode::kInvalidArgument,
-               std::string("X must be N x C x D1 x ... with 1 to 3 spatial dims, got ") +
-                   shape_to_string(X.shape()));
+    nn::check_pool_input(ctx, X, global_);
     need(ctx, is_float(X.dtype()), X.dtype());
     const int64_t channels = X.dim(0) * X.dim(1);
     const std::vector<int64_t> in(X.shape().begin() + 2, X.shape().end());
@@ -341,7 +211,7 @@ class Pool final : public CudaKernel {
           ctx.node().op_type.c_str());
       return;
     }
-    const nn::SpatialGeometry g = nn::pool_geometry(ctx, attrs_, in, ceil_mode_);
+    const nn::SpatialGeometry g = nn::pool_geometry(ctx, attrs_.spatial, in, attrs_.ceil_mode);
     Shape ys{X.dim(0), X.dim(1)};
     ys.insert(ys.end(), g.out.begin(), g.out.end());
     Tensor& Y = out(ctx, 0, X.dtype(), ys);
@@ -353,9 +223,9 @@ class Pool final : public CudaKernel {
     std::memset(&p, 0, sizeof(p));
     p.dtype = code(X.dtype());
     p.is_max = is_max_ ? 1 : 0;
-    p.count_include_pad = count_include_pad_ ? 1 : 0;
+    p.count_include_pad = attrs_.count_include_pad ? 1 : 0;
     p.clip_divisor = opset_ >= 19 ? 1 : 0;
-    p.storage_order = static_cast<int>(storage_order_);
+    p.storage_order = static_cast<int>(attrs_.storage_order);
     p.spatial_rank = static_cast<int>(g.rank);
     p.channels = channels;
     for (size_t i = 0; i < 3; ++i) {
@@ -380,10 +250,7 @@ class Pool final : public CudaKernel {
   bool is_max_;
   bool global_;
   int64_t opset_;
-  nn::SpatialAttrs attrs_;
-  bool ceil_mode_ = false;
-  bool count_include_pad_ = false;
-  int64_t storage_order_ = 0;
+  nn::PoolAttrs attrs_;
 };
 
 // ---- MatMul, Gemm, Conv ---------------------------------------------------------------
@@ -531,40 +398,23 @@ class Gemm final : public CudaKernel {
 
 class Conv final : public CudaKernel {
  public:
-  explicit Conv(const KernelInfo& info) : group_(info.attr_int("group", 1)) {
-    attrs_.load(info, false);
-    if (group_ < 1)
-      info.fail(StatusCode::kInvalidGraph,
-                "attribute 'group' must be >= 1, got " + std::to_string(group_));
-  }
+  explicit Conv(const KernelInfo& info) { attrs_.load(info); }
 
   void compute(KernelContext& ctx) const override {
     const Tensor& X = dev_input(ctx, 0);
     const Tensor& W = dev_input(ctx, 1);
     const Tensor* B = dev_input_opt(ctx, 2);
     const DataType dt = X.dtype();
-    if (W.dtype() != dt || (B && B->dtype() != dt))
-      ctx.fail(StatusCode::kInvalidArgument, "X, W and B must have the same element type");
     need(ctx, dt == DataType::kFloat || dt == DataType::kFloat16 || dt == DataType::kDouble, dt);
-    if (X.rank() < 3 || X.rank() > 5 || W.rank() != X.rank())
+    attrs_.check_inputs(ctx, X, W, B);
+    if (X.rank() > 5)
       ctx.fail(StatusCode::kInvalidArgument,
                "X " + shape_to_string(X.shape()) + " and W " + shape_to_string(W.shape()) +
                    " must both be N x C x D1 x ... with 1 to 3 spatial dims");
     const int64_t N = X.dim(0), Cin = X.dim(1), M = W.dim(0);
-    if (W.dim(1) * group_ != Cin || M % group_ != 0)
-      ctx.fail(StatusCode::kInvalidArgument, "W " + shape_to_string(W.shape()) +
-                                                 " does not match X " + shape_to_string(X.shape()) +
-                                                 " with group " + std::to_string(group_));
-    if (B && (B->rank() != 1 || B->dim(0) != M))
-      ctx.fail(StatusCode::kInvalidArgument,
-               "B " + shape_to_string(B->shape()) + " must be [" + std::to_string(M) + "]");
     const std::vector<int64_t> in(X.shape().begin() + 2, X.shape().end());
     const std::vector<int64_t> kernel(W.shape().begin() + 2, W.shape().end());
-    if (!attrs_.kernel_shape.empty() && attrs_.kernel_shape != kernel)
-      ctx.fail(StatusCode::kInvalidArgument, "attribute 'kernel_shape' " +
-                                                 nn::dims_to_string(attrs_.kernel_shape) +
-                                                 " does not match W " + shape_to_string(W.shape()));
-    const nn::SpatialGeometry g = nn::conv_geometry(ctx, attrs_, in, kernel);
+    const nn::SpatialGeometry g = nn::conv_geometry(ctx, attrs_.spatial, in, kernel);
     Shape ys{N, M};
     ys.insert(ys.end(), g.out.begin(), g.out.end());
     Tensor& Y = out(ctx, 0, dt, ys);
@@ -576,7 +426,7 @@ class Conv final : public CudaKernel {
     p.batch = N;
     p.in_channels = Cin;
     p.out_channels = M;
-    p.group = group_;
+    p.group = attrs_.group;
     bool symmetric = true;
     for (size_t i = 0; i < g.rank; ++i) symmetric = symmetric && g.pad_begin[i] == g.pad_end[i];
     // cuDNN pads symmetrically: otherwise the padded input is made here.
@@ -615,8 +465,7 @@ class Conv final : public CudaKernel {
   }
 
  private:
-  int64_t group_;
-  nn::SpatialAttrs attrs_;
+  nn::ConvAttrs attrs_;
 };
 
 }  // namespace

@@ -13,48 +13,18 @@ using namespace kernels_detail;  // NOLINT: the shared helpers read better unqua
 
 class Transpose final : public CudaKernel {
  public:
-  explicit Transpose(const KernelInfo& info) {
-    if (info.has_attr("perm")) {
-      has_perm_ = true;
-      perm_ = info.attr_ints("perm");
-      std::vector<char> seen(perm_.size(), 0);
-      for (int64_t p : perm_) {
-        if (p < 0 || p >= static_cast<int64_t>(perm_.size()) || seen[static_cast<size_t>(p)])
-          info.fail(StatusCode::kInvalidGraph,
-                    "attribute 'perm' " + ints_to_string(perm_) + " is not a permutation");
-        seen[static_cast<size_t>(p)] = 1;
-      }
-    }
-  }
+  explicit Transpose(const KernelInfo& info) { attrs_.load(info); }
 
   void compute(KernelContext& ctx) const override {
     const Tensor& x = dev_input(ctx, 0);
-    const size_t rank = x.rank();
-    std::vector<int64_t> perm(rank);
-    if (has_perm_) {
-      if (perm_.size() != rank)
-        ctx.fail(StatusCode::kInvalidArgument, "attribute 'perm' " + ints_to_string(perm_) +
-                                                   " has " + std::to_string(perm_.size()) +
-                                                   " entries but the input has shape " +
-                                                   shape_to_string(x.shape()));
-      perm = perm_;
-    } else {
-      for (size_t i = 0; i < rank; ++i) perm[i] = static_cast<int64_t>(rank - 1 - i);
-    }
-    const std::vector<int64_t> in_strides = dense_strides(x.shape());
-    Shape shape(rank);
-    std::vector<int64_t> src(rank);
-    for (size_t i = 0; i < rank; ++i) {
-      shape[i] = x.dim(static_cast<size_t>(perm[i]));
-      src[i] = in_strides[static_cast<size_t>(perm[i])];
-    }
-    Tensor& y = out(ctx, 0, x.dtype(), shape);
-    if (y.numel()) strided_into(ctx, x, src, shape, y);
+    const tensor_ops::StridedView view =
+        tensor_ops::transpose_view(x.shape(), attrs_.resolve(ctx, x.shape()));
+    Tensor& y = out(ctx, 0, x.dtype(), view.shape);
+    if (y.numel()) strided_into(ctx, x, view.strides, view.shape, y);
   }
 
  private:
-  bool has_perm_ = false;
-  std::vector<int64_t> perm_;
+  tensor_ops::TransposeAttrs attrs_;
 };
 
 class Concat final : public CudaKernel {
@@ -122,26 +92,17 @@ class Concat final : public CudaKernel {
 class Slice final : public CudaKernel {
  public:
   explicit Slice(const KernelInfo& info) : opset_(info.opset()) {
-    if (opset_ < 10) {
-      if (!info.has_attr("starts") || !info.has_attr("ends"))
-        info.fail(StatusCode::kInvalidGraph, "missing attribute 'starts' or 'ends'");
-      starts_ = info.attr_ints("starts");
-      ends_ = info.attr_ints("ends");
-      has_axes_ = info.has_attr("axes");
-      axes_ = info.attr_ints("axes");
-    }
+    if (opset_ < 10) attrs_.load(info);
   }
 
   void compute(KernelContext& ctx) const override {
     const Tensor& data = dev_input(ctx, 0);
-    const Shape& in = data.shape();
-    const int64_t rank = static_cast<int64_t>(in.size());
     std::vector<int64_t> starts, ends, axes, steps;
-    bool has_axes = has_axes_, has_steps = false;
+    bool has_axes = attrs_.has_axes, has_steps = false;
     if (opset_ < 10) {
-      starts = starts_;
-      ends = ends_;
-      axes = axes_;
+      starts = attrs_.starts;
+      ends = attrs_.ends;
+      axes = attrs_.axes;
     } else {
       const Tensor* st = host_input(ctx, 1);
       const Tensor* en = host_input(ctx, 2);
@@ -158,70 +119,18 @@ class Slice final : public CudaKernel {
         has_steps = true;
       }
     }
-    const size_t n = starts.size();
-    if (ends.size() != n)
-      ctx.fail(StatusCode::kInvalidArgument, "'starts' " + ints_to_string(starts) + " and 'ends' " +
-                                                 ints_to_string(ends) + " differ in length");
-    if (has_axes && axes.size() != n)
-      ctx.fail(StatusCode::kInvalidArgument, "'axes' " + ints_to_string(axes) +
-                                                 " must have as many entries as 'starts' " +
-                                                 ints_to_string(starts));
-    if (has_steps && steps.size() != n)
-      ctx.fail(StatusCode::kInvalidArgument, "'steps' " + ints_to_string(steps) +
-                                                 " must have as many entries as 'starts' " +
-                                                 ints_to_string(starts));
-    if (!has_axes) {
-      if (static_cast<int64_t>(n) > rank)
-        ctx.fail(StatusCode::kInvalidArgument, "'starts' " + ints_to_string(starts) +
-                                                   " has more entries than the input rank " +
-                                                   std::to_string(rank));
-      axes.resize(n);
-      for (size_t i = 0; i < n; ++i) axes[i] = static_cast<int64_t>(i);
-    }
-    if (!has_steps) steps.assign(n, 1);
-    const std::vector<int64_t> norm = tensor_ops::normalize_axes(ctx, axes, rank, "axes");
-    const std::vector<int64_t> in_strides = dense_strides(in);
-    Shape shape = in;
-    std::vector<int64_t> src_strides = in_strides;
-    int64_t src_offset = 0;
-    for (size_t i = 0; i < n; ++i) {
-      const size_t a = static_cast<size_t>(norm[i]);
-      const int64_t dim = in[a];
-      const int64_t step = steps[i];
-      if (step == 0)
-        ctx.fail(StatusCode::kInvalidArgument,
-                 "'steps' " + ints_to_string(steps) + " has a 0 (axis " + std::to_string(a) + ")");
-      int64_t start = starts[i], end = ends[i];
-      if (start < 0) start += dim;
-      if (end < 0) end += dim;
-      int64_t count = 0;
-      if (step > 0) {
-        start = std::min(std::max<int64_t>(start, 0), dim);
-        end = std::min(std::max<int64_t>(end, 0), dim);
-        if (end > start) count = 1 + (end - start - 1) / step;
-      } else {
-        start = std::min(std::max<int64_t>(start, 0), dim - 1);
-        end = std::min(std::max<int64_t>(end, -1), dim - 1);
-        if (start > end) {
-          const uint64_t mag = static_cast<uint64_t>(-(step + 1)) + 1;
-          count = 1 + static_cast<int64_t>(static_cast<uint64_t>(start - end - 1) / mag);
-        }
-      }
-      shape[a] = count;
-      if (count > 0) src_offset += start * in_strides[a];
-      src_strides[a] = count > 1 ? step * in_strides[a] : 0;
-    }
-    Tensor& y = out(ctx, 0, data.dtype(), shape);
+    const tensor_ops::StridedView view = tensor_ops::slice_view(
+        ctx, data.shape(), starts, ends, std::move(axes), has_axes, std::move(steps), has_steps);
+    Tensor& y = out(ctx, 0, data.dtype(), view.shape);
     if (y.numel() == 0) return;
     const char* src = static_cast<const char*>(data.raw_data()) +
-                      src_offset * static_cast<int64_t>(dtype_size(data.dtype()));
-    strided_into(ctx, data, src_strides, shape, y, src);
+                      view.offset * static_cast<int64_t>(dtype_size(data.dtype()));
+    strided_into(ctx, data, view.strides, view.shape, y, src);
   }
 
  private:
   int64_t opset_;
-  std::vector<int64_t> starts_, ends_, axes_;
-  bool has_axes_ = false;
+  tensor_ops::SliceAttrs attrs_;
 };
 
 class Gather final : public CudaKernel {

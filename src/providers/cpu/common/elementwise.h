@@ -21,7 +21,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "providers/cpu/common/broadcast.h"
+#include "providers/shared/broadcast_shape.h"
 #include "ortlite/dtype.h"
 #include "ortlite/kernel.h"
 #include "ortlite/thread_pool.h"

@@ -37,13 +37,14 @@
 #include <mutex>
 #include <vector>
 
-#include "providers/cpu/common/broadcast.h"
+#include "providers/shared/broadcast_shape.h"
 #include "compute/conv_avx512.h"
 #include "providers/cpu/nn/conv_internal.h"
 #include "compute/activation.h"
 #include "compute/fused_gemm.h"
 #include "compute/gemm.h"
 #include "providers/cpu/nn/nn_common.h"
+#include "providers/shared/conv_attrs.h"
 #include "compute/simd.h"
 
 namespace ortlite {
@@ -516,11 +517,7 @@ void broadcast_add_act(const T* a, const Shape& as, const T* b, const Shape& bs,
 class Conv final : public Kernel {
  public:
   Conv(const KernelInfo& info, bool fused) : fused_(fused) {
-    attrs_.load(info, false);
-    group_ = info.attr_int("group", 1);
-    if (group_ < 1)
-      info.fail(StatusCode::kInvalidGraph,
-                "attribute 'group' must be >= 1, got " + std::to_string(group_));
+    attrs_.load(info);
     std::vector<float> scale;
     if (fused_) {
       if (info.num_inputs() > 4)
@@ -536,19 +533,8 @@ class Conv final : public Kernel {
                 "attribute 'w_scale' (" + std::to_string(scale.size()) +
                     " values) needs a constant float W with as many output channels");
     if (!w) return;
-    if (w->rank() < 3)
-      info.fail(StatusCode::kInvalidGraph, "W must have rank >= 3 (M x C/group x k1 x ...), got " +
-                                               shape_to_string(w->shape()));
-    const size_t n = attrs_.implied_rank();
-    if (n != 0 && n != w->rank() - 2)
-      info.fail(StatusCode::kInvalidGraph,
-                "W " + shape_to_string(w->shape()) + " has " + std::to_string(w->rank() - 2) +
-                    " spatial axes but the attributes imply " + std::to_string(n));
+    attrs_.check_constant_w(info, *w);
     const int64_t M = w->dim(0);
-    if (M % group_ != 0)
-      info.fail(StatusCode::kInvalidGraph,
-                "W " + shape_to_string(w->shape()) + ": " + std::to_string(M) +
-                    " output channels are not divisible by group " + std::to_string(group_));
     w_dtype_ = w->dtype();
     w_shape_ = w->shape();
     if (w->numel() == 0) return;
@@ -564,7 +550,7 @@ class Conv final : public Kernel {
       convert_to_float(w->dtype(), w->raw_data(), f.data(), w->numel());
       wf = f.data();
     }
-    const int64_t Mg = M / group_, Kg = per;
+    const int64_t Mg = M / attrs_.group, Kg = per;
     if (w->dim(1) == 1) {
       // Direct depthwise reads W itself, or a scaled copy when w_scale changes it.
       if (!scale.empty()) {
@@ -581,7 +567,7 @@ class Conv final : public Kernel {
       return;
     }
     if (wf && fgemm::available()) {
-      for (int64_t g = 0; g < group_; ++g) {
+      for (int64_t g = 0; g < attrs_.group; ++g) {
         fused_w_.push_back(fgemm::Packed::pack(wf + g * Mg * Kg, Kg, Mg, Kg, false));
         if (!scale.empty()) fused_w_.back().scale_outputs(scale.data() + g * Mg);
       }
@@ -594,10 +580,10 @@ class Conv final : public Kernel {
       wf = f.data();
     }
     if (wf) {
-      for (int64_t g = 0; g < group_; ++g)
+      for (int64_t g = 0; g < attrs_.group; ++g)
         packed_f32_.push_back(pack_gemm_a<float>(false, Mg, Kg, wf + g * Mg * Kg, Kg));
     } else if (w->dtype() == DataType::kDouble) {
-      for (int64_t g = 0; g < group_; ++g)
+      for (int64_t g = 0; g < attrs_.group; ++g)
         packed_f64_.push_back(
             pack_gemm_a<double>(false, Mg, Kg, w->data<double>() + g * Mg * Kg, Kg));
     }
@@ -608,39 +594,15 @@ class Conv final : public Kernel {
     const Tensor& W = ctx.required_input(1);
     const Tensor* B = ctx.input(2);
     const Tensor* Z = fused_ ? ctx.input(3) : nullptr;
-    if (X.rank() < 3)
-      ctx.fail(StatusCode::kInvalidArgument,
-               "X must have rank >= 3 (N x C x D1 x ...), got " + shape_to_string(X.shape()));
-    if (W.rank() != X.rank())
-      ctx.fail(StatusCode::kInvalidArgument, "X " + shape_to_string(X.shape()) + " and W " +
-                                                 shape_to_string(W.shape()) +
-                                                 " must have the same rank");
-    if (W.dtype() != X.dtype() || (B && B->dtype() != X.dtype()))
-      ctx.fail(StatusCode::kInvalidArgument,
-               std::string("X, W and B must have the same element type, got X ") +
-                   dtype_name(X.dtype()) + ", W " + dtype_name(W.dtype()) +
-                   (B ? std::string(", B ") + dtype_name(B->dtype()) : std::string()));
+    attrs_.check_inputs(ctx, X, W, B);
     if (Z && Z->dtype() != X.dtype())
       ctx.fail(StatusCode::kInvalidArgument, std::string("the summed input Z must have X's ") +
                                                  "element type " + dtype_name(X.dtype()) +
                                                  ", got " + dtype_name(Z->dtype()));
     const int64_t N = X.dim(0), C = X.dim(1), M = W.dim(0);
-    if (C != W.dim(1) * group_)
-      ctx.fail(StatusCode::kInvalidArgument,
-               "X " + shape_to_string(X.shape()) + " has " + std::to_string(C) +
-                   " channels but W " + shape_to_string(W.shape()) + " expects " +
-                   std::to_string(W.dim(1)) + " per group x group " + std::to_string(group_));
-    if (M % group_ != 0)
-      ctx.fail(StatusCode::kInvalidArgument,
-               "W " + shape_to_string(W.shape()) + ": " + std::to_string(M) +
-                   " output channels are not divisible by group " + std::to_string(group_));
-    if (B && (B->rank() != 1 || B->dim(0) != M))
-      ctx.fail(StatusCode::kInvalidArgument,
-               "B " + shape_to_string(B->shape()) + " must be 1-D with " + std::to_string(M) +
-                   " elements (W " + shape_to_string(W.shape()) + ")");
     const std::vector<int64_t> in(X.shape().begin() + 2, X.shape().end());
     const std::vector<int64_t> kernel(W.shape().begin() + 2, W.shape().end());
-    const SpatialGeometry geo = conv_geometry(ctx, attrs_, in, kernel);
+    const SpatialGeometry geo = conv_geometry(ctx, attrs_.spatial, in, kernel);
     Shape yshape{N, M};
     yshape.insert(yshape.end(), geo.out.begin(), geo.out.end());
     // Z of Y's shape is added in the epilogue; any other shape the way Add broadcasts,
@@ -718,13 +680,13 @@ class Conv final : public Kernel {
   // 112x112: 27 vs 37 us, 758 vs 797 us; at 32 Winograd wins from 28x28 up: 130 vs 167 us).
   // Once chosen, Winograd runs for any input size.
   bool winograd_candidate(const Tensor& w) const {
-    if (w.rank() != 4 || w.dim(2) != 3 || w.dim(3) != 3 || group_ != 1) return false;
+    if (w.rank() != 4 || w.dim(2) != 3 || w.dim(3) != 3 || attrs_.group != 1) return false;
     // U is 4x the size of W: no more than 128 x 128 channels (2.4 MiB). 256 channels at
     // 14 x 14 would still gain (1.5 vs 2.1 ms) but add 21 MiB to ResNet-18's peak RSS.
     if (w.dim(0) < 32 || w.dim(1) < 32 || w.dim(0) * w.dim(1) > kWinoMaxChannels) return false;
-    for (int64_t s : attrs_.strides)
+    for (int64_t s : attrs_.spatial.strides)
       if (s != 1) return false;
-    for (int64_t d : attrs_.dilations)
+    for (int64_t d : attrs_.spatial.dilations)
       if (d != 1) return false;
     return true;
   }
@@ -742,7 +704,7 @@ class Conv final : public Kernel {
     const bool into_out = out_shape == yshape;
     std::vector<T> tmp;
     if (!into_out) tmp.resize(static_cast<size_t>(shape_size(yshape)));
-    ConvArgs<T> a{&geo, x, wt, {}, into_out ? y : tmp.data(), N, C, M, group_};
+    ConvArgs<T> a{&geo, x, wt, {}, into_out ? y : tmp.data(), N, C, M, attrs_.group};
     a.ep.bias = bias;
     a.ep.z = z_direct ? z : nullptr;
     if (!Z || z_direct) a.ep.act = act_;
@@ -753,8 +715,7 @@ class Conv final : public Kernel {
   static constexpr int64_t kWinoMaxChannels = 128 * 128;
 
   bool fused_;
-  SpatialAttrs attrs_;
-  int64_t group_ = 1;
+  ConvAttrs attrs_;
   ActSpec act_;
   DataType w_dtype_ = DataType::kUndefined;  // the constant W the members below come from
   Shape w_shape_;

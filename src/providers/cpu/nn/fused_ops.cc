@@ -15,7 +15,7 @@
 #include <cstring>
 #include <vector>
 
-#include "providers/cpu/common/broadcast.h"
+#include "providers/shared/broadcast_shape.h"
 #include "compute/activation.h"
 #include "compute/fused_gemm.h"
 #include "compute/gemm.h"

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <vector>
 
-#include "providers/cpu/common/broadcast.h"
+#include "providers/shared/broadcast_shape.h"
 #include "compute/fused_gemm.h"
 #include "compute/gemm.h"
 #include "compute/int_gemm.h"

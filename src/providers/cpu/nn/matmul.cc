@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "providers/cpu/common/broadcast.h"
+#include "providers/shared/broadcast_shape.h"
 #include "compute/gemm.h"
 #include "compute/int_gemm.h"
 #include "providers/cpu/nn/nn_common.h"

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ortlite/kernel.h"
+#include "providers/shared/spatial_attrs.h"
 
 namespace ortlite {
 namespace nn {
@@ -41,50 +42,11 @@ void register_fused_conf(KernelRegistry& r);           // fused_ops.cc: com.ortl
 void convert_to_float(DataType dtype, const void* src, float* dst, int64_t n);
 void convert_from_float(DataType dtype, const float* src, void* dst, int64_t n);
 
-// ---- spatial attributes (Conv, pooling) --------------------------------------------------
-
-enum class AutoPad { kNotSet, kValid, kSameUpper, kSameLower };
-
-struct SpatialAttrs {
-  AutoPad auto_pad = AutoPad::kNotSet;
-  std::vector<int64_t> kernel_shape;  // empty when not given (Conv infers it from W)
-  std::vector<int64_t> strides;       // empty: all 1
-  std::vector<int64_t> pads;          // empty: all 0 (begins then ends)
-  std::vector<int64_t> dilations;     // empty: all 1
-
-  // Reads and validates auto_pad, kernel_shape, strides, pads, dilations; throws
-  // kInvalidGraph (via info.fail) on unknown auto_pad, non-positive strides / dilations /
-  // kernel dims, negative pads, an odd pads length or lengths that disagree.
-  void load(const KernelInfo& info, bool kernel_required);
-
-  // Spatial rank the attributes imply (0 when none of them fixes it).
-  size_t implied_rank() const;
-};
-
-// The attributes resolved for one input: per spatial dim.
-struct SpatialGeometry {
-  size_t rank = 0;
-  std::vector<int64_t> in, out, kernel, stride, dilation, pad_begin, pad_end;
-};
-
-// Resolves the geometry of a Conv: `in` are the input spatial dims, `kernel` the kernel
-// dims (from W). Fails with kInvalidArgument (via ctx.fail) when attribute lengths do not
-// match the input rank or the (dilated) kernel does not fit the padded input.
-SpatialGeometry conv_geometry(const KernelContext& ctx, const SpatialAttrs& a,
-                              const std::vector<int64_t>& in, const std::vector<int64_t>& kernel);
-
-// Pooling geometry (onnxruntime's rules: ceil_mode, and with ceil_mode the last window must
-// start inside the input or its begin padding).
 // Expands the input of one group (Cg channels, in[] image each) for output positions
 // [p0, p0 + pc) into col[(c * ksize + k) * pc + (p - p0)], zero where a tap falls in the
 // padding (conv.cc; instantiated for float, other types inside conv.cc).
 template <typename T>
 void im2col(const T* x, const SpatialGeometry& g, int64_t Cg, int64_t p0, int64_t pc, T* col);
-
-SpatialGeometry pool_geometry(const KernelContext& ctx, const SpatialAttrs& a,
-                              const std::vector<int64_t>& in, bool ceil_mode);
-
-std::string dims_to_string(const std::vector<int64_t>& v);
 
 inline int64_t floor_div(int64_t a, int64_t b) {
   return a >= 0 ? a / b : -((-a + b - 1) / b);

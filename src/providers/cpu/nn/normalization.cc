@@ -6,8 +6,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "providers/cpu/common/broadcast.h"
+#include "providers/shared/broadcast_shape.h"
 #include "providers/cpu/nn/nn_common.h"
+#include "providers/shared/norm_attrs.h"
 #include "compute/simd.h"
 
 namespace ortlite {
@@ -141,55 +142,21 @@ void ln_apply(const double* x, double* y, int64_t n, double mean, double inv, co
 
 class BatchNorm final : public Kernel {
  public:
-  explicit BatchNorm(const KernelInfo& info)
-      : epsilon_(info.attr_float("epsilon", 1e-5f)), opset_(info.opset()) {
-    if (opset_ >= 14) {
-      if (info.attr_int("training_mode", 0) != 0)
-        info.fail(StatusCode::kNotImplemented,
-                  "training_mode = 1 is not supported (ortlite runs inference only)");
-      for (size_t i = 1; i < info.num_outputs(); ++i)
-        if (!info.node().outputs[i].empty())
-          info.fail(StatusCode::kInvalidGraph,
-                    "outputs running_mean / running_var are only produced in training mode");
-    } else {
-      for (size_t i = 1; i < info.num_outputs(); ++i)
-        if (!info.node().outputs[i].empty())
-          info.fail(StatusCode::kNotImplemented,
-                    "the mean / var / saved_mean / saved_var outputs mean training mode, which "
-                    "is not supported (ortlite runs inference only)");
-    }
-    if (opset_ < 9) spatial_ = info.attr_int("spatial", 1) != 0;
-  }
+  explicit BatchNorm(const KernelInfo& info) { attrs_.load(info); }
 
   void compute(KernelContext& ctx) const override {
     const Tensor& X = ctx.required_input(0);
     const Tensor* params[4] = {&ctx.required_input(1), &ctx.required_input(2),
                                &ctx.required_input(3), &ctx.required_input(4)};
-    static const char* const kNames[4] = {"scale", "B", "input_mean", "input_var"};
-    if (X.rank() < 2)
-      ctx.fail(StatusCode::kInvalidArgument,
-               "X must have rank >= 2 (N x C x ...), got " + shape_to_string(X.shape()));
+    attrs_.check_x(ctx, X);
     if (!is_float_type(X.dtype()))
       ctx.fail(StatusCode::kNotImplemented,
                std::string("element type ") + dtype_name(X.dtype()) + " is not supported");
     const int64_t N = X.dim(0), C = X.dim(1);
     int64_t inner = 1;
     for (size_t i = 2; i < X.rank(); ++i) inner *= X.dim(i);
-    const int64_t count = spatial_ ? C : C * inner;
-    for (int i = 0; i < 4; ++i) {
-      const Tensor& p = *params[i];
-      if (!is_float_type(p.dtype()) || (opset_ < 14 && p.dtype() != X.dtype()))
-        ctx.fail(StatusCode::kInvalidArgument, std::string("input ") + kNames[i] +
-                                                   " has element type " + dtype_name(p.dtype()) +
-                                                   ", X has " + dtype_name(X.dtype()));
-      if (p.numel() != count || (spatial_ && p.rank() != 1))
-        ctx.fail(StatusCode::kInvalidArgument,
-                 std::string("input ") + kNames[i] + " " + shape_to_string(p.shape()) +
-                     " does not match X " + shape_to_string(X.shape()) + " (expected " +
-                     (spatial_ ? "[" + std::to_string(C) + "]"
-                               : std::to_string(count) + " elements (C x D1 x ...)") +
-                     ")");
-    }
+    const int64_t count = attrs_.param_count(X);
+    for (size_t i = 0; i < 4; ++i) attrs_.check_param(ctx, X, *params[i], i);
     Tensor& Y = ctx.allocate_output(0, X.dtype(), X.shape());
     if (Y.numel() == 0) return;
     ThreadPool* pool = ctx.thread_pool();
@@ -200,7 +167,7 @@ class BatchNorm final : public Kernel {
       // y = x * a + b with a = scale / sqrt(var + eps), b = bias - mean * a.
       std::vector<T> a(static_cast<size_t>(count)), b(static_cast<size_t>(count));
       for (int64_t i = 0; i < count; ++i) {
-        const T inv_std = T(1) / std::sqrt(var[i] + static_cast<T>(epsilon_));
+        const T inv_std = T(1) / std::sqrt(var[i] + static_cast<T>(attrs_.epsilon));
         a[i] = inv_std * scale[i];
         b[i] = bias[i] - mean[i] * a[i];
       }
@@ -209,7 +176,7 @@ class BatchNorm final : public Kernel {
           const int64_t c = nc % C;
           const T* xp = x + nc * inner;
           T* yp = y + nc * inner;
-          if (spatial_) {
+          if (attrs_.spatial) {
             const T ac = a[c], bc = b[c];
             for (int64_t i = 0; i < inner; ++i) yp[i] = xp[i] * ac + bc;
           } else {
@@ -223,9 +190,7 @@ class BatchNorm final : public Kernel {
   }
 
  private:
-  float epsilon_;
-  int64_t opset_;
-  bool spatial_ = true;
+  BatchNormAttrs attrs_;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -237,17 +202,8 @@ std::vector<T> expand_param(const KernelContext& ctx, const Tensor& p, const Sha
                             const char* what) {
   const int64_t size = shape_size(target);
   std::vector<T> values = read_as<T>(p);
+  check_norm_param(ctx, p, target, what);
   if (p.numel() == size) return values;
-  bool ok = p.rank() <= target.size();
-  for (size_t i = 0; ok && i < p.rank(); ++i) {
-    const int64_t d = p.dim(p.rank() - 1 - i);
-    const int64_t t = target[target.size() - 1 - i];
-    ok = d == t || d == 1;
-  }
-  if (!ok)
-    ctx.fail(StatusCode::kInvalidArgument,
-             std::string("input ") + what + " " + shape_to_string(p.shape()) +
-                 " cannot be broadcast to the normalized shape " + shape_to_string(target));
   const std::vector<int64_t> st = broadcast_strides(p.shape(), target);
   std::vector<T> out(static_cast<size_t>(size));
   std::vector<int64_t> idx(target.size(), 0);
@@ -267,13 +223,7 @@ std::vector<T> expand_param(const KernelContext& ctx, const Tensor& p, const Sha
 
 class LayerNorm final : public Kernel {
  public:
-  explicit LayerNorm(const KernelInfo& info)
-      : axis_(info.attr_int("axis", -1)), epsilon_(info.attr_float("epsilon", 1e-5f)) {
-    const int64_t stash = info.attr_int("stash_type", 1);
-    if (stash != 1)
-      info.fail(StatusCode::kNotImplemented,
-                "stash_type " + std::to_string(stash) + " is not supported (only 1: float)");
-  }
+  explicit LayerNorm(const KernelInfo& info) { attrs_.load(info); }
 
   void compute(KernelContext& ctx) const override {
     const Tensor& X = ctx.required_input(0);
@@ -282,28 +232,10 @@ class LayerNorm final : public Kernel {
     if (!is_float_type(X.dtype()))
       ctx.fail(StatusCode::kNotImplemented,
                std::string("element type ") + dtype_name(X.dtype()) + " is not supported");
-    if (S.dtype() != X.dtype() || (B && B->dtype() != X.dtype()))
-      ctx.fail(StatusCode::kInvalidArgument,
-               std::string("X, Scale and B must have the same element type, got X ") +
-                   dtype_name(X.dtype()) + ", Scale " + dtype_name(S.dtype()) +
-                   (B ? std::string(", B ") + dtype_name(B->dtype()) : std::string()));
-    const int64_t rank = static_cast<int64_t>(X.rank());
-    if (rank == 0) ctx.fail(StatusCode::kInvalidArgument, "X must have rank >= 1, got a scalar");
-    if (axis_ < -rank || axis_ >= rank)
-      ctx.fail(StatusCode::kInvalidArgument, "attribute 'axis' " + std::to_string(axis_) +
-                                                 " is out of range for X " +
-                                                 shape_to_string(X.shape()));
-    const int64_t axis = axis_ < 0 ? axis_ + rank : axis_;
-    const Shape norm_shape(X.shape().begin() + axis, X.shape().end());
-    int64_t outer = 1;
-    for (int64_t i = 0; i < axis; ++i) outer *= X.dim(static_cast<size_t>(i));
-    const int64_t norm = shape_size(norm_shape);
-    if (norm == 0)
-      ctx.fail(StatusCode::kInvalidArgument, "the normalized dims X.shape[axis:] " +
-                                                 shape_to_string(norm_shape) + " of X " +
-                                                 shape_to_string(X.shape()) + " are empty");
-    Shape stat_shape(X.shape().begin(), X.shape().begin() + axis);
-    stat_shape.resize(static_cast<size_t>(rank), 1);
+    const LayerNormDims d = layer_norm_dims(ctx, attrs_, X, S, B);
+    const Shape& norm_shape = d.norm_shape;
+    const int64_t outer = d.outer, norm = d.norm;
+    const Shape& stat_shape = d.stat_shape;
 
     Tensor& Y = ctx.allocate_output(0, X.dtype(), X.shape());
     float* mean_out = nullptr;
@@ -324,7 +256,7 @@ class LayerNorm final : public Kernel {
           const T* xp = x + r * norm;
           T* yp = y + r * norm;
           double mean, inv;
-          row_moments(xp, norm, static_cast<double>(epsilon_), &mean, &inv);
+          row_moments(xp, norm, static_cast<double>(attrs_.epsilon), &mean, &inv);
           ln_apply(xp, yp, norm, static_cast<T>(mean), static_cast<T>(inv), scale.data(),
                    B ? bias.data() : nullptr);
           if (mean_out) mean_out[r] = static_cast<float>(mean);
@@ -335,8 +267,7 @@ class LayerNorm final : public Kernel {
   }
 
  private:
-  int64_t axis_;
-  float epsilon_;
+  LayerNormAttrs attrs_;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -349,24 +280,12 @@ class InstanceNorm final : public Kernel {
     const Tensor& X = ctx.required_input(0);
     const Tensor& S = ctx.required_input(1);
     const Tensor& B = ctx.required_input(2);
-    if (X.rank() < 3)
-      ctx.fail(StatusCode::kInvalidArgument,
-               "X must have rank >= 3 (N x C x D1 x ...), got " + shape_to_string(X.shape()));
+    check_instance_norm_x(ctx, X);
     if (!is_float_type(X.dtype()))
       ctx.fail(StatusCode::kNotImplemented,
                std::string("element type ") + dtype_name(X.dtype()) + " is not supported");
     const int64_t N = X.dim(0), C = X.dim(1);
-    for (const Tensor* p : {&S, &B}) {
-      if (p->dtype() != X.dtype())
-        ctx.fail(StatusCode::kInvalidArgument,
-                 std::string("scale and B must have X's element type ") + dtype_name(X.dtype()) +
-                     ", got " + dtype_name(p->dtype()));
-      if (p->rank() != 1 || p->dim(0) != C)
-        ctx.fail(StatusCode::kInvalidArgument,
-                 std::string(p == &S ? "scale " : "B ") + shape_to_string(p->shape()) +
-                     " must be 1-D with C = " + std::to_string(C) + " elements (X " +
-                     shape_to_string(X.shape()) + ")");
-    }
+    check_instance_norm_params(ctx, X, S, B);
     int64_t inner = 1;
     for (size_t i = 2; i < X.rank(); ++i) inner *= X.dim(i);
     Tensor& Y = ctx.allocate_output(0, X.dtype(), X.shape());

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "providers/cpu/nn/nn_common.h"
+#include "providers/shared/pool_attrs.h"
 #include "compute/simd.h"
 
 namespace ortlite {
@@ -301,37 +302,12 @@ class Pool final : public Kernel {
  public:
   Pool(const KernelInfo& info, Kind kind, bool global)
       : kind_(kind), global_(global), opset_(info.opset()) {
-    if (global_) return;
-    attrs_.load(info, true);
-    const bool is_max = kind_ == Kind::kMax;
-    // dilations: MaxPool 10+, AveragePool 19+; ceil_mode: 10+ for both.
-    if ((is_max && opset_ < 10) || (!is_max && opset_ < 19)) attrs_.dilations.clear();
-    ceil_mode_ = opset_ >= 10 && info.attr_int("ceil_mode", 0) != 0;
-    if (!is_max) count_include_pad_ = opset_ >= 7 && info.attr_int("count_include_pad", 0) != 0;
-    if (is_max && opset_ >= 8) {
-      storage_order_ = info.attr_int("storage_order", 0);
-      if (storage_order_ != 0 && storage_order_ != 1)
-        info.fail(StatusCode::kInvalidGraph, "attribute 'storage_order' must be 0 or 1, got " +
-                                                 std::to_string(storage_order_));
-    }
-    if (attrs_.auto_pad == AutoPad::kNotSet && !attrs_.pads.empty()) {
-      const size_t n = attrs_.kernel_shape.size();
-      for (size_t i = 0; i < 2 * n; ++i)
-        if (attrs_.pads[i] >= attrs_.kernel_shape[i % n])
-          info.fail(StatusCode::kInvalidGraph, "attribute 'pads' " + dims_to_string(attrs_.pads) +
-                                                   " must be smaller than the kernel " +
-                                                   dims_to_string(attrs_.kernel_shape));
-    }
-    if (!is_max && info.num_outputs() > 1)
-      info.fail(StatusCode::kInvalidGraph, "AveragePool has a single output");
+    if (!global_) attrs_.load(info, kind_ == Kind::kMax);
   }
 
   void compute(KernelContext& ctx) const override {
     const Tensor& X = ctx.required_input(0);
-    if (X.rank() < 3 || (!global_ && X.rank() > 5))
-      ctx.fail(StatusCode::kInvalidArgument,
-               std::string("X must be N x C x D1 x ... with 1 to 3 spatial dims, got ") +
-                   shape_to_string(X.shape()));
+    check_pool_input(ctx, X, global_);
     const DataType dt = X.dtype();
     const bool is_max = kind_ == Kind::kMax;
     const bool ok_type = dt == DataType::kFloat || dt == DataType::kDouble ||
@@ -368,7 +344,7 @@ class Pool final : public Kernel {
       }
     }
 
-    const SpatialGeometry sg = pool_geometry(ctx, attrs_, in, ceil_mode_);
+    const SpatialGeometry sg = pool_geometry(ctx, attrs_.spatial, in, attrs_.ceil_mode);
     Shape ys{X.dim(0), X.dim(1)};
     ys.insert(ys.end(), sg.out.begin(), sg.out.end());
     Tensor& Y = ctx.allocate_output(0, dt, ys);
@@ -380,21 +356,21 @@ class Pool final : public Kernel {
     if (is_max) {
       switch (dt) {
         case DataType::kFloat:
-          return max_pool<float>(g, X.data<float>(), Y.data<float>(), ind, channels, storage_order_,
-                                 pool);
+          return max_pool<float>(g, X.data<float>(), Y.data<float>(), ind, channels,
+                                 attrs_.storage_order, pool);
         case DataType::kDouble:
           return max_pool<double>(g, X.data<double>(), Y.data<double>(), ind, channels,
-                                  storage_order_, pool);
+                                  attrs_.storage_order, pool);
         case DataType::kInt8:
           return max_pool<int8_t>(g, X.data<int8_t>(), Y.data<int8_t>(), ind, channels,
-                                  storage_order_, pool);
+                                  attrs_.storage_order, pool);
         case DataType::kUInt8:
           return max_pool<uint8_t>(g, X.data<uint8_t>(), Y.data<uint8_t>(), ind, channels,
-                                   storage_order_, pool);
+                                   attrs_.storage_order, pool);
         default: {
           std::vector<float> x(static_cast<size_t>(X.numel())), y(static_cast<size_t>(Y.numel()));
           convert_to_float(dt, X.raw_data(), x.data(), X.numel());
-          max_pool<float>(g, x.data(), y.data(), ind, channels, storage_order_, pool);
+          max_pool<float>(g, x.data(), y.data(), ind, channels, attrs_.storage_order, pool);
           convert_from_float(dt, y.data(), Y.raw_data(), Y.numel());
           return;
         }
@@ -404,14 +380,15 @@ class Pool final : public Kernel {
     switch (dt) {
       case DataType::kFloat:
         return avg_pool<float, float>(g, X.data<float>(), Y.data<float>(), channels,
-                                      count_include_pad_, clip, pool);
+                                      attrs_.count_include_pad, clip, pool);
       case DataType::kDouble:
         return avg_pool<double, double>(g, X.data<double>(), Y.data<double>(), channels,
-                                        count_include_pad_, clip, pool);
+                                        attrs_.count_include_pad, clip, pool);
       default: {
         std::vector<float> x(static_cast<size_t>(X.numel())), y(static_cast<size_t>(Y.numel()));
         convert_to_float(dt, X.raw_data(), x.data(), X.numel());
-        avg_pool<float, float>(g, x.data(), y.data(), channels, count_include_pad_, clip, pool);
+        avg_pool<float, float>(g, x.data(), y.data(), channels, attrs_.count_include_pad, clip,
+                               pool);
         convert_from_float(dt, y.data(), Y.raw_data(), Y.numel());
         return;
       }
@@ -422,10 +399,7 @@ class Pool final : public Kernel {
   Kind kind_;
   bool global_;
   int64_t opset_;
-  SpatialAttrs attrs_;
-  bool ceil_mode_ = false;
-  bool count_include_pad_ = false;
-  int64_t storage_order_ = 0;
+  PoolAttrs attrs_;
 };
 
 template <Kind K, bool Global>

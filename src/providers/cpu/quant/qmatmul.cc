@@ -13,7 +13,7 @@
 #include <cmath>
 #include <vector>
 
-#include "providers/cpu/common/broadcast.h"
+#include "providers/shared/broadcast_shape.h"
 #include "compute/gemm.h"
 #include "providers/cpu/nn/nn_common.h"
 #include "providers/cpu/quant/quant_common.h"

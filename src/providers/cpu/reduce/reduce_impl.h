@@ -21,6 +21,7 @@
 #include "providers/cpu/tensor/cast_convert.h"
 #include "ortlite/kernel.h"
 #include "ortlite/thread_pool.h"
+#include "providers/shared/reduce_axes.h"
 
 namespace ortlite {
 namespace reduce {
@@ -37,18 +38,6 @@ enum class ReduceKind {
   kMax,
   kMin,
 };
-
-struct ReduceLayout {
-  int64_t num_out = 1;    // outputs (product of the kept dims)
-  int64_t red_count = 1;  // input elements reduced into each output
-  // Merged dims of size > 1, outermost first, with their input strides (elements).
-  std::vector<int64_t> kdims, kstrides;  // kept, in output order
-  std::vector<int64_t> rdims, rstrides;  // reduced
-  bool inner_reduced = false;            // innermost merged dim is reduced (row mode)
-};
-
-// `reduce_mask[d]` tells whether input dim d is reduced. Input must be non-empty.
-ReduceLayout make_layout(const Shape& in, const std::vector<bool>& reduce_mask);
 
 // Runs reduction `kind` over x into y (already allocated with the output shape), for every
 // supported element type; NotImplemented naming `what` for the others. Handles empty inputs.

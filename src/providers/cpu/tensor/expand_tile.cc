@@ -2,7 +2,7 @@
 // strided copies: Expand reads with zero strides on the broadcast dims; Tile views the
 // output of shape [r0*d0, r1*d1, ...] as [r0, d0, r1, d1, ...] with zero strides on the
 // repeat dims.
-#include "providers/cpu/common/broadcast.h"
+#include "providers/shared/broadcast_shape.h"
 #include "providers/cpu/tensor/tensor_kernels.h"
 
 namespace ortlite {

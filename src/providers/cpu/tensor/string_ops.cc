@@ -10,7 +10,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "providers/cpu/common/broadcast.h"
+#include "providers/shared/broadcast_shape.h"
 #include "providers/cpu/tensor/tensor_kernels.h"
 
 namespace ortlite {

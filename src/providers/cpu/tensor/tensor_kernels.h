@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ortlite/kernel.h"
+#include "providers/shared/shape_ops.h"
 
 namespace ortlite {
 
@@ -83,9 +84,6 @@ void parallel_copy(DataType dt, const void* src, void* dst, int64_t count, Threa
 // Writes `count` copies of the single element at `value` into dst.
 void fill_elements(DataType dt, const void* value, void* dst, int64_t count);
 
-// Element strides of a dense row-major tensor of `shape`.
-std::vector<int64_t> dense_strides(const Shape& shape);
-
 // Copies a strided view into a strided destination: for every multi-index i over `shape`,
 //   dst[sum(i[d] * dst_strides[d])] = src[sum(i[d] * src_strides[d])]
 // (strides in elements, src strides may be zero or negative; src/dst point at the element
@@ -100,22 +98,6 @@ inline void strided_copy_dense(DataType dt, const void* src,
                                const Shape& shape, ThreadPool* pool) {
   strided_copy(dt, src, src_strides, dst, dense_strides(shape), shape, pool);
 }
-
-// Reads a 1-D (or scalar when allow_scalar) int32/int64 tensor named `what` of node `ctx`,
-// failing with kInvalidArgument naming it otherwise.
-std::vector<int64_t> read_int_list(const KernelContext& ctx, const Tensor& t, const char* what,
-                                   bool allow_scalar = false);
-
-// Normalizes axes into [0, rank): fails naming `what` and the values when one is out of
-// range, or, unless allow_duplicates, repeated.
-std::vector<int64_t> normalize_axes(const KernelContext& ctx, const std::vector<int64_t>& axes,
-                                    int64_t rank, const char* what, bool allow_duplicates = false);
-
-// "[1,2,3]" for messages.
-std::string ints_to_string(const std::vector<int64_t>& v);
-
-// Product of dims [begin, end) of shape (checked: throws on overflow).
-int64_t dims_product(const Shape& shape, size_t begin, size_t end);
 
 // Checks that an output of `shape` and element type `dt` has a representable byte size;
 // fails with kInvalidArgument naming `what` otherwise. Returns the element count.

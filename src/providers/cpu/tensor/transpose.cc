@@ -2,51 +2,22 @@
 // the innermost dim and tiles the copy for the 2-D transpose pattern. A permutation that
 // only moves size-1 dims is a reshape of the input (no copy).
 #include "providers/cpu/tensor/tensor_kernels.h"
+#include "providers/shared/transpose_slice.h"
 
 namespace ortlite {
 namespace {
 
 class Transpose final : public Kernel {
  public:
-  explicit Transpose(const KernelInfo& info) {
-    if (info.has_attr("perm")) {
-      has_perm_ = true;
-      perm_ = info.attr_ints("perm");
-      std::vector<char> seen(perm_.size(), 0);
-      for (int64_t p : perm_) {
-        if (p < 0 || p >= static_cast<int64_t>(perm_.size()) || seen[static_cast<size_t>(p)]) {
-          info.fail(
-              StatusCode::kInvalidArgument,
-              "attribute 'perm' " + tensor_ops::ints_to_string(perm_) + " is not a permutation");
-        }
-        seen[static_cast<size_t>(p)] = 1;
-      }
-    }
-  }
+  explicit Transpose(const KernelInfo& info) { attrs_.load(info); }
 
   void compute(KernelContext& ctx) const override {
     const Tensor& data = ctx.required_input(0);
     const Shape& in = data.shape();
     const size_t rank = in.size();
-    std::vector<int64_t> perm(rank);
-    if (has_perm_) {
-      if (perm_.size() != rank) {
-        ctx.fail(StatusCode::kInvalidArgument,
-                 "attribute 'perm' " + tensor_ops::ints_to_string(perm_) + " has " +
-                     std::to_string(perm_.size()) + " entries but the input has shape " +
-                     shape_to_string(in));
-      }
-      perm = perm_;
-    } else {
-      for (size_t i = 0; i < rank; ++i) perm[i] = static_cast<int64_t>(rank - 1 - i);
-    }
-    const std::vector<int64_t> in_strides = tensor_ops::dense_strides(in);
-    Shape out(rank);
-    std::vector<int64_t> src_strides(rank);
-    for (size_t i = 0; i < rank; ++i) {
-      out[i] = in[static_cast<size_t>(perm[i])];
-      src_strides[i] = in_strides[static_cast<size_t>(perm[i])];
-    }
+    const std::vector<int64_t> perm = attrs_.resolve(ctx, in);
+    const tensor_ops::StridedView view = tensor_ops::transpose_view(in, perm);
+    const Shape& out = view.shape;
     // Same memory order when the dims other than 1 keep their relative order.
     bool same_order = true;
     int64_t last = -1;
@@ -60,13 +31,12 @@ class Transpose final : public Kernel {
       return;
     }
     Tensor& y = ctx.allocate_output(0, data.dtype(), out);
-    tensor_ops::strided_copy_dense(data.dtype(), data.raw_data(), src_strides, y.raw_data(), out,
+    tensor_ops::strided_copy_dense(data.dtype(), data.raw_data(), view.strides, y.raw_data(), out,
                                    ctx.thread_pool());
   }
 
  private:
-  bool has_perm_ = false;
-  std::vector<int64_t> perm_;
+  tensor_ops::TransposeAttrs attrs_;
 };
 
 }  // namespace

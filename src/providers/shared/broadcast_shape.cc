@@ -1,4 +1,4 @@
-#include "providers/cpu/common/broadcast.h"
+#include "providers/shared/broadcast_shape.h"
 
 #include <algorithm>
 
@@ -31,6 +31,16 @@ std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out) {
     stride *= in[i];
   }
   return strides;
+}
+
+bool broadcasts_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  for (size_t i = 0; i < from.size(); ++i) {
+    const int64_t d = from[from.size() - 1 - i];
+    const int64_t t = to[to.size() - 1 - i];
+    if (d != t && d != 1) return false;
+  }
+  return true;
 }
 
 }  // namespace ortlite
