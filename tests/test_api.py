@@ -19,25 +19,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ortlite
-from oracle import assert_same, make_model, run_ort
+from helpers import add_model, assert_same, identity_model, make_model, model_bytes, run_ort
 
 F32 = np.float32
-
-
-def _bytes(model):
-    return model.SerializeToString()
-
-
-def add_model(shape=(2, 3)):
-    shape = list(shape)
-    node = helper.make_node("Add", ["x", "y"], ["z"])
-    return _bytes(make_model([node], [("x", F32, shape), ("y", F32, shape)], [("z", F32, shape)]))
-
-
-def identity_model(dtype=F32, shape=(2, 3)):
-    shape = None if shape is None else list(shape)
-    node = helper.make_node("Identity", ["x"], ["y"])
-    return _bytes(make_model([node], [("x", dtype, shape)], [("y", dtype, shape)]))
 
 
 def ort_session(data):
@@ -157,7 +141,7 @@ def shapes_model():
                               domain="test.domain", model_version=42, doc_string="the model's doc")
     helper.set_model_props(model, {"author": "me", "license": "MIT", "empty": ""})
     model.ir_version = 10
-    return _bytes(model)
+    return model_bytes(model)
 
 
 def test_nodeargs_match_onnxruntime():
@@ -210,7 +194,7 @@ def test_run_output_names():
     x = np.arange(6, dtype=F32).reshape(2, 3)
     y = np.full((2, 3), 2, F32)
     nodes = [helper.make_node("Add", ["x", "y"], ["s"]), helper.make_node("Mul", ["x", "y"], ["p"])]
-    data = _bytes(make_model(nodes, [("x", F32, [2, 3]), ("y", F32, [2, 3])],
+    data = model_bytes(make_model(nodes, [("x", F32, [2, 3]), ("y", F32, [2, 3])],
                              [("s", F32, [2, 3]), ("p", F32, [2, 3])]))
     sess = ortlite.InferenceSession(data)
     feeds = {"x": x, "y": y}
@@ -261,7 +245,7 @@ def test_graph_input_that_is_an_output_is_copied():
     graph = helper.make_graph([], "g", [x_vi], [x_vi])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 10
-    sess = ortlite.InferenceSession(_bytes(model))
+    sess = ortlite.InferenceSession(model_bytes(model))
     x = np.array([1, 2], F32)
     (y,) = sess.run(None, {"x": x})
     assert not np.shares_memory(x, y)
@@ -275,7 +259,7 @@ def test_initializer_output_is_copied():
                               initializer=[w])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 10
-    sess = ortlite.InferenceSession(_bytes(model))
+    sess = ortlite.InferenceSession(model_bytes(model))
     (a,) = sess.run(None, {})
     a[:] = 0  # must not change the session's weights
     (b,) = sess.run(None, {})
@@ -288,7 +272,7 @@ def test_constant_node_output_is_not_session_memory(raw):
     value = (numpy_helper.from_array(vals, "v") if raw
              else helper.make_tensor("v", TensorProto.FLOAT, [3], vals.tolist()))
     node = helper.make_node("Constant", [], ["c"], value=value)
-    sess = ortlite.InferenceSession(_bytes(make_model([node], [], [("c", F32, [3])])))
+    sess = ortlite.InferenceSession(model_bytes(make_model([node], [], [("c", F32, [3])])))
     (a,) = sess.run(None, {})
     a[:] = 0
     (b,) = sess.run(None, {})
@@ -575,7 +559,7 @@ def test_session_options_are_used_and_reported():
 def add_weight_model():
     w = numpy_helper.from_array(np.zeros(3, F32), "w")
     node = helper.make_node("Add", ["x", "w"], ["y"])
-    return _bytes(make_model([node], [("x", F32, [3])], [("y", F32, [3])], initializers=[w]))
+    return model_bytes(make_model([node], [("x", F32, [3])], [("y", F32, [3])], initializers=[w]))
 
 
 def test_add_initializer_is_used_and_kept_alive():
@@ -664,7 +648,7 @@ def test_terminate_from_another_thread():
     n = 200
     nodes = [helper.make_node("Add", ["x" if i == 0 else f"t{i}", "x"], [f"t{i + 1}"])
              for i in range(n)]
-    data = _bytes(make_model(nodes, [("x", F32, [256, 256])], [(f"t{n}", F32, [256, 256])]))
+    data = model_bytes(make_model(nodes, [("x", F32, [256, 256])], [(f"t{n}", F32, [256, 256])]))
     sess = ortlite.InferenceSession(data)
     x = np.ones((256, 256), F32)
     ro = ortlite.RunOptions()
@@ -693,7 +677,8 @@ def test_terminate_reaches_a_run_in_flight_after_other_options_changed():
     n = 4000
     nodes = [helper.make_node("Add", ["x" if i == 0 else f"t{i}", "x"], [f"t{i + 1}"])
              for i in range(n)]
-    data = _bytes(make_model(nodes, [("x", F32, [1024, 1024])], [(f"t{n}", F32, [1024, 1024])]))
+    data = model_bytes(make_model(nodes, [("x", F32, [1024, 1024])],
+                                  [(f"t{n}", F32, [1024, 1024])]))
     sess = ortlite.InferenceSession(data)
     x = np.ones((1024, 1024), F32)
     ro = ortlite.RunOptions()

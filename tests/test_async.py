@@ -15,15 +15,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ortlite
-from oracle import make_model, run_ort
+from helpers import add_model, make_model, run_ort
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def add_model():
-    node = helper.make_node("Add", ["x", "y"], ["z"], name="add")
-    return make_model([node], [("x", np.float32, [None]), ("y", np.float32, [None])],
-                      [("z", np.float32, [None])]).SerializeToString()
 
 
 def reshape_model():
@@ -44,7 +38,7 @@ def wait_for(pred, timeout=10.0):
 
 
 def test_callback_gets_results_user_data_and_empty_err():
-    sess = ortlite.InferenceSession(add_model())
+    sess = ortlite.InferenceSession(add_model([None], node_name="add"))
     x = np.arange(5, dtype=np.float32)
     y = np.ones(5, dtype=np.float32)
     done = threading.Event()
@@ -80,7 +74,7 @@ def test_failure_reaches_callback_with_node_name():
 
 
 def test_invalid_feeds_raise_at_call_time():
-    sess = ortlite.InferenceSession(add_model())
+    sess = ortlite.InferenceSession(add_model([None], node_name="add"))
     cb_called = []
     cb = lambda *a: cb_called.append(a)  # noqa: E731
     x = np.zeros(3, np.float32)
@@ -99,7 +93,7 @@ def test_invalid_feeds_raise_at_call_time():
 
 
 def test_future_result_and_typed_error():
-    sess = ortlite.InferenceSession(add_model())
+    sess = ortlite.InferenceSession(add_model([None], node_name="add"))
     x = np.arange(4, dtype=np.float32)
     fut = sess.run_async(None, {"x": x, "y": x})
     np.testing.assert_array_equal(fut.result(10)[0], 2 * x)
@@ -111,7 +105,7 @@ def test_future_result_and_typed_error():
 
 
 def test_future_with_asyncio():
-    sess = ortlite.InferenceSession(add_model())
+    sess = ortlite.InferenceSession(add_model([None], node_name="add"))
     x = np.arange(4, dtype=np.float32)
 
     async def main():
@@ -126,7 +120,7 @@ def test_future_with_asyncio():
 def test_inputs_session_and_run_options_outlive_their_python_names():
     """onnxruntime's run_async regression: the input, the run options and the session are
     dropped while the run is in flight; the run still sees them, then they are freed."""
-    sess = ortlite.InferenceSession(add_model())
+    sess = ortlite.InferenceSession(add_model([None], node_name="add"))
     x = np.arange(1000, dtype=np.float32)
     y = np.full(1000, 2.0, dtype=np.float32)
     expected = x + y
@@ -155,7 +149,7 @@ def test_inputs_session_and_run_options_outlive_their_python_names():
 
 
 def test_refcounts_return_to_baseline_after_many_runs():
-    sess = ortlite.InferenceSession(add_model())
+    sess = ortlite.InferenceSession(add_model([None], node_name="add"))
     x = np.arange(8, dtype=np.float32)
     y = np.ones(8, dtype=np.float32)
     user_data = object()
@@ -178,7 +172,7 @@ def test_refcounts_return_to_baseline_after_many_runs():
 
 
 def test_callback_exception_goes_to_unraisablehook_and_worker_carries_on(monkeypatch):
-    sess = ortlite.InferenceSession(add_model())
+    sess = ortlite.InferenceSession(add_model([None], node_name="add"))
     x = np.zeros(2, np.float32)
     seen = []
     monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(u.exc_value))
@@ -194,7 +188,7 @@ def test_callback_exception_goes_to_unraisablehook_and_worker_carries_on(monkeyp
 
 
 def test_cycle_through_user_data_is_collected():
-    sess = ortlite.InferenceSession(add_model())
+    sess = ortlite.InferenceSession(add_model([None], node_name="add"))
     x = np.zeros(2, np.float32)
     done = threading.Event()
 
@@ -218,7 +212,7 @@ def test_cycle_through_user_data_is_collected():
 
 
 def test_outputs_of_async_runs_own_their_memory():
-    sess = ortlite.InferenceSession(add_model())
+    sess = ortlite.InferenceSession(add_model([None], node_name="add"))
     x = np.arange(6, dtype=np.float32)
     out = sess.run_async(None, {"x": x, "y": x}).result(10)[0]
     assert out.base is not None and not out.flags.owndata
@@ -226,7 +220,7 @@ def test_outputs_of_async_runs_own_their_memory():
 
 
 def test_matches_onnxruntime_from_many_threads():
-    model = add_model()
+    model = add_model([None], node_name="add")
     sess = ortlite.InferenceSession(model)
     rng = np.random.default_rng(0)
     feeds = [{"x": rng.standard_normal(64).astype(np.float32),
@@ -295,7 +289,7 @@ def test_cycle_through_callback_closure_holding_the_session_is_collected():
     class Session(ortlite.InferenceSession):
         pass
 
-    sess = Session(add_model())
+    sess = Session(add_model([None], node_name="add"))
     x = np.zeros(2, np.float32)
     done = threading.Event()
 

@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import ortlite
-from oracle import assert_same, run_ort
+from helpers import assert_same, run_ort
 
 F = TensorProto.FLOAT
 I64 = TensorProto.INT64

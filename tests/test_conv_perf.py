@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ortlite
-from oracle import run_ort
+from helpers import randn, run_lite, run_ort
 
 F16, F32, F64 = np.float16, np.float32, np.float64
 
@@ -39,28 +39,16 @@ def _elem(dtype):
             np.dtype(F64): TensorProto.DOUBLE}[np.dtype(dtype)]
 
 
-def run_ortlite(model, feeds, threads=1, level=None):
-    so = ortlite.SessionOptions()
-    so.intra_op_num_threads = threads
-    if level is not None:
-        so.graph_optimization_level = level
-    return ortlite.InferenceSession(model.SerializeToString(), so).run(None, feeds)
-
-
 def check(model, feeds, threads=1, rel=2e-5, ref_model=None):
     """ortlite against onnxruntime, with a tolerance relative to the largest output (Winograd
     and the fused GEMM sum in another order than onnxruntime's kernels)."""
     expected = run_ort(ref_model or model, feeds)[0]
-    actual = run_ortlite(model, feeds, threads)[0]
+    actual = run_lite(model, feeds, threads)[0]
     assert actual.shape == expected.shape and actual.dtype == expected.dtype
     scale = float(np.abs(expected.astype(F64)).max()) + 1e-6
     np.testing.assert_allclose(actual.astype(F64), expected.astype(F64), rtol=rel * 10,
                                atol=rel * scale)
     return actual
-
-
-def rand(shape, seed, dtype=F32, scale=1.0):
-    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
 
 
 # (N, C, M, H, W, kernel, stride, pads, dilation, group)
@@ -119,11 +107,11 @@ CASES = [
 @pytest.mark.parametrize("threads", [1, 2])
 def test_conv_algorithms(case, threads):
     N, C, M, H, W, k, s, pads, d, g = case
-    w = rand((M, C // g, k, k), 1, scale=1.0 / np.sqrt(C // g * k * k))
-    b = rand((M,), 2)
+    w = randn((M, C // g, k, k), 1, scale=1.0 / np.sqrt(C // g * k * k))
+    b = randn((M,), 2)
     model = conv_model((N, C, H, W), w, b, kernel_shape=[k, k], strides=[s, s], pads=pads,
                        dilations=[d, d], group=g)
-    check(model, {"x": rand((N, C, H, W), 3)}, threads)
+    check(model, {"x": randn((N, C, H, W), 3)}, threads)
 
 
 @pytest.mark.parametrize("threads", [3, 4])
@@ -133,62 +121,63 @@ def test_conv_im2col_blocks_split_inside_rows(threads):
     sizes) and through the phases of an even-sized stride-2 input."""
     for s, pads, hw in ((1, [1, 1, 1, 1], (37, 41)), (2, [1, 1, 1, 1], (37, 41)),
                         (1, [0, 2, 1, 0], (37, 41)), (2, [1, 1, 1, 1], (74, 82))):
-        w = rand((40, 20, 3, 3), 1, scale=0.1)
-        model = conv_model((1, 20) + hw, w, rand((40,), 2), kernel_shape=[3, 3],
+        w = randn((40, 20, 3, 3), 1, scale=0.1)
+        model = conv_model((1, 20) + hw, w, randn((40,), 2), kernel_shape=[3, 3],
                            strides=[s, s], pads=pads)
-        check(model, {"x": rand((1, 20) + hw, 3)}, threads)
+        check(model, {"x": randn((1, 20) + hw, 3)}, threads)
 
 
 @pytest.mark.parametrize("pads,stride", [([1, 1], 2), ([1, 1], 1), ([0, 2], 1)])
 @pytest.mark.parametrize("group", [1, 8])
 def test_conv_1d(group, pads, stride):
-    w = rand((16, 16 // group, 3), 1)
-    model = conv_model((2, 16, 37), w, rand((16,), 2), kernel_shape=[3], strides=[stride],
+    w = randn((16, 16 // group, 3), 1)
+    model = conv_model((2, 16, 37), w, randn((16,), 2), kernel_shape=[3], strides=[stride],
                        pads=pads, group=group)
-    check(model, {"x": rand((2, 16, 37), 3)})
+    check(model, {"x": randn((2, 16, 37), 3)})
 
 
 def test_conv_3d_dense_same_padding():
-    w = rand((12, 6, 3, 3, 3), 1, scale=0.1)
-    model = conv_model((2, 6, 5, 7, 9), w, rand((12,), 2), kernel_shape=[3, 3, 3],
+    w = randn((12, 6, 3, 3, 3), 1, scale=0.1)
+    model = conv_model((2, 6, 5, 7, 9), w, randn((12,), 2), kernel_shape=[3, 3, 3],
                        pads=[1, 1, 1, 1, 1, 1])
-    check(model, {"x": rand((2, 6, 5, 7, 9), 3)})
+    check(model, {"x": randn((2, 6, 5, 7, 9), 3)})
 
 
 def test_conv_3d_depthwise():
-    w = rand((8, 1, 3, 3, 3), 1)
-    model = conv_model((1, 8, 6, 7, 8), w, rand((8,), 2), kernel_shape=[3, 3, 3],
+    w = randn((8, 1, 3, 3, 3), 1)
+    model = conv_model((1, 8, 6, 7, 8), w, randn((8,), 2), kernel_shape=[3, 3, 3],
                        pads=[1, 1, 1, 1, 1, 1], group=8)
-    check(model, {"x": rand((1, 8, 6, 7, 8), 3)})
+    check(model, {"x": randn((1, 8, 6, 7, 8), 3)})
 
 
 @pytest.mark.parametrize("shape", [(1, 32, 32, 12, 12, 3, 1), (1, 32, 32, 12, 12, 3, 32),
                                    (1, 16, 24, 9, 9, 1, 1)])
 def test_conv_weights_fed_at_run_time(shape):
     N, C, M, H, W, k, g = shape
-    w = rand((M, C // g, k, k), 1)
+    w = randn((M, C // g, k, k), 1)
     model = conv_model((N, C, H, W), w, const_w=False, kernel_shape=[k, k], pads=[k // 2] * 4,
                        group=g)
-    check(model, {"x": rand((N, C, H, W), 3), "w": w})
+    check(model, {"x": randn((N, C, H, W), 3), "w": w})
 
 
 @pytest.mark.parametrize("group", [1, 16])
 def test_conv_float16(group):
     # Weights eligible for Winograd / the fused GEMM: prepared from float16 in float.
-    w = rand((32, 32 // group, 3, 3), 1, F16, scale=0.2)
-    model = conv_model((1, 32, 16, 16), w, rand((32,), 2, F16), dtype=F16, kernel_shape=[3, 3],
+    w = randn((32, 32 // group, 3, 3), 1, dtype=F16, scale=0.2)
+    model = conv_model((1, 32, 16, 16), w, randn((32,), 2, dtype=F16), dtype=F16,
+                       kernel_shape=[3, 3],
                        pads=[1, 1, 1, 1], group=group)
-    check(model, {"x": rand((1, 32, 16, 16), 3, F16)}, rel=3e-3)
+    check(model, {"x": randn((1, 32, 16, 16), 3, dtype=F16)}, rel=3e-3)
 
 
 def test_conv_double_matches_float_reference():
     # onnxruntime has no double Conv: compare with its float result.
-    w = rand((32, 32, 3, 3), 1, F64, scale=0.1)
-    x = rand((1, 32, 12, 12), 3, F64)
+    w = randn((32, 32, 3, 3), 1, dtype=F64, scale=0.1)
+    x = randn((1, 32, 12, 12), 3, dtype=F64)
     model = conv_model((1, 32, 12, 12), w, dtype=F64, kernel_shape=[3, 3], pads=[1, 1, 1, 1])
     ref = conv_model((1, 32, 12, 12), w.astype(F32), kernel_shape=[3, 3], pads=[1, 1, 1, 1])
     expected = run_ort(ref, {"x": x.astype(F32)})[0]
-    actual = run_ortlite(model, {"x": x})[0]
+    actual = run_lite(model, {"x": x}, threads=1)[0]
     assert actual.dtype == F64
     np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4)
 
@@ -197,7 +186,7 @@ def test_conv_double_matches_float_reference():
 
 
 def fused_conv_model(attrs, n_inputs=2, w=None, z_shape=None):
-    w = w if w is not None else rand((8, 8, 3, 3), 1)
+    w = w if w is not None else randn((8, 8, 3, 3), 1)
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 6, 6])]
     names = ["x", "w"]
     inits = [numpy_helper.from_array(w, "w")]
@@ -220,13 +209,13 @@ def fused_conv_model(attrs, n_inputs=2, w=None, z_shape=None):
 
 
 def test_fused_conv_runs_with_activation_and_sum():
-    w = rand((8, 8, 3, 3), 1)
-    x, z = rand((1, 8, 6, 6), 2), rand((1, 8, 6, 6), 3)
+    w = randn((8, 8, 3, 3), 1)
+    x, z = randn((1, 8, 6, 6), 2), randn((1, 8, 6, 6), 3)
     model = fused_conv_model({"activation": "Clip", "activation_params": [-0.5, 0.5]}, 4, w,
                              (1, 8, 6, 6))
     ref = conv_model((1, 8, 6, 6), w, kernel_shape=[3, 3], pads=[1, 1, 1, 1])
     expected = np.clip(run_ort(ref, {"x": x})[0] + z, -0.5, 0.5)
-    actual = run_ortlite(model, {"x": x, "z": z})[0]
+    actual = run_lite(model, {"x": x, "z": z}, threads=1)[0]
     np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
 
 
@@ -238,18 +227,19 @@ def test_fused_conv_runs_with_activation_and_sum():
 ])
 def test_fused_conv_bad_attributes(attrs, n_inputs, match):
     with pytest.raises(ortlite.InvalidGraph, match=match):
-        run_ortlite(fused_conv_model(attrs, n_inputs, z_shape=(1, 8, 6, 6)),
-                    {"x": rand((1, 8, 6, 6), 2), "z": rand((1, 8, 6, 6), 3)})
+        run_lite(fused_conv_model(attrs, n_inputs, z_shape=(1, 8, 6, 6)),
+                 {"x": randn((1, 8, 6, 6), 2), "z": randn((1, 8, 6, 6), 3)}, threads=1)
 
 
 def test_fused_conv_sum_shape_mismatch():
     model = fused_conv_model({"activation": "Relu"}, 4, z_shape=(1, 8, 5, 6))
     with pytest.raises(ortlite.InvalidArgument, match="does not broadcast"):
-        run_ortlite(model, {"x": rand((1, 8, 6, 6), 2), "z": rand((1, 8, 5, 6), 3)})
+        run_lite(model, {"x": randn((1, 8, 6, 6), 2), "z": randn((1, 8, 5, 6), 3)}, threads=1)
 
 
 def test_fused_conv_sum_wrong_type():
     model = fused_conv_model({"activation": ""}, 4, z_shape=(1, 8, 6, 6))
     model.graph.input[1].type.tensor_type.elem_type = TensorProto.DOUBLE
     with pytest.raises(ortlite.InvalidArgument, match="summed input Z"):
-        run_ortlite(model, {"x": rand((1, 8, 6, 6), 2), "z": rand((1, 8, 6, 6), 3, F64)})
+        run_lite(model, {"x": randn((1, 8, 6, 6), 2), "z": randn((1, 8, 6, 6), 3, dtype=F64)},
+                 threads=1)

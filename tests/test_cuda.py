@@ -19,9 +19,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ortlite
-from oracle import assert_same, make_model
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT, assert_same, make_model
+from helpers import add_model as add_model_bytes
+from helpers import node_model_bytes as node_model
+from helpers import value_info as _vi
 NATIVE = ortlite._ortlite
 INFO = NATIVE._cuda_info()
 HAS_GPU = INFO["loaded"] and INFO["device_count"] > 0
@@ -55,13 +56,6 @@ def _toolkit_found():
         os.path.join(home, "include"), "/usr/local/include", "/usr/include",
         "/usr/include/x86_64-linux-gnu"]
     return any(os.path.exists(os.path.join(d, "cudnn.h")) for d in dirs)
-
-
-def add_model_bytes(shape=(2, 3)):
-    node = helper.make_node("Add", ["x", "y"], ["z"])
-    shape = list(shape)
-    return make_model([node], [("x", F32, shape), ("y", F32, shape)],
-                      [("z", F32, shape)]).SerializeToString()
 
 
 # --- build and loading (run everywhere) --------------------------------------------------------
@@ -289,32 +283,6 @@ def test_caching_allocator_reuses_blocks():
 
 
 # --- kernels: CUDA against the CPU kernel of the same node ------------------------------------
-
-
-def _vi(name, dtype):
-    elem = dtype if isinstance(dtype, int) else {
-        np.dtype(F32): TensorProto.FLOAT, np.dtype(F16): TensorProto.FLOAT16,
-        np.dtype(F64): TensorProto.DOUBLE, np.dtype(np.int64): TensorProto.INT64,
-        np.dtype(np.int32): TensorProto.INT32, np.dtype(np.int8): TensorProto.INT8,
-        np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int16): TensorProto.INT16,
-        np.dtype(np.uint16): TensorProto.UINT16, np.dtype(np.uint32): TensorProto.UINT32,
-        np.dtype(np.uint64): TensorProto.UINT64, np.dtype(np.bool_): TensorProto.BOOL,
-    }[np.dtype(dtype)]
-    return helper.make_tensor_value_info(name, elem, None)
-
-
-def node_model(op, inputs, outputs, attrs=None, opset=17, consts=()):
-    """inputs: [(name, array)] fed at run time ("" for an omitted input: pass (""), None));
-    consts: [(name, array)] initializers; outputs: [(name, dtype)]."""
-    names = [n for n, _ in inputs]
-    node = helper.make_node(op, names, [n for n, _ in outputs], **(attrs or {}))
-    feeds = [(n, a) for n, a in inputs if n and all(n != c for c, _ in consts)]
-    graph = helper.make_graph(
-        [node], "g", [_vi(n, a.dtype) for n, a in feeds], [_vi(n, d) for n, d in outputs],
-        initializer=[numpy_helper.from_array(a, n) for n, a in consts])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    return model.SerializeToString(), {n: a for n, a in feeds}
 
 
 def check(op, inputs, outputs, attrs=None, opset=17, consts=(), rtol=1e-5, atol=1e-6):
@@ -788,7 +756,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 import weakref  # noqa: E402
 
-import test_models  # noqa: E402
+from helpers import models as test_models  # noqa: E402
 
 PLAN_ONLY = "ortlite.test.cuda_plan_only"
 

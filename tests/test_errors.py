@@ -6,7 +6,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import ortlite
-from oracle import make_model
+from helpers import add_model, make_model, model_bytes
 
 F32 = np.float32
 
@@ -15,19 +15,9 @@ ERROR_NAMES = ["Fail", "InvalidArgument", "NoSuchFile", "NoModel", "EngineError"
                "InvalidGraph", "EPFail"]
 
 
-def _bytes(model):
-    return model.SerializeToString()
-
-
-def add_model():
-    node = helper.make_node("Add", ["x", "y"], ["z"])
-    return _bytes(make_model([node], [("x", F32, ["N", 3]), ("y", F32, ["N", 3])],
-                             [("z", F32, ["N", 3])]))
-
-
 @pytest.fixture(scope="module")
 def sess():
-    return ortlite.InferenceSession(add_model())
+    return ortlite.InferenceSession(add_model(["N", 3]))
 
 
 def feeds(n=2):
@@ -80,7 +70,7 @@ def test_bad_model_argument_is_type_error(bad):
 def test_missing_input_is_value_error_with_onnxruntime_message(sess):
     with pytest.raises(ValueError) as ours:
         sess.run(None, {"x": np.ones((2, 3), F32)})
-    ref = onnxruntime.InferenceSession(add_model(), providers=["CPUExecutionProvider"])
+    ref = onnxruntime.InferenceSession(add_model(["N", 3]), providers=["CPUExecutionProvider"])
     with pytest.raises(ValueError) as theirs:
         ref.run(None, {"x": np.ones((2, 3), F32)})
     assert str(ours.value) == "Required inputs (['y']) are missing from input feed (['x'])."
@@ -172,13 +162,13 @@ def test_wrong_number_of_run_arguments(sess):
 
 def test_sess_options_wrong_type():
     with pytest.raises(TypeError, match="sess_options"):
-        ortlite.InferenceSession(add_model(), sess_options={"intra_op_num_threads": 1})
+        ortlite.InferenceSession(add_model(["N", 3]), sess_options={"intra_op_num_threads": 1})
 
 
 def test_model_loaded_twice():
-    s = ortlite.InferenceSession(add_model())
+    s = ortlite.InferenceSession(add_model(["N", 3]))
     with pytest.raises(ortlite.ModelLoaded):
-        s.__init__(add_model())
+        s.__init__(add_model(["N", 3]))
     # still usable
     assert s.run(None, feeds())[0].shape == (2, 3)
 
@@ -201,20 +191,20 @@ def test_failed_init_leaves_no_model(tmp_path):
         s.__init__(str(tmp_path / "missing.onnx"))
     with pytest.raises(ortlite.NoModel):
         s.get_inputs()
-    s.__init__(add_model())  # a later successful init works
+    s.__init__(add_model(["N", 3]))  # a later successful init works
     assert [a.name for a in s.get_inputs()] == ["x", "y"]
 
 
 def test_unknown_op_is_not_implemented():
     node = helper.make_node("NoSuchOperatorXyz", ["x"], ["y"], name="weird_node")
-    data = _bytes(make_model([node], [("x", F32, [2])], [("y", F32, [2])]))
+    data = model_bytes(make_model([node], [("x", F32, [2])], [("y", F32, [2])]))
     with pytest.raises(ortlite.NotImplemented, match="NoSuchOperatorXyz"):
         ortlite.InferenceSession(data)
 
 
 def test_dangling_node_input_is_invalid_graph():
     node = helper.make_node("Add", ["x", "nobody_makes_this"], ["y"])
-    data = _bytes(make_model([node], [("x", F32, [2])], [("y", F32, [2])]))
+    data = model_bytes(make_model([node], [("x", F32, [2])], [("y", F32, [2])]))
     with pytest.raises(ortlite.InvalidGraph, match="nobody_makes_this"):
         ortlite.InferenceSession(data)
 
@@ -300,7 +290,7 @@ def _async_outcomes(sess, feed):
 
 def test_core_failure_has_the_same_class_sync_and_async():
     # Add of non-broadcastable shapes fails inside the run, after the feeds were accepted.
-    s = ortlite.InferenceSession(add_model())
+    s = ortlite.InferenceSession(add_model(["N", 3]))
     feed = {"x": np.ones((2, 3), F32), "y": np.ones((5, 3), F32)}
     with pytest.raises(ortlite.OrtliteError) as sync:
         s.run(None, feed)
@@ -379,11 +369,11 @@ def seq_model():
                           [helper.make_tensor_value_info("n", TensorProto.INT64, [])])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
-    return _bytes(m)
+    return model_bytes(m)
 
 
 def fixed_model(dtype=F32, shape=(2, 3)):
-    return _bytes(make_model([helper.make_node("Identity", ["X"], ["Y"])],
+    return model_bytes(make_model([helper.make_node("Identity", ["X"], ["Y"])],
                              [("X", dtype, list(shape))], [("Y", dtype, None)]))
 
 
@@ -410,7 +400,7 @@ def test_a_non_list_fed_to_a_sequence_input_is_invalid_argument(value, given):
 @pytest.mark.parametrize("declared", ["fixed", "dynamic", "untyped"])
 def test_a_dict_fed_to_a_tensor_input_is_invalid_argument(declared):
     shape = {"fixed": (2, 3), "dynamic": ("N", 3), "untyped": None}[declared]
-    data = _bytes(make_model([helper.make_node("Identity", ["X"], ["Y"])],
+    data = model_bytes(make_model([helper.make_node("Identity", ["X"], ["Y"])],
                              [("X", F32, None if shape is None else list(shape))],
                              [("Y", F32, None)]))
     feed = {"X": {"a": 1.0}}
@@ -482,7 +472,7 @@ def shape_model(op):
              helper.make_tensor("ones", TensorProto.FLOAT, [1, 1], [1.0]),
              helper.make_tensor("empty", TensorProto.FLOAT, [0], [])]
     used = [t for t in inits if t.name in node.input]
-    return _bytes(make_model([node], [("S", np.int64, [2])], [("Y", F32, None)],
+    return model_bytes(make_model([node], [("S", np.int64, [2])], [("Y", F32, None)],
                              initializers=used))
 
 
@@ -541,7 +531,7 @@ def test_a_reduction_output_whose_byte_size_overflows_is_fail():
     # ReduceSum over axis 0 of an empty [0, 2^62] tensor: 2^62 zeros, 2^64 bytes.
     nodes = [helper.make_node("ConstantOfShape", ["S"], ["Z"]),
              helper.make_node("ReduceSum", ["Z", "ax"], ["Y"], keepdims=0, name="sum")]
-    data = _bytes(make_model(nodes, [("S", np.int64, [2])], [("Y", F32, None)],
+    data = model_bytes(make_model(nodes, [("S", np.int64, [2])], [("Y", F32, None)],
                              initializers=[helper.make_tensor("ax", TensorProto.INT64, [1], [0])]))
     with pytest.raises(ortlite.Fail) as e:
         ortlite.InferenceSession(data).run(None, {"S": np.array([0, BIG], np.int64)})

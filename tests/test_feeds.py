@@ -6,26 +6,9 @@ import pytest
 from onnx import TensorProto, helper
 
 import ortlite
-from oracle import assert_same, make_model, run_ort
+from helpers import add_model, assert_same, identity_model, make_model, model_bytes, run_ort
 
 F32 = np.float32
-
-
-def _bytes(model):
-    return model.SerializeToString()
-
-
-def add_model(shape, dtype=F32):
-    node = helper.make_node("Add", ["x", "y"], ["z"])
-    shape = None if shape is None else list(shape)
-    return _bytes(make_model([node], [("x", dtype, shape), ("y", dtype, shape)],
-                             [("z", dtype, shape)]))
-
-
-def identity_model(dtype, shape):
-    node = helper.make_node("Identity", ["x"], ["y"])
-    shape = None if shape is None else list(shape)
-    return _bytes(make_model([node], [("x", dtype, shape)], [("y", dtype, shape)]))
 
 
 def check_untouched_run(data, feeds):
@@ -237,7 +220,7 @@ def test_ortvalue_from_shape_and_type_as_feed():
 
 
 def test_feed_order_does_not_matter():
-    data = _bytes(make_model([helper.make_node("Sub", ["a", "b"], ["c"])],
+    data = model_bytes(make_model([helper.make_node("Sub", ["a", "b"], ["c"])],
                              [("a", F32, [2]), ("b", F32, [2])], [("c", F32, [2])]))
     a, b = np.array([5, 7], F32), np.array([1, 2], F32)
     check_untouched_run(data, {"b": b, "a": a})
@@ -260,7 +243,7 @@ def test_feed_dict_mutated_during_conversion_is_safe():
 
 
 def test_int_tensor_type_names():
-    data = _bytes(make_model([helper.make_node("Identity", ["x"], ["y"])],
+    data = model_bytes(make_model([helper.make_node("Identity", ["x"], ["y"])],
                              [("x", TensorProto.INT64, ["n"])], [("y", TensorProto.INT64, ["n"])]))
     sess = ortlite.InferenceSession(data)
     assert sess.get_inputs()[0].type == "tensor(int64)"

@@ -6,13 +6,9 @@ import pytest
 from onnx import helper
 
 import ortlite
-from oracle import check_against_ort, make_model
+from helpers import check_against_ort, make_model, session
 
 F = np.float32
-
-
-def load(model):
-    return ortlite.InferenceSession(model.SerializeToString())
 
 
 def test_nodes_out_of_file_order_are_sorted():
@@ -32,7 +28,7 @@ def test_cycle_is_invalid_graph_naming_the_nodes():
     ]
     model = make_model(nodes, [("x", F, [2])], [("b", F, [2])])
     with pytest.raises(ortlite.InvalidGraph, match="cycle") as e:
-        load(model)
+        session(model)
     assert "loop_a" in str(e.value) and "loop_b" in str(e.value)
 
 
@@ -40,14 +36,14 @@ def test_self_loop_is_a_cycle():
     model = make_model([helper.make_node("Add", ["x", "y"], ["y"], name="selfie")],
                        [("x", F, [2])], [("y", F, [2])])
     with pytest.raises(ortlite.InvalidGraph):
-        load(model)
+        session(model)
 
 
 def test_input_nothing_produces_is_invalid_graph():
     model = make_model([helper.make_node("Add", ["x", "ghost"], ["y"], name="adder")],
                        [("x", F, [2])], [("y", F, [2])])
     with pytest.raises(ortlite.InvalidGraph, match="ghost") as e:
-        load(model)
+        session(model)
     assert "adder" in str(e.value)
 
 
@@ -56,28 +52,28 @@ def test_duplicate_output_names_are_invalid_graph():
              helper.make_node("Neg", ["x"], ["y"], name="two")]
     model = make_model(nodes, [("x", F, [2])], [("y", F, [2])])
     with pytest.raises(ortlite.InvalidGraph, match="'y'"):
-        load(model)
+        session(model)
 
 
 def test_node_output_shadowing_a_graph_input_is_invalid_graph():
     model = make_model([helper.make_node("Relu", ["x"], ["x"], name="shadow")],
                        [("x", F, [2])], [("x", F, [2])])
     with pytest.raises(ortlite.InvalidGraph, match="shadow"):
-        load(model)
+        session(model)
 
 
 def test_graph_output_nothing_produces_is_invalid_graph():
     model = make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", F, [2])],
                        [("nowhere", F, [2])])
     with pytest.raises(ortlite.InvalidGraph, match="nowhere"):
-        load(model)
+        session(model)
 
 
 def test_unknown_op_names_op_domain_opset_and_node():
     model = make_model([helper.make_node("FrobnicateX", ["x"], ["y"], name="frob")],
                        [("x", F, [2])], [("y", F, [2])], opset=17)
     with pytest.raises(ortlite.NotImplemented) as e:
-        load(model)
+        session(model)
     msg = str(e.value)
     for part in ("FrobnicateX", "ai.onnx", "17", "frob"):
         assert part in msg, (part, msg)
@@ -88,14 +84,14 @@ def test_custom_domain_op_is_not_implemented():
     model = make_model([node], [("x", F, [2])], [("y", F, [2])],
                        extra_opsets=[("com.example", 1)])
     with pytest.raises(ortlite.NotImplemented, match="com.example"):
-        load(model)
+        session(model)
 
 
 def test_domain_not_imported_is_invalid_graph():
     node = helper.make_node("Fancy", ["x"], ["y"], name="fancy", domain="com.example")
     model = make_model([node], [("x", F, [2])], [("y", F, [2])])
     with pytest.raises(ortlite.InvalidGraph, match="com.example"):
-        load(model)
+        session(model)
 
 
 def test_opset_outside_every_kernel_range_is_not_implemented():
@@ -103,7 +99,7 @@ def test_opset_outside_every_kernel_range_is_not_implemented():
     model = make_model([helper.make_node("Add", ["x", "x"], ["y"], name="old_add")],
                        [("x", F, [2])], [("y", F, [2])], opset=5, ir_version=3)
     with pytest.raises(ortlite.NotImplemented, match="opset 5") as e:
-        load(model)
+        session(model)
     assert "old_add" in str(e.value)
 
 
@@ -119,7 +115,7 @@ def test_opset_version_selects_semantics(opset):
 def test_symbolic_and_unknown_dims_accept_any_size():
     model = make_model([helper.make_node("Relu", ["x"], ["y"])],
                        [("x", F, ["batch", None, 3])], [("y", F, ["batch", None, 3])])
-    sess = load(model)
+    sess = session(model)
     for shape in [(1, 1, 3), (5, 7, 3), (0, 2, 3)]:
         x = np.random.default_rng(0).standard_normal(shape).astype(F)
         np.testing.assert_array_equal(sess.run(None, {"x": x})[0], np.maximum(x, 0))
@@ -133,7 +129,7 @@ def test_only_the_nodes_needed_for_requested_outputs_run():
              helper.make_node("Reshape", ["x", "shape"], ["bad"], name="never_run")]
     model = make_model(nodes, [("x", F, [4])], [("good", F, [4]), ("bad", F, None)],
                        initializers=[shape])
-    sess = load(model)
+    sess = session(model)
     x = np.array([-1, 2, -3, 4], F)
     np.testing.assert_array_equal(sess.run(["good"], {"x": x})[0], np.maximum(x, 0))
     with pytest.raises(ortlite.OrtliteError, match="never_run"):
@@ -148,7 +144,7 @@ def test_long_chain_releases_intermediates():
     n = 200
     nodes = [helper.make_node("Neg", ["x" if i == 0 else f"t{i - 1}"], [f"t{i}"]) for i in range(n)]
     model = make_model(nodes, [("x", F, [1 << 20])], [(f"t{n - 1}", F, [1 << 20])])
-    sess = load(model)
+    sess = session(model)
     x = np.ones(1 << 20, F)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     (y,) = sess.run(None, {"x": x})

@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import ortlite
-from oracle import assert_same, run_ort
+from helpers import assert_same, run_lite, run_ort
 
 F = TensorProto.FLOAT
 D = TensorProto.DOUBLE
@@ -45,10 +45,6 @@ def ml_model(op, inputs, outputs, ml_opset=1, **attrs):
                                             helper.make_opsetid(ML, ml_opset)])
     m.ir_version = 10
     return m.SerializeToString()
-
-
-def run_lite(data, feeds):
-    return ortlite.InferenceSession(data).run(None, feeds)
 
 
 def check(data, feeds, rtol=1e-5, atol=1e-6):

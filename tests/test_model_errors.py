@@ -7,14 +7,12 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ortlite
-import pb_encode as pb
-from oracle import make_model
+from helpers import pb_encode as pb
+from helpers import make_model
+
+load = ortlite.InferenceSession  # every source as given: a path, a Path or bytes
 
 F32 = np.float32
-
-
-def load(source):
-    return ortlite.InferenceSession(source)
 
 
 def good_model():

@@ -11,10 +11,12 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ortlite
-import pb_encode as pb
-from oracle import assert_same, check_against_ort, make_model, run_ort
+from helpers import pb_encode as pb
+from helpers import add_model, assert_same, check_against_ort, make_model, run_ort
 
 F32 = np.float32
+# add_model(**X_PLUS_W): y = x + w, where w is an initializer (added by the test).
+X_PLUS_W = dict(inputs=("x", "w"), output="y", graph_inputs=["x"], serialize=False)
 
 DTYPES = [np.float32, np.float64, np.float16, np.int8, np.int16, np.int32, np.int64,
           np.uint8, np.uint16, np.uint32, np.uint64, np.bool_]
@@ -41,19 +43,13 @@ def identity_of_initializer(tensor, out_name="y"):
     return model
 
 
-def add_model(shape=(2, 3)):
-    """y = x + w, where w is an initializer (added by the test)."""
-    node = helper.make_node("Add", ["x", "w"], ["y"])
-    return make_model([node], [("x", F32, list(shape))], [("y", F32, list(shape))])
-
-
 # ---------------------------------------------------------------------------------------
 # Where the model comes from
 
 
 def test_load_from_str_path_pathlib_and_bytes(tmp_path):
     w = sample(np.float32, seed=1)
-    model = add_model()
+    model = add_model(**X_PLUS_W)
     model.graph.initializer.append(numpy_helper.from_array(w, "w"))
     path = tmp_path / "m.onnx"
     onnx.save(model, str(path))
@@ -81,7 +77,7 @@ def test_outputs_do_not_alias_model_bytes(tmp_path):
 
 
 def test_metadata_and_unknown_fields_are_ignored():
-    model = add_model()
+    model = add_model(**X_PLUS_W)
     model.graph.initializer.append(numpy_helper.from_array(sample(np.float32), "w"))
     onnx.helper.set_model_props(model, {"author": "me", "k": "v"})
     model.graph.doc_string = "doc"
@@ -300,7 +296,7 @@ def _save_external(model, directory, location="weights.bin"):
 
 def test_external_data_matches_onnxruntime(tmp_path):
     w = sample(np.float32, (2, 3), seed=9)
-    model = add_model()
+    model = add_model(**X_PLUS_W)
     model.graph.initializer.append(numpy_helper.from_array(w, "w"))
     path = _save_external(model, str(tmp_path))
     loaded = onnx.load(path, load_external_data=False)
@@ -337,7 +333,7 @@ def test_external_data_many_tensors_one_file_and_subdir(tmp_path):
 
 
 def test_external_data_from_bytes_is_refused(tmp_path):
-    model = add_model()
+    model = add_model(**X_PLUS_W)
     model.graph.initializer.append(numpy_helper.from_array(sample(np.float32), "w"))
     path = _save_external(model, str(tmp_path))
     with open(path, "rb") as f:
@@ -360,7 +356,7 @@ def _external_tensor_model(directory, location, offset=None, length=None, name="
     for k, v in entries:
         e = t.external_data.add()
         e.key, e.value = k, v
-    model = add_model()
+    model = add_model(**X_PLUS_W)
     model.graph.initializer.append(t)
     path = os.path.join(directory, name)
     with open(path, "wb") as f:
@@ -597,7 +593,7 @@ def test_sparse_initializer_is_densified():
         values = numpy_helper.from_array(dense.flatten()[flat], "w")
         sparse = helper.make_sparse_tensor(values, numpy_helper.from_array(indices, "i"),
                                            dense.shape)
-        model = add_model((3, 4))
+        model = add_model((3, 4), **X_PLUS_W)
         model.graph.sparse_initializer.append(sparse)
         x = sample(np.float32, (3, 4), seed=22)
         (y,) = check_against_ort(model, {"x": x})
@@ -608,7 +604,7 @@ def test_sparse_initializer_index_out_of_range():
     values = numpy_helper.from_array(np.array([1.0], np.float32), "w")
     sparse = helper.make_sparse_tensor(values, numpy_helper.from_array(np.array([12], np.int64),
                                                                        "i"), [3, 4])
-    model = add_model((3, 4))
+    model = add_model((3, 4), **X_PLUS_W)
     model.graph.sparse_initializer.append(sparse)
     with pytest.raises(ortlite.InvalidGraph, match="'w'.*out of range"):
         ortlite.InferenceSession(model.SerializeToString())

@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from pb_encode import key, ln, varint, vint
+from helpers.pb_encode import key, ln, varint, vint
 
 LIMIT = 64
 DEPTHS = [10, 64, 65, 1000, 10**4, 10**5]

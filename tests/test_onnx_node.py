@@ -20,6 +20,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import ortlite
+from helpers import add_model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -165,18 +166,8 @@ def test_import_ortlite_does_not_import_onnx():
     assert proc.returncode == 0, proc.stderr
 
 
-def _add_model():
-    return helper.make_model(
-        helper.make_graph(
-            [helper.make_node("Add", ["a", "b"], ["c"])], "g",
-            [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 3]),
-             helper.make_tensor_value_info("b", TensorProto.FLOAT, [2, 3])],
-            [helper.make_tensor_value_info("c", TensorProto.FLOAT, [2, 3])]),
-        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-
-
 def test_backend_prepare_and_run_list_dict_bytes_path(tmp_path):
-    model = _add_model()
+    model = add_model(inputs=("a", "b"), output="c", ir_version=8, serialize=False)
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     b = np.full((2, 3), 0.5, np.float32)
     rep = backend.prepare(model)
@@ -226,13 +217,14 @@ def test_backend_devices():
     assert not backend.supports_device("CUDA")
     assert not backend.supports_device("NOPE")
     with pytest.raises(ortlite.InvalidArgument):
-        backend.prepare(_add_model(), device="CUDA")
+        backend.prepare(add_model(inputs=("a", "b"), output="c", ir_version=8, serialize=False),
+                        device="CUDA")
     with pytest.raises(TypeError):
         backend.prepare(12)
 
 
 def test_backend_checks_the_model():
-    model = _add_model()
+    model = add_model(inputs=("a", "b"), output="c", ir_version=8, serialize=False)
     model.graph.node[0].input[1] = "missing"
     with pytest.raises(onnx.checker.ValidationError):
         backend.prepare(model)

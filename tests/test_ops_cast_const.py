@@ -8,7 +8,7 @@ import pytest
 from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
 import ortlite
-from oracle import (assert_same, check_against_ort, make_model, onnx_type, run_ort,
+from helpers import (assert_same, check_against_ort, make_model, onnx_type, run_ort,
                     run_ortlite)
 
 X86 = platform.machine().lower() in ("x86_64", "amd64")

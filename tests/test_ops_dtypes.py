@@ -20,7 +20,7 @@ from onnx import TensorProto, defs, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import ortlite
-from oracle import make_model, run_ort, run_ortlite
+from helpers import make_model, run_ort, run_ortlite
 
 TP = TensorProto
 # The samples include values that overflow numpy's own casts on purpose.

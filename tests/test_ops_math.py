@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import ortlite
-from oracle import assert_same, make_model, run_ort, run_ortlite
+from helpers import assert_same, make_model, run_ort, run_ortlite
 
 _ORT_STATE = onnxruntime.capi.onnxruntime_pybind11_state
 # onnxruntime has no CPU kernel for the type (NotImplemented), or its checker rejects a type

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import ortlite
-from oracle import NP_TO_ONNX, assert_same, run_ort, run_ortlite
+from helpers import NP_TO_ONNX, assert_same, run_ort, run_ortlite
 
 F16, F32, F64 = np.float16, np.float32, np.float64
 STR = object

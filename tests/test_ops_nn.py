@@ -4,6 +4,7 @@ Dropout. Compared with onnxruntime; where onnxruntime has no CPU kernel for an e
 the ONNX spec allows (double Conv / AveragePool, integer Gemm, ...) compared with onnxruntime
 on float32 inputs or with numpy."""
 
+import functools
 import itertools
 import os
 import platform
@@ -16,7 +17,8 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import ortlite
-from oracle import NP_TO_ONNX, assert_same, run_ort
+import helpers
+from helpers import NP_TO_ONNX, assert_same, run_lite, run_ort, session
 
 F16, F32, F64 = np.float16, np.float32, np.float64
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,6 +26,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # ---------------------------------------------------------------------------------------
 # helpers
+
+
+# This file's one-node models keep IR version 8.
+node_model = functools.partial(helpers.node_model, max_ir=8)
 
 
 def rand(shape, dtype=F32, seed=0, lo=-1.0, hi=1.0):
@@ -45,38 +51,6 @@ def tol(dtype, k=1):
     if dtype.kind == "f":
         return dict(rtol=1e-10, atol=1e-12 * max(1.0, k))
     return {}
-
-
-def node_model(op, inputs, outputs, attrs=None, opset=17, consts=None, out_dtypes=None,
-               order=None):
-    """One node. inputs: graph inputs (name -> array); consts: initializers (name -> array);
-    order: the node's input names ("" for an omitted one), default inputs then consts."""
-    consts = consts or {}
-    names = order if order is not None else list(inputs) + list(consts)
-    node = helper.make_node(op, names, outputs, **(attrs or {}))
-    first = next(iter(inputs.values())) if inputs else next(iter(consts.values()))
-    out_dtypes = out_dtypes or [first.dtype] * len(outputs)
-    graph = helper.make_graph(
-        [node], "g",
-        [helper.make_tensor_value_info(n, NP_TO_ONNX[a.dtype], list(a.shape))
-         for n, a in inputs.items()],
-        [helper.make_tensor_value_info(o, NP_TO_ONNX[np.dtype(d)], None)
-         for o, d in zip(outputs, out_dtypes) if o],
-        initializer=[numpy_helper.from_array(a, n) for n, a in consts.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = min(model.ir_version, 8)
-    return model
-
-
-def session(model, threads=None):
-    so = ortlite.SessionOptions()
-    if threads:
-        so.intra_op_num_threads = threads
-    return ortlite.InferenceSession(model.SerializeToString(), sess_options=so)
-
-
-def run_lite(model, feeds, threads=None):
-    return session(model, threads).run(None, feeds)
 
 
 def check(model, feeds, threads=None, **tolerance):

@@ -5,38 +5,21 @@ Compared with onnxruntime where it has a CPU kernel (opset <= 21 for QuantizeLin
 DequantizeLinear, uint8 for ConvInteger, ...), else with onnx.reference.ReferenceEvaluator
 or numpy on values where float and double arithmetic agree exactly."""
 
+import functools
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import ortlite
-from oracle import NP_TO_ONNX, assert_same, run_ort
+import helpers
+from helpers import NP_TO_ONNX, assert_same, run_lite, run_ort, session
 
 F16, F32 = np.float16, np.float32
 U8, I8, U16, I16, I32 = np.uint8, np.int8, np.uint16, np.int16, np.int32
-
-
-def node_model(op, inputs, outputs, out_dtypes, attrs=None, opset=21, consts=None, order=None):
-    """One node. inputs: graph inputs (name -> array); consts: initializers; order: the
-    node's input names ("" for an omitted one), default inputs then consts."""
-    consts = consts or {}
-    names = order if order is not None else list(inputs) + list(consts)
-    node = helper.make_node(op, names, outputs, **(attrs or {}))
-    graph = helper.make_graph(
-        [node], "g",
-        [helper.make_tensor_value_info(n, NP_TO_ONNX[a.dtype], list(a.shape))
-         for n, a in inputs.items()],
-        [helper.make_tensor_value_info(o, NP_TO_ONNX[np.dtype(d)], None)
-         for o, d in zip(outputs, out_dtypes)],
-        initializer=[numpy_helper.from_array(np.asarray(a), n) for n, a in consts.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = min(model.ir_version, 10)
-    return model
-
-
-def run_lite(model, feeds):
-    return ortlite.InferenceSession(model.SerializeToString()).run(None, feeds)
+# This file's one-node models: opset 21 unless given, IR version at most 10 for every opset.
+node_model = functools.partial(helpers.node_model, opset=21, cap_newer=True)
 
 
 def run_ref(model, feeds):
@@ -662,10 +645,6 @@ def test_long_dot_products_vs_ort(const_w, threads):
 # Errors
 
 
-def load(model):
-    return ortlite.InferenceSession(model.SerializeToString())
-
-
 @pytest.mark.parametrize("feeds,attrs,match", [
     # zero point shape differs from the scale's
     ({"x": np.ones((2, 3), F32), "s": np.ones(3, F32), "z": np.zeros(2, U8)}, {},
@@ -725,7 +704,7 @@ def test_quantize_attribute_errors_at_load(op, attrs, exc, match):
     m = node_model(op, {"x": x, "s": a(1, F32)}, ["y"], [U8 if op == "QuantizeLinear" else F32],
                    attrs=attrs, opset=23)
     with pytest.raises(exc, match=match):
-        load(m)
+        session(m)
 
 
 def test_dynamic_quantize_rejects_non_float():
@@ -799,4 +778,4 @@ def test_qlinear_conv_bad_group_is_rejected_at_load():
     feeds = qconv_feeds((1, 3, 5, 5), (4, 3, 3, 3), U8, U8, False, bias=False)
     m = node_model("QLinearConv", feeds, ["y"], [U8], attrs={"group": 0}, opset=10)
     with pytest.raises(ortlite.InvalidGraph, match="group"):
-        load(m)
+        session(m)

@@ -5,7 +5,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import ortlite
-from oracle import check_against_ort, make_model, run_ortlite
+from helpers import check_against_ort, make_model, run_ortlite
 
 REDUCE_OPS = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
               "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"]

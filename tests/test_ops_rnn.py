@@ -8,7 +8,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ortlite
-from oracle import NP_TO_ONNX, assert_same, run_ort
+from helpers import NP_TO_ONNX, assert_same, run_lite, run_ort
 
 F16, F32, F64 = np.float16, np.float32, np.float64
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
@@ -65,13 +65,6 @@ def build(op, arrays, outputs, attrs, opset=17, consts=()):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = min(model.ir_version, 10)
     return model
-
-
-def run_lite(model, feeds, threads=None):
-    so = ortlite.SessionOptions()
-    if threads:
-        so.intra_op_num_threads = threads
-    return ortlite.InferenceSession(model.SerializeToString(), sess_options=so).run(None, feeds)
 
 
 def check(op, arrays, outputs=("Y", "Y_h"), attrs=None, opset=17, consts=(), threads=None,

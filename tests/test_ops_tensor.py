@@ -8,7 +8,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 import ortlite
-from oracle import assert_same, make_model, run_ort, run_ortlite
+from helpers import assert_same, make_model, run_ort, run_ortlite
 
 _ORT_STATE = onnxruntime.capi.onnxruntime_pybind11_state
 # onnxruntime errors meaning "no kernel / type not allowed" (not a wrong result).

@@ -14,7 +14,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 import ortlite
-from oracle import make_model, run_ort
+from helpers import make_model, run_ort
 
 F = np.float32
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

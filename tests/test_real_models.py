@@ -15,8 +15,8 @@ import pytest
 from onnx import TensorProto, helper
 
 import ortlite
-from oracle import assert_same, run_ort
-from test_models import Builder
+from helpers import assert_same, run_ort
+from helpers.models import Builder
 
 F = TensorProto.FLOAT
 TOL = dict(rtol=1e-4, atol=2e-5)
