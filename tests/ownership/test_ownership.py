@@ -14,10 +14,9 @@ import pytest
 from onnx import helper, numpy_helper
 
 import ortlite
-from helpers import make_model, run_ort
+from helpers import ROOT, make_model, run_ort
 
 F = np.float32
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def sess_of(model):

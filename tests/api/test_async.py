@@ -15,9 +15,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ortlite
-from helpers import add_model, make_model, run_ort
+from helpers import ROOT, add_model, make_model, run_ort
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def reshape_model():

@@ -1,4 +1,4 @@
-"""Reduce* and ArgMax/ArgMin kernels, compared with onnxruntime (tests/oracle.py)."""
+"""Reduce* and ArgMax/ArgMin kernels, compared with onnxruntime (tests/helpers/__init__.py)."""
 
 import numpy as np
 import pytest

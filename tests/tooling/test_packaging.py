@@ -12,7 +12,8 @@ from importlib import metadata
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT
+
 
 
 def read_pins(path):

@@ -13,8 +13,8 @@ import pytest
 from onnx import TensorProto, helper
 
 import ortlite
+from helpers import subprocess_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def matmul_chain_model(n=8, size=256):
@@ -40,9 +40,7 @@ def model_path(tmp_path_factory):
 
 
 def run_python(code, timeout=60):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in [os.environ.get("ORTLITE_TEST_PATH"), ROOT, env.get("PYTHONPATH")] if p)
+    env = subprocess_env()
     try:
         # cwd: not the repository root, whose ortlite/ would shadow ORTLITE_TEST_PATH's.
         return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,

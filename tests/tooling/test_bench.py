@@ -10,7 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT
+
 BENCH = os.path.join(ROOT, "tools", "bench.py")
 
 

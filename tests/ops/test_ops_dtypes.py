@@ -20,7 +20,7 @@ from onnx import TensorProto, defs, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import ortlite
-from helpers import make_model, run_ort, run_ortlite
+from helpers import ROOT, make_model, run_ort, run_ortlite, subprocess_env
 
 TP = TensorProto
 # The samples include values that overflow numpy's own casts on purpose.
@@ -519,7 +519,7 @@ def test_ml_dtypes_version_is_the_one_under_test():
     # make test runs this file twice: with the lock's ml_dtypes and with the oldest one
     # pyproject.toml's ml-dtypes extra allows (ORTLITE_EXPECT_ML_DTYPES names it).
     expected = os.environ.get("ORTLITE_EXPECT_ML_DTYPES")
-    lock = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    lock = os.path.join(ROOT,
                         "requirements-lock.txt")
     if not expected:
         with open(lock) as f:
@@ -536,10 +536,7 @@ def test_without_ml_dtypes_narrow_outputs_raise_not_implemented(tmp_path):
         "import numpy as np, ortlite\n"
         f"s = ortlite.InferenceSession({str(path)!r})\n"
         "print(s.run(None, {'x': np.ones(2, np.float32)}))\n")
-    env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in [os.environ.get("ORTLITE_TEST_PATH"), root, env.get("PYTHONPATH")] if p)
+    env = subprocess_env()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          timeout=60)
     assert out.returncode == 1, out.stdout + out.stderr

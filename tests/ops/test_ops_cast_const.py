@@ -239,7 +239,7 @@ def test_cast_from_bfloat16():
 
 # ---- Cast: errors ------------------------------------------------------------------------------
 
-# float8 / int4 targets: tests/test_ops_dtypes.py.
+# float8 / int4 targets: tests/ops/test_ops_dtypes.py.
 @pytest.mark.parametrize("to,name", [(TensorProto.COMPLEX64, "complex64"),
                                      (TensorProto.COMPLEX128, "complex128")])
 def test_cast_unsupported_target(to, name):

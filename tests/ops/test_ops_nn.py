@@ -18,10 +18,9 @@ from onnx.reference import ReferenceEvaluator
 
 import ortlite
 import helpers
-from helpers import NP_TO_ONNX, assert_same, run_lite, run_ort, session
+from helpers import NP_TO_ONNX, ROOT, TESTS, assert_same, run_lite, run_ort, session
 
 F16, F32, F64 = np.float16, np.float32, np.float64
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # ---------------------------------------------------------------------------------------
@@ -187,10 +186,11 @@ def test_matmul_mixed_types_rejected():
         run_lite(m, {"A": a, "B": b})
 
 
+HERE = os.path.dirname(os.path.abspath(__file__))  # this file's folder, for the subprocess
 GEMM_SCRIPT = r"""
 import sys
 import numpy as np
-sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
+sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r}); sys.path.insert(0, {here!r})
 import ortlite
 from test_ops_nn import node_model, rand, session
 rng = np.random.default_rng(0)
@@ -219,7 +219,7 @@ print("OK")
 def test_gemm_kernel_variants(isa):
     """Every micro-kernel set the machine supports (ORTLITE_GEMM_ISA caps the choice)."""
     env = dict(os.environ, ORTLITE_GEMM_ISA=isa)
-    script = GEMM_SCRIPT.format(root=ROOT, tests=os.path.join(ROOT, "tests"))
+    script = GEMM_SCRIPT.format(root=ROOT, tests=TESTS, here=HERE)
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]

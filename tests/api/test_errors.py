@@ -6,7 +6,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import ortlite
-from helpers import add_model, make_model, model_bytes
+from helpers import add_model, make_model, model_bytes, subprocess_env
 
 F32 = np.float32
 
@@ -347,10 +347,7 @@ def test_out_of_memory_has_the_same_class_sync_and_async():
     import subprocess
     import sys
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in [os.environ.get("ORTLITE_TEST_PATH"), root] if p)
+    env = subprocess_env(keep_pythonpath=False)
     if os.environ.get("ORTLITE_TEST_PATH"):
         pytest.skip("a sanitizer build reserves far more address space than RLIMIT_AS allows")
     out = subprocess.run([sys.executable, "-c", OUT_OF_MEMORY], env=env, capture_output=True,

@@ -20,9 +20,8 @@ import pytest
 from onnx import TensorProto, helper
 
 import ortlite
-from helpers import add_model
+from helpers import ROOT, add_model
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import conformance  # noqa: E402
 

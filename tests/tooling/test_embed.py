@@ -8,7 +8,8 @@ import textwrap
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT
+
 
 
 def _vg_xml(kind, obj, fn="f", leak=False):

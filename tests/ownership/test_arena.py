@@ -13,11 +13,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ortlite
-from helpers import make_model, run_ort
+from helpers import ROOT, TESTS, make_model, run_ort
 
 F = np.float32
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHIM = os.path.join(ROOT, "tests", "data", "alloc", "alloc_count.c")
+HERE = os.path.dirname(os.path.abspath(__file__))  # this file's folder, for subprocesses
 
 
 def add_chain(n, width=100):
@@ -30,7 +30,7 @@ def add_chain(n, width=100):
 
 ALLOC_SCRIPT = r"""
 import ctypes, sys
-sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
+sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r}); sys.path.insert(0, {here!r})
 import numpy as np
 import ortlite
 from test_arena import add_chain
@@ -66,7 +66,7 @@ def test_intermediates_allocate_nothing_once_warm(tmp_path):
     lib = tmp_path / "alloc_count.so"
     subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(lib), SHIM], check=True)
     env = dict(os.environ, LD_PRELOAD=str(lib))
-    script = ALLOC_SCRIPT.format(root=ROOT, tests=os.path.join(ROOT, "tests"))
+    script = ALLOC_SCRIPT.format(root=ROOT, tests=TESTS, here=HERE)
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]

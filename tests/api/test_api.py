@@ -19,7 +19,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ortlite
-from helpers import add_model, assert_same, identity_model, make_model, model_bytes, run_ort
+from helpers import ROOT, add_model, assert_same, identity_model, make_model, model_bytes, run_ort
 
 F32 = np.float32
 
@@ -74,7 +74,7 @@ def test_package_imports_only_numpy_and_stdlib():
     code = ("import sys, ortlite\n"
             "bad = [m for m in ('onnx', 'onnxruntime', 'google.protobuf') if m in sys.modules]\n"
             "print(bad)\n")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = ROOT
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"

@@ -12,7 +12,7 @@ Cases (see docs/fuzzing.md): truncations at 16 points, 1,000 seeded byte mutatio
 dims (negative, huge, overflowing), raw_data size mismatches, bad data_type enums,
 attributes of the wrong type, bad graphs (cycles, dangling inputs, duplicate names),
 10,000-deep nesting, external-data paths that leave the model's directory, and the
-fuzzer's crash reproducers in tests/data/fuzz/. tests/test_model_errors.py checks the
+fuzzer's crash reproducers in tests/data/fuzz/. tests/api/test_model_errors.py checks the
 exact error class and message of single cases in-process; this file goes broad.
 """
 
@@ -28,14 +28,13 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from helpers import DATA, ROOT
 from helpers import pb_encode as pb
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools", "fuzz"))
 import make_corpus  # noqa: E402
 
-FUZZ_DATA = os.path.join(HERE, "data", "fuzz")
+FUZZ_DATA = os.path.join(DATA, "fuzz")
 CHILD_AS_LIMIT = 2 << 30        # RLIMIT_AS of each child: 2 GiB
 PEAK_RSS_LIMIT = 1 << 30        # no child may come near it
 CASE_TIMEOUT = 20.0             # seconds per case (a hang is a failure)
