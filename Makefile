@@ -38,7 +38,7 @@ lock:
 # extra); the newest is the lock's. make test runs the narrow-type tests against both.
 ML_DTYPES_MIN := 0.5.0
 ML_DTYPES_MIN_DIR := build/ml_dtypes-$(ML_DTYPES_MIN)
-NARROW_TYPE_TESTS := tests/test_ops_dtypes.py
+NARROW_TYPE_TESTS := tests/ops/test_ops_dtypes.py
 $(ML_DTYPES_MIN_DIR)/.installed: $(STAMP)
 	rm -rf $(ML_DTYPES_MIN_DIR)
 	$(PY) -m pip install -q --no-deps --target $(ML_DTYPES_MIN_DIR) ml_dtypes==$(ML_DTYPES_MIN)
@@ -86,15 +86,15 @@ fuzz: $(STAMP)
 
 # --- Memory-safety harnesses (docs/safety.md) -------------------------------------------
 # make asan: the whole suite on an -fsanitize=address,undefined build in build/asan
-# (the in-place build is untouched); ASAN_ARGS=tests/test_api.py narrows it.
+# (the in-place build is untouched); ASAN_ARGS=tests/api/test_api.py narrows it.
 ASAN_ARGS ?=
 # make valgrind: the binding tests under valgrind memcheck, on the in-place build.
-VALGRIND_TESTS ?= tests/test_api.py tests/test_feeds.py tests/test_errors.py \
-	tests/test_async.py tests/test_ownership.py
+VALGRIND_TESTS ?= tests/api/test_api.py tests/api/test_feeds.py tests/api/test_errors.py \
+	tests/api/test_async.py tests/ownership/test_ownership.py
 # Timing tests are meaningless under valgrind (it runs one thread at a time, 20-50x slower).
-VALGRIND_DESELECT := --deselect tests/test_ownership.py::test_rss_does_not_grow_over_100k_runs \
-	--deselect tests/test_ownership.py::test_run_releases_the_gil \
-	--deselect tests/test_ownership.py::test_terminate_stops_a_long_matmul_run_early
+VALGRIND_DESELECT := --deselect tests/ownership/test_ownership.py::test_rss_does_not_grow_over_100k_runs \
+	--deselect tests/ownership/test_ownership.py::test_run_releases_the_gil \
+	--deselect tests/ownership/test_ownership.py::test_terminate_stops_a_long_matmul_run_early
 # make embed: a C++ host of CPython (tools/embed) under valgrind.
 PY_CONFIG = $(shell $(PY) -c 'import os, sys; print(os.path.join(sys.base_prefix, "bin", "python3-config"))')
 SITE_PACKAGES = $(shell $(PY) -c 'import os, numpy; print(os.path.dirname(os.path.dirname(numpy.__file__)))')

@@ -6,12 +6,12 @@
 #              calls pip; only without any does it run `make build`, which creates .venv and
 #              needs pip's index (the device machine has no network: see docs/cuda.md).
 #   info       nvidia-smi and ortlite._ortlite._cuda_info()
-#   tests      tests/test_cuda.py; fails when its GPU tests skip
+#   tests      tests/providers/test_cuda.py; fails when its GPU tests skip
 #   memcheck   compute-sanitizer memcheck (plain cudaMalloc per buffer, so bounds are exact)
 #              and racecheck over a short run of every CUDA kernel
 #   bench      cuBLAS GEMM TFLOP/s (FP32, TF32, FP16), kernel latency on the GPU vs the same
 #              node on the CPU, and whole-model latency (MLP, CNN, transformer layer of
-#              tests/test_models.py) of a CUDA session vs a CPU session
+#              tests/models/test_models.py) of a CUDA session vs a CPU session
 # Run from the repository root: tools/gpu_check.sh [--quick] [--skip-build]
 # Logs and results.json go to build/gpu_check/; the exit status is non-zero when a step fails.
 set -uo pipefail
@@ -75,7 +75,7 @@ step info bash -c "nvidia-smi; $PY -c 'import ortlite, pprint; pprint.pprint(ort
 cat "$OUT/info.log"
 
 tests() {
-  "$PY" -m pytest -q -p no:cacheprovider tests/test_cuda.py -rs || return 1
+  "$PY" -m pytest -q -p no:cacheprovider tests/providers/test_cuda.py -rs || return 1
 }
 step tests tests
 if grep -q "no CUDA device" "$OUT/tests.log"; then

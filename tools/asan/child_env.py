@@ -4,7 +4,7 @@
 Those subprocesses put the repository root first on sys.path, so they import the
 in-place (unsanitized) build, not build/asan: the ASan runtime would check nothing of
 ortlite there, would only report the interpreter's and protobuf's exit-time leaks, and
-cannot run under the RLIMIT_AS that tests/test_bad_inputs.py gives its children (ASan
+cannot run under the RLIMIT_AS that tests/safety/test_bad_inputs.py gives its children (ASan
 reserves terabytes of shadow address space). The pytest process itself keeps the
 runtime it was started with."""
 

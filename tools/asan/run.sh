@@ -53,10 +53,10 @@ args=("$@")
 [ ${#args[@]} -eq 0 ] && args=(tests)
 # Memory-growth bounds are not meaningful under ASan (freed blocks wait in its quarantine,
 # shadow memory): those tests are left to the plain `make test`.
-args+=(--deselect tests/test_ownership.py::test_rss_does_not_grow_over_100k_runs)
-args+=(--deselect tests/test_graph.py::test_long_chain_releases_intermediates)
+args+=(--deselect tests/ownership/test_ownership.py::test_rss_does_not_grow_over_100k_runs)
+args+=(--deselect tests/graph/test_graph.py::test_long_chain_releases_intermediates)
 # Its children run the ASan build too (child_env), whose peak RSS passes the 1 GiB bound.
-args+=(--deselect tests/test_bad_inputs.py::test_memory_stays_bounded)
+args+=(--deselect tests/safety/test_bad_inputs.py::test_memory_stays_bounded)
 set +e
 PYTHONPATH="$ROOT/tools/asan${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m pytest -q -p no:cacheprovider -p child_env "${args[@]}"
 rc=$?

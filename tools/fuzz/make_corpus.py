@@ -7,7 +7,7 @@ one model per operator family (elementwise math, activations, comparisons/logic,
 reductions, tensor/data movement, casts), string and float16 initializers, a model-local
 function, Constant nodes of every attribute form, symbolic dims. All self-contained (no
 external data). Also importable: `models()` yields (name, ModelProto) pairs, used by
-tests/test_bad_inputs.py as its valid base models.
+tests/safety/test_bad_inputs.py as its valid base models.
 """
 
 import argparse

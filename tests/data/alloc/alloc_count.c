@@ -1,5 +1,5 @@
 /* Counts heap allocations (malloc, calloc, realloc, and the aligned forms) between
- * alloc_count_start() and alloc_count_stop(); loaded with LD_PRELOAD by tests/test_arena.py.
+ * alloc_count_start() and alloc_count_stop(); loaded with LD_PRELOAD by tests/ownership/test_arena.py.
  * Frees are not intercepted: glibc's free takes every block these return. */
 #include <stddef.h>
 #include <errno.h>

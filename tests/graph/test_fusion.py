@@ -1,0 +1,497 @@
+"""Load-time graph rewrites (src/graph/optimizer.cc) and the com.ortlite operators they
+write (FusedConv, FusedExpandDepthwise, FusedMatMul, FusedGemm, Gelu): every model runs with
+graph_optimization_level 0 (no rewrite) and 99, and both are compared with onnxruntime.
+Whether a rewrite happened is visible in error messages, which name the node by its op
+type ("FusedConv node 'conv'")."""
+
+import math
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import ortlite
+from helpers import randn, run_ort, session
+
+F32 = np.float32
+LEVELS = [ortlite.GraphOptimizationLevel.ORT_DISABLE_ALL, ortlite.GraphOptimizationLevel.ORT_ENABLE_ALL]
+
+
+class G:
+    """Builds a model: nodes, initializers, inputs and outputs by name."""
+
+    def __init__(self, opset=17):
+        self.nodes, self.inits, self.opset = [], [], opset
+
+    def const(self, name, arr):
+        self.inits.append(numpy_helper.from_array(np.asarray(arr), name))
+        return name
+
+    def node(self, op, ins, outs, name=None, **attrs):
+        self.nodes.append(helper.make_node(op, ins, outs, name=name or outs[0], **attrs))
+        return outs[0]
+
+    def model(self, inputs, outputs, graph_inputs_extra=()):
+        vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s)) for n, s in inputs]
+        vi += list(graph_inputs_extra)
+        vo = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs]
+        g = helper.make_graph(self.nodes, "g", vi, vo, initializer=self.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", self.opset)])
+        m.ir_version = 8
+        return m
+
+
+def check_levels(model, feeds, rel=2e-5, threads=1):
+    """Both optimization levels against onnxruntime; returns the level-99 outputs."""
+    expected = run_ort(model, feeds)
+    out = None
+    for level in LEVELS:
+        out = session(model, threads, level).run(None, feeds)
+        for a, e in zip(out, expected):
+            assert a.shape == e.shape and a.dtype == e.dtype
+            scale = float(np.abs(e).max()) + 1e-6
+            np.testing.assert_allclose(a, e, rtol=rel * 10, atol=rel * scale)
+    return out
+
+
+def error_text(model, feeds, level=LEVELS[1]):
+    """The error a run with bad feeds gives (input shapes undeclared, so that the kernels,
+    not the feed check, see them)."""
+    m = type(model)()
+    m.CopyFrom(model)
+    for vi in m.graph.input:
+        vi.type.tensor_type.ClearField("shape")
+    with pytest.raises(ortlite.OrtliteError) as e:
+        session(m, 1, level).run(None, feeds)
+    return str(e.value)
+
+
+def conv_bn(g, x, cin, cout, name, seed, k=3, stride=1):
+    w = g.const(name + "_w", randn((cout, cin, k, k), seed, 1.0 / math.sqrt(cin * k * k)))
+    y = g.node("Conv", [x, w], [name], kernel_shape=[k, k], strides=[stride, stride],
+               pads=[k // 2] * 4)
+    r = np.random.default_rng(seed + 100)
+    p = [g.const(f"{name}_{t}", r.uniform(lo, hi, cout).astype(F32))
+         for t, lo, hi in (("s", 0.5, 1.5), ("b", -0.1, 0.1), ("m", -0.1, 0.1), ("v", 0.5, 1.5))]
+    return g.node("BatchNormalization", [y] + p, [name + "_bn"], epsilon=1e-5)
+
+
+# ---- Conv --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_resnet_block(threads):
+    g = G()
+    h = g.node("Relu", [conv_bn(g, "x", 16, 32, "c1", 1)], ["r1"])
+    y = conv_bn(g, h, 32, 32, "c2", 2)
+    s = conv_bn(g, "x", 16, 32, "sc", 3, k=1)
+    g.node("Relu", [g.node("Add", [y, s], ["sum"])], ["out"])
+    model = g.model([("x", (2, 16, 12, 12))], ["out"])
+    feeds = {"x": randn((2, 16, 12, 12), 4)}
+    check_levels(model, feeds, threads=threads)
+    # The three convolutions became FusedConv (the BatchNormalization, Add and Relu nodes
+    # are gone): a bad input is reported by the fused node.
+    assert "FusedConv node 'c1'" in error_text(model, {"x": randn((2, 8, 12, 12), 4)})
+
+
+@pytest.mark.parametrize("act, extra", [
+    ("Relu", {}), ("LeakyRelu", {"alpha": 0.2}), ("Sigmoid", {}), ("Tanh", {}),
+    ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("Clip6", {}), ("Clip6old", {}),
+])
+@pytest.mark.parametrize("depthwise", [False, True])
+def test_conv_activation(act, extra, depthwise):
+    opset = 6 if act == "Clip6old" else 17
+    g = G(opset)
+    c = 16
+    w = g.const("w", randn((c, 1 if depthwise else c, 3, 3), 1, 0.5))
+    b = g.const("b", randn((c,), 2))
+    y = g.node("Conv", ["x", w, b], ["conv"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+               group=c if depthwise else 1)
+    if act == "Clip6":
+        g.node("Clip", [y, g.const("lo", np.array(0, F32)), g.const("hi", np.array(6, F32))],
+               ["out"])
+    elif act == "Clip6old":
+        g.node("Clip", [y], ["out"], min=0.0, max=6.0)
+    else:
+        g.node(act, [y], ["out"], **extra)
+    model = g.model([("x", (1, c, 9, 9))], ["out"])
+    check_levels(model, {"x": randn((1, c, 9, 9), 3, 4.0)})
+    assert "FusedConv node 'conv'" in error_text(model, {"x": randn((1, c + 1, 9, 9), 3)})
+
+
+@pytest.mark.parametrize("z_shape", [(1, 32, 8, 8), (1, 32, 1, 1), (1, 1, 8, 8), (2, 32, 8, 8)])
+def test_conv_add_broadcast(z_shape):
+    # Z of the conv's shape is added in the epilogue; one that broadcasts, or that makes the
+    # output larger than the conv's, gives what Add gives.
+    g = G()
+    w = g.const("w", randn((32, 16, 3, 3), 1, 0.2))
+    y = g.node("Conv", ["x", w], ["conv"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    g.node("Relu", [g.node("Add", ["z", y], ["sum"])], ["out"])
+    model = g.model([("x", (1, 16, 8, 8)), ("z", z_shape)], ["out"])
+    check_levels(model, {"x": randn((1, 16, 8, 8), 2), "z": randn(z_shape, 3)})
+
+
+def test_conv_add_z_mismatch_is_an_error():
+    g = G()
+    w = g.const("w", randn((8, 8, 3, 3), 1))
+    g.node("Add", [g.node("Conv", ["x", w], ["conv"], kernel_shape=[3, 3]), "z"], ["out"])
+    model = g.model([("x", (1, 8, 6, 6)), ("z", (1, 8, 5, 5))], ["out"])
+    feeds = {"x": randn((1, 8, 6, 6), 2), "z": randn((1, 8, 5, 5), 3)}
+    for level in LEVELS:
+        with pytest.raises(ortlite.InvalidArgument):
+            session(model, 1, level).run(None, feeds)
+
+
+def test_bn_output_is_a_graph_output():
+    g = G()
+    bn = conv_bn(g, "x", 8, 8, "c", 1)
+    g.node("Relu", [bn], ["out"])
+    model = g.model([("x", (1, 8, 6, 6))], ["c_bn", "out"])
+    check_levels(model, {"x": randn((1, 8, 6, 6), 2)})
+    # Nothing fused: the Conv stays a Conv.
+    assert "Conv node 'c'" in error_text(model, {"x": randn((1, 4, 6, 6), 2)})
+
+
+def test_conv_output_read_twice():
+    g = G()
+    w = g.const("w", randn((8, 8, 3, 3), 1))
+    y = g.node("Conv", ["x", w], ["conv"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    g.node("Add", [g.node("Relu", [y], ["r"]), y], ["out"])
+    model = g.model([("x", (1, 8, 6, 6))], ["out"])
+    check_levels(model, {"x": randn((1, 8, 6, 6), 2)})
+    assert "FusedConv" not in error_text(model, {"x": randn((1, 4, 6, 6), 2)})
+
+
+def test_overridable_conv_weights():
+    # W and the BatchNormalization scale are initializers that are also graph inputs: a feed
+    # may replace them, so neither is folded and the fed values are used.
+    g = G()
+    bn = conv_bn(g, "x", 8, 8, "c", 1)
+    g.node("Relu", [bn], ["out"])
+    extra = [helper.make_tensor_value_info("c_w", TensorProto.FLOAT, [8, 8, 3, 3]),
+             helper.make_tensor_value_info("c_s", TensorProto.FLOAT, [8])]
+    model = g.model([("x", (1, 8, 6, 6))], ["out"], extra)
+    x = randn((1, 8, 6, 6), 2)
+    check_levels(model, {"x": x})
+    feeds = {"x": x, "c_w": randn((8, 8, 3, 3), 9), "c_s": np.full(8, 2.0, F32)}
+    expected = run_ort(model, feeds)[0]
+    for level in LEVELS:
+        np.testing.assert_allclose(session(model, 1, level).run(None, feeds)[0], expected,
+                                   rtol=1e-4, atol=1e-4)
+
+
+def test_session_options_initializer_replaces_folded_weights():
+    g = G()
+    g.node("Relu", [conv_bn(g, "x", 8, 8, "c", 1)], ["out"])
+    model = g.model([("x", (1, 8, 6, 6))], ["out"])
+    w2 = randn((8, 8, 3, 3), 7)
+    ref = G()
+    ref.inits = [i if i.name != "c_w" else numpy_helper.from_array(w2, "c_w") for i in g.inits]
+    ref.nodes = g.nodes
+    expected = run_ort(ref.model([("x", (1, 8, 6, 6))], ["out"]), {"x": randn((1, 8, 6, 6), 2)})[0]
+    so = ortlite.SessionOptions()
+    w2_value = ortlite.OrtValue.ortvalue_from_numpy(w2)
+    so.add_initializer("c_w", w2_value)
+    s = ortlite.InferenceSession(model.SerializeToString(), so)
+    np.testing.assert_allclose(s.run(None, {"x": randn((1, 8, 6, 6), 2)})[0], expected, rtol=1e-4,
+                               atol=1e-4)
+
+
+def test_mobilenet_block():
+    g = G()
+    lo, hi = g.const("lo", np.array(0, F32)), g.const("hi", np.array(6, F32))
+    c, e = 16, 96
+    w1, b1 = g.const("w1", randn((e, c, 1, 1), 1, 0.3)), g.const("b1", randn((e,), 2, 0.1))
+    w2, b2 = g.const("w2", randn((e, 1, 3, 3), 3, 0.3)), g.const("b2", randn((e,), 4, 0.1))
+    w3, b3 = g.const("w3", randn((c, e, 1, 1), 5, 0.1)), g.const("b3", randn((c,), 6, 0.1))
+    h = g.node("Clip", [g.node("Conv", ["x", w1, b1], ["e"], kernel_shape=[1, 1]), lo, hi], ["e6"])
+    h = g.node("Clip", [g.node("Conv", [h, w2, b2], ["d"], kernel_shape=[3, 3],
+                               pads=[1, 1, 1, 1], group=e), lo, hi], ["d6"])
+    h = g.node("Conv", [h, w3, b3], ["p"], kernel_shape=[1, 1])
+    g.node("Add", ["x", h], ["out"])
+    model = g.model([("x", (1, c, 28, 28))], ["out"])
+    check_levels(model, {"x": randn((1, c, 28, 28), 7)})
+
+
+# ---- 1x1 Conv + depthwise Conv: FusedExpandDepthwise ------------------------------------
+
+
+def act_node(g, kind, x, out, lo_hi):
+    if kind == "Clip6":
+        return g.node("Clip", [x, *lo_hi], [out])
+    if kind == "LeakyRelu":
+        return g.node("LeakyRelu", [x], [out], alpha=0.1)
+    if kind:
+        return g.node(kind, [x], [out])
+    return x
+
+
+def bn_params(g, name, n, seed):
+    r = np.random.default_rng(seed)
+    return [g.const(f"{name}_{t}", r.uniform(lo, hi, n).astype(F32))
+            for t, lo, hi in (("s", 0.5, 1.5), ("b", -0.1, 0.1), ("m", -0.1, 0.1), ("v", 0.5, 1.5))]
+
+
+def expand_dw(c, e, shape, k=3, stride=1, pads=(1, 1, 1, 1), acts=("Clip6", "Clip6"),
+              bn=False, dilation=1, bias=True, seed=0):
+    """x -> 1x1 Conv (c -> e) [+ BN] [+ act] -> depthwise k x k Conv [+ BN] [+ act]."""
+    g = G()
+    lo_hi = (g.const("lo", np.array(0, F32)), g.const("hi", np.array(6, F32)))
+    ins = ["x", g.const("w1", randn((e, c, 1, 1), seed + 1, 1.0 / math.sqrt(c)))]
+    if bias:
+        ins.append(g.const("b1", randn((e,), seed + 2, 0.1)))
+    h = g.node("Conv", ins, ["e"], kernel_shape=[1, 1])
+    if bn:
+        h = g.node("BatchNormalization", [h] + bn_params(g, "bn1", e, seed + 3), ["e_bn"])
+    h = act_node(g, acts[0], h, "e_act", lo_hi)
+    ins = [h, g.const("w2", randn((e, 1, k, k), seed + 4, 1.0 / k))]
+    if bias:
+        ins.append(g.const("b2", randn((e,), seed + 5, 0.1)))
+    h = g.node("Conv", ins, ["d"], kernel_shape=[k, k], strides=[stride, stride], pads=list(pads),
+               dilations=[dilation, dilation], group=e)
+    if bn:
+        h = g.node("BatchNormalization", [h] + bn_params(g, "bn2", e, seed + 6), ["d_bn"])
+    act_node(g, acts[1], h, "out", lo_hi)
+    if not acts[1]:
+        g.nodes[-1].output[0] = "out"
+    return g.model([("x", shape)], ["out"])
+
+
+# (C, expanded C, N, H, W, kernel, stride, pads, activations): images of 196 pixels or more
+# run as tasks of (band of rows, 32 channels) (several bands here, and a partial group of
+# channels), smaller ones as the two convolutions one after the other.
+EXPAND_DW = [
+    (8, 48, 1, 80, 80, 3, 1, (1, 1, 1, 1), ("Clip6", "Clip6")),
+    (8, 48, 1, 77, 83, 3, 2, (1, 1, 1, 1), ("Relu", "Relu")),        # odd sizes, stride 2
+    (6, 40, 2, 64, 70, 3, 2, (0, 1, 1, 0), ("Clip6", "Clip6")),      # asymmetric pads, N = 2
+    (4, 36, 1, 90, 75, 5, 1, (2, 2, 2, 2), ("", "")),                # 5x5, no activation
+    (4, 36, 1, 90, 75, 3, 1, (3, 2, 3, 2), ("LeakyRelu", "Sigmoid")),  # pads beyond the kernel
+    (5, 40, 1, 81, 81, 5, 2, (2, 2, 2, 2), ("Clip6", "Tanh")),       # 5x5 stride 2
+    (16, 96, 1, 12, 15, 3, 1, (1, 1, 1, 1), ("Clip6", "Clip6")),     # small: two steps
+    (16, 80, 1, 14, 14, 3, 1, (1, 1, 1, 1), ("Clip6", "Clip6")),     # 196 pixels: bands
+    (24, 144, 2, 14, 14, 3, 2, (1, 1, 1, 1), ("Relu", "")),          # 14x14 stride 2, N = 2
+    (8, 48, 1, 80, 80, 3, 3, (1, 1, 1, 1), ("Clip6", "Clip6")),      # stride 3
+]
+
+
+@pytest.mark.parametrize("case", EXPAND_DW,
+                         ids=lambda c: f"{c[0]}x{c[1]}_{c[3]}x{c[4]}_k{c[5]}s{c[6]}")
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_expand_depthwise(case, threads):
+    c, e, n, h, w, k, s, pads, acts = case
+    model = expand_dw(c, e, (n, c, h, w), k, s, pads, acts)
+    check_levels(model, {"x": randn((n, c, h, w), 9, 2.0)}, threads=threads)
+    assert "FusedExpandDepthwise node 'e'" in error_text(model, {"x": randn((n, c + 1, h, w), 9)})
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_expand_depthwise_batchnorm_and_dilation(threads):
+    # BatchNormalization after both convolutions (folded: w_scale on both halves), and a
+    # dilated depthwise kernel (the two convolutions one after the other).
+    for dilation, shape in ((1, (1, 8, 75, 80)), (2, (1, 8, 75, 80)), (1, (2, 8, 9, 11))):
+        model = expand_dw(8, 48, shape, pads=(dilation,) * 4, bn=True, dilation=dilation,
+                          bias=False, acts=("Relu", "Clip6"))
+        check_levels(model, {"x": randn(shape, 5)}, threads=threads)
+
+
+def test_expand_depthwise_nan_and_inf_kept():
+    model = expand_dw(4, 40, (1, 4, 80, 80), acts=("", "Relu"))
+    x = randn((1, 4, 80, 80), 3)
+    x[0, 1, 10, 10] = np.nan
+    x[0, 2, 40, 79] = np.inf
+    expected = run_ort(model, {"x": x})[0]
+    for level in LEVELS:
+        np.testing.assert_allclose(session(model, 1, level).run(None, {"x": x})[0], expected,
+                                   rtol=2e-4, atol=2e-4)
+
+
+def test_expand_depthwise_not_fused():
+    # The 1x1 output is also a graph output; a depthwise multiplier of 2; a 1x1 conv with
+    # stride 2: each stays as it was.
+    model = expand_dw(8, 16, (1, 8, 12, 12))
+    model.graph.output.append(helper.make_tensor_value_info("e_act", TensorProto.FLOAT, None))
+    check_levels(model, {"x": randn((1, 8, 12, 12), 1)})
+    assert "FusedExpandDepthwise" not in error_text(model, {"x": randn((1, 9, 12, 12), 1)})
+    g = G()
+    h = g.node("Conv", ["x", g.const("w1", randn((8, 4, 1, 1), 1))], ["e"], kernel_shape=[1, 1])
+    g.node("Conv", [h, g.const("w2", randn((16, 1, 3, 3), 2))], ["out"], kernel_shape=[3, 3],
+           pads=[1, 1, 1, 1], group=8)
+    model = g.model([("x", (1, 4, 10, 10))], ["out"])
+    check_levels(model, {"x": randn((1, 4, 10, 10), 3)})
+    assert "FusedExpandDepthwise" not in error_text(model, {"x": randn((1, 5, 10, 10), 3)})
+    g = G()
+    h = g.node("Conv", ["x", g.const("w1", randn((8, 4, 1, 1), 1))], ["e"], kernel_shape=[1, 1],
+               strides=[2, 2])
+    g.node("Conv", [h, g.const("w2", randn((8, 1, 3, 3), 2))], ["out"], kernel_shape=[3, 3],
+           pads=[1, 1, 1, 1], group=8)
+    model = g.model([("x", (1, 4, 10, 10))], ["out"])
+    check_levels(model, {"x": randn((1, 4, 10, 10), 3)})
+    assert "FusedExpandDepthwise" not in error_text(model, {"x": randn((1, 5, 10, 10), 3)})
+
+
+# ---- MatMul, Gemm, GELU -----------------------------------------------------------------
+
+
+def gelu(g, f, order):
+    sqrt2, one, half = g.const("sqrt2", np.array(math.sqrt(2), F32)), g.const(
+        "one", np.array(1, F32)), g.const("half", np.array(0.5, F32))
+    if order == "div":
+        t = g.node("Div", [f, sqrt2], ["t"])
+    else:
+        t = g.node("Mul", [g.const("isq", np.array(1 / math.sqrt(2), F32)), f], ["t"])
+    a = g.node("Add", [one, g.node("Erf", [t], ["erf"])], ["a"])
+    if order in ("div", "mul"):  # (x * a) * 0.5
+        return g.node("Mul", [g.node("Mul", [f, a], ["m1"]), half], ["out"])
+    if order == "half_first":  # (x * 0.5) * a
+        return g.node("Mul", [g.node("Mul", [half, f], ["h"]), a], ["out"])
+    return g.node("Mul", [f, g.node("Mul", [a, half], ["m1"])], ["out"])  # x * (a * 0.5)
+
+
+@pytest.mark.parametrize("order", ["div", "mul", "half_first", "half_on_a"])
+def test_matmul_bias_gelu(order):
+    g = G()
+    w, b = g.const("w", randn((64, 96), 1, 0.2)), g.const("b", randn((96,), 2))
+    f = g.node("Add", [g.node("MatMul", ["x", w], ["mm"]), b], ["f"])
+    gelu(g, f, order)
+    model = g.model([("x", (2, 5, 64))], ["out"])
+    check_levels(model, {"x": randn((2, 5, 64), 3)})
+    assert "FusedMatMul node 'mm'" in error_text(model, {"x": randn((2, 5, 63), 3)})
+
+
+def test_gelu_alone_and_graph_output_inside():
+    g = G()
+    gelu(g, "x", "div")
+    model = g.model([("x", (3, 50))], ["out"])
+    check_levels(model, {"x": randn((3, 50), 1, 3.0)})
+    # The Erf output is also a graph output: no Gelu node.
+    model2 = g.model([("x", (3, 50))], ["out", "erf"])
+    check_levels(model2, {"x": randn((3, 50), 1, 3.0)})
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_attention_scores(threads):
+    # Batched MatMul * scalar (alpha), then Softmax; MatMul + bias + Relu with a 1-D A.
+    g = G()
+    s = g.node("Mul", [g.node("MatMul", ["q", "k"], ["qk"]), g.const("sc", np.array(0.125, F32))],
+               ["scores"])
+    g.node("Softmax", [s], ["out"], axis=-1)
+    model = g.model([("q", (2, 3, 16, 8)), ("k", (2, 3, 8, 16))], ["out"])
+    check_levels(model, {"q": randn((2, 3, 16, 8), 1), "k": randn((2, 3, 8, 16), 2)},
+                 threads=threads)
+    g2 = G()
+    w, b = g2.const("w", randn((40, 33), 1)), g2.const("b", randn((33,), 2))
+    g2.node("Relu", [g2.node("Add", [b, g2.node("MatMul", ["x", w], ["mm"])], ["f"])], ["out"])
+    model2 = g2.model([("x", (40,))], ["out"])
+    check_levels(model2, {"x": randn((40,), 3)})
+
+
+def test_matmul_bias_not_matching_is_left_alone():
+    # A [1, N] bias would change the output rank of a 1-D product: not fused.
+    g = G()
+    w, b = g.const("w", randn((16, 8), 1)), g.const("b", randn((1, 8), 2))
+    g.node("Add", [g.node("MatMul", ["x", w], ["mm"]), b], ["out"])
+    model = g.model([("x", (16,))], ["out"])
+    check_levels(model, {"x": randn((16,), 3)})
+
+
+@pytest.mark.parametrize("trans_b", [0, 1])
+@pytest.mark.parametrize("cshape,beta", [((48,), 0.5), ((7, 48), 1.0), ((7, 48), 0.5),
+                                         ((7, 1), 2.0), ((), 1.0)])
+@pytest.mark.parametrize("act", [("LeakyRelu", dict(alpha=0.05)), ("Sigmoid", {}),
+                                 ("Relu", {})])
+def test_gemm_activation(trans_b, cshape, beta, act):
+    g = G()
+    w = g.const("w", randn((48, 64) if trans_b else (64, 48), 1, 0.2))
+    c = g.const("c", randn(cshape, 2))
+    g.node(act[0], [g.node("Gemm", ["x", w, c], ["gm"], transB=trans_b, alpha=0.7,
+                           beta=beta)], ["out"], **act[1])
+    model = g.model([("x", (7, 64))], ["out"])
+    check_levels(model, {"x": randn((7, 64), 3)})
+    assert "FusedGemm node 'gm'" in error_text(model, {"x": randn((7, 63), 3)})
+
+
+
+def _act_ref(kind, y):
+    if kind == "Relu":
+        return np.maximum(y, 0.0)
+    if kind == "Clip":
+        return np.clip(y, -0.2, 0.3)
+    if kind == "LeakyRelu":
+        return np.where(y >= 0, y, 0.1 * y)
+    if kind == "Sigmoid":
+        return 1.0 / (1.0 + np.exp(-y))
+    return y
+
+
+# (M, K, N, transB): odd sizes, partial tiles and panels, K past one cache block (1024) and
+# past two, and the thread splits (at 3 threads): column panels claimed one at a time
+# (37 x 2100 x 161), one at a time with the next claimed ahead (37 x 1100 x 400), in runs
+# of two claimed ahead (30 x 64 x 800), in runs (5 x 64 x 800), and row blocks (few
+# columns: 200 x 70 x 40).
+@pytest.mark.parametrize("m,k,n,trans_b", [(1, 1100, 97, 1), (13, 5, 33, 0), (37, 2100, 161, 1),
+                                           (37, 1100, 400, 0), (30, 64, 800, 1),
+                                           (5, 64, 800, 0), (200, 70, 40, 1), (70, 1, 1, 1)])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_fused_gemm_shapes_and_epilogues(m, k, n, trans_b, threads):
+    """Gemm with constant weights (the fused GEMM with its epilogue in registers, or after
+    the tile for Sigmoid) against float64 numpy, for every form of C and every activation."""
+    x = randn((m, k), 3)
+    w = randn((n, k), 1, 1.0 / math.sqrt(k))
+    ref_mm = x.astype(np.float64) @ w.astype(np.float64).T
+    cases = [  # (activation, C shape, alpha, beta)
+        (None, None, 1.3, 1.0),
+        ("Relu", (n,), 1.0, 1.0),
+        ("Clip", (m, 1), 0.7, 0.5),
+        ("LeakyRelu", (m, n), 1.0, 1.0),
+        ("Sigmoid", (), 1.0, 2.0),
+    ]
+    for act, cshape, alpha, beta in cases:
+        g = G()
+        wc = g.const("w", w if trans_b else np.ascontiguousarray(w.T))
+        ins = ["x", wc]
+        ref = alpha * ref_mm
+        if cshape is not None:
+            c = randn(cshape, 2)
+            ins.append(g.const("c", c))
+            ref = ref + beta * c.astype(np.float64)
+        y = g.node("Gemm", ins, ["gm"], transB=trans_b, alpha=alpha, beta=beta)
+        if act == "Clip":
+            g.node("Clip", [y, g.const("lo", np.float32(-0.2)), g.const("hi", np.float32(0.3))],
+                   ["out"])
+        elif act == "LeakyRelu":
+            g.node("LeakyRelu", [y], ["out"], alpha=0.1)
+        elif act is not None:
+            g.node(act, [y], ["out"])
+        else:
+            g.node("Identity", [y], ["out"])
+        ref = _act_ref(act, ref)
+        model = g.model([("x", (m, k))], ["out"])
+        for level in LEVELS:
+            out = session(model, threads, level).run(None, {"x": x})[0]
+            assert out.shape == (m, n) and out.dtype == np.float32
+            np.testing.assert_allclose(out, ref, rtol=1e-5, atol=2e-5 * (np.abs(ref).max() + 1),
+                                       err_msg=f"{act} C {cshape} level {level}")
+
+
+# ---- constant folding --------------------------------------------------------------------
+
+
+def test_constant_folding_shape_chain():
+    g = G()
+    shp = g.node("Shape", [g.const("c", randn((4, 6), 1))], ["shp"])
+    first = g.node("Gather", [shp, g.const("i0", np.array([0], np.int64))], ["first"], axis=0)
+    newshape = g.node("Concat", [first, g.const("m1", np.array([-1], np.int64))], ["ns"], axis=0)
+    g.node("Reshape", ["x", newshape], ["out"])
+    model = g.model([("x", (2, 2, 6))], ["out"])
+    check_levels(model, {"x": randn((2, 2, 6), 2)})
+
+
+def test_folded_node_output_that_is_a_graph_output():
+    g = G()
+    g.node("Cast", [g.const("c", np.arange(6, dtype=np.int64))], ["cast"], to=TensorProto.FLOAT)
+    g.node("Add", ["x", "cast"], ["out"])
+    model = g.model([("x", (6,))], ["out", "cast"])
+    out = check_levels(model, {"x": randn((6,), 2)})
+    out[1][0] = 42.0  # a copy the caller owns: the session's constant stays as it was
+    again = session(model, 1, LEVELS[1]).run(None, {"x": randn((6,), 2)})[1]
+    assert again[0] == 0.0

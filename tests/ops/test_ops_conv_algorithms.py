@@ -1,0 +1,245 @@
+"""Conv algorithms (src/providers/cpu/nn/conv.cc) against onnxruntime: the direct depthwise kernel
+(stride 1 / 2 / 3, dilated, channel multiplier, 1-D, wide and narrow outputs), 1x1 GEMM on
+the input, im2col + GEMM (normal and, for few output positions, transposed), Winograd
+F(4x4, 3x3) for 3x3 stride-1 convolutions with 16 to 128 channels, grouped convolutions,
+float16 / double, non-constant weights, 1 and 2 threads. Also the bad-input paths of the
+ortlite-internal FusedConv."""
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import ortlite
+from helpers import randn, run_lite, run_ort
+
+F16, F32, F64 = np.float16, np.float32, np.float64
+
+
+def conv_model(x_shape, w, bias=None, dtype=F32, const_w=True, opset=17, **attrs):
+    inits, inputs = [], [helper.make_tensor_value_info("x", _elem(dtype), list(x_shape))]
+    names = ["x", "w"]
+    if const_w:
+        inits.append(numpy_helper.from_array(w, "w"))
+    else:
+        inputs.append(helper.make_tensor_value_info("w", _elem(dtype), list(w.shape)))
+    if bias is not None:
+        inits.append(numpy_helper.from_array(bias, "b"))
+        names.append("b")
+    node = helper.make_node("Conv", names, ["y"], name="conv", **attrs)
+    graph = helper.make_graph([node], "g", inputs,
+                              [helper.make_tensor_value_info("y", _elem(dtype), None)],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def _elem(dtype):
+    return {np.dtype(F16): TensorProto.FLOAT16, np.dtype(F32): TensorProto.FLOAT,
+            np.dtype(F64): TensorProto.DOUBLE}[np.dtype(dtype)]
+
+
+def check(model, feeds, threads=1, rel=2e-5, ref_model=None):
+    """ortlite against onnxruntime, with a tolerance relative to the largest output (Winograd
+    and the fused GEMM sum in another order than onnxruntime's kernels)."""
+    expected = run_ort(ref_model or model, feeds)[0]
+    actual = run_lite(model, feeds, threads)[0]
+    assert actual.shape == expected.shape and actual.dtype == expected.dtype
+    scale = float(np.abs(expected.astype(F64)).max()) + 1e-6
+    np.testing.assert_allclose(actual.astype(F64), expected.astype(F64), rtol=rel * 10,
+                               atol=rel * scale)
+    return actual
+
+
+# (N, C, M, H, W, kernel, stride, pads, dilation, group)
+CASES = [
+    # depthwise
+    (1, 32, 32, 40, 40, 3, 1, [1, 1, 1, 1], 1, 32),       # wide rows
+    (1, 24, 24, 14, 11, 3, 1, [1, 1, 1, 1], 1, 24),       # narrow: flat span
+    (2, 16, 16, 23, 17, 3, 2, [1, 1, 1, 1], 1, 16),       # stride 2, odd sizes
+    (1, 8, 8, 70, 70, 3, 2, [0, 1, 1, 0], 1, 8),          # stride 2 wide, asymmetric pads
+    (1, 8, 8, 20, 20, 5, 1, [4, 4, 4, 4], 2, 8),          # dilated 5x5
+    (1, 8, 16, 20, 19, 3, 3, [1, 2, 1, 2], 1, 8),         # multiplier 2, stride 3
+    (1, 12, 12, 9, 9, 7, 1, [3, 3, 3, 3], 1, 12),         # 7x7
+    (1, 16, 16, 37, 50, 3, 2, [2, 2, 2, 2], 1, 16),       # stride 2, even left pad
+    (1, 8, 8, 33, 40, 5, 2, [2, 2, 2, 2], 1, 8),          # 5x5 stride 2
+    (1, 4, 4, 9, 100, 3, 2, [1, 1, 1, 1], 1, 4),          # stride 2, unmasked middle vectors
+    (1, 8, 8, 12, 40, 4, 1, [0, 0, 0, 0], 1, 8),          # no padding, even kernel
+    (1, 8, 8, 6, 7, 3, 1, [3, 3, 3, 3], 1, 8),            # pads beyond the kernel
+    (2, 8, 8, 5, 7, 3, 1, [0, 2, 2, 0], 1, 8),            # narrow: one span, pads asymmetric
+    (1, 4, 4, 8, 8, 5, 1, [2, 2, 2, 2], 1, 4),            # narrow 5x5
+    (2, 4, 8, 12, 20, 3, 1, [1, 1, 1, 1], 1, 4),          # multiplier 2
+    (1, 6, 12, 9, 40, 3, 2, [1, 1, 1, 1], 1, 6),          # multiplier 2, stride 2
+    # Winograd F(4x4, 3x3) (32 channels and more)
+    (1, 32, 32, 8, 8, 3, 1, [1, 1, 1, 1], 1, 1),
+    (2, 32, 48, 17, 23, 3, 1, [1, 1, 1, 1], 1, 1),
+    (1, 64, 64, 30, 30, 3, 1, [1, 1, 1, 1], 1, 1),
+    (1, 40, 32, 19, 13, 3, 1, [0, 2, 1, 0], 1, 1),        # asymmetric pads
+    (1, 32, 36, 6, 5, 3, 1, [0, 0, 0, 0], 1, 1),          # no padding, tiny
+    (1, 32, 32, 15, 15, 3, 1, [2, 2, 2, 2], 1, 1),        # pads larger than the kernel needs
+    # im2col + GEMM
+    (1, 16, 16, 8, 8, 3, 1, [1, 1, 1, 1], 1, 1),          # 3x3 with too few channels for Winograd
+    (1, 24, 40, 19, 13, 3, 1, [0, 2, 1, 0], 1, 1),        # the same, asymmetric pads
+    (1, 32, 32, 9, 9, 3, 1, [1, 1, 1, 1], 2, 1),          # dilated 3x3: no Winograd
+    (1, 300, 20, 10, 10, 3, 1, [1, 1, 1, 1], 1, 1),       # more channels than Winograd takes
+    (1, 64, 96, 5, 5, 3, 1, [1, 1, 1, 1], 1, 1),          # few positions: transposed product
+    (1, 64, 128, 14, 14, 3, 2, [1, 1, 1, 1], 1, 1),       # strided
+    (1, 3, 16, 30, 30, 7, 2, [3, 3, 3, 3], 1, 1),         # 7x7 stem
+    (2, 32, 64, 10, 10, 3, 1, [1, 1, 1, 1], 1, 4),        # grouped
+    # im2col of a shifted input (strides 1, rows as wide as the output's)
+    (1, 16, 48, 40, 40, 3, 1, [1, 1, 1, 1], 1, 1),        # several blocks of positions
+    (1, 8, 24, 11, 13, 4, 1, [1, 1, 2, 2], 1, 1),         # even kernel, asymmetric pads
+    (1, 16, 24, 12, 12, 3, 1, [0, 1, 0, 1], 1, 1),        # rows unpadded: fewer output rows
+    (2, 16, 16, 9, 9, 3, 1, [2, 2, 2, 2], 2, 2),          # dilated, grouped, N = 2
+    # im2col through the four phases of a stride-2 input (input twice the output)
+    (1, 8, 24, 16, 20, 3, 2, [0, 0, 1, 1], 1, 1),         # no leading padding
+    (2, 12, 20, 16, 16, 4, 2, [1, 1, 1, 1], 1, 2),        # even kernel, grouped, N = 2
+    (1, 3, 24, 64, 48, 7, 2, [3, 3, 3, 3], 1, 1),         # 7x7 stem, several blocks
+    # 1x1
+    (1, 64, 40, 7, 7, 1, 1, [0, 0, 0, 0], 1, 1),          # transposed
+    (2, 24, 72, 20, 20, 1, 1, [0, 0, 0, 0], 1, 1),
+    (2, 64, 32, 7, 9, 1, 2, [0, 0, 0, 0], 1, 1),          # strided 1x1: im2col
+    (1, 40, 48, 30, 30, 1, 2, [0, 0, 0, 0], 1, 1),        # one image: a block per thread
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[:6])) + f"_s{c[6]}_g{c[9]}")
+@pytest.mark.parametrize("threads", [1, 2])
+def test_conv_algorithms(case, threads):
+    N, C, M, H, W, k, s, pads, d, g = case
+    w = randn((M, C // g, k, k), 1, scale=1.0 / np.sqrt(C // g * k * k))
+    b = randn((M,), 2)
+    model = conv_model((N, C, H, W), w, b, kernel_shape=[k, k], strides=[s, s], pads=pads,
+                       dilations=[d, d], group=g)
+    check(model, {"x": randn((N, C, H, W), 3)}, threads)
+
+
+@pytest.mark.parametrize("threads", [3, 4])
+def test_conv_im2col_blocks_split_inside_rows(threads):
+    """Blocks of output positions that start and end inside output rows (the block size is
+    evened out over 3 and 4 threads), read from a shifted input, row by row (stride 2, odd
+    sizes) and through the phases of an even-sized stride-2 input."""
+    for s, pads, hw in ((1, [1, 1, 1, 1], (37, 41)), (2, [1, 1, 1, 1], (37, 41)),
+                        (1, [0, 2, 1, 0], (37, 41)), (2, [1, 1, 1, 1], (74, 82))):
+        w = randn((40, 20, 3, 3), 1, scale=0.1)
+        model = conv_model((1, 20) + hw, w, randn((40,), 2), kernel_shape=[3, 3],
+                           strides=[s, s], pads=pads)
+        check(model, {"x": randn((1, 20) + hw, 3)}, threads)
+
+
+@pytest.mark.parametrize("pads,stride", [([1, 1], 2), ([1, 1], 1), ([0, 2], 1)])
+@pytest.mark.parametrize("group", [1, 8])
+def test_conv_1d(group, pads, stride):
+    w = randn((16, 16 // group, 3), 1)
+    model = conv_model((2, 16, 37), w, randn((16,), 2), kernel_shape=[3], strides=[stride],
+                       pads=pads, group=group)
+    check(model, {"x": randn((2, 16, 37), 3)})
+
+
+def test_conv_3d_dense_same_padding():
+    w = randn((12, 6, 3, 3, 3), 1, scale=0.1)
+    model = conv_model((2, 6, 5, 7, 9), w, randn((12,), 2), kernel_shape=[3, 3, 3],
+                       pads=[1, 1, 1, 1, 1, 1])
+    check(model, {"x": randn((2, 6, 5, 7, 9), 3)})
+
+
+def test_conv_3d_depthwise():
+    w = randn((8, 1, 3, 3, 3), 1)
+    model = conv_model((1, 8, 6, 7, 8), w, randn((8,), 2), kernel_shape=[3, 3, 3],
+                       pads=[1, 1, 1, 1, 1, 1], group=8)
+    check(model, {"x": randn((1, 8, 6, 7, 8), 3)})
+
+
+@pytest.mark.parametrize("shape", [(1, 32, 32, 12, 12, 3, 1), (1, 32, 32, 12, 12, 3, 32),
+                                   (1, 16, 24, 9, 9, 1, 1)])
+def test_conv_weights_fed_at_run_time(shape):
+    N, C, M, H, W, k, g = shape
+    w = randn((M, C // g, k, k), 1)
+    model = conv_model((N, C, H, W), w, const_w=False, kernel_shape=[k, k], pads=[k // 2] * 4,
+                       group=g)
+    check(model, {"x": randn((N, C, H, W), 3), "w": w})
+
+
+@pytest.mark.parametrize("group", [1, 16])
+def test_conv_float16(group):
+    # Weights eligible for Winograd / the fused GEMM: prepared from float16 in float.
+    w = randn((32, 32 // group, 3, 3), 1, dtype=F16, scale=0.2)
+    model = conv_model((1, 32, 16, 16), w, randn((32,), 2, dtype=F16), dtype=F16,
+                       kernel_shape=[3, 3],
+                       pads=[1, 1, 1, 1], group=group)
+    check(model, {"x": randn((1, 32, 16, 16), 3, dtype=F16)}, rel=3e-3)
+
+
+def test_conv_double_matches_float_reference():
+    # onnxruntime has no double Conv: compare with its float result.
+    w = randn((32, 32, 3, 3), 1, dtype=F64, scale=0.1)
+    x = randn((1, 32, 12, 12), 3, dtype=F64)
+    model = conv_model((1, 32, 12, 12), w, dtype=F64, kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    ref = conv_model((1, 32, 12, 12), w.astype(F32), kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    expected = run_ort(ref, {"x": x.astype(F32)})[0]
+    actual = run_lite(model, {"x": x}, threads=1)[0]
+    assert actual.dtype == F64
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4)
+
+
+# ---- FusedConv: bad input ------------------------------------------------------------------
+
+
+def fused_conv_model(attrs, n_inputs=2, w=None, z_shape=None):
+    w = w if w is not None else randn((8, 8, 3, 3), 1)
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 6, 6])]
+    names = ["x", "w"]
+    inits = [numpy_helper.from_array(w, "w")]
+    if n_inputs >= 3:
+        names.append("")
+    if n_inputs >= 4:
+        names.append("z")
+        inputs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, list(z_shape)))
+    if n_inputs >= 5:
+        names.append("x")
+    node = helper.make_node("FusedConv", names, ["y"], domain="com.ortlite", name="fc",
+                            kernel_shape=[3, 3], pads=[1, 1, 1, 1], **attrs)
+    graph = helper.make_graph([node], "g", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.ortlite", 1)])
+    model.ir_version = 8
+    return model
+
+
+def test_fused_conv_runs_with_activation_and_sum():
+    w = randn((8, 8, 3, 3), 1)
+    x, z = randn((1, 8, 6, 6), 2), randn((1, 8, 6, 6), 3)
+    model = fused_conv_model({"activation": "Clip", "activation_params": [-0.5, 0.5]}, 4, w,
+                             (1, 8, 6, 6))
+    ref = conv_model((1, 8, 6, 6), w, kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    expected = np.clip(run_ort(ref, {"x": x})[0] + z, -0.5, 0.5)
+    actual = run_lite(model, {"x": x, "z": z}, threads=1)[0]
+    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("attrs, n_inputs, match", [
+    ({"activation": "Swish"}, 2, "unknown activation 'Swish'"),
+    ({"activation": "Clip", "activation_params": [0.0]}, 2, "takes 2 activation_params"),
+    ({"activation": "Relu", "w_scale": [1.0, 2.0]}, 2, "w_scale"),
+    ({"activation": "Relu"}, 5, "at most 4 inputs"),
+])
+def test_fused_conv_bad_attributes(attrs, n_inputs, match):
+    with pytest.raises(ortlite.InvalidGraph, match=match):
+        run_lite(fused_conv_model(attrs, n_inputs, z_shape=(1, 8, 6, 6)),
+                 {"x": randn((1, 8, 6, 6), 2), "z": randn((1, 8, 6, 6), 3)}, threads=1)
+
+
+def test_fused_conv_sum_shape_mismatch():
+    model = fused_conv_model({"activation": "Relu"}, 4, z_shape=(1, 8, 5, 6))
+    with pytest.raises(ortlite.InvalidArgument, match="does not broadcast"):
+        run_lite(model, {"x": randn((1, 8, 6, 6), 2), "z": randn((1, 8, 5, 6), 3)}, threads=1)
+
+
+def test_fused_conv_sum_wrong_type():
+    model = fused_conv_model({"activation": ""}, 4, z_shape=(1, 8, 6, 6))
+    model.graph.input[1].type.tensor_type.elem_type = TensorProto.DOUBLE
+    with pytest.raises(ortlite.InvalidArgument, match="summed input Z"):
+        run_lite(model, {"x": randn((1, 8, 6, 6), 2), "z": randn((1, 8, 6, 6), 3, dtype=F64)},
+                 threads=1)

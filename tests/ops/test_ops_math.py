@@ -1,0 +1,764 @@
+"""Elementwise math kernels (src/providers/cpu/math): arithmetic, unary math, activations, Clip,
+Min/Max/Sum/Mean, comparisons and logic, Where, compared with onnxruntime, and with numpy
+where onnxruntime has no CPU kernel for an element type the ONNX spec allows."""
+
+import math
+
+import numpy as np
+import onnxruntime
+import pytest
+from onnx import TensorProto, helper
+
+import ortlite
+from helpers import assert_same, make_model, run_ort, run_ortlite
+
+_ORT_STATE = onnxruntime.capi.onnxruntime_pybind11_state
+# onnxruntime has no CPU kernel for the type (NotImplemented), or its checker rejects a type
+# that ortlite accepts beyond the spec (InvalidGraph): compare with numpy instead.
+_ORT_NO_KERNEL = (_ORT_STATE.NotImplemented, _ORT_STATE.InvalidGraph)
+
+F16, F32, F64 = np.float16, np.float32, np.float64
+FLOATS = [F32, F64, F16]
+SIGNED = [np.int8, np.int16, np.int32, np.int64]
+UNSIGNED = [np.uint8, np.uint16, np.uint32, np.uint64]
+INTS = SIGNED + UNSIGNED
+NUMERIC = FLOATS + INTS
+
+# (shape of A, shape of B): same shape, scalars, row / column broadcast, rank mismatch,
+# both sides broadcast, zero-size.
+BCAST = [
+    ((3, 4), (3, 4)),
+    ((3, 4), ()),
+    ((), (3, 4)),
+    ((1,), (2, 3)),
+    ((3, 1), (1, 4)),
+    ((2, 3, 4), (4,)),
+    ((2, 3, 4), (3, 1)),
+    ((2, 1, 4), (3, 1)),
+    ((4, 1, 3, 1), (1, 5, 1, 2)),
+    ((0, 4), (1, 4)),
+    ((2, 0), (2, 1)),
+    ((2, 3), (0, 1, 3)),
+]
+
+
+def tolerance(dtype):
+    dtype = np.dtype(dtype)
+    if dtype == F16:
+        return dict(rtol=2e-3, atol=2e-3)
+    if dtype == F32:
+        return dict(rtol=1e-5, atol=1e-6)
+    return dict(rtol=1e-10, atol=1e-12)
+
+
+# onnxruntime computes some double ops through float32 (Shrink; Gelu expanded from its
+# ONNX function with float32 constants): ortlite is more precise there.
+LOOSE_F64 = dict(rtol=1e-6, atol=1e-9)
+
+
+def rand(shape, dtype, seed=0, lo=-3.0, hi=3.0, ints=None):
+    """Random test data. Integers come from `ints` (lo, hi) or a type-dependent range."""
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype(dtype)
+    shape = tuple(shape)
+    if dtype == np.bool_:
+        return rng.integers(0, 2, shape).astype(bool)
+    if dtype.kind == "f":
+        return rng.uniform(lo, hi, shape).astype(dtype)
+    if ints is None:
+        ints = (0, 40) if dtype.kind == "u" else (-40, 40)
+    return rng.integers(ints[0], ints[1], shape).astype(dtype)
+
+
+def model1(op, feeds, attrs=None, opset=17, out_dtype=None, input_names=None):
+    names = list(feeds) if input_names is None else input_names
+    node = helper.make_node(op, names, ["y"], **(attrs or {}))
+    first = next(iter(feeds.values()))
+    out_dtype = first.dtype if out_dtype is None else out_dtype
+    ins = [(n, a.dtype, list(a.shape)) for n, a in feeds.items()]
+    return make_model([node], ins, [("y", out_dtype, None)], opset=opset)
+
+
+def check(op, feeds, ref=None, attrs=None, opset=17, out_dtype=None, input_names=None,
+          tol=None):
+    """Runs op on ortlite and compares with onnxruntime; where onnxruntime has no kernel for
+    the types, compares with ref(*feeds) instead."""
+    m = model1(op, feeds, attrs, opset, out_dtype, input_names)
+    first = next(iter(feeds.values()))
+    out_dtype = np.dtype(first.dtype if out_dtype is None else out_dtype)
+    actual = run_ortlite(m, feeds)
+    try:
+        expected = run_ort(m, feeds)
+    except _ORT_NO_KERNEL:
+        assert ref is not None, f"onnxruntime has no {op} kernel here and no numpy reference"
+        with np.errstate(all="ignore"):
+            expected = [np.asarray(ref(*feeds.values())).astype(out_dtype)]
+    assert_same(actual, expected, **(tol or tolerance(out_dtype)))
+    return actual[0]
+
+
+def check_exact(op, feeds, expected, attrs=None, opset=17, out_dtype=None, input_names=None):
+    """ortlite only, against exact expected values (semantics onnxruntime leaves undefined)."""
+    m = model1(op, feeds, attrs, opset, out_dtype, input_names)
+    actual = run_ortlite(m, feeds)
+    assert_same(actual, [np.asarray(expected)], rtol=0, atol=0)
+
+
+def expect_error(op, feeds, attrs=None, opset=17, out_dtype=None, input_names=None,
+                 exc=ortlite.OrtliteError, match=None):
+    m = model1(op, feeds, attrs, opset, out_dtype, input_names)
+    with pytest.raises(exc) as info:
+        run_ortlite(m, feeds)
+    if match:
+        for word in match:
+            assert word in str(info.value), str(info.value)
+    return info.value
+
+
+# ---- arithmetic ---------------------------------------------------------------------------
+
+
+def trunc_div(a, b):
+    q = np.abs(a.astype(np.int64)) // np.abs(b.astype(np.int64))
+    return (np.sign(a.astype(np.int64)) * np.sign(b.astype(np.int64)) * q).astype(a.dtype)
+
+
+def np_div(a, b):
+    return trunc_div(a, b) if a.dtype.kind in "iu" else a / b
+
+
+ARITH = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np_div}
+
+
+@pytest.mark.parametrize("dtype", NUMERIC, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("op", list(ARITH))
+def test_arith_broadcast(op, dtype):
+    for i, (sa, sb) in enumerate(BCAST):
+        a = rand(sa, dtype, i)
+        b = rand(sb, dtype, i + 100)
+        if op == "Div" and np.dtype(dtype).kind in "iu":
+            b = np.where(b == 0, 3, b).astype(dtype)
+        check(op, {"a": a, "b": b}, ref=ARITH[op])
+
+
+@pytest.mark.parametrize("opset", [7, 13, 14, 23])
+def test_arith_opsets(opset):
+    a = rand((2, 3), F32, 1)
+    b = rand((3,), F32, 2)
+    for op in ARITH:
+        check(op, {"a": a, "b": b}, opset=opset)
+    ai = rand((2, 3), np.int64, 3)
+    check("Mul", {"a": ai, "b": ai}, opset=opset)
+
+
+def test_arith_large_strided_and_parallel():
+    # Big enough to go multi-threaded; covers the same-shape, scalar, one-side and general
+    # strided paths with chunk boundaries in the middle of rows.
+    a = rand((64, 130, 33), F32, 1)
+    for b in [rand((64, 130, 33), F32, 2), np.array(1.5, F32), rand((130, 1), F32, 3),
+              rand((64, 1, 33), F32, 4), rand((33,), F32, 5)]:
+        check("Add", {"a": a, "b": b})
+        check("Div", {"a": b, "b": a})
+    ai = rand((257, 1031), np.int32, 6)
+    check("Sub", {"a": ai, "b": rand((1031,), np.int32, 7)})
+    check("Mul", {"a": rand((1, 1031), np.int64, 8), "b": rand((257, 1), np.int64, 9)})
+
+
+def test_integer_overflow_wraps():
+    for dtype in [np.int8, np.int32, np.int64, np.uint8, np.uint16, np.uint32]:
+        info = np.iinfo(dtype)
+        a = np.array([info.max, info.min, info.max, 7], dtype)
+        b = np.array([1, -1 if info.min < 0 else 1, info.max, 3], dtype)
+        with np.errstate(all="ignore"):
+            for op, f in [("Add", np.add), ("Sub", np.subtract), ("Mul", np.multiply)]:
+                check_exact(op, {"a": a, "b": b}, f(a, b))
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=lambda d: np.dtype(d).name)
+def test_integer_div_by_zero_defined(dtype):
+    # Would be SIGFPE in plain C. ortlite defines x / 0 = 0 and INT_MIN / -1 = INT_MIN.
+    info = np.iinfo(dtype)
+    if info.min < 0:
+        a = np.array([7, -7, info.min, info.min, 9], dtype)
+        b = np.array([0, 0, -1, 0, -2], dtype)
+        expected = np.array([0, 0, info.min, 0, -4], dtype)
+        check_exact("Mod", {"a": a, "b": b}, np.array([0, 0, 0, 0, -1], dtype))
+        check_exact("Mod", {"a": a, "b": b}, np.array([0, 0, 0, 0, 1], dtype),
+                    attrs={"fmod": 1})
+    else:
+        a = np.array([7, 0, info.max, 9], dtype)
+        b = np.array([0, 0, 0, 2], dtype)
+        expected = np.array([0, 0, 0, 4], dtype)
+        check_exact("Mod", {"a": a, "b": b}, np.array([0, 0, 0, 1], dtype))
+    check_exact("Div", {"a": a, "b": b}, expected)
+    # scalar zero divisor (the broadcast fast path)
+    check_exact("Div", {"a": a, "b": np.array(0, dtype)}, np.zeros_like(a))
+
+
+def test_div_truncates_toward_zero():
+    a = np.array([7, -7, 7, -7, 1, -1], np.int32)
+    b = np.array([2, 2, -2, -2, 3, 3], np.int32)
+    out = check("Div", {"a": a, "b": b})
+    np.testing.assert_array_equal(out, [3, -3, -3, 3, 0, 0])
+    check("Div", {"a": a.astype(np.int64), "b": b.astype(np.int64)})
+
+
+def test_arith_errors():
+    e = expect_error("Add", {"a": np.ones(3, F32), "b": np.ones(3, np.int64)})
+    assert "int64" in str(e)
+    e = expect_error("Mul", {"a": np.ones((3, 4), F32), "b": np.ones((2, 4), F32)})
+    assert "[3,4]" in str(e).replace(" ", "") and "[2,4]" in str(e).replace(" ", "")
+    expect_error("Add", {"a": np.ones((2, 3), F32), "b": np.ones((0, 3), F32)})
+    expect_error("Sub", {"a": np.ones((3,), np.int8), "b": np.ones((3,), np.uint8)})
+    expect_error("Add", {"a": np.ones(3, np.bool_), "b": np.ones(3, np.bool_)})
+
+
+def test_arith_error_type_is_invalid_argument():
+    m = model1("Add", {"a": np.ones((3, 4), F32), "b": np.ones((2, 4), F32)})
+    with pytest.raises(ortlite.InvalidArgument):
+        run_ortlite(m, {"a": np.ones((3, 4), F32), "b": np.ones((2, 4), F32)})
+
+
+# ---- Pow ----------------------------------------------------------------------------------
+
+
+def np_pow(a, b):
+    r = np.power(a.astype(np.float64), b.astype(np.float64))
+    if a.dtype.kind in "iu":
+        return np.trunc(r).astype(a.dtype)
+    return r.astype(a.dtype)
+
+
+@pytest.mark.parametrize("et", [F32, F64, F16, np.int32, np.int64, np.int8, np.uint8],
+                         ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("bt", [F32, F64, F16, np.int32, np.int64],
+                         ids=lambda d: np.dtype(d).name)
+def test_pow_type_combinations(bt, et):
+    base_is_int = np.dtype(bt).kind == "i"
+    exp_is_int = np.dtype(et).kind in "iu"
+    if base_is_int:
+        a = rand((3, 4), bt, 1, ints=(-5, 6) if exp_is_int else (0, 9))
+    else:
+        a = rand((3, 4), bt, 1, 0.2, 3.0) if not exp_is_int else rand((3, 4), bt, 1, -3, 3)
+    b = rand((4,), et, 2, 0.0, 3.0, ints=(0, 5))
+    check("Pow", {"a": a, "b": b}, ref=np_pow, opset=15)
+    check("Pow", {"a": a, "b": rand((3, 4), et, 3, 0.0, 3.0, ints=(0, 5))}, ref=np_pow)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: np.dtype(d).name)
+def test_pow_scalar_fast_paths(dtype):
+    a = rand((5, 7), dtype, 1, 0.1, 4.0)
+    for e in [2.0, 0.5, 3.0, -1.0, 0.0]:
+        check("Pow", {"a": a, "b": np.array(e, dtype)}, ref=np_pow)
+        check("Pow", {"a": a, "b": np.array([e], F32)}, ref=np_pow)
+    neg = rand((6,), dtype, 2, -3, 3)
+    check("Pow", {"a": neg, "b": np.array(2.0, dtype)}, ref=np_pow)
+    check("Pow", {"a": neg, "b": np.array(3, np.int64)}, ref=np_pow)
+
+
+@pytest.mark.parametrize("opset", [7, 12, 13, 15, 23])
+def test_pow_opsets(opset):
+    a = rand((2, 3), F32, 1, 0.5, 2)
+    b = rand((2, 1), F32, 2, -2, 2)
+    check("Pow", {"a": a, "b": b}, opset=opset)
+
+
+def test_pow_integer_exact():
+    a = np.array([3, 5, -3, 2, 7], np.int64)
+    b = np.array([39, 27, 3, 62, 0], np.int64)
+    check_exact("Pow", {"a": a, "b": b}, np.array([3**39, 5**27, -27, 2**62, 1], np.int64))
+    # negative exponents: 1/x^n truncated toward zero
+    a = np.array([2, -1, -1, 1, 0, -2], np.int32)
+    b = np.array([-1, -1, -2, -5, -1, -2], np.int32)
+    check_exact("Pow", {"a": a, "b": b}, np.array([0, -1, 1, 1, 0, 0], np.int32))
+
+
+# ---- Mod, bit ops -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", INTS + FLOATS, ids=lambda d: np.dtype(d).name)
+def test_mod(dtype):
+    is_float = np.dtype(dtype).kind == "f"
+    a = rand((3, 5), dtype, 1, -10, 10)
+    b = rand((5,), dtype, 2, 0.5, 4, ints=(1, 7))
+    if np.dtype(dtype).kind == "i":
+        b = b * np.array([1, -1, 1, -1, 1], dtype)
+    check("Mod", {"a": a, "b": b}, ref=lambda x, y: np.fmod(x, y), attrs={"fmod": 1})
+    if not is_float:
+        check("Mod", {"a": a, "b": b}, ref=lambda x, y: np.mod(x, y))
+        check("Mod", {"a": a, "b": b}, ref=lambda x, y: np.mod(x, y), attrs={"fmod": 0})
+    else:
+        expect_error("Mod", {"a": a, "b": b}, exc=ortlite.OrtliteError)
+
+
+def test_mod_bad_attribute():
+    expect_error("Mod", {"a": np.ones(3, np.int32), "b": np.ones(3, np.int32)},
+                 attrs={"fmod": 2})
+
+
+@pytest.mark.parametrize("dtype", UNSIGNED, ids=lambda d: np.dtype(d).name)
+def test_bitshift(dtype):
+    bits = np.dtype(dtype).itemsize * 8
+    a = rand((3, 4), dtype, 1, ints=(0, 200))
+    b = rand((4,), dtype, 2, ints=(0, min(bits, 8)))
+    check("BitShift", {"a": a, "b": b}, ref=lambda x, y: np.left_shift(x, y),
+          attrs={"direction": "LEFT"})
+    check("BitShift", {"a": a, "b": b}, ref=lambda x, y: np.right_shift(x, y),
+          attrs={"direction": "RIGHT"})
+    # shifts by >= the bit width are defined as 0
+    check_exact("BitShift", {"a": np.array([1, 3], dtype), "b": np.array([bits, bits + 5], dtype)},
+                np.array([0, 0], dtype), attrs={"direction": "LEFT"})
+    expect_error("BitShift", {"a": a, "b": b}, attrs={"direction": "UP"})
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=lambda d: np.dtype(d).name)
+def test_bitwise(dtype):
+    a = rand((3, 4), dtype, 1, ints=(0, 120))
+    b = rand((3, 1), dtype, 2, ints=(0, 120))
+    for op, f in [("BitwiseAnd", np.bitwise_and), ("BitwiseOr", np.bitwise_or),
+                  ("BitwiseXor", np.bitwise_xor)]:
+        check(op, {"a": a, "b": b}, ref=f, opset=18)
+    check("BitwiseNot", {"a": a}, ref=np.invert, opset=18)
+
+
+# ---- unary float functions and activations ------------------------------------------------
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _f64(f):
+    return lambda x: f(x.astype(np.float64))
+
+
+SELU_A, SELU_G = 1.67326319217681884765625, 1.05070102214813232421875
+
+
+def f32(v):
+    """An attribute value as the model stores it (AttributeProto floats are float32)."""
+    return float(np.float32(v))
+
+
+# name -> (numpy reference on float64, input range, opset, attrs)
+UNARY_FLOAT = {
+    "Sqrt": (np.sqrt, (0.01, 9), 17, None),
+    "Exp": (np.exp, (-8, 8), 17, None),
+    "Log": (np.log, (0.01, 9), 17, None),
+    "Reciprocal": (lambda x: 1 / x, (0.25, 4), 17, None),
+    "Floor": (np.floor, (-4, 4), 17, None),
+    "Ceil": (np.ceil, (-4, 4), 17, None),
+    "Round": (np.round, (-4, 4), 17, None),
+    "Erf": (_erf, (-3, 3), 17, None),
+    "Sin": (np.sin, (-4, 4), 17, None),
+    "Cos": (np.cos, (-4, 4), 17, None),
+    "Tan": (np.tan, (-1.2, 1.2), 17, None),
+    "Asin": (np.arcsin, (-0.99, 0.99), 17, None),
+    "Acos": (np.arccos, (-0.99, 0.99), 17, None),
+    "Atan": (np.arctan, (-4, 4), 17, None),
+    "Sinh": (np.sinh, (-3, 3), 17, None),
+    "Cosh": (np.cosh, (-3, 3), 17, None),
+    "Asinh": (np.arcsinh, (-4, 4), 17, None),
+    "Acosh": (np.arccosh, (1.01, 5), 17, None),
+    "Atanh": (np.arctanh, (-0.95, 0.95), 17, None),
+    "Tanh": (np.tanh, (-5, 5), 17, None),
+    "Sigmoid": (lambda x: 1 / (1 + np.exp(-x)), (-10, 10), 17, None),
+    "Relu": (lambda x: np.maximum(x, 0), (-3, 3), 17, None),
+    "LeakyRelu": (lambda x: np.where(x >= 0, x, f32(0.01) * x), (-3, 3), 17, None),
+    "Elu": (lambda x: np.where(x >= 0, x, np.expm1(x)), (-3, 3), 17, None),
+    "Selu": (lambda x: SELU_G * np.where(x > 0, x, SELU_A * np.expm1(x)), (-3, 3), 17, None),
+    "HardSigmoid": (lambda x: np.clip(f32(0.2) * x + 0.5, 0, 1), (-4, 4), 17, None),
+    "HardSwish": (lambda x: x * np.clip(x / 6 + 0.5, 0, 1), (-5, 5), 17, None),
+    "Softplus": (lambda x: np.logaddexp(0, x), (-10, 10), 17, None),
+    "Softsign": (lambda x: x / (1 + np.abs(x)), (-5, 5), 17, None),
+    "Mish": (lambda x: x * np.tanh(np.logaddexp(0, x)), (-5, 5), 18, None),
+    "ThresholdedRelu": (lambda x: np.where(x > 1, x, 0), (-3, 3), 17, None),
+    "Celu": (lambda x: np.maximum(0, x) + np.minimum(0, np.expm1(x)), (-3, 3), 17, None),
+    "Shrink": (lambda x: np.where(x < -0.5, x, np.where(x > 0.5, x, 0)), (-3, 3), 17, None),
+    "Gelu": (lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2))), (-4, 4), 20, None),
+    "Neg": (np.negative, (-3, 3), 17, None),
+    "Abs": (np.abs, (-3, 3), 17, None),
+    "Sign": (np.sign, (-3, 3), 17, None),
+}
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("op", list(UNARY_FLOAT))
+def test_unary_float(op, dtype):
+    ref, (lo, hi), opset, attrs = UNARY_FLOAT[op]
+    x = rand((4, 3, 5), dtype, 7, lo, hi)
+    if op in ("Round", "Floor", "Ceil", "Sign", "Relu", "Abs", "Neg"):
+        x.flat[:8] = [0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.0, -0.0]
+    tol = LOOSE_F64 if (dtype == F64 and op in ("Shrink", "Gelu")) else None
+    check(op, {"x": x}, ref=_f64(ref), attrs=attrs, opset=opset, tol=tol)
+    # zero-size and rank 0
+    check(op, {"x": np.zeros((2, 0, 3), dtype)}, ref=_f64(ref), attrs=attrs, opset=opset)
+    check(op, {"x": np.array((lo + hi) / 3, dtype)}, ref=_f64(ref), attrs=attrs, opset=opset)
+
+
+def test_unary_float_large_parallel():
+    x = rand((300, 1001), F32, 3, -5, 5)
+    for op in ["Exp", "Tanh", "Sigmoid", "Erf", "Sqrt", "Relu", "Softplus"]:
+        check(op, {"x": np.abs(x) if op == "Sqrt" else x})
+    check("Gelu", {"x": x}, opset=20)
+    check("Gelu", {"x": x}, opset=20, attrs={"approximate": "tanh"})
+    # float16 goes through float blocks of 512 elements
+    h = rand((1000, 37), F16, 4, -5, 5)
+    for op in ["Exp", "Tanh", "Sigmoid", "Erf"]:
+        check(op, {"x": h}, ref=_f64(UNARY_FLOAT[op][0]))
+
+
+def test_fast_float_functions_extremes():
+    # The vectorized float exp / tanh / sigmoid / erf at and beyond their ranges.
+    x = np.array([0.0, -0.0, 1e-30, -1e-30, 1e-8, 0.5, 0.625, 0.99, 1.0, 3.9, 4.0, 9.0, 9.5,
+                  20.0, 88.7, 88.8, 89.0, 1e30, np.inf, -0.625, -1.0, -4.0, -20.0, -87.5,
+                  -103.0, -104.0, -105.0, -1e30, -np.inf, np.nan], F32)
+    check("Exp", {"x": x}, tol=dict(rtol=1e-6, atol=0))
+    check("Tanh", {"x": x}, tol=dict(rtol=1e-6, atol=0))
+    # onnxruntime's (MLAS) sigmoid is off by ~1e-6 relative and gives 0 below about -18;
+    # the comparison with float64 below holds ortlite to 5e-7.
+    check("Sigmoid", {"x": x}, tol=dict(rtol=1e-5, atol=1e-7))
+    # onnxruntime's Erf gives 1 for NaN; ortlite keeps NaN.
+    check("Erf", {"x": x[:-1]}, tol=dict(rtol=1e-6, atol=1e-30))
+    check_exact("Erf", {"x": x[-1:]}, x[-1:])
+    xs = np.linspace(-10, 10, 20001, dtype=F32)
+    ref64 = xs.astype(F64)
+    with np.errstate(all="ignore"):
+        for op, f in [("Exp", np.exp), ("Tanh", np.tanh), ("Erf", _erf),
+                      ("Sigmoid", lambda v: 1 / (1 + np.exp(-v)))]:
+            got = run_ortlite(model1(op, {"x": xs}), {"x": xs})[0]
+            np.testing.assert_allclose(got, f(ref64), rtol=5e-7, atol=1e-37, err_msg=op)
+
+
+FIRST_OPSET = {"Neg": 6, "Abs": 6, "Sqrt": 6, "Exp": 6, "Log": 6, "Reciprocal": 6, "Floor": 6,
+               "Ceil": 6, "Erf": 9, "Sin": 7, "Cos": 7, "Tan": 7, "Asin": 7, "Acos": 7,
+               "Atan": 7, "Sinh": 9, "Cosh": 9, "Asinh": 9, "Acosh": 9, "Atanh": 9, "Tanh": 6,
+               "Sigmoid": 6, "Relu": 6, "LeakyRelu": 6, "Elu": 6, "Selu": 6, "HardSigmoid": 6,
+               "HardSwish": 14, "Softplus": 7, "Softsign": 7, "Mish": 18, "ThresholdedRelu": 10,
+               "Celu": 12, "Shrink": 9, "Round": 11, "Sign": 9, "Gelu": 20}
+
+
+@pytest.mark.parametrize("op", list(FIRST_OPSET))
+def test_unary_opset_range(op):
+    ref, (lo, hi), _, _ = UNARY_FLOAT[op]
+    x = rand((2, 5), F32, 11, lo, hi)
+    for opset in sorted({FIRST_OPSET[op], 13, 18, 22, 23} - set(range(FIRST_OPSET[op]))):
+        check(op, {"x": x}, ref=_f64(ref), opset=opset)
+
+
+@pytest.mark.parametrize("op,attrs,ref", [
+    ("LeakyRelu", {"alpha": 0.3}, lambda x: np.where(x >= 0, x, f32(0.3) * x)),
+    ("Elu", {"alpha": 0.5}, lambda x: np.where(x >= 0, x, 0.5 * np.expm1(x))),
+    ("Selu", {"alpha": 1.5, "gamma": 2.0}, lambda x: 2 * np.where(x > 0, x, 1.5 * np.expm1(x))),
+    ("HardSigmoid", {"alpha": 0.3, "beta": 0.4},
+     lambda x: np.clip(f32(0.3) * x + f32(0.4), 0, 1)),
+    ("ThresholdedRelu", {"alpha": 0.7}, lambda x: np.where(x > f32(0.7), x, 0)),
+    ("Celu", {"alpha": 2.0}, lambda x: np.maximum(0, x) + np.minimum(0, 2 * np.expm1(x / 2))),
+    ("Shrink", {"lambd": 1.0, "bias": 0.3},
+     lambda x: np.where(x < -1, x + f32(0.3), np.where(x > 1, x - f32(0.3), 0))),
+])
+def test_activation_attributes(op, attrs, ref):
+    for dtype in [F32, F64]:
+        x = rand((3, 7), dtype, 2, -4, 4)
+        tol = LOOSE_F64 if (dtype == F64 and op == "Shrink") else None
+        check(op, {"x": x}, ref=_f64(ref), attrs=attrs, tol=tol)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: np.dtype(d).name)
+def test_gelu_tanh(dtype):
+    def ref(x):
+        x = x.astype(np.float64)
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+    x = rand((5, 6), dtype, 1, -5, 5)
+    tol = LOOSE_F64 if dtype == F64 else None
+    check("Gelu", {"x": x}, ref=ref, attrs={"approximate": "tanh"}, opset=20, tol=tol)
+    check("Gelu", {"x": x}, ref=_f64(UNARY_FLOAT["Gelu"][0]), attrs={"approximate": "none"},
+          opset=20, tol=tol)
+    expect_error("Gelu", {"x": x}, attrs={"approximate": "fast"}, opset=20)
+
+
+@pytest.mark.parametrize("dtype", SIGNED + [F32], ids=lambda d: np.dtype(d).name)
+def test_relu_neg_signed(dtype):
+    x = rand((4, 5), dtype, 1)
+    check("Relu", {"x": x}, ref=lambda v: np.maximum(v, 0), opset=14)
+    check("Neg", {"x": x}, ref=np.negative)
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=lambda d: np.dtype(d).name)
+def test_abs_sign_shrink_ints(dtype):
+    x = rand((4, 5), dtype, 1)
+    check("Abs", {"x": x}, ref=np.abs)
+    check("Sign", {"x": x}, ref=np.sign)
+    check("Shrink", {"x": x}, ref=lambda v: np.where(v < -2, v + 1, np.where(v > 2, v - 1, 0)),
+          attrs={"lambd": 2.0, "bias": 1.0})
+    if np.dtype(dtype).kind == "i":
+        info = np.iinfo(dtype)  # wraps like two's complement, no trap
+        check_exact("Neg", {"x": np.array([info.min, 5], dtype)}, np.array([info.min, -5], dtype))
+        check_exact("Abs", {"x": np.array([info.min, -5], dtype)}, np.array([info.min, 5], dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: np.dtype(d).name)
+def test_prelu(dtype):
+    x = rand((2, 3, 4, 5), dtype, 1)
+    for slope_shape in [(3, 1, 1), (5,), (), (1,), (2, 3, 4, 5), (4, 1)]:
+        slope = rand(slope_shape, dtype, 2, 0, 1)
+        check("PRelu", {"x": x, "slope": slope}, ref=lambda a, s: np.where(a < 0, a * s, a))
+    check("PRelu", {"x": rand((3,), dtype, 3), "s": rand((3,), dtype, 4)}, opset=7,
+          ref=lambda a, s: np.where(a < 0, a * s, a))
+
+
+def test_nan_propagation():
+    x = np.array([np.nan, -np.inf, np.inf, -1.0, 0.0, 2.0], F32)
+    for op in ["Relu", "Sigmoid", "Tanh", "Abs", "Neg", "Exp", "LeakyRelu", "Floor", "Sign",
+               "Softsign"]:
+        check(op, {"x": x})
+
+
+def test_unary_type_errors():
+    expect_error("Sqrt", {"x": np.ones(3, np.int32)})
+    expect_error("Exp", {"x": np.ones(3, np.bool_)})
+    expect_error("Neg", {"x": np.ones(3, np.uint8)})
+    expect_error("Celu", {"x": np.ones(3, F32)}, attrs={"alpha": 0.0})
+
+
+# ---- IsNaN / IsInf ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: np.dtype(d).name)
+def test_isnan_isinf(dtype):
+    x = np.array([[np.nan, -np.inf, np.inf], [0.0, -2.0, 3.5]], dtype)
+    check("IsNaN", {"x": x}, ref=np.isnan, out_dtype=np.bool_)
+    check("IsNaN", {"x": x}, ref=np.isnan, out_dtype=np.bool_, opset=9)
+    check("IsInf", {"x": x}, ref=np.isinf, out_dtype=np.bool_)
+    check("IsInf", {"x": x}, ref=np.isneginf, out_dtype=np.bool_, attrs={"detect_positive": 0})
+    check("IsInf", {"x": x}, ref=np.isposinf, out_dtype=np.bool_, attrs={"detect_negative": 0})
+    check("IsInf", {"x": x}, ref=lambda v: np.zeros(v.shape, bool), out_dtype=np.bool_,
+          attrs={"detect_negative": 0, "detect_positive": 0}, opset=20)
+
+
+# ---- Clip ---------------------------------------------------------------------------------
+
+
+def test_clip_opset6_attributes():
+    x = np.array([[np.nan, -5.0, -1.0], [0.0, 0.5, 7.0]], F32)
+    for attrs, ref in [({}, lambda v: v), ({"min": -1.0}, lambda v: np.maximum(v, -1)),
+                       ({"max": 0.2}, lambda v: np.minimum(v, f32(0.2))),
+                       ({"min": -0.5, "max": 0.5}, lambda v: np.clip(v, -0.5, 0.5))]:
+        for dtype in FLOATS:
+            check("Clip", {"x": x.astype(dtype)}, ref=ref, attrs=attrs, opset=6)
+        check("Clip", {"x": x}, ref=ref, attrs=attrs, opset=10)
+
+
+@pytest.mark.parametrize("opset", [11, 12, 13, 23])
+def test_clip_inputs(opset):
+    x = np.array([[np.nan, -5.0, -1.0], [0.0, 0.5, 7.0]], F32)
+    lo, hi = np.array(-1.5, F32), np.array(2.0, F32)
+    check("Clip", {"x": x, "lo": lo, "hi": hi}, opset=opset)
+    check("Clip", {"x": x}, opset=opset)
+    check("Clip", {"x": x, "lo": lo}, opset=opset)
+    check("Clip", {"x": x, "hi": hi}, input_names=["x", "", "hi"], opset=opset)
+    check("Clip", {"x": x, "lo": np.array([0.7], F32), "hi": np.array([-0.3], F32)},
+          opset=opset)  # min > max: everything becomes max
+    check("Clip", {"x": np.zeros((0, 3), F32), "lo": lo, "hi": hi}, opset=opset)
+
+
+@pytest.mark.parametrize("dtype", NUMERIC, ids=lambda d: np.dtype(d).name)
+def test_clip_types(dtype):
+    x = rand((4, 6), dtype, 1, -5, 5)
+    lo, hi = np.array(2, dtype), np.array(30, dtype)
+    check("Clip", {"x": x, "lo": lo, "hi": hi}, ref=lambda v, a, b: np.clip(v, a, b), opset=13)
+    check("Clip", {"x": x, "hi": hi}, ref=lambda v, b: np.minimum(v, b), opset=13,
+          input_names=["x", "", "hi"])
+
+
+def test_clip_errors():
+    x = np.ones((2, 3), F32)
+    expect_error("Clip", {"x": x, "lo": np.zeros(2, F32)}, opset=13)
+    expect_error("Clip", {"x": x, "lo": np.zeros((), F64)}, opset=13)
+    expect_error("Clip", {"x": np.ones(3, np.int32)}, attrs={"min": 0.0}, opset=6)
+
+
+# ---- Min / Max / Sum / Mean ---------------------------------------------------------------
+
+VARIADIC_SHAPES = [
+    [(3, 4)],
+    [(3, 4), (3, 4)],
+    [(3, 1), (1, 4)],
+    [(2, 3, 4), (4,), (3, 1)],
+    [(), (2, 2), (1, 2), (2, 1)],
+    [(0, 3), (1, 3)],
+]
+
+
+def _fold(f):
+    def ref(*xs):
+        r = xs[0]
+        for x in xs[1:]:
+            r = f(r, x)
+        return np.broadcast_to(r, np.broadcast_shapes(*[x.shape for x in xs]))
+    return ref
+
+
+@pytest.mark.parametrize("op,dtype", [(op, d) for op in ["Min", "Max"] for d in NUMERIC] +
+                         [(op, d) for op in ["Sum", "Mean"] for d in FLOATS],
+                         ids=lambda v: v if isinstance(v, str) else np.dtype(v).name)
+def test_variadic(op, dtype):
+    f = {"Min": np.minimum, "Max": np.maximum, "Sum": np.add}.get(op)
+    for i, shapes in enumerate(VARIADIC_SHAPES):
+        feeds = {f"x{k}": rand(s, dtype, 10 * i + k) for k, s in enumerate(shapes)}
+        if op == "Mean":
+            def ref(*xs):
+                acc = sum(np.broadcast_to(x.astype(np.float64), np.broadcast_shapes(
+                    *[x.shape for x in xs])) for x in xs)
+                return acc / len(xs)
+        else:
+            ref = _fold(f)
+        check(op, feeds, ref=ref)
+
+
+@pytest.mark.parametrize("opset", [6, 8, 12, 13, 23])
+def test_variadic_opsets(opset):
+    feeds = {"a": rand((2, 3), F32, 1), "b": rand((2, 3), F32, 2), "c": rand((2, 3), F32, 3)}
+    for op in ["Min", "Max", "Sum", "Mean"]:
+        check(op, feeds, opset=opset)
+
+
+def test_min_max_nan():
+    a = np.array([1.0, np.nan, 3.0, np.nan], F32)
+    b = np.array([np.nan, 2.0, 1.0, np.nan], F32)
+    for op in ["Min", "Max"]:
+        check(op, {"a": a, "b": b})
+        check(op, {"a": a.astype(F64), "b": b.astype(F64)})
+
+
+def test_variadic_errors():
+    expect_error("Max", {"a": np.ones(3, F32), "b": np.ones(3, F64)})
+    expect_error("Sum", {"a": np.ones(3, F32), "b": np.ones(4, F32)})
+    expect_error("Sum", {"a": np.ones(3, np.int32), "b": np.ones(3, np.int32)})
+
+
+# ---- comparisons and logic ----------------------------------------------------------------
+
+COMPARE = {"Equal": np.equal, "Less": np.less, "Greater": np.greater,
+           "LessOrEqual": np.less_equal, "GreaterOrEqual": np.greater_equal}
+
+
+@pytest.mark.parametrize("dtype", NUMERIC, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("op", list(COMPARE))
+def test_compare(op, dtype):
+    for i, (sa, sb) in enumerate(BCAST):
+        # small integer values so that ties occur
+        a = rand(sa, np.int8, i, ints=(0, 4)).astype(dtype)
+        b = rand(sb, np.int8, i + 50, ints=(0, 4)).astype(dtype)
+        check(op, {"a": a, "b": b}, ref=COMPARE[op], out_dtype=np.bool_)
+
+
+def test_compare_nan_and_opsets():
+    a = np.array([np.nan, 1.0, 2.0, np.inf], F32)
+    b = np.array([np.nan, np.nan, 2.0, np.inf], F32)
+    for op in COMPARE:
+        check(op, {"a": a, "b": b}, out_dtype=np.bool_, opset=16)
+    for opset in [7, 9, 11, 13, 19, 23]:
+        if opset >= 11:
+            check("Equal", {"a": a, "b": b}, out_dtype=np.bool_, opset=opset)
+        check("Less", {"a": a, "b": b}, out_dtype=np.bool_, opset=opset)
+    ai, bi = np.array([1, 2, 3], np.int64), np.array([1, 0, 3], np.int64)
+    check("Equal", {"a": ai, "b": bi}, out_dtype=np.bool_, opset=7)
+
+
+def test_equal_bool_and_string():
+    a = rand((3, 4), np.bool_, 1)
+    b = rand((4,), np.bool_, 2)
+    check("Equal", {"a": a, "b": b}, ref=np.equal, out_dtype=np.bool_)
+    s = np.array([["a", "bb", ""], ["x", "y", "z"]], dtype=object)
+    t = np.array(["a", "y", ""], dtype=object)
+    check_exact("Equal", {"a": s, "b": t}, np.array([[1, 0, 1], [0, 1, 0]], bool),
+                out_dtype=np.bool_, opset=19)
+
+
+def test_compare_errors():
+    expect_error("Less", {"a": np.ones(3, F32), "b": np.ones(3, np.int32)},
+                 out_dtype=np.bool_)
+    expect_error("Greater", {"a": np.ones((2, 3), F32), "b": np.ones((3, 2), F32)},
+                 out_dtype=np.bool_)
+    expect_error("And", {"a": np.ones(3, np.int32), "b": np.ones(3, np.int32)},
+                 out_dtype=np.bool_)
+
+
+def test_logic():
+    for i, (sa, sb) in enumerate(BCAST):
+        a = rand(sa, np.bool_, i)
+        b = rand(sb, np.bool_, i + 7)
+        for op, f in [("And", np.logical_and), ("Or", np.logical_or), ("Xor", np.logical_xor)]:
+            check(op, {"a": a, "b": b}, ref=f)
+        check("Not", {"a": a}, ref=np.logical_not)
+
+
+# ---- Where --------------------------------------------------------------------------------
+
+WHERE_SHAPES = [
+    ((3, 4), (3, 4), (3, 4)),
+    ((3, 1), (1, 4), (4,)),
+    ((), (2, 3), (2, 1)),
+    ((2, 1, 3), (4, 1), ()),
+    ((0, 3), (1, 3), (3,)),
+]
+
+
+@pytest.mark.parametrize("dtype", NUMERIC + [np.bool_], ids=lambda d: np.dtype(d).name)
+def test_where(dtype):
+    for i, (sc, sx, sy) in enumerate(WHERE_SHAPES):
+        feeds = {"c": rand(sc, np.bool_, i), "a": rand(sx, dtype, i + 1),
+                 "b": rand(sy, dtype, i + 2)}
+        check("Where", feeds, ref=np.where, out_dtype=dtype)
+    check("Where", {"c": rand((3,), np.bool_, 9), "a": rand((3,), dtype, 1),
+                    "b": rand((3,), dtype, 2)}, ref=np.where, out_dtype=dtype, opset=9)
+
+
+def test_where_large_and_string():
+    feeds = {"c": rand((100, 1, 200), np.bool_, 1), "a": rand((40, 200), F32, 2),
+             "b": rand((100, 40, 1), F32, 3)}
+    check("Where", feeds, out_dtype=F32)
+    s = np.array(["a", "b", "c"], dtype=object)
+    t = np.array(["x"], dtype=object)
+    check_exact("Where", {"c": np.array([True, False, True]), "a": s, "b": t},
+                np.array(["a", "x", "c"], dtype=object), out_dtype=object)
+
+
+def test_where_errors():
+    expect_error("Where", {"c": np.ones(3, np.int32), "a": np.ones(3, F32),
+                           "b": np.ones(3, F32)}, out_dtype=F32)
+    expect_error("Where", {"c": np.ones(3, bool), "a": np.ones(3, F32),
+                           "b": np.ones(3, F64)}, out_dtype=F32)
+    expect_error("Where", {"c": np.ones(2, bool), "a": np.ones(3, F32),
+                           "b": np.ones(3, F32)}, out_dtype=F32)
+
+
+# ---- bfloat16 (through Cast: numpy has no bfloat16) ---------------------------------------
+
+
+def to_bf16(x):
+    """float32 -> nearest bfloat16 (ties to even), returned as float32."""
+    bits = np.asarray(x, F32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(F32)
+
+
+@pytest.mark.parametrize("op,ref", [
+    ("Add", np.add), ("Mul", np.multiply), ("Div", np.divide), ("Max", np.maximum),
+    ("Sqrt", np.sqrt), ("Relu", lambda x: np.maximum(x, 0)), ("Neg", np.negative),
+    ("Sigmoid", lambda x: 1 / (1 + np.exp(-x))),
+])
+def test_bfloat16(op, ref):
+    unary = op in ("Sqrt", "Relu", "Neg", "Sigmoid")
+    a = rand((3, 4), F32, 1, 0.1 if op == "Sqrt" else -3, 3)
+    b = rand((4,), F32, 2, 0.5, 3)
+    feeds = {"a": a} if unary else {"a": a, "b": b}
+    bf = TensorProto.BFLOAT16
+    nodes = [helper.make_node("Cast", [n], [n + "_bf"], to=bf) for n in feeds]
+    nodes.append(helper.make_node(op, [n + "_bf" for n in feeds], ["y_bf"]))
+    nodes.append(helper.make_node("Cast", ["y_bf"], ["y"], to=TensorProto.FLOAT))
+    m = make_model(nodes, [(n, F32, list(v.shape)) for n, v in feeds.items()],
+                   [("y", F32, None)], opset=17)
+    actual = run_ortlite(m, feeds)
+    args = [to_bf16(v).astype(F64) for v in feeds.values()]
+    expected = to_bf16(np.asarray(ref(*args)).astype(F32))
+    assert_same(actual, [expected], rtol=1e-2, atol=1e-2)

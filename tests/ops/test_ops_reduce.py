@@ -1,0 +1,485 @@
+"""Reduce* and ArgMax/ArgMin kernels, compared with onnxruntime (tests/helpers/__init__.py)."""
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import ortlite
+from helpers import check_against_ort, make_model, run_ortlite
+
+REDUCE_OPS = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+              "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"]
+ARG_OPS = ["ArgMax", "ArgMin"]
+
+# Element types onnxruntime's CPU kernels take (opset 18); int8/uint8 Max/Min need opset 12+.
+ORT_TYPES = {op: [np.float32, np.float64, np.float16, np.int32, np.int64] for op in REDUCE_OPS}
+ORT_TYPES["ReduceMax"] = ORT_TYPES["ReduceMax"] + [np.int8, np.uint8]
+ORT_TYPES["ReduceMin"] = ORT_TYPES["ReduceMin"] + [np.int8, np.uint8]
+ARG_TYPES = [np.float32, np.float64, np.float16, np.int8, np.uint8, np.int32, np.int64]
+
+RNG = np.random.default_rng(1234)
+
+
+def input_since(op):
+    return 13 if op == "ReduceSum" else 18
+
+
+def data_for(op, dtype, shape, rng=RNG):
+    """Values for which op's result is well conditioned in every dtype."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        if op == "ReduceLogSum":
+            x = rng.uniform(0.5, 2.0, shape)
+        elif op == "ReduceProd":
+            x = rng.uniform(0.7, 1.3, shape)
+        else:
+            x = rng.standard_normal(shape)
+        return x.astype(dtype)
+    if op == "ReduceLogSum":
+        lo, hi = 1, 6
+    elif op == "ReduceProd":
+        lo, hi = -2, 3
+    elif dtype.kind == "u":
+        lo, hi = 0, 10
+    else:
+        lo, hi = -9, 10
+    return rng.integers(lo, hi, shape).astype(dtype)
+
+
+def reduce_model(op, dtype, shape, axes=None, keepdims=None, opset=18, axes_mode=None,
+                 noop=None, out_dtype=None):
+    """axes_mode: 'attr', 'init' (constant second input) or 'feed' (runtime second input);
+    default: what the opset takes."""
+    if axes_mode is None:
+        axes_mode = "init" if opset >= input_since(op) else "attr"
+    attrs = {}
+    if keepdims is not None:
+        attrs["keepdims"] = keepdims
+    if noop is not None:
+        attrs["noop_with_empty_axes"] = noop
+    inputs = ["x"]
+    ins = [("x", dtype, list(shape))]
+    inits = []
+    if axes is not None:
+        if axes_mode == "attr":
+            attrs["axes"] = list(axes)
+        elif axes_mode == "init":
+            inputs.append("axes")
+            inits.append(helper.make_tensor("axes", TensorProto.INT64, [len(axes)], list(axes)))
+        else:
+            inputs.append("axes")
+            ins.append(("axes", np.int64, [len(axes)]))
+    node = helper.make_node(op, inputs, ["y"], name="red", **attrs)
+    return make_model([node], ins, [("y", out_dtype or dtype, None)], initializers=inits,
+                      opset=opset)
+
+
+def feeds_for(x, axes=None, axes_mode=None):
+    f = {"x": x}
+    if axes_mode == "feed" and axes is not None:
+        f["axes"] = np.array(axes, np.int64)
+    return f
+
+
+def tol(dtype, op=None):
+    if np.dtype(dtype) == np.float16:
+        return dict(rtol=2e-3, atol=2e-3)
+    if np.dtype(dtype) == np.float32:
+        return dict(rtol=1e-5, atol=1e-5)
+    return dict(rtol=1e-7, atol=1e-9)
+
+
+# ---- axes variants per opset -------------------------------------------------------------
+
+AXES_VARIANTS = [None, [1], [-1], [0, 2], [-3, -1], [2, 0, 1]]
+
+
+def axes_cases():
+    for op in REDUCE_OPS:
+        attr_opsets = [11, 12] if op == "ReduceSum" else [11, 13, 17]
+        for opset in attr_opsets:
+            yield op, opset, "attr"
+        for opset in ([13, 18] if op == "ReduceSum" else [18]):
+            yield op, opset, "init"
+            yield op, opset, "feed"
+
+
+@pytest.mark.parametrize("op,opset,mode", list(axes_cases()))
+def test_reduce_axes_variants(op, opset, mode):
+    x = data_for(op, np.float32, (2, 3, 4))
+    for axes in AXES_VARIANTS:
+        for keepdims in (None, 0, 1):
+            m = reduce_model(op, np.float32, x.shape, axes, keepdims, opset, mode)
+            check_against_ort(m, feeds_for(x, axes, mode), **tol(np.float32))
+
+
+@pytest.mark.parametrize("op", REDUCE_OPS)
+def test_reduce_dtypes(op):
+    shape = (3, 4, 5)
+    for dtype in ORT_TYPES[op]:
+        x = data_for(op, dtype, shape)
+        for axes in ([2], [0], [1], [0, 2], None):
+            for keepdims in (0, 1):
+                m = reduce_model(op, dtype, shape, axes, keepdims, 18)
+                check_against_ort(m, {"x": x}, **tol(dtype))
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceLogSumExp", "ReduceMean",
+                                "ReduceProd", "ReduceL1"])
+def test_reduce_layouts(op):
+    """Row, column, mixed and size-1 layouts of the engine."""
+    cases = [
+        ((3, 4, 5, 6), [[0], [1], [3], [0, 2], [1, 3], [0, 3], [1, 2], [0, 1, 2, 3], [0, 1],
+                        [2, 3], [0, 1, 3], [0, 2, 3]]),
+        ((1, 3, 1, 4), [[0], [2], [0, 2], [1], [3], [1, 2]]),
+        ((5, 1), [[0], [1]]),
+        ((7,), [[0]]),
+        ((2, 300, 3), [[1], [0, 2]]),  # column blocks wider than one accumulator block
+        ((2, 3, 600), [[0, 1], [1]]),
+    ]
+    for shape, axes_list in cases:
+        x = data_for(op, np.float32, shape)
+        for axes in axes_list:
+            for keepdims in (0, 1):
+                m = reduce_model(op, np.float32, shape, axes, keepdims, 18)
+                check_against_ort(m, {"x": x}, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", REDUCE_OPS)
+def test_reduce_scalar_input(op):
+    x = np.array(1.5, np.float32)
+    for keepdims in (0, 1):
+        m = reduce_model(op, np.float32, (), None, keepdims, 18)
+        check_against_ort(m, {"x": x})
+
+
+# ---- noop_with_empty_axes --------------------------------------------------------------------
+
+@pytest.mark.parametrize("op", REDUCE_OPS)
+def test_noop_with_empty_axes(op):
+    x = data_for(op, np.float32, (2, 3))
+    opset = input_since(op)
+    # Empty axes input + noop: identity.
+    m = reduce_model(op, np.float32, x.shape, [], 1, opset, noop=1)
+    out = check_against_ort(m, {"x": x})
+    np.testing.assert_array_equal(out[0], x)
+    # No axes input + noop: identity too (onnxruntime fails here; the spec says identity).
+    m = reduce_model(op, np.float32, x.shape, None, 1, opset, noop=1)
+    np.testing.assert_array_equal(run_ortlite(m, {"x": x})[0], x)
+    # Empty axes, no noop: reduce everything.
+    for keepdims in (0, 1):
+        m = reduce_model(op, np.float32, x.shape, [], keepdims, opset, noop=0)
+        check_against_ort(m, {"x": x}, rtol=1e-5, atol=1e-5)
+    # Runtime (fed) empty axes.
+    m = reduce_model(op, np.float32, x.shape, [], 1, opset, axes_mode="feed", noop=1)
+    got = run_ortlite(m, {"x": x, "axes": np.zeros(0, np.int64)})[0]
+    np.testing.assert_array_equal(got, x)
+
+
+def test_noop_ignored_before_input_opset():
+    x = data_for("ReduceMean", np.float32, (2, 3))
+    m = reduce_model("ReduceMean", np.float32, x.shape, None, 1, 13)
+    check_against_ort(m, {"x": x})
+
+
+# ---- empty tensors ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("op", REDUCE_OPS)
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float64])
+def test_reduce_empty(op, dtype):
+    x = np.zeros((2, 0, 3), dtype)
+    for axes, keepdims in (([1], 0), ([1], 1), (None, 1), (None, 0), ([2], 0), ([0, 1], 1)):
+        m = reduce_model(op, dtype, x.shape, axes, keepdims, 18)
+        check_against_ort(m, {"x": x})
+
+
+# ---- accuracy on large inputs -------------------------------------------------------------------
+
+NUMPY_REF = {
+    "ReduceSum": lambda a, ax: a.sum(axis=ax),
+    "ReduceMean": lambda a, ax: a.mean(axis=ax),
+    "ReduceSumSquare": lambda a, ax: (a * a).sum(axis=ax),
+    "ReduceL2": lambda a, ax: np.sqrt((a * a).sum(axis=ax)),
+    "ReduceL1": lambda a, ax: np.abs(a).sum(axis=ax),
+    "ReduceLogSumExp": lambda a, ax: np.log(np.exp(a).sum(axis=ax)),
+    "ReduceMax": lambda a, ax: a.max(axis=ax),
+    "ReduceMin": lambda a, ax: a.min(axis=ax),
+}
+
+
+@pytest.mark.parametrize("op", list(NUMPY_REF))
+def test_reduce_large_accuracy(op):
+    """Long float32 reductions: close to the float64 result (rtol 2e-6), and to
+    onnxruntime within its own rounding error (it sums some rows sequentially in float)."""
+    rng = np.random.default_rng(7)
+    x = rng.uniform(0.0, 1.0, 200_000).astype(np.float32)
+    x2 = rng.uniform(-1.0, 2.0, (3, 100_000)).astype(np.float32)  # few long rows
+    x3 = rng.uniform(-1.0, 2.0, (20_000, 33)).astype(np.float32)  # tall columns
+    for data, axes in ((x, None), (x2, [1]), (x3, [0])):
+        m = reduce_model(op, np.float32, data.shape, axes, 0, 18)
+        got = check_against_ort(m, {"x": data}, rtol=1e-4, atol=1e-4)[0]
+        ref = NUMPY_REF[op](data.astype(np.float64), None if axes is None else tuple(axes))
+        np.testing.assert_allclose(got, ref.astype(np.float32), rtol=2e-6, atol=1e-6)
+
+
+def test_reduce_large_float16():
+    rng = np.random.default_rng(8)
+    x = rng.uniform(0.0, 1.0, (4, 5000)).astype(np.float16)
+    for op in ("ReduceMean", "ReduceSum", "ReduceL2"):
+        m = reduce_model(op, np.float16, x.shape, [1], 0, 18)
+        check_against_ort(m, {"x": x}, rtol=2e-3, atol=1e-2)
+
+
+def test_reduce_double_exact():
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((50, 1000))
+    m = reduce_model("ReduceSum", np.float64, x.shape, [1], 0, 18)
+    got = run_ortlite(m, {"x": x})[0]
+    np.testing.assert_allclose(got, x.sum(axis=1), rtol=1e-12, atol=1e-12)
+
+
+# ---- NaN and integer semantics --------------------------------------------------------------
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+def test_reduce_max_min_nan(op):
+    """A NaN among the reduced elements gives NaN (numpy and the ONNX reference; onnxruntime's
+    answer depends on its code path and the data's alignment), in every layout."""
+    ref = np.max if op == "ReduceMax" else np.min
+    rng = np.random.default_rng(21)
+    x = np.array([[1, np.nan, 3], [np.nan, 2, 2], [5, 5, np.nan]], np.float32)
+    cases = [(x, [0]), (x, [1]), (x, None)]
+    for shape, axes in (((5, 64), [0]), ((64, 50), [1]), ((4, 8, 40), [1]),
+                        ((4, 8, 40), [0, 2]), ((300,), None), ((2, 70_000), [1])):
+        y = rng.standard_normal(shape).astype(np.float32)
+        y[rng.random(shape) < 0.02] = np.nan
+        cases.append((y, axes))
+    for data, axes in cases:
+        for dtype in (np.float32, np.float64, np.float16):
+            d = data.astype(dtype)
+            m = reduce_model(op, dtype, d.shape, axes, 0, 18)
+            got = run_ortlite(m, {"x": d})[0]
+            exp = ref(d, axis=None if axes is None else tuple(axes))
+            np.testing.assert_array_equal(got, exp)
+    # Without NaN both agree with onnxruntime, infinities included.
+    z = np.array([[-np.inf, 1, np.inf], [-np.inf, -np.inf, -np.inf]], np.float32)
+    for axes in ([0], [1], None):
+        check_against_ort(reduce_model(op, np.float32, z.shape, axes, 0, 18), {"x": z})
+
+
+def test_reduce_integer_wraparound():
+    x = np.full((1, 4), 2 ** 30, np.int32)
+    for op in ("ReduceSum", "ReduceMean", "ReduceSumSquare"):
+        m = reduce_model(op, np.int32, x.shape, [1], 0, 18)
+        check_against_ort(m, {"x": x})
+
+
+def test_reduce_integer_truncation():
+    x = np.array([[3, 4], [-1, -2], [7, 7]], np.int64)
+    for op in ("ReduceMean", "ReduceL2", "ReduceLogSumExp"):
+        m = reduce_model(op, np.int64, x.shape, [1], 0, 18)
+        check_against_ort(m, {"x": x})
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.uint64, np.int8, np.int16, np.uint16])
+def test_reduce_types_beyond_onnxruntime(dtype):
+    """Types onnxruntime has no kernel for: checked against numpy."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 5, (3, 4, 5)).astype(dtype)
+    cases = {
+        "ReduceSum": lambda a, ax: a.sum(axis=ax, dtype=dtype),
+        "ReduceProd": lambda a, ax: a.prod(axis=ax, dtype=dtype),
+        "ReduceMax": lambda a, ax: a.max(axis=ax),
+        "ReduceMin": lambda a, ax: a.min(axis=ax),
+        "ReduceSumSquare": lambda a, ax: (a * a).sum(axis=ax, dtype=dtype),
+    }
+    for op, ref in cases.items():
+        for axes in ([1], [0, 2]):
+            m = reduce_model(op, dtype, x.shape, axes, 0, 18)
+            got = run_ortlite(m, {"x": x})[0]
+            assert got.dtype == np.dtype(dtype)
+            np.testing.assert_array_equal(got, ref(x, tuple(axes)))
+
+
+def test_reduce_bool_max_min():
+    x = np.array([[True, False, False], [False, False, False]])
+    for op in ("ReduceMax", "ReduceMin"):
+        for axes in ([1], [0], None):
+            m = reduce_model(op, np.bool_, x.shape, axes, 0, 20)
+            check_against_ort(m, {"x": x})
+        m = reduce_model(op, np.bool_, x.shape, [1], 0, 18)
+        with pytest.raises(ortlite.NotImplemented):
+            run_ortlite(m, {"x": x})
+
+
+# ---- errors ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("op", REDUCE_OPS)
+def test_reduce_axis_out_of_range(op):
+    x = np.ones((2, 3), np.float32)
+    for opset, mode in ((11, "attr"), (input_since(op), "init"), (input_since(op), "feed")):
+        for axes in ([2], [-3]):
+            m = reduce_model(op, np.float32, x.shape, axes, 1, opset, mode)
+            with pytest.raises(ortlite.InvalidArgument, match="out of range"):
+                run_ortlite(m, feeds_for(x, axes, mode))
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax"])
+def test_reduce_repeated_axes(op):
+    x = np.ones((2, 3), np.float32)
+    for opset, mode in ((11, "attr"), (18, "init"), (18, "feed")):
+        for axes in ([1, 1], [1, -1]):
+            m = reduce_model(op, np.float32, x.shape, axes, 1, opset, mode)
+            with pytest.raises(ortlite.InvalidArgument, match="more than once"):
+                run_ortlite(m, feeds_for(x, axes, mode))
+
+
+def test_reduce_axes_form_per_opset():
+    x = np.ones((2, 3), np.float32)
+    # Attribute where the opset wants an input, and the other way round.
+    m = reduce_model("ReduceMax", np.float32, x.shape, [1], 1, 18, axes_mode="attr")
+    with pytest.raises(ortlite.OrtliteError, match="axes"):
+        run_ortlite(m, {"x": x})
+    m = reduce_model("ReduceMax", np.float32, x.shape, [1], 1, 13, axes_mode="init")
+    with pytest.raises(ortlite.OrtliteError):
+        run_ortlite(m, {"x": x})
+    m = reduce_model("ReduceSum", np.float32, x.shape, [1], 1, 13, axes_mode="attr")
+    with pytest.raises(ortlite.OrtliteError, match="axes"):
+        run_ortlite(m, {"x": x})
+
+
+def test_reduce_bad_axes_input():
+    x = np.ones((2, 3), np.float32)
+    node = helper.make_node("ReduceSum", ["x", "axes"], ["y"])
+    m = make_model([node], [("x", np.float32, [2, 3]), ("axes", np.float32, [1])],
+                   [("y", np.float32, None)], opset=18)
+    with pytest.raises(ortlite.InvalidArgument, match="axes"):
+        run_ortlite(m, {"x": x, "axes": np.array([1.0], np.float32)})
+    m = make_model([node], [("x", np.float32, [2, 3]), ("axes", np.int64, [1, 1])],
+                   [("y", np.float32, None)], opset=18)
+    with pytest.raises(ortlite.InvalidArgument, match="1-D"):
+        run_ortlite(m, {"x": x, "axes": np.array([[1]], np.int64)})
+
+
+def test_reduce_unsupported_type():
+    x = np.array([["a", "b"]], dtype=object)
+    m = reduce_model("ReduceSum", object, x.shape, [1], 1, 18)
+    with pytest.raises(ortlite.OrtliteError):
+        run_ortlite(m, {"x": x})
+
+
+# ---- ArgMax / ArgMin ---------------------------------------------------------------------------
+
+def arg_model(op, dtype, shape, axis=None, keepdims=None, select_last=None, opset=13):
+    attrs = {}
+    if axis is not None:
+        attrs["axis"] = axis
+    if keepdims is not None:
+        attrs["keepdims"] = keepdims
+    if select_last is not None:
+        attrs["select_last_index"] = select_last
+    node = helper.make_node(op, ["x"], ["y"], name="arg", **attrs)
+    return make_model([node], [("x", dtype, list(shape))], [("y", np.int64, None)], opset=opset)
+
+
+@pytest.mark.parametrize("op", ARG_OPS)
+@pytest.mark.parametrize("opset", [11, 12, 13])
+def test_arg_axes_keepdims_ties(op, opset):
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 3, (3, 4, 5)).astype(np.float32)  # many ties
+    for axis in (None, 0, 1, 2, -1, -3):
+        for keepdims in (None, 0, 1):
+            for sl in ((None,) if opset < 12 else (None, 0, 1)):
+                m = arg_model(op, np.float32, x.shape, axis, keepdims, sl, opset)
+                check_against_ort(m, {"x": x})
+
+
+@pytest.mark.parametrize("op", ARG_OPS)
+def test_arg_dtypes(op):
+    rng = np.random.default_rng(6)
+    for dtype in ARG_TYPES:
+        x = rng.integers(0, 4, (4, 6, 3)).astype(dtype)
+        for axis in (0, 1, 2):
+            for sl in (0, 1):
+                m = arg_model(op, dtype, x.shape, axis, 0, sl)
+                check_against_ort(m, {"x": x})
+
+
+@pytest.mark.parametrize("op", ARG_OPS)
+def test_arg_large(op):
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((64, 3000)).astype(np.float32)
+    for axis in (0, 1):
+        m = arg_model(op, np.float32, x.shape, axis, 1, 0)
+        check_against_ort(m, {"x": x})
+    x = rng.standard_normal((2, 700, 300)).astype(np.float32)
+    m = arg_model(op, np.float32, x.shape, 1, 0, 1)
+    check_against_ort(m, {"x": x})
+
+
+@pytest.mark.parametrize("op", ARG_OPS)
+def test_arg_nan(op):
+    x = np.array([[1, np.nan, 3], [np.nan, 2, 2], [5, 5, np.nan]], np.float32)
+    for axis in (0, 1):
+        for sl in (0, 1):
+            m = arg_model(op, np.float32, x.shape, axis, 0, sl)
+            check_against_ort(m, {"x": x})
+
+
+@pytest.mark.parametrize("op", ARG_OPS)
+def test_arg_empty(op):
+    x = np.zeros((2, 0, 3), np.float32)
+    # The reduced axis is not empty: the result is empty.
+    m = arg_model(op, np.float32, x.shape, 2, 1, 0)
+    check_against_ort(m, {"x": x})
+    m = arg_model(op, np.float32, x.shape, 0, 0, 0)
+    check_against_ort(m, {"x": x})
+    # The reduced axis is empty: an error (onnxruntime fails too).
+    m = arg_model(op, np.float32, x.shape, 1, 1, 0)
+    with pytest.raises(ortlite.InvalidArgument, match="size 0"):
+        run_ortlite(m, {"x": x})
+
+
+@pytest.mark.parametrize("op", ARG_OPS)
+def test_arg_errors(op):
+    x = np.ones((2, 3), np.float32)
+    for axis in (2, -3):
+        m = arg_model(op, np.float32, x.shape, axis, 1, 0)
+        with pytest.raises(ortlite.InvalidArgument, match="out of range"):
+            run_ortlite(m, {"x": x})
+    m = arg_model(op, np.float32, (), 0, 1, 0)
+    with pytest.raises(ortlite.InvalidArgument):
+        run_ortlite(m, {"x": np.array(1.0, np.float32)})
+    m = arg_model(op, np.float32, x.shape, 0, 1, 2)
+    with pytest.raises(ortlite.OrtliteError, match="select_last_index"):
+        run_ortlite(m, {"x": x})
+
+
+def test_reduce_thread_count_independent():
+    """Long rows are split in fixed chunks: one thread and many give identical bits."""
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((3, 200_003))
+    for op, axes in (("ReduceSum", [1]), ("ReduceL2", None), ("ReduceLogSumExp", [1])):
+        m = reduce_model(op, np.float64, x.shape, axes, 0, 18).SerializeToString()
+        so = ortlite.SessionOptions()
+        so.intra_op_num_threads = 1
+        one = ortlite.InferenceSession(m, so).run(None, {"x": x})[0]
+        so4 = ortlite.SessionOptions()
+        so4.intra_op_num_threads = 4
+        many = ortlite.InferenceSession(m, so4).run(None, {"x": x})[0]
+        np.testing.assert_array_equal(one, many)
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceMean", "ReduceMin"])
+def test_reduce_bfloat16(op):
+    """bfloat16 (no numpy type): float -> Cast -> Reduce -> Cast -> float, on values exact in
+    bfloat16, against numpy."""
+    x = np.array([[1.0, 2.0, -3.5, 0.25], [8.0, -0.5, 4.0, 16.0]], np.float32)
+    nodes = [helper.make_node("Cast", ["x"], ["b"], to=TensorProto.BFLOAT16),
+             helper.make_node(op, ["b", "axes"], ["r"], keepdims=0),
+             helper.make_node("Cast", ["r"], ["y"], to=TensorProto.FLOAT)]
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
+    m = make_model(nodes, [("x", np.float32, [2, 4])], [("y", np.float32, None)],
+                   initializers=[axes], opset=18)
+    ref = {"ReduceSum": np.sum, "ReduceMax": np.max, "ReduceMean": np.mean,
+           "ReduceMin": np.min}[op]
+    np.testing.assert_array_equal(run_ortlite(m, {"x": x})[0], ref(x, axis=1))

@@ -1,0 +1,85 @@
+"""Smoke test of the benchmark (tools/bench.py): a quick run of the tiny workload writes
+both runtimes' figures and their ratio; the docs generator keeps the hand-written part."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from helpers import ROOT
+
+BENCH = os.path.join(ROOT, "tools", "bench.py")
+
+
+def _bench_module():
+    spec = importlib.util.spec_from_file_location("ortlite_bench", BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, BENCH, *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def quick_report(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bench") / "bench.json"
+    proc = _run("--quick", "--only", "tiny", "--threads", "1,2", "--json", str(path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout, json.loads(path.read_text())
+
+
+def test_quick_tiny_has_both_runtimes_and_ratio(quick_report):
+    stdout, report = quick_report
+    assert stdout.startswith("command: python tools/bench.py --quick --only tiny")
+    rows = report["rows"]
+    assert [(r["workload"], r["threads"]) for r in rows] == [("tiny", 1), ("tiny", 2)]
+    for r in rows:
+        assert r["unit"] == "us"
+        assert r["ortlite"] > 0 and r["onnxruntime"] > 0
+        assert r["ratio"] == pytest.approx(r["onnxruntime"] / r["ortlite"])
+        assert r["met"] == (r["ratio"] >= 3.0)
+        assert len(r["samples"]["ortlite"]) == len(r["samples"]["onnxruntime"]) == 3
+        assert r["max_abs_diff"] <= 1e-4
+    assert report["machine"]["onnxruntime"] and report["machine"]["cpu"]
+    assert report["peak"]["per_core_gflops"] > 0
+    assert "tiny" in stdout and "ort/ortlite" in stdout
+
+
+def test_write_docs_keeps_the_choices_section(quick_report, tmp_path):
+    _, report = quick_report
+    bench = _bench_module()
+    doc = tmp_path / "performance.md"
+    doc.write_text("# old\n<!-- choices -->\nhand-written *why*\n<!-- /choices -->\nold tail\n")
+    bench.write_docs(report, doc)
+    text = doc.read_text()
+    assert "<!-- choices -->\nhand-written *why*\n<!-- /choices -->" in text
+    assert "old tail" not in text and "# old" not in text
+    assert "| tiny | 1 |" in text and report["machine"]["cpu"] in text
+
+
+def test_outputs_outside_tolerance_are_rejected():
+    bench = _bench_module()
+    ref = np.linspace(-1, 1, 50, dtype=np.float32)
+    assert bench.compare([ref + 1e-6], [ref]) < 2e-6
+    with pytest.raises(AssertionError, match="outputs differ"):
+        bench.compare([ref + 1e-2], [ref])
+    with pytest.raises(AssertionError, match="ortlite float64"):
+        bench.compare([ref.astype(np.float64)], [ref])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--only", "tiny,nosuch"], "unknown workload nosuch"),
+    (["--threads", "0"], "--threads"),
+    (["--threads", "one"], "--threads"),
+])
+def test_bad_arguments_are_reported(args, message):
+    proc = _run(*args)
+    assert proc.returncode == 2
+    assert message in proc.stderr
