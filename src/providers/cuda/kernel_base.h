@@ -89,7 +89,7 @@ inline bool device_type_ok(const KernelInfo& info, size_t i, DataType t) {
 
 // Declines (kNotImplemented, which sends the node to the CPU) a node whose device inputs
 // have element types the kernel does not run, or are unknown at load. Only checked when the
-// planner gave the types; the kernel test entry (_cuda_run_node) does not.
+// planner gave the types.
 inline void check_placeable(const KernelInfo& info) {
   if (!info.has_input_types()) return;
   const bool same_types = in(info.op_type(), {"Add",
