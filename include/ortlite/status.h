@@ -49,6 +49,9 @@ class MissingInputsError : public Error {
   std::vector<std::string> missing_, fed_;
 };
 
+// "a, b, c": names joined for a message.
+std::string join_strings(const std::vector<std::string>& parts, const char* sep = ", ");
+
 // Builds the message from any streamable parts: ORTLITE_THROW(kInvalidArgument, "x ", 3).
 namespace detail {
 std::string concat_message();

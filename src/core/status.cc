@@ -32,6 +32,12 @@ const char* status_code_name(StatusCode code) {
   return "Unknown";
 }
 
+std::string join_strings(const std::vector<std::string>& parts, const char* sep) {
+  std::string s;
+  for (size_t i = 0; i < parts.size(); ++i) s += (i ? sep : "") + parts[i];
+  return s;
+}
+
 namespace {
 std::string missing_message(const std::vector<std::string>& missing,
                             const std::vector<std::string>& fed) {

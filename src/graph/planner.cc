@@ -16,12 +16,6 @@ namespace ortlite {
 
 namespace {
 
-std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
-  return s;
-}
-
 const std::string& norm_domain(const std::string& d) {
   static const std::string empty;
   return d == "ai.onnx" ? empty : d;
@@ -183,6 +177,24 @@ void upload_device_constants(GraphPlan& p,
   }
 }
 
+// The CPU kernel of `node`; kNotImplemented naming the op, its domain and opset when there
+// is none.
+template <typename Lookup>
+std::unique_ptr<Kernel> cpu_kernel(const KernelRegistry& registry, const Model& m,
+                                   const Node& node, int64_t opset,
+                                   const std::string& domain_label, const Lookup& lookup) {
+  const KernelFactory* factory = registry.find(node.domain, node.op_type, opset);
+  if (!factory) {
+    ORTLITE_THROW(kNotImplemented, "no kernel for op '", node.op_type, "' (domain '",
+                  domain_label, "', opset ", opset, ") needed by ", node.label(),
+                  registry.has_op(node.domain, node.op_type)
+                      ? ": this opset version is not supported"
+                      : ": the operator is not implemented");
+  }
+  KernelInfo info(node, opset, lookup, subgraph_builder(m, node));
+  return (*factory)(info);
+}
+
 // Plans `g`: `input_names` are the slots given values before any node runs (the graph's
 // inputs; for a subgraph also its outer-scope names). Nodes with subgraphs get their
 // outer-scope references appended as implicit inputs.
@@ -285,7 +297,7 @@ void plan_graph_impl(GraphPlan& p, Graph& g, const Model& m,
     std::vector<std::string> stuck;
     for (size_t i = 0; i < n_nodes && stuck.size() < 8; ++i)
       if (pending[i] > 0) stuck.push_back(g.nodes[i].label());
-    ORTLITE_THROW(kInvalidGraph, "the graph has a cycle through: ", join(stuck));
+    ORTLITE_THROW(kInvalidGraph, "the graph has a cycle through: ", join_strings(stuck));
   }
 
   // Graph outputs must exist.
@@ -334,41 +346,21 @@ void plan_graph_impl(GraphPlan& p, Graph& g, const Model& m,
       ORTLITE_THROW(kInvalidGraph, node.label(), ": the model does not import domain '",
                     domain_label, "'");
     }
+    PlannedNode pn;
+    pn.node = &node;
+    pn.inputs = in_slots[i];
+    pn.outputs = out_slots[i];
     if (step < device_kernels.size() && device_kernels[step]) {
-      PlannedNode pn;
-      pn.node = &node;
       pn.kernel = std::move(device_kernels[step]);
       pn.provider = dev;
-      pn.inputs = in_slots[i];
-      pn.outputs = out_slots[i];
       const size_t n_explicit = node.inputs.size() - node.implicit_inputs;
       for (size_t k = 0; k < pn.inputs.size(); ++k)
         pn.host_inputs.push_back(k >= n_explicit || dev->input_on_host(node.op_type, opset, k));
-      for (int slot : pn.outputs)
-        if (slot >= 0) p.producer_step[slot] = static_cast<int>(step);
-      for (int slot : pn.inputs)
-        if (slot >= 0) last_use[slot] = static_cast<int>(step);
-      p.max_inputs = std::max(p.max_inputs, pn.inputs.size());
-      p.max_outputs = std::max(p.max_outputs, pn.outputs.size());
-      p.steps.push_back(std::move(pn));
-      continue;
+    } else {
+      pn.provider = &cpu_provider();
+      pn.kernel = cpu_kernel(registry, m, node, opset, domain_label, lookup);
+      pn.shape_only = norm_domain(node.domain).empty() && op_in(node.op_type, {"Shape", "Size"});
     }
-    const KernelFactory* factory = registry.find(node.domain, node.op_type, opset);
-    if (!factory) {
-      ORTLITE_THROW(kNotImplemented, "no kernel for op '", node.op_type, "' (domain '",
-                    domain_label, "', opset ", opset, ") needed by ", node.label(),
-                    registry.has_op(node.domain, node.op_type)
-                        ? ": this opset version is not supported"
-                        : ": the operator is not implemented");
-    }
-    PlannedNode pn;
-    pn.node = &node;
-    pn.provider = &cpu_provider();
-    KernelInfo info(node, opset, lookup, subgraph_builder(m, node));
-    pn.kernel = (*factory)(info);
-    pn.shape_only = norm_domain(node.domain).empty() && op_in(node.op_type, {"Shape", "Size"});
-    pn.inputs = in_slots[i];
-    pn.outputs = out_slots[i];
     for (int slot : pn.outputs)
       if (slot >= 0) p.producer_step[slot] = static_cast<int>(step);
     for (int slot : pn.inputs)

@@ -11,12 +11,6 @@ namespace ortlite {
 
 namespace {
 
-std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
-  return s;
-}
-
 void check_value_feed(const std::string& name, const TypeInfo& declared, const Value& v) {
   using K = TypeInfo::Kind;
   // optional(optional(...(T))) takes None or what T takes (unwrapped without recursion).
@@ -100,7 +94,7 @@ void Session::check_feed(const std::string& name, const ValueInfo* declared, con
     std::vector<std::string> names;
     for (const ValueInfo& vi : inputs_) names.push_back(vi.name);
     ORTLITE_THROW(kInvalidArgument, "Invalid input name: ", name,
-                  " (the model's inputs: ", join(names), ")");
+                  " (the model's inputs: ", join_strings(names), ")");
   }
   check_value_feed(name, declared->type, v);
 }
@@ -141,7 +135,7 @@ void Session::check_output_names(const std::vector<std::string>& output_names) c
       std::vector<std::string> names;
       for (const ValueInfo& vi : outputs_) names.push_back(vi.name);
       ORTLITE_THROW(kInvalidArgument, "Invalid output name: ", name,
-                    " (the model's outputs: ", join(names), ")");
+                    " (the model's outputs: ", join_strings(names), ")");
     }
   }
 }
