@@ -288,8 +288,8 @@ class Det final : public Kernel {
 
 void register_einsum_conf_kernels(KernelRegistry& r) {
   r.add("", "Det", 11, 21, make_factory<Det>());
-  r.add("", "Det", 22, 23, make_factory<Det>());
-  r.add("", "Einsum", 12, 23, make_factory<Einsum>());
+  r.add("", "Det", 22, kNewestOpset, make_factory<Det>());
+  r.add("", "Einsum", 12, kNewestOpset, make_factory<Einsum>());
 }
 
 }  // namespace ortlite

@@ -32,13 +32,6 @@ void register_signal_conf_kernels(KernelRegistry& r);    // dft_stft.cc: DFT STF
 
 namespace math {
 
-// Registers `op` in the default domain for the opset ranges that start at each version in
-// `since` (ascending); the last range runs to kMaxOpset. The ranges mark the versions
-// where the op's type list or semantics changed; one kernel class handles them all unless
-// the caller registers different factories.
-void add_versions(KernelRegistry& r, const char* op, std::initializer_list<int> since,
-                  const KernelFactory& factory);
-
 // y = fn(x) over n elements with the vectorized float loops of fast_kernels.h; the 16-bit
 // float types go through a float buffer.
 template <typename T>

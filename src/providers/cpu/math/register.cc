@@ -2,20 +2,6 @@
 
 namespace ortlite {
 
-namespace math {
-
-void add_versions(KernelRegistry& r, const char* op, std::initializer_list<int> since,
-                  const KernelFactory& factory) {
-  const int* v = since.begin();
-  const size_t n = since.size();
-  for (size_t i = 0; i < n; ++i) {
-    const int until = i + 1 < n ? v[i + 1] - 1 : kMaxOpset;
-    r.add("", op, v[i], until, factory);
-  }
-}
-
-}  // namespace math
-
 void register_math_kernels(KernelRegistry& r) {
   register_binary_kernels(r);
   register_unary_kernels(r);

@@ -273,15 +273,15 @@ class LpPool final : public Kernel {
 
 void register_norm_pool_conf(KernelRegistry& r) {
   r.add("", "GroupNormalization", 18, 20, make_factory<GroupNorm>());
-  r.add("", "GroupNormalization", 21, 23, make_factory<GroupNorm>());
+  r.add("", "GroupNormalization", 21, kNewestOpset, make_factory<GroupNorm>());
   r.add("", "LRN", 1, 12, make_factory<Lrn>());
-  r.add("", "LRN", 13, 23, make_factory<Lrn>());
+  r.add("", "LRN", 13, kNewestOpset, make_factory<Lrn>());
   r.add("", "MeanVarianceNormalization", 9, 12, make_factory<Mvn>());
-  r.add("", "MeanVarianceNormalization", 13, 23, make_factory<Mvn>());
+  r.add("", "MeanVarianceNormalization", 13, kNewestOpset, make_factory<Mvn>());
   r.add("", "LpPool", 2, 10, make_factory<LpPool>());
   r.add("", "LpPool", 11, 17, make_factory<LpPool>());
   r.add("", "LpPool", 18, 21, make_factory<LpPool>());
-  r.add("", "LpPool", 22, 23, make_factory<LpPool>());
+  r.add("", "LpPool", 22, kNewestOpset, make_factory<LpPool>());
 }
 
 }  // namespace nn

@@ -11,8 +11,6 @@ namespace ortlite {
 namespace nn {
 namespace {
 
-constexpr int kConfMaxOpset = 23;
-
 template <typename T>
 double to_d(T v) {
   if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
@@ -397,15 +395,15 @@ class Hardmax final : public Kernel {
 void register_loss_conf(KernelRegistry& r) {
   r.add("", "NegativeLogLikelihoodLoss", 12, 12, make_factory<NllLoss>());
   r.add("", "NegativeLogLikelihoodLoss", 13, 21, make_factory<NllLoss>());
-  r.add("", "NegativeLogLikelihoodLoss", 22, kConfMaxOpset, make_factory<NllLoss>());
+  r.add("", "NegativeLogLikelihoodLoss", 22, kNewestOpset, make_factory<NllLoss>());
   r.add("", "SoftmaxCrossEntropyLoss", 12, 12, make_factory<SoftmaxCrossEntropy>());
-  r.add("", "SoftmaxCrossEntropyLoss", 13, kConfMaxOpset, make_factory<SoftmaxCrossEntropy>());
-  r.add("", "RMSNormalization", 23, kConfMaxOpset, make_factory<RmsNorm>());
+  r.add("", "SoftmaxCrossEntropyLoss", 13, kNewestOpset, make_factory<SoftmaxCrossEntropy>());
+  r.add("", "RMSNormalization", 23, kNewestOpset, make_factory<RmsNorm>());
   r.add("", "LpNormalization", 1, 21, make_factory<LpNorm>());
-  r.add("", "LpNormalization", 22, kConfMaxOpset, make_factory<LpNorm>());
+  r.add("", "LpNormalization", 22, kNewestOpset, make_factory<LpNorm>());
   r.add("", "Hardmax", 1, 10, make_factory<Hardmax>());
   r.add("", "Hardmax", 11, 12, make_factory<Hardmax>());
-  r.add("", "Hardmax", 13, kConfMaxOpset, make_factory<Hardmax>());
+  r.add("", "Hardmax", 13, kNewestOpset, make_factory<Hardmax>());
 }
 
 }  // namespace nn

@@ -123,7 +123,7 @@ class NonMaxSuppression final : public Kernel {
 
 void register_detection_conf(KernelRegistry& r) {
   r.add("", "NonMaxSuppression", 10, 10, make_factory<NonMaxSuppression>());
-  r.add("", "NonMaxSuppression", 11, 23, make_factory<NonMaxSuppression>());
+  r.add("", "NonMaxSuppression", 11, kNewestOpset, make_factory<NonMaxSuppression>());
 }
 
 }  // namespace nn
