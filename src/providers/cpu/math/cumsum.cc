@@ -165,7 +165,7 @@ class WindowOp final : public Kernel {
 
 }  // namespace
 
-void register_cumsum_conf_kernels(KernelRegistry& r) {
+void register_cumsum_kernels(KernelRegistry& r) {
   r.add("", "CumSum", 11, 13, make_factory<Cumulative<false>>());
   r.add("", "CumSum", 14, kNewestOpset, make_factory<Cumulative<false>>());
   r.add("", "CumProd", 26, kMaxOpset, make_factory<Cumulative<true>>());

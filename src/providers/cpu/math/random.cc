@@ -361,7 +361,7 @@ class Multinomial final : public Kernel {
 
 }  // namespace
 
-void register_random_conf_kernels(KernelRegistry& r) {
+void register_random_kernels(KernelRegistry& r) {
   const struct {
     const char* name;
     bool normal, like;

@@ -395,7 +395,7 @@ class RotaryEmbedding final : public Kernel {
 
 }  // namespace
 
-void register_attention_conf(KernelRegistry& r) {
+void register_attention(KernelRegistry& r) {
   r.add("", "Attention", 23, kNewestOpset, make_factory<Attention>());
   r.add("", "RotaryEmbedding", 23, kNewestOpset, make_factory<RotaryEmbedding>());
 }

@@ -306,7 +306,7 @@ class AffineGrid final : public Kernel {
 
 }  // namespace
 
-void register_gridsample_conf(KernelRegistry& r) {
+void register_grid_sample(KernelRegistry& r) {
   r.add("", "AffineGrid", 20, kNewestOpset, make_factory<AffineGrid>());
   r.add("", "GridSample", 16, 19, make_factory<GridSample>());
   r.add("", "GridSample", 20, 21, make_factory<GridSample>());

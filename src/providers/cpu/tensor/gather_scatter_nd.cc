@@ -686,7 +686,7 @@ class DepthSpace final : public Kernel {
 
 }  // namespace
 
-void register_index_conf_kernels(KernelRegistry& r) {
+void register_gather_scatter_nd_kernels(KernelRegistry& r) {
   r.add_versions("GatherElements", {11, 13}, make_factory<GatherElements>(), kTensorMaxOpset);
   r.add("", "Scatter", 9, 10, make_factory<ScatterElements>());  // ScatterElements' ancestor
   r.add_versions("ScatterElements", {11, 13, 16, 18}, make_factory<ScatterElements>(),

@@ -21,12 +21,14 @@ void register_gather_kernels(KernelRegistry& r);        // gather.cc
 void register_expand_tile_kernels(KernelRegistry& r);   // expand_tile.cc: Expand Tile
 void register_pad_kernels(KernelRegistry& r);           // pad.cc
 void register_shape_size_kernels(KernelRegistry& r);    // shape_size.cc: Shape Size
-void register_index_conf_kernels(KernelRegistry& r);    // gather_scatter_nd.cc: GatherElements ...
-void register_layout_conf_kernels(KernelRegistry& r);   // crop_reverse_unique.cc: CenterCropPad ...
-void register_string_conf_kernels(KernelRegistry& r);   // string_ops.cc: StringConcat ...
+void register_gather_scatter_nd_kernels(
+    KernelRegistry& r);  // gather_scatter_nd.cc: GatherElements ...
+void register_crop_reverse_unique_kernels(
+    KernelRegistry& r);                           // crop_reverse_unique.cc: CenterCropPad ...
+void register_string_kernels(KernelRegistry& r);  // string_ops.cc: StringConcat ...
 // tensor_scatter_bitcast.cc: TensorScatter BitCast
-void register_scatter_bitcast_conf_kernels(KernelRegistry& r);
-void register_topk_conf_kernels(KernelRegistry& r);  // topk.cc: TopK
+void register_tensor_scatter_bitcast_kernels(KernelRegistry& r);
+void register_topk_kernels(KernelRegistry& r);  // topk.cc: TopK
 
 // The newest default-domain opset whose semantics the tensor and reduce kernels implement
 // (the last version range of each, passed to KernelRegistry::add_versions): they go past
