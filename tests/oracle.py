@@ -8,7 +8,9 @@ from onnx import TensorProto, helper
 
 import ortlite
 
-ORT_MAX_OPSET = 23  # the newest default-domain opset the pinned onnxruntime runs
+# onnxruntime's own limit, not ortlite's (that is ortlite.NEWEST_OPSET): the newest
+# default-domain opset the pinned onnxruntime runs.
+ORT_MAX_OPSET = 23
 
 NP_TO_ONNX = {
     np.dtype(np.float32): TensorProto.FLOAT,
