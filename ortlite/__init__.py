@@ -50,6 +50,7 @@ def _load_extension():
 _ortlite = _load_extension()
 from ortlite._ortlite import *  # noqa: F401,F403  (the native API: types, errors, functions)
 from ortlite._ortlite import __version__  # noqa: F401
+from ortlite._ortlite import NEWEST_OPSET  # noqa: F401  (the newest default-domain opset)
 
 
 class GraphOptimizationLevel(_enum.IntEnum):

@@ -19,7 +19,7 @@ import ortlite
 
 # The newest default-domain opset ortlite implements (run_node builds models at this opset
 # unless told otherwise with opset_version=).
-MAX_OPSET = 23
+MAX_OPSET = ortlite.NEWEST_OPSET
 
 
 def _session_options(kwargs):
@@ -104,7 +104,8 @@ class OrtliteBackend(Backend):
         """Runs one node. inputs: a list of arrays for the node's inputs in order (empty
         names, i.e. omitted optional inputs, are skipped), or a dict name -> array.
         outputs_info: optional list of (np dtype, shape) for the outputs; without it the
-        output types are left to ortlite. kwargs: opset_version (default 23)."""
+        output types are left to ortlite. kwargs: opset_version (default
+        ortlite.NEWEST_OPSET)."""
         super().run_node(node, inputs, device=device, outputs_info=outputs_info, **kwargs)
         opset = int(kwargs.pop("opset_version", MAX_OPSET))
         if isinstance(inputs, dict):

@@ -185,7 +185,14 @@ class Kernel {
 using KernelFactory = std::function<std::unique_ptr<Kernel>(const KernelInfo&)>;
 
 constexpr const char* kCpuProvider = "CPUExecutionProvider";
+// The upper bound of an open-ended registration: the kernel serves every opset from its
+// `since` on (no later opset changed the operator).
 constexpr int kMaxOpset = 1 << 30;
+// The newest default-domain opset whose operators ortlite registers and checks: a bounded
+// registration ending here implements this opset's semantics and claims no later one. A
+// few ops also register later versions (the tensor and reduce families, Swish, CumProd,
+// BitCast, ...). Python sees it as ortlite.NEWEST_OPSET.
+constexpr int kNewestOpset = 23;
 
 class KernelRegistry {
  public:
@@ -195,6 +202,13 @@ class KernelRegistry {
   // Registers op_type in `domain` ("" = default) for opsets since..until inclusive.
   void add(const std::string& domain, const std::string& op_type, int since, int until,
            KernelFactory factory, const std::string& provider = kCpuProvider);
+  // Registers op_type in the default domain once per version range: `since` lists, in
+  // ascending order, the opsets where the op changed; entry i covers [since[i],
+  // since[i+1] - 1] and the last one [since.back(), until]. One factory serves every range
+  // (it reads KernelInfo::opset() for the differences).
+  void add_versions(const std::string& op_type, const std::vector<int>& since,
+                    const KernelFactory& factory, int until = kMaxOpset,
+                    const std::string& provider = kCpuProvider);
   // Factory for the given opset, or nullptr.
   const KernelFactory* find(const std::string& domain, const std::string& op_type, int64_t opset,
                             const std::string& provider = kCpuProvider) const;

@@ -191,6 +191,13 @@ void KernelRegistry::add(const std::string& domain, const std::string& op_type, 
                            std::move(factory)});
 }
 
+void KernelRegistry::add_versions(const std::string& op_type, const std::vector<int>& since,
+                                  const KernelFactory& factory, int until,
+                                  const std::string& provider) {
+  for (size_t i = 0; i < since.size(); ++i)
+    add("", op_type, since[i], i + 1 < since.size() ? since[i + 1] - 1 : until, factory, provider);
+}
+
 const KernelFactory* KernelRegistry::find(const std::string& domain, const std::string& op_type,
                                           int64_t opset, const std::string& provider) const {
   for (const Entry& e : entries_) {

@@ -146,6 +146,7 @@ int module_exec(PyObject* module) {
   if (node_arg_setup_types(module) < 0) return -1;
   if (session_setup_types(module) < 0) return -1;
   if (PyModule_AddStringConstant(module, "__version__", kVersion) < 0) return -1;
+  if (PyModule_AddIntConstant(module, "NEWEST_OPSET", kNewestOpset) < 0) return -1;
   async_reset();
   return 0;
 }

@@ -16,7 +16,9 @@ TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
 ROOT = os.path.dirname(TESTS)  # the repository root
 DATA = os.path.join(TESTS, "data")
 
-ORT_MAX_OPSET = 23  # the newest default-domain opset the pinned onnxruntime runs
+# onnxruntime's own limit, not ortlite's (that is ortlite.NEWEST_OPSET): the newest
+# default-domain opset the pinned onnxruntime runs.
+ORT_MAX_OPSET = 23
 
 NP_TO_ONNX = {
     np.dtype(np.float32): TensorProto.FLOAT,

@@ -34,9 +34,6 @@ namespace kernels_detail {
 
 using tensor_ops::ints_to_string;
 
-// The newest opset whose semantics these kernels implement (as the CPU kernels).
-constexpr int kCudaMaxOpset = 23;
-
 inline int code(DataType t) {
   return static_cast<int>(t);
 }
@@ -134,10 +131,8 @@ inline void add(KernelRegistry& r, const char* op, std::vector<int> since, const
     check_placeable(info);
     return f(info);
   };
-  for (size_t i = 0; i < since.size(); ++i) {
-    const int until = i + 1 < since.size() ? since[i + 1] - 1 : kCudaMaxOpset;
-    r.add("", op, since[i], until, checked, kCudaProvider);
-  }
+  // The kernels implement the semantics up to kNewestOpset, as the CPU kernels do.
+  r.add_versions(op, since, checked, kNewestOpset, kCudaProvider);
 }
 
 template <typename K, typename... Args>

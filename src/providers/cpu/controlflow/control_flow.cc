@@ -389,7 +389,7 @@ class SequenceMap final : public Kernel {
 
 }  // namespace
 
-void register_controlflow_kernels(KernelRegistry& r) {
+void register_control_flow_kernels(KernelRegistry& r) {
   r.add("", "If", 1, kMaxOpset, make_factory<If>());
   r.add("", "Loop", 1, kMaxOpset, make_factory<Loop>());
   r.add("", "Scan", 8, kMaxOpset, make_factory<Scan>());

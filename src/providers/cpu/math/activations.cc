@@ -231,23 +231,22 @@ class GeluKernel : public Kernel {
 }  // namespace
 
 void register_activation_kernels(KernelRegistry& r) {
-  using math::add_versions;
   constexpr unsigned kF = ew::kTFloats;
-  add_versions(r, "Sigmoid", {6, 13}, make_factory<UnaryKernel<SigmoidOp, kF>>());
-  add_versions(r, "Relu", {6, 13, 14}, make_factory<UnaryKernel<ReluOp, ew::kTSignedNumeric>>());
-  add_versions(r, "LeakyRelu", {6, 16}, make_factory<UnaryKernel<LeakyReluOp, kF>>());
-  add_versions(r, "Elu", {6, 22}, make_factory<UnaryKernel<EluOp, kF>>());
-  add_versions(r, "Selu", {6, 22}, make_factory<UnaryKernel<SeluOp, kF>>());
-  add_versions(r, "HardSigmoid", {6, 22}, make_factory<UnaryKernel<HardSigmoidOp, kF>>());
-  add_versions(r, "HardSwish", {14, 22}, make_factory<UnaryKernel<HardSwishOp, kF>>());
-  add_versions(r, "Softplus", {1, 22}, make_factory<UnaryKernel<SoftplusOp, kF>>());
-  add_versions(r, "Softsign", {1, 22}, make_factory<UnaryKernel<SoftsignOp, kF>>());
-  add_versions(r, "Mish", {18, 22}, make_factory<UnaryKernel<MishOp, kF>>());
-  add_versions(r, "ThresholdedRelu", {10, 22}, make_factory<UnaryKernel<ThresholdedReluOp, kF>>());
-  add_versions(r, "Celu", {12}, make_factory<UnaryKernel<CeluOp, kF>>());
-  add_versions(r, "Shrink", {9}, make_factory<UnaryKernel<ShrinkOp, ew::kTNumeric>>());
-  add_versions(r, "PRelu", {7, 9, 16}, make_factory<BinaryKernel<PReluOp, ew::kTNumeric>>());
-  add_versions(r, "Gelu", {20}, make_factory<GeluKernel>());
+  r.add_versions("Sigmoid", {6, 13}, make_factory<UnaryKernel<SigmoidOp, kF>>());
+  r.add_versions("Relu", {6, 13, 14}, make_factory<UnaryKernel<ReluOp, ew::kTSignedNumeric>>());
+  r.add_versions("LeakyRelu", {6, 16}, make_factory<UnaryKernel<LeakyReluOp, kF>>());
+  r.add_versions("Elu", {6, 22}, make_factory<UnaryKernel<EluOp, kF>>());
+  r.add_versions("Selu", {6, 22}, make_factory<UnaryKernel<SeluOp, kF>>());
+  r.add_versions("HardSigmoid", {6, 22}, make_factory<UnaryKernel<HardSigmoidOp, kF>>());
+  r.add_versions("HardSwish", {14, 22}, make_factory<UnaryKernel<HardSwishOp, kF>>());
+  r.add_versions("Softplus", {1, 22}, make_factory<UnaryKernel<SoftplusOp, kF>>());
+  r.add_versions("Softsign", {1, 22}, make_factory<UnaryKernel<SoftsignOp, kF>>());
+  r.add_versions("Mish", {18, 22}, make_factory<UnaryKernel<MishOp, kF>>());
+  r.add_versions("ThresholdedRelu", {10, 22}, make_factory<UnaryKernel<ThresholdedReluOp, kF>>());
+  r.add_versions("Celu", {12}, make_factory<UnaryKernel<CeluOp, kF>>());
+  r.add_versions("Shrink", {9}, make_factory<UnaryKernel<ShrinkOp, ew::kTNumeric>>());
+  r.add_versions("PRelu", {7, 9, 16}, make_factory<BinaryKernel<PReluOp, ew::kTNumeric>>());
+  r.add_versions("Gelu", {20}, make_factory<GeluKernel>());
 }
 
 }  // namespace ortlite

@@ -266,18 +266,17 @@ class BitShiftKernel : public Kernel {
 }  // namespace
 
 void register_binary_kernels(KernelRegistry& r) {
-  using math::add_versions;
   constexpr unsigned kArith = ew::kTNumeric;
-  add_versions(r, "Add", {7, 13, 14}, make_factory<BinaryKernel<AddOp, kArith>>());
-  add_versions(r, "Sub", {7, 13, 14}, make_factory<BinaryKernel<SubOp, kArith>>());
-  add_versions(r, "Mul", {7, 13, 14}, make_factory<BinaryKernel<MulOp, kArith>>());
-  add_versions(r, "Div", {7, 13, 14}, make_factory<BinaryKernel<DivOp, kArith>>());
-  add_versions(r, "Pow", {7, 12, 13, 15}, make_factory<PowKernel>());
-  add_versions(r, "Mod", {10, 13}, make_factory<ModKernel>());
-  add_versions(r, "BitShift", {11}, make_factory<BitShiftKernel>());
-  add_versions(r, "BitwiseAnd", {18}, make_factory<BinaryKernel<BitwiseAndOp, ew::kTInts>>());
-  add_versions(r, "BitwiseOr", {18}, make_factory<BinaryKernel<BitwiseOrOp, ew::kTInts>>());
-  add_versions(r, "BitwiseXor", {18}, make_factory<BinaryKernel<BitwiseXorOp, ew::kTInts>>());
+  r.add_versions("Add", {7, 13, 14}, make_factory<BinaryKernel<AddOp, kArith>>());
+  r.add_versions("Sub", {7, 13, 14}, make_factory<BinaryKernel<SubOp, kArith>>());
+  r.add_versions("Mul", {7, 13, 14}, make_factory<BinaryKernel<MulOp, kArith>>());
+  r.add_versions("Div", {7, 13, 14}, make_factory<BinaryKernel<DivOp, kArith>>());
+  r.add_versions("Pow", {7, 12, 13, 15}, make_factory<PowKernel>());
+  r.add_versions("Mod", {10, 13}, make_factory<ModKernel>());
+  r.add_versions("BitShift", {11}, make_factory<BitShiftKernel>());
+  r.add_versions("BitwiseAnd", {18}, make_factory<BinaryKernel<BitwiseAndOp, ew::kTInts>>());
+  r.add_versions("BitwiseOr", {18}, make_factory<BinaryKernel<BitwiseOrOp, ew::kTInts>>());
+  r.add_versions("BitwiseXor", {18}, make_factory<BinaryKernel<BitwiseXorOp, ew::kTInts>>());
 }
 
 }  // namespace ortlite

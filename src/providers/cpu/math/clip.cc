@@ -77,7 +77,7 @@ class ClipKernel : public Kernel {
 }  // namespace
 
 void register_clip_kernels(KernelRegistry& r) {
-  math::add_versions(r, "Clip", {6, 11, 12, 13}, make_factory<ClipKernel>());
+  r.add_versions("Clip", {6, 11, 12, 13}, make_factory<ClipKernel>());
 }
 
 }  // namespace ortlite

@@ -33,17 +33,16 @@ ORTLITE_COMPARE_OP(XorOp, a != b)
 }  // namespace
 
 void register_compare_logic_kernels(KernelRegistry& r) {
-  using math::add_versions;
   constexpr unsigned kCmp = ew::kTNumeric;
-  add_versions(r, "Equal", {7, 11, 13, 19}, make_factory<BinaryKernel<EqualOp, ew::kTAll, true>>());
-  add_versions(r, "Less", {7, 9, 13}, make_factory<BinaryKernel<LessOp, kCmp, true>>());
-  add_versions(r, "Greater", {7, 9, 13}, make_factory<BinaryKernel<GreaterOp, kCmp, true>>());
-  add_versions(r, "LessOrEqual", {12, 16}, make_factory<BinaryKernel<LessOrEqualOp, kCmp, true>>());
-  add_versions(r, "GreaterOrEqual", {12, 16},
-               make_factory<BinaryKernel<GreaterOrEqualOp, kCmp, true>>());
-  add_versions(r, "And", {7}, make_factory<BinaryKernel<AndOp, ew::kTBool, true>>());
-  add_versions(r, "Or", {7}, make_factory<BinaryKernel<OrOp, ew::kTBool, true>>());
-  add_versions(r, "Xor", {7}, make_factory<BinaryKernel<XorOp, ew::kTBool, true>>());
+  r.add_versions("Equal", {7, 11, 13, 19}, make_factory<BinaryKernel<EqualOp, ew::kTAll, true>>());
+  r.add_versions("Less", {7, 9, 13}, make_factory<BinaryKernel<LessOp, kCmp, true>>());
+  r.add_versions("Greater", {7, 9, 13}, make_factory<BinaryKernel<GreaterOp, kCmp, true>>());
+  r.add_versions("LessOrEqual", {12, 16}, make_factory<BinaryKernel<LessOrEqualOp, kCmp, true>>());
+  r.add_versions("GreaterOrEqual", {12, 16},
+                 make_factory<BinaryKernel<GreaterOrEqualOp, kCmp, true>>());
+  r.add_versions("And", {7}, make_factory<BinaryKernel<AndOp, ew::kTBool, true>>());
+  r.add_versions("Or", {7}, make_factory<BinaryKernel<OrOp, ew::kTBool, true>>());
+  r.add_versions("Xor", {7}, make_factory<BinaryKernel<XorOp, ew::kTBool, true>>());
 }
 
 }  // namespace ortlite

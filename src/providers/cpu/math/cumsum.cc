@@ -8,8 +8,6 @@
 namespace ortlite {
 namespace {
 
-constexpr int kConfMaxOpset = 23;
-
 // CumSum(x, axis) / CumProd(x, axis) (opset 26): running sum or product along one axis;
 // `exclusive` leaves out the element itself, `reverse` runs from the end. Accumulates in
 // the element type (float16 / bfloat16 in float), like onnxruntime; integers wrap around
@@ -167,16 +165,16 @@ class WindowOp final : public Kernel {
 
 }  // namespace
 
-void register_cumsum_conf_kernels(KernelRegistry& r) {
+void register_cumsum_kernels(KernelRegistry& r) {
   r.add("", "CumSum", 11, 13, make_factory<Cumulative<false>>());
-  r.add("", "CumSum", 14, kConfMaxOpset, make_factory<Cumulative<false>>());
+  r.add("", "CumSum", 14, kNewestOpset, make_factory<Cumulative<false>>());
   r.add("", "CumProd", 26, kMaxOpset, make_factory<Cumulative<true>>());
   const std::pair<const char*, Window> windows[] = {{"HannWindow", Window::kHann},
                                                     {"HammingWindow", Window::kHamming},
                                                     {"BlackmanWindow", Window::kBlackman}};
   for (const auto& [name, w] : windows) {
     const Window kind = w;
-    r.add("", name, 17, kConfMaxOpset, [kind](const KernelInfo& info) {
+    r.add("", name, 17, kNewestOpset, [kind](const KernelInfo& info) {
       return std::unique_ptr<Kernel>(new WindowOp(info, kind));
     });
   }

@@ -445,7 +445,7 @@ class MelWeightMatrix final : public Kernel {
 
 }  // namespace
 
-void register_signal_conf_kernels(KernelRegistry& r) {
+void register_dft_stft_kernels(KernelRegistry& r) {
   r.add("", "DFT", 17, 19, make_factory<Dft>());
   r.add("", "DFT", 20, kMaxOpset, make_factory<Dft>());
   r.add("", "STFT", 17, kMaxOpset, make_factory<Stft>());

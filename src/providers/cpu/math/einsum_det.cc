@@ -286,10 +286,10 @@ class Det final : public Kernel {
 
 }  // namespace
 
-void register_einsum_conf_kernels(KernelRegistry& r) {
+void register_einsum_det_kernels(KernelRegistry& r) {
   r.add("", "Det", 11, 21, make_factory<Det>());
-  r.add("", "Det", 22, 23, make_factory<Det>());
-  r.add("", "Einsum", 12, 23, make_factory<Einsum>());
+  r.add("", "Det", 22, kNewestOpset, make_factory<Det>());
+  r.add("", "Einsum", 12, kNewestOpset, make_factory<Einsum>());
 }
 
 }  // namespace ortlite

@@ -23,21 +23,14 @@ void register_compare_logic_kernels(KernelRegistry& r);  // compare_logic.cc: Eq
 void register_variadic_kernels(KernelRegistry& r);       // variadic.cc: Min Max Sum Mean
 void register_clip_kernels(KernelRegistry& r);           // clip.cc: Clip
 void register_where_kernels(KernelRegistry& r);          // where.cc: Where
-void register_cumsum_conf_kernels(KernelRegistry& r);    // cumsum.cc: CumSum CumProd *Window
-void register_einsum_conf_kernels(KernelRegistry& r);    // einsum_det.cc: Einsum
-void register_random_conf_kernels(KernelRegistry& r);    // random.cc: Random* Bernoulli
+void register_cumsum_kernels(KernelRegistry& r);         // cumsum.cc: CumSum CumProd *Window
+void register_einsum_det_kernels(KernelRegistry& r);     // einsum_det.cc: Einsum
+void register_random_kernels(KernelRegistry& r);         // random.cc: Random* Bernoulli
                                                          // Multinomial
-void register_signal_conf_kernels(KernelRegistry& r);    // dft_stft.cc: DFT STFT
+void register_dft_stft_kernels(KernelRegistry& r);       // dft_stft.cc: DFT STFT
                                                          // MelWeightMatrix
 
 namespace math {
-
-// Registers `op` in the default domain for the opset ranges that start at each version in
-// `since` (ascending); the last range runs to kMaxOpset. The ranges mark the versions
-// where the op's type list or semantics changed; one kernel class handles them all unless
-// the caller registers different factories.
-void add_versions(KernelRegistry& r, const char* op, std::initializer_list<int> since,
-                  const KernelFactory& factory);
 
 // y = fn(x) over n elements with the vectorized float loops of fast_kernels.h; the 16-bit
 // float types go through a float buffer.

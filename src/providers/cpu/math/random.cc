@@ -361,7 +361,7 @@ class Multinomial final : public Kernel {
 
 }  // namespace
 
-void register_random_conf_kernels(KernelRegistry& r) {
+void register_random_kernels(KernelRegistry& r) {
   const struct {
     const char* name;
     bool normal, like;
@@ -371,12 +371,12 @@ void register_random_conf_kernels(KernelRegistry& r) {
              {"RandomUniformLike", false, true}};
   for (const auto& op : ops) {
     const bool normal = op.normal, like = op.like;
-    math::add_versions(r, op.name, {1, 22}, [normal, like](const KernelInfo& info) {
+    r.add_versions(op.name, {1, 22}, [normal, like](const KernelInfo& info) {
       return std::unique_ptr<Kernel>(new RandomKernel(info, normal, like));
     });
   }
-  math::add_versions(r, "Bernoulli", {15, 22}, make_factory<Bernoulli>());
-  math::add_versions(r, "Multinomial", {7, 22}, make_factory<Multinomial>());
+  r.add_versions("Bernoulli", {15, 22}, make_factory<Bernoulli>());
+  r.add_versions("Multinomial", {7, 22}, make_factory<Multinomial>());
 }
 
 }  // namespace ortlite

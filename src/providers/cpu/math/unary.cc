@@ -161,35 +161,34 @@ class IsInfKernel : public FloatPredicateKernel<IsInfKernel> {
 }  // namespace
 
 void register_unary_kernels(KernelRegistry& r) {
-  using math::add_versions;
   constexpr unsigned kF = ew::kTFloats;
-  add_versions(r, "Neg", {6, 13}, make_factory<UnaryKernel<NegOp, ew::kTSignedNumeric>>());
-  add_versions(r, "Abs", {6, 13}, make_factory<UnaryKernel<AbsOp, ew::kTNumeric>>());
-  add_versions(r, "Sign", {9, 13}, make_factory<UnaryKernel<SignOp, ew::kTNumeric>>());
-  add_versions(r, "Sqrt", {6, 13}, make_factory<UnaryKernel<FastSqrtOp, kF>>());
-  add_versions(r, "Exp", {6, 13}, make_factory<UnaryKernel<FastExpOp, kF>>());
-  add_versions(r, "Log", {6, 13}, make_factory<UnaryKernel<LogOp, kF>>());
-  add_versions(r, "Reciprocal", {6, 13}, make_factory<UnaryKernel<ReciprocalOp, kF>>());
-  add_versions(r, "Floor", {6, 13}, make_factory<UnaryKernel<FloorOp, kF>>());
-  add_versions(r, "Ceil", {6, 13}, make_factory<UnaryKernel<CeilOp, kF>>());
-  add_versions(r, "Round", {11, 22}, make_factory<UnaryKernel<RoundOp, kF>>());
-  add_versions(r, "Erf", {9, 13}, make_factory<UnaryKernel<FastErfOp, kF>>());
-  add_versions(r, "Sin", {7, 22}, make_factory<UnaryKernel<SinOp, kF>>());
-  add_versions(r, "Cos", {7, 22}, make_factory<UnaryKernel<CosOp, kF>>());
-  add_versions(r, "Tan", {7, 22}, make_factory<UnaryKernel<TanOp, kF>>());
-  add_versions(r, "Asin", {7, 22}, make_factory<UnaryKernel<AsinOp, kF>>());
-  add_versions(r, "Acos", {7, 22}, make_factory<UnaryKernel<AcosOp, kF>>());
-  add_versions(r, "Atan", {7, 22}, make_factory<UnaryKernel<AtanOp, kF>>());
-  add_versions(r, "Sinh", {9, 22}, make_factory<UnaryKernel<SinhOp, kF>>());
-  add_versions(r, "Cosh", {9, 22}, make_factory<UnaryKernel<CoshOp, kF>>());
-  add_versions(r, "Asinh", {9, 22}, make_factory<UnaryKernel<AsinhOp, kF>>());
-  add_versions(r, "Acosh", {9, 22}, make_factory<UnaryKernel<AcoshOp, kF>>());
-  add_versions(r, "Atanh", {9, 22}, make_factory<UnaryKernel<AtanhOp, kF>>());
-  add_versions(r, "Tanh", {6, 13}, make_factory<UnaryKernel<FastTanhOp, kF>>());
-  add_versions(r, "IsNaN", {9, 13, 20}, make_factory<IsNaNKernel>());
-  add_versions(r, "IsInf", {10, 20}, make_factory<IsInfKernel>());
-  add_versions(r, "BitwiseNot", {18}, make_factory<UnaryKernel<BitwiseNotOp, ew::kTInts>>());
-  add_versions(r, "Not", {1}, make_factory<UnaryKernel<NotOp, ew::kTBool>>());
+  r.add_versions("Neg", {6, 13}, make_factory<UnaryKernel<NegOp, ew::kTSignedNumeric>>());
+  r.add_versions("Abs", {6, 13}, make_factory<UnaryKernel<AbsOp, ew::kTNumeric>>());
+  r.add_versions("Sign", {9, 13}, make_factory<UnaryKernel<SignOp, ew::kTNumeric>>());
+  r.add_versions("Sqrt", {6, 13}, make_factory<UnaryKernel<FastSqrtOp, kF>>());
+  r.add_versions("Exp", {6, 13}, make_factory<UnaryKernel<FastExpOp, kF>>());
+  r.add_versions("Log", {6, 13}, make_factory<UnaryKernel<LogOp, kF>>());
+  r.add_versions("Reciprocal", {6, 13}, make_factory<UnaryKernel<ReciprocalOp, kF>>());
+  r.add_versions("Floor", {6, 13}, make_factory<UnaryKernel<FloorOp, kF>>());
+  r.add_versions("Ceil", {6, 13}, make_factory<UnaryKernel<CeilOp, kF>>());
+  r.add_versions("Round", {11, 22}, make_factory<UnaryKernel<RoundOp, kF>>());
+  r.add_versions("Erf", {9, 13}, make_factory<UnaryKernel<FastErfOp, kF>>());
+  r.add_versions("Sin", {7, 22}, make_factory<UnaryKernel<SinOp, kF>>());
+  r.add_versions("Cos", {7, 22}, make_factory<UnaryKernel<CosOp, kF>>());
+  r.add_versions("Tan", {7, 22}, make_factory<UnaryKernel<TanOp, kF>>());
+  r.add_versions("Asin", {7, 22}, make_factory<UnaryKernel<AsinOp, kF>>());
+  r.add_versions("Acos", {7, 22}, make_factory<UnaryKernel<AcosOp, kF>>());
+  r.add_versions("Atan", {7, 22}, make_factory<UnaryKernel<AtanOp, kF>>());
+  r.add_versions("Sinh", {9, 22}, make_factory<UnaryKernel<SinhOp, kF>>());
+  r.add_versions("Cosh", {9, 22}, make_factory<UnaryKernel<CoshOp, kF>>());
+  r.add_versions("Asinh", {9, 22}, make_factory<UnaryKernel<AsinhOp, kF>>());
+  r.add_versions("Acosh", {9, 22}, make_factory<UnaryKernel<AcoshOp, kF>>());
+  r.add_versions("Atanh", {9, 22}, make_factory<UnaryKernel<AtanhOp, kF>>());
+  r.add_versions("Tanh", {6, 13}, make_factory<UnaryKernel<FastTanhOp, kF>>());
+  r.add_versions("IsNaN", {9, 13, 20}, make_factory<IsNaNKernel>());
+  r.add_versions("IsInf", {10, 20}, make_factory<IsInfKernel>());
+  r.add_versions("BitwiseNot", {18}, make_factory<UnaryKernel<BitwiseNotOp, ew::kTInts>>());
+  r.add_versions("Not", {1}, make_factory<UnaryKernel<NotOp, ew::kTBool>>());
 }
 
 }  // namespace ortlite

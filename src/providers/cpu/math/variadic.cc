@@ -97,11 +97,10 @@ class VariadicKernel : public Kernel {
 }  // namespace
 
 void register_variadic_kernels(KernelRegistry& r) {
-  using math::add_versions;
-  add_versions(r, "Max", {6, 8, 12, 13}, make_factory<VariadicKernel<MaxOp, ew::kTNumeric>>());
-  add_versions(r, "Min", {6, 8, 12, 13}, make_factory<VariadicKernel<MinOp, ew::kTNumeric>>());
-  add_versions(r, "Sum", {6, 8, 13}, make_factory<VariadicKernel<SumOp, ew::kTFloats>>());
-  add_versions(r, "Mean", {6, 8, 13}, make_factory<VariadicKernel<SumOp, ew::kTFloats, true>>());
+  r.add_versions("Max", {6, 8, 12, 13}, make_factory<VariadicKernel<MaxOp, ew::kTNumeric>>());
+  r.add_versions("Min", {6, 8, 12, 13}, make_factory<VariadicKernel<MinOp, ew::kTNumeric>>());
+  r.add_versions("Sum", {6, 8, 13}, make_factory<VariadicKernel<SumOp, ew::kTFloats>>());
+  r.add_versions("Mean", {6, 8, 13}, make_factory<VariadicKernel<SumOp, ew::kTFloats, true>>());
 }
 
 }  // namespace ortlite

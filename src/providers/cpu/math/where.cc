@@ -90,7 +90,7 @@ class WhereKernel : public Kernel {
 }  // namespace
 
 void register_where_kernels(KernelRegistry& r) {
-  math::add_versions(r, "Where", {9, 16}, make_factory<WhereKernel>());
+  r.add_versions("Where", {9, 16}, make_factory<WhereKernel>());
 }
 
 }  // namespace ortlite

@@ -1,4 +1,21 @@
 // Registration of the ai.onnx.ml CPU kernels.
+//
+// The ai.onnx.ml operators, one per line with the file that holds its kernel
+// (tests/test_registry.py checks that every registered CPU op is listed here next to a
+// file that exists):
+//
+//   LinearClassifier        linear.cc
+//   LinearRegressor         linear.cc
+//   Normalizer              preprocess.cc
+//   Scaler                  preprocess.cc
+//   Binarizer               preprocess.cc
+//   ArrayFeatureExtractor   preprocess.cc
+//   ZipMap                  preprocess.cc
+//   LabelEncoder            label_encoder.cc
+//   TreeEnsembleClassifier  tree_ensemble.cc
+//   TreeEnsembleRegressor   tree_ensemble.cc
+//   TreeEnsemble            tree_ensemble.cc
+
 #include "providers/cpu/ml/ml_common.h"
 #include "ortlite/kernel.h"
 

@@ -395,9 +395,9 @@ class RotaryEmbedding final : public Kernel {
 
 }  // namespace
 
-void register_attention_conf(KernelRegistry& r) {
-  r.add("", "Attention", 23, 23, make_factory<Attention>());
-  r.add("", "RotaryEmbedding", 23, 23, make_factory<RotaryEmbedding>());
+void register_attention(KernelRegistry& r) {
+  r.add("", "Attention", 23, kNewestOpset, make_factory<Attention>());
+  r.add("", "RotaryEmbedding", 23, kNewestOpset, make_factory<RotaryEmbedding>());
 }
 
 }  // namespace nn

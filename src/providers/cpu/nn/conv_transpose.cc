@@ -211,10 +211,10 @@ class ConvTranspose final : public Kernel {
 
 }  // namespace
 
-void register_conv_transpose_conf(KernelRegistry& r) {
+void register_conv_transpose(KernelRegistry& r) {
   r.add("", "ConvTranspose", 1, 10, make_factory<ConvTranspose>());
   r.add("", "ConvTranspose", 11, 21, make_factory<ConvTranspose>());
-  r.add("", "ConvTranspose", 22, 23, make_factory<ConvTranspose>());
+  r.add("", "ConvTranspose", 22, kNewestOpset, make_factory<ConvTranspose>());
 }
 
 }  // namespace nn

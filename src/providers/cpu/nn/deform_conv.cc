@@ -244,7 +244,7 @@ class DeformConv final : public Kernel {
 
 }  // namespace
 
-void register_deform_conv_conf(KernelRegistry& r) {
+void register_deform_conv(KernelRegistry& r) {
   r.add("", "DeformConv", 19, 21, make_factory<DeformConv>());
   r.add("", "DeformConv", 22, kMaxOpset, make_factory<DeformConv>());
 }

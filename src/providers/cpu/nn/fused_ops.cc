@@ -296,7 +296,7 @@ class FusedGemm final : public Kernel {
 
 }  // namespace
 
-void register_fused_conf(KernelRegistry& r) {
+void register_fused_ops(KernelRegistry& r) {
   r.add("com.ortlite", "Gelu", 1, kMaxOpset, make_factory<Gelu>());
   r.add("com.ortlite", "FusedMatMul", 1, kMaxOpset, make_factory<FusedMatMul>());
   r.add("com.ortlite", "FusedGemm", 1, kMaxOpset, make_factory<FusedGemm>());

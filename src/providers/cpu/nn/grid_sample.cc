@@ -306,11 +306,11 @@ class AffineGrid final : public Kernel {
 
 }  // namespace
 
-void register_gridsample_conf(KernelRegistry& r) {
-  r.add("", "AffineGrid", 20, 23, make_factory<AffineGrid>());
+void register_grid_sample(KernelRegistry& r) {
+  r.add("", "AffineGrid", 20, kNewestOpset, make_factory<AffineGrid>());
   r.add("", "GridSample", 16, 19, make_factory<GridSample>());
   r.add("", "GridSample", 20, 21, make_factory<GridSample>());
-  r.add("", "GridSample", 22, 23, make_factory<GridSample>());
+  r.add("", "GridSample", 22, kNewestOpset, make_factory<GridSample>());
 }
 
 }  // namespace nn

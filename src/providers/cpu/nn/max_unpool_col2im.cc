@@ -330,7 +330,7 @@ class Col2Im final : public Kernel {
 
 }  // namespace
 
-void register_unpool_conf(KernelRegistry& r) {
+void register_max_unpool_col2im(KernelRegistry& r) {
   r.add("", "MaxUnpool", 9, 10, make_factory<MaxUnpool>());
   r.add("", "MaxUnpool", 11, 21, make_factory<MaxUnpool>());
   r.add("", "MaxUnpool", 22, kMaxOpset, make_factory<MaxUnpool>());

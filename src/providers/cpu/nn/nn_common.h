@@ -11,31 +11,6 @@
 namespace ortlite {
 namespace nn {
 
-// Per-file registration, called by register_nn_kernels (register.cc).
-void register_matmul(KernelRegistry& r);
-void register_gemm(KernelRegistry& r);
-void register_conv(KernelRegistry& r);
-void register_pool(KernelRegistry& r);
-void register_normalization(KernelRegistry& r);
-void register_softmax(KernelRegistry& r);
-void register_dropout(KernelRegistry& r);
-void register_loss_conf(
-    KernelRegistry& r);  // loss_norm_hardmax.cc: NLL, SCE, RMSNorm, LpNorm, Hardmax
-void register_attention_conf(KernelRegistry& r);   // attention.cc: Attention
-void register_resize_conf(KernelRegistry& r);      // resize.cc: Resize
-void register_gridsample_conf(KernelRegistry& r);  // grid_sample.cc: GridSample
-void register_norm_pool_conf(
-    KernelRegistry& r);  // group_norm_lrn_lppool.cc: GroupNorm LRN MVN LpPool
-void register_conv_transpose_conf(KernelRegistry& r);  // conv_transpose.cc
-void register_detection_conf(KernelRegistry& r);       // non_max_suppression.cc: NonMaxSuppression
-void register_unpool_conf(KernelRegistry& r);          // max_unpool_col2im.cc: MaxUnpool Col2Im
-void register_roi_conf(KernelRegistry& r);             // roi_pool_align.cc: RoiAlign MaxRoiPool
-void register_upsample_conf(KernelRegistry& r);        // upsample.cc: Upsample
-void register_deform_conv_conf(KernelRegistry& r);     // deform_conv.cc: DeformConv
-void register_swish_conf(KernelRegistry& r);           // swish.cc: Swish
-void register_rnn_conf(KernelRegistry& r);             // rnn.cc: RNN, GRU, LSTM
-void register_fused_conf(KernelRegistry& r);           // fused_ops.cc: com.ortlite ops
-
 // ---- element conversion (float16 / bfloat16 compute through float) ----------------------
 
 // Converts n elements of `src` (float, double, float16 or bfloat16 by dtype) into `dst`.

@@ -121,9 +121,9 @@ class NonMaxSuppression final : public Kernel {
 
 }  // namespace
 
-void register_detection_conf(KernelRegistry& r) {
+void register_non_max_suppression(KernelRegistry& r) {
   r.add("", "NonMaxSuppression", 10, 10, make_factory<NonMaxSuppression>());
-  r.add("", "NonMaxSuppression", 11, 23, make_factory<NonMaxSuppression>());
+  r.add("", "NonMaxSuppression", 11, kNewestOpset, make_factory<NonMaxSuppression>());
 }
 
 }  // namespace nn

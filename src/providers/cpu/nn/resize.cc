@@ -422,11 +422,11 @@ class Resize final : public Kernel {
 
 }  // namespace
 
-void register_resize_conf(KernelRegistry& r) {
+void register_resize(KernelRegistry& r) {
   r.add("", "Resize", 11, 12, make_factory<Resize>());
   r.add("", "Resize", 13, 17, make_factory<Resize>());
   r.add("", "Resize", 18, 18, make_factory<Resize>());
-  r.add("", "Resize", 19, 23, make_factory<Resize>());
+  r.add("", "Resize", 19, kNewestOpset, make_factory<Resize>());
 }
 
 }  // namespace nn

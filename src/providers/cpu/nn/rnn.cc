@@ -798,7 +798,7 @@ KernelFactory recurrent_factory() {
 
 }  // namespace
 
-void register_rnn_conf(KernelRegistry& r) {
+void register_rnn(KernelRegistry& r) {
   // 14: layout attribute; 22: bfloat16.
   for (const char* op : {"RNN", "GRU", "LSTM"}) {
     const std::string name = op;

@@ -370,7 +370,7 @@ class MaxRoiPool final : public Kernel {
 
 }  // namespace
 
-void register_roi_conf(KernelRegistry& r) {
+void register_roi_pool_align(KernelRegistry& r) {
   r.add("", "RoiAlign", 10, 15, make_factory<RoiAlign>());
   r.add("", "RoiAlign", 16, 21, make_factory<RoiAlign>());
   r.add("", "RoiAlign", 22, kMaxOpset, make_factory<RoiAlign>());

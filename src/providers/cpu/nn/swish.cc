@@ -25,7 +25,7 @@ struct SwishOp {
 
 }  // namespace
 
-void register_swish_conf(KernelRegistry& r) {
+void register_swish(KernelRegistry& r) {
   r.add("", "Swish", 24, kMaxOpset, make_factory<math::UnaryKernel<SwishOp, ew::kTFloats>>());
 }
 

@@ -234,7 +234,7 @@ class Upsample final : public Kernel {
 
 }  // namespace
 
-void register_upsample_conf(KernelRegistry& r) {
+void register_upsample(KernelRegistry& r) {
   r.add("", "Upsample", 7, 8, make_factory<Upsample>());
   r.add("", "Upsample", 9, 9, make_factory<Upsample>());
 }

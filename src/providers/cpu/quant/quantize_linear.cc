@@ -439,13 +439,9 @@ void register_quantize_linear(KernelRegistry& r) {
   // 13 adds per-axis; 19 float16 / bfloat16 and float8; 21 blocked, int16 / uint16, 4-bit,
   // 'output_dtype' (QuantizeLinear); 23 'precision' and 'output_dtype' (DequantizeLinear);
   // 24 float8e8m0 scales; 25 2-bit types. One kernel reads the attributes of each.
-  const int since[] = {10, 13, 19, 21, 23, 24, 25};
-  const int n = static_cast<int>(sizeof(since) / sizeof(since[0]));
-  for (int i = 0; i < n; ++i) {
-    const int until = i + 1 < n ? since[i + 1] - 1 : kMaxOpset;
-    r.add("", "QuantizeLinear", since[i], until, make_factory<QuantizeLinear>());
-    r.add("", "DequantizeLinear", since[i], until, make_factory<DequantizeLinear>());
-  }
+  const std::vector<int> since = {10, 13, 19, 21, 23, 24, 25};
+  r.add_versions("QuantizeLinear", since, make_factory<QuantizeLinear>());
+  r.add_versions("DequantizeLinear", since, make_factory<DequantizeLinear>());
   r.add("", "DynamicQuantizeLinear", 11, kMaxOpset, make_factory<DynamicQuantizeLinear>());
 }
 

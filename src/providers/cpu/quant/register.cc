@@ -1,4 +1,17 @@
 // Registration of the quantization CPU kernels (default ONNX domain).
+//
+// The quantization operators, one per line with the file that holds its kernel
+// (tests/test_registry.py checks that every registered CPU op is listed here next to a
+// file that exists):
+//
+//   QuantizeLinear         quantize_linear.cc
+//   DequantizeLinear       quantize_linear.cc
+//   DynamicQuantizeLinear  quantize_linear.cc
+//   QLinearMatMul          qmatmul.cc
+//   MatMulInteger          qmatmul.cc
+//   QLinearConv            qconv.cc
+//   ConvInteger            qconv.cc
+
 #include "providers/cpu/quant/quant_common.h"
 #include "ortlite/kernel.h"
 

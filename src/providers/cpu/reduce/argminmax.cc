@@ -155,12 +155,18 @@ class ArgKernel : public Kernel {
 }  // namespace
 
 void register_arg_ops(KernelRegistry& r) {
-  add_versions(r, "ArgMax", {1, 11, 12, 13}, [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
-    return std::make_unique<ArgKernel>(info, true);
-  });
-  add_versions(r, "ArgMin", {1, 11, 12, 13}, [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
-    return std::make_unique<ArgKernel>(info, false);
-  });
+  r.add_versions(
+      "ArgMax", {1, 11, 12, 13},
+      [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+        return std::make_unique<ArgKernel>(info, true);
+      },
+      kTensorMaxOpset);
+  r.add_versions(
+      "ArgMin", {1, 11, 12, 13},
+      [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+        return std::make_unique<ArgKernel>(info, false);
+      },
+      kTensorMaxOpset);
 }
 
 }  // namespace reduce

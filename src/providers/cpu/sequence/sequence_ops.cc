@@ -298,7 +298,7 @@ class OptionalGetElement final : public Kernel {
 
 }  // namespace
 
-void register_sequence_kernels(KernelRegistry& r) {
+void register_sequence_ops_kernels(KernelRegistry& r) {
   r.add("", "SequenceEmpty", 11, kMaxOpset, make_factory<SequenceEmpty>());
   r.add("", "SequenceConstruct", 11, kMaxOpset, make_factory<SequenceConstruct>());
   r.add("", "SequenceInsert", 11, kMaxOpset, make_factory<SequenceInsert>());

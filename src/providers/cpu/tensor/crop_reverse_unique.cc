@@ -252,10 +252,10 @@ class Unique final : public Kernel {
 
 }  // namespace
 
-void register_layout_conf_kernels(KernelRegistry& r) {
-  add_versions(r, "Unique", {11}, make_factory<Unique>());
-  add_versions(r, "CenterCropPad", {18}, make_factory<CenterCropPad>());
-  add_versions(r, "ReverseSequence", {10}, make_factory<ReverseSequence>());
+void register_crop_reverse_unique_kernels(KernelRegistry& r) {
+  r.add_versions("Unique", {11}, make_factory<Unique>(), kTensorMaxOpset);
+  r.add_versions("CenterCropPad", {18}, make_factory<CenterCropPad>(), kTensorMaxOpset);
+  r.add_versions("ReverseSequence", {10}, make_factory<ReverseSequence>(), kTensorMaxOpset);
 }
 
 }  // namespace ortlite

@@ -97,8 +97,8 @@ class Tile final : public Kernel {
 }  // namespace
 
 void register_expand_tile_kernels(KernelRegistry& r) {
-  add_versions(r, "Expand", {8, 13}, make_factory<Expand>());
-  add_versions(r, "Tile", {6, 13}, make_factory<Tile>());
+  r.add_versions("Expand", {8, 13}, make_factory<Expand>(), kTensorMaxOpset);
+  r.add_versions("Tile", {6, 13}, make_factory<Tile>(), kTensorMaxOpset);
 }
 
 }  // namespace ortlite

@@ -686,23 +686,26 @@ class DepthSpace final : public Kernel {
 
 }  // namespace
 
-void register_index_conf_kernels(KernelRegistry& r) {
-  add_versions(r, "GatherElements", {11, 13}, make_factory<GatherElements>());
+void register_gather_scatter_nd_kernels(KernelRegistry& r) {
+  r.add_versions("GatherElements", {11, 13}, make_factory<GatherElements>(), kTensorMaxOpset);
   r.add("", "Scatter", 9, 10, make_factory<ScatterElements>());  // ScatterElements' ancestor
-  add_versions(r, "ScatterElements", {11, 13, 16, 18}, make_factory<ScatterElements>());
-  add_versions(r, "GatherND", {11, 12, 13}, make_factory<GatherND>());
-  add_versions(r, "ScatterND", {11, 13, 16, 18}, make_factory<ScatterND>());
-  add_versions(r, "Trilu", {14}, make_factory<Trilu>());
-  add_versions(r, "EyeLike", {9, 22}, make_factory<EyeLike>());
-  add_versions(r, "OneHot", {9, 11}, make_factory<OneHot>());
-  add_versions(r, "NonZero", {9, 13}, make_factory<NonZero>());
-  add_versions(r, "Compress", {9, 11}, make_factory<Compress>());
-  add_versions(r, "DepthToSpace", {1, 11, 13}, [](const KernelInfo& info) {
-    return std::unique_ptr<Kernel>(new DepthSpace(info, true));
-  });
-  add_versions(r, "SpaceToDepth", {1, 13}, [](const KernelInfo& info) {
-    return std::unique_ptr<Kernel>(new DepthSpace(info, false));
-  });
+  r.add_versions("ScatterElements", {11, 13, 16, 18}, make_factory<ScatterElements>(),
+                 kTensorMaxOpset);
+  r.add_versions("GatherND", {11, 12, 13}, make_factory<GatherND>(), kTensorMaxOpset);
+  r.add_versions("ScatterND", {11, 13, 16, 18}, make_factory<ScatterND>(), kTensorMaxOpset);
+  r.add_versions("Trilu", {14}, make_factory<Trilu>(), kTensorMaxOpset);
+  r.add_versions("EyeLike", {9, 22}, make_factory<EyeLike>(), kTensorMaxOpset);
+  r.add_versions("OneHot", {9, 11}, make_factory<OneHot>(), kTensorMaxOpset);
+  r.add_versions("NonZero", {9, 13}, make_factory<NonZero>(), kTensorMaxOpset);
+  r.add_versions("Compress", {9, 11}, make_factory<Compress>(), kTensorMaxOpset);
+  r.add_versions(
+      "DepthToSpace", {1, 11, 13},
+      [](const KernelInfo& info) { return std::unique_ptr<Kernel>(new DepthSpace(info, true)); },
+      kTensorMaxOpset);
+  r.add_versions(
+      "SpaceToDepth", {1, 13},
+      [](const KernelInfo& info) { return std::unique_ptr<Kernel>(new DepthSpace(info, false)); },
+      kTensorMaxOpset);
 }
 
 }  // namespace ortlite

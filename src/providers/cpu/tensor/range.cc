@@ -175,7 +175,7 @@ class RangeKernel : public Kernel {
 }  // namespace
 
 void register_range_kernels(KernelRegistry& r) {
-  add_versions(r, "Range", {11, 27}, make_factory<RangeKernel>());
+  r.add_versions("Range", {11, 27}, make_factory<RangeKernel>(), kTensorMaxOpset);
 }
 
 }  // namespace creation

@@ -455,7 +455,7 @@ class RegexFullMatch final : public Kernel {
 
 }  // namespace
 
-void register_string_conf_kernels(KernelRegistry& r) {
+void register_string_kernels(KernelRegistry& r) {
   r.add("", "StringConcat", 20, kMaxOpset, make_factory<StringConcat>());
   r.add("", "StringSplit", 20, kMaxOpset, make_factory<StringSplit>());
   r.add("", "StringNormalizer", 10, kMaxOpset, make_factory<StringNormalizer>());

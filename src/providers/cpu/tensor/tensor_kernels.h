@@ -22,29 +22,21 @@ void register_gather_kernels(KernelRegistry& r);        // gather.cc
 void register_expand_tile_kernels(KernelRegistry& r);   // expand_tile.cc: Expand Tile
 void register_pad_kernels(KernelRegistry& r);           // pad.cc
 void register_shape_size_kernels(KernelRegistry& r);    // shape_size.cc: Shape Size
-void register_index_conf_kernels(KernelRegistry& r);    // gather_scatter_nd.cc: GatherElements ...
-void register_layout_conf_kernels(KernelRegistry& r);   // crop_reverse_unique.cc: CenterCropPad ...
-void register_string_conf_kernels(KernelRegistry& r);   // string_ops.cc: StringConcat ...
+void register_gather_scatter_nd_kernels(
+    KernelRegistry& r);  // gather_scatter_nd.cc: GatherElements ...
+void register_crop_reverse_unique_kernels(
+    KernelRegistry& r);                           // crop_reverse_unique.cc: CenterCropPad ...
+void register_string_kernels(KernelRegistry& r);  // string_ops.cc: StringConcat ...
 // tensor_scatter_bitcast.cc: TensorScatter BitCast
-void register_scatter_bitcast_conf_kernels(KernelRegistry& r);
-void register_topk_conf_kernels(KernelRegistry& r);  // topk.cc: TopK
+void register_tensor_scatter_bitcast_kernels(KernelRegistry& r);
+void register_topk_kernels(KernelRegistry& r);  // topk.cc: TopK
 
-// The newest default-domain opset whose semantics these kernels implement. Opsets 24 to 27
-// changed these operators only by new element types (and Cast's round_mode, Range's
-// stash_type), which the kernels that list those versions handle.
+// The newest default-domain opset whose semantics the tensor and reduce kernels implement
+// (the last version range of each, passed to KernelRegistry::add_versions): they go past
+// kNewestOpset because opsets 24 to 27 changed these operators only by new element types
+// (and Cast's round_mode, Range's stash_type), which the kernels that list those versions
+// handle.
 constexpr int kTensorMaxOpset = 27;
-
-// Registers `factory` for op_type in the default domain once per ONNX version range:
-// `since` lists the versions where the op changed (ascending); each entry covers
-// [since[i], since[i+1] - 1], the last one up to kTensorMaxOpset. The kernel reads
-// KernelInfo::opset() for the differences.
-inline void add_versions(KernelRegistry& r, const char* op_type, std::vector<int> since,
-                         const KernelFactory& factory) {
-  for (size_t i = 0; i < since.size(); ++i) {
-    const int until = i + 1 < since.size() ? since[i + 1] - 1 : kTensorMaxOpset;
-    r.add("", op_type, since[i], until, factory);
-  }
-}
 
 namespace tensor_ops {
 

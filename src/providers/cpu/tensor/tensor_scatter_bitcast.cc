@@ -178,7 +178,7 @@ class BitCast final : public Kernel {
 
 }  // namespace
 
-void register_scatter_bitcast_conf_kernels(KernelRegistry& r) {
+void register_tensor_scatter_bitcast_kernels(KernelRegistry& r) {
   r.add("", "TensorScatter", 24, kMaxOpset, make_factory<TensorScatter>());
   r.add("", "BitCast", 26, kMaxOpset, make_factory<BitCast>());
 }

@@ -134,9 +134,9 @@ class TopK final : public Kernel {
 
 }  // namespace
 
-void register_topk_conf_kernels(KernelRegistry& r) {
+void register_topk_kernels(KernelRegistry& r) {
   // Opset 24 only adds element types.
-  add_versions(r, "TopK", {1, 10, 11, 24}, make_factory<TopK>());
+  r.add_versions("TopK", {1, 10, 11, 24}, make_factory<TopK>(), kTensorMaxOpset);
 }
 
 }  // namespace ortlite

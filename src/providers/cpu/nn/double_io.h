@@ -1,0 +1,73 @@
+// Element helpers of the nn kernels that compute in double (the losses, RMS, Lp, group and
+// mean-variance normalization, LRN, LpPool, Hardmax): float16 / bfloat16 / float / double
+// elements to and from double.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "providers/cpu/nn/nn_common.h"
+
+namespace ortlite {
+namespace nn {
+
+template <typename T>
+double to_double(T v) {
+  if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+    return static_cast<double>(static_cast<float>(v));
+  } else {
+    return static_cast<double>(v);
+  }
+}
+
+template <typename T>
+T from_double(double v) {
+  if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+    return T(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+// The elements of a floating-point tensor as doubles; `what` names the op in errors.
+inline std::vector<double> load_doubles(const Tensor& t, const char* what) {
+  std::vector<double> v(static_cast<size_t>(t.numel()));
+  ORTLITE_DISPATCH_FLOAT(t.dtype(), what, [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = t.data<T>();
+    for (size_t i = 0; i < v.size(); ++i) v[i] = to_double(p[i]);
+  });
+  return v;
+}
+
+// Writes v (t.numel() values) into the floating-point tensor t.
+inline void store_doubles(Tensor& t, const std::vector<double>& v, const char* what) {
+  ORTLITE_DISPATCH_FLOAT(t.dtype(), what, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data<T>();
+    for (size_t i = 0; i < v.size(); ++i) p[i] = from_double<T>(v[i]);
+  });
+}
+
+// An int32 / int64 input's values; kInvalidArgument naming input `what` otherwise.
+inline std::vector<int64_t> read_int_tensor(const KernelContext& ctx, const Tensor& t,
+                                            const char* what) {
+  if (t.dtype() != DataType::kInt64 && t.dtype() != DataType::kInt32) {
+    ctx.fail(
+        StatusCode::kInvalidArgument,
+        std::string("input '") + what + "' must be int32 or int64, got " + dtype_name(t.dtype()));
+  }
+  return tensor_to_int64s(t);
+}
+
+// The product of dims [b, e) of s.
+inline int64_t dims_product(const Shape& s, size_t b, size_t e) {
+  int64_t p = 1;
+  for (size_t i = b; i < e; ++i) p *= s[i];
+  return p;
+}
+
+}  // namespace nn
+}  // namespace ortlite
