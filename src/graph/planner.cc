@@ -180,13 +180,13 @@ void upload_device_constants(GraphPlan& p,
 // The CPU kernel of `node`; kNotImplemented naming the op, its domain and opset when there
 // is none.
 template <typename Lookup>
-std::unique_ptr<Kernel> cpu_kernel(const KernelRegistry& registry, const Model& m,
-                                   const Node& node, int64_t opset,
-                                   const std::string& domain_label, const Lookup& lookup) {
+std::unique_ptr<Kernel> cpu_kernel(const KernelRegistry& registry, const Model& m, const Node& node,
+                                   int64_t opset, const std::string& domain_label,
+                                   const Lookup& lookup) {
   const KernelFactory* factory = registry.find(node.domain, node.op_type, opset);
   if (!factory) {
-    ORTLITE_THROW(kNotImplemented, "no kernel for op '", node.op_type, "' (domain '",
-                  domain_label, "', opset ", opset, ") needed by ", node.label(),
+    ORTLITE_THROW(kNotImplemented, "no kernel for op '", node.op_type, "' (domain '", domain_label,
+                  "', opset ", opset, ") needed by ", node.label(),
                   registry.has_op(node.domain, node.op_type)
                       ? ": this opset version is not supported"
                       : ": the operator is not implemented");
