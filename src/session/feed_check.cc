@@ -102,9 +102,17 @@ void Session::check_feed(const std::string& name, const ValueInfo* declared, con
 void Session::check_run(const Feeds& feeds, const std::vector<std::string>& output_names) const {
   // One lookup per feed (linear in all): its declaration, and which required inputs are
   // fed (counted once each).
+  // Up to kInline feeds and inputs are tracked on the stack: a run's check allocates nothing.
+  constexpr size_t kInline = 16;
   const size_t n = feeds.size();
-  std::vector<const ValueInfo*> declared(n);
-  std::vector<char> fed(inputs_.size(), 0);
+  const ValueInfo* inline_declared[kInline];
+  char inline_fed[kInline] = {};
+  std::vector<const ValueInfo*> many_declared;
+  std::vector<char> many_fed;
+  if (n > kInline) many_declared.resize(n);
+  if (inputs_.size() > kInline) many_fed.assign(inputs_.size(), 0);
+  const ValueInfo** declared = n > kInline ? many_declared.data() : inline_declared;
+  char* fed = inputs_.size() > kInline ? many_fed.data() : inline_fed;
   size_t required_fed = 0;
   for (size_t i = 0; i < n; ++i) {
     bool required = false;
