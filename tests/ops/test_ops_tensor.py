@@ -1,14 +1,18 @@
 """Tensor / shape kernels (src/providers/cpu/tensor): Reshape Flatten Squeeze Unsqueeze Identity
 Transpose Concat Split Slice Gather Shape Size Expand Tile Pad, compared with onnxruntime
-(and with numpy where onnxruntime has no kernel for an element type)."""
+(and with numpy where onnxruntime has no kernel for an element type). TopK, the string ops
+(StringConcat, StringSplit, StringNormalizer, RegexFullMatch), TensorScatter and BitCast:
+compared with onnxruntime where it runs the case (opsets <= 23), else with
+onnx.reference.ReferenceEvaluator or numpy; plus the error paths."""
 
 import numpy as np
 import onnxruntime
 import pytest
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 import ortlite
-from helpers import assert_same, make_model, run_ort, run_ortlite
+from helpers import (NP_TO_ONNX, assert_same, check_against_ort, check_against_reference,
+                     make_model, node_model, rng, run_ort, run_ortlite, session, strings)
 
 _ORT_STATE = onnxruntime.capi.onnxruntime_pybind11_state
 # onnxruntime errors meaning "no kernel / type not allowed" (not a wrong result).
@@ -18,6 +22,8 @@ ALL_DTYPES = [np.float32, np.float64, np.float16, np.int8, np.int16, np.int32, n
               np.uint8, np.uint16, np.uint32, np.uint64, np.bool_, object]
 SOME_DTYPES = [np.float32, np.float16, np.int64, np.uint8, np.bool_, object]
 I64 = np.int64
+F16, F32, F64 = np.float16, np.float32, np.float64
+STR = object
 INT64_MAX = np.iinfo(np.int64).max
 INT64_MIN = np.iinfo(np.int64).min
 
@@ -820,3 +826,365 @@ def test_pad_opset2_int_constant_not_implemented():
     x = data([2, 3], np.int32)
     expect_error("Pad", [("x", x, False)], attrs={"pads": [1, 0, 0, 2], "value": -1.0},
                  opset=2, exc=ortlite.NotImplemented)
+
+
+# ---------------------------------------------------------------------------------------
+# TopK
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, np.int32, np.int64])
+@pytest.mark.parametrize("largest", [0, 1])
+@pytest.mark.parametrize("axis", [0, -1, 1])
+def test_topk_matches_onnxruntime(dtype, largest, axis):
+    # Few distinct values: many ties, which must keep the lower index first.
+    x = rng(1).integers(-3, 4, size=(5, 7, 4)).astype(dtype)
+    k = np.array([3], np.int64)
+    m = node_model("TopK", {"x": x, "k": k}, ["v", "i"], attrs=dict(axis=axis, largest=largest),
+                   opset=11, out_dtypes=[dtype, np.int64])
+    check_against_ort(m, {"x": x, "k": k})
+
+
+def test_topk_opset1_k_attribute_and_opset10_input():
+    x = rng(2).standard_normal((3, 9)).astype(F32)
+    m = node_model("TopK", {"x": x}, ["v", "i"], attrs=dict(k=4), opset=1,
+                   out_dtypes=[F32, np.int64])
+    check_against_ort(m, {"x": x})
+    k = np.array([9], np.int64)
+    m = node_model("TopK", {"x": x, "k": k}, ["v", "i"], attrs=dict(axis=1), opset=10,
+                   out_dtypes=[F32, np.int64])
+    check_against_ort(m, {"x": x, "k": k})
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16, np.uint16, np.uint32,
+                                   np.uint64, F16])
+def test_topk_other_types_match_reference_at_opset_24(dtype):
+    x = rng(3).integers(0, 6, size=(4, 10)).astype(dtype)
+    k = np.array([5], np.int64)
+    for largest in (0, 1):
+        m = node_model("TopK", {"x": x, "k": k}, ["v", "i"], attrs=dict(largest=largest), opset=24,
+                       out_dtypes=[dtype, np.int64])
+        check_against_reference(m, {"x": x, "k": k})
+
+
+def test_topk_k_zero_gives_empty_outputs():
+    x = rng(4).standard_normal((3, 5)).astype(F32)
+    k = np.array([0], np.int64)
+    m = node_model("TopK", {"x": x, "k": k}, ["v", "i"], opset=11, out_dtypes=[F32, np.int64])
+    check_against_ort(m, {"x": x, "k": k})
+
+
+def test_topk_unsorted_returns_the_same_set_as_onnxruntime():
+    x = rng(5).permutation(40).astype(F32).reshape(2, 20)
+    k = np.array([6], np.int64)
+    m = node_model("TopK", {"x": x, "k": k}, ["v", "i"], attrs=dict(sorted=0), opset=11,
+                   out_dtypes=[F32, np.int64])
+    ev, ei = run_ort(m, {"x": x, "k": k})
+    av, ai = run_ortlite(m, {"x": x, "k": k})
+    np.testing.assert_array_equal(np.sort(av, axis=1), np.sort(ev, axis=1))
+    np.testing.assert_array_equal(np.sort(ai, axis=1), np.sort(ei, axis=1))
+
+
+def test_topk_nan_ranks_above_numbers():
+    x = np.array([[1.0, np.nan, 3.0, -1.0]], F32)
+    k = np.array([2], np.int64)
+    m = node_model("TopK", {"x": x, "k": k}, ["v", "i"], opset=11, out_dtypes=[F32, np.int64])
+    v, i = run_ortlite(m, {"x": x, "k": k})
+    np.testing.assert_array_equal(i, [[1, 2]])
+    assert np.isnan(v[0, 0]) and v[0, 1] == 3.0
+
+
+def test_topk_errors():
+    x = rng(6).standard_normal((3, 5)).astype(F32)
+    for k, pat in ((np.array([6], np.int64), "larger than the dimension 5"),
+                   (np.array([-1], np.int64), "negative"),
+                   (np.array([1, 2], np.int64), "input 'K'")):
+        m = node_model("TopK", {"x": x, "k": k}, ["v", "i"], opset=11, out_dtypes=[F32, np.int64])
+        with pytest.raises(ortlite.InvalidArgument, match=pat):
+            run_ortlite(m, {"x": x, "k": k})
+    k = np.array([1], np.int64)
+    m = node_model("TopK", {"x": x, "k": k}, ["v", "i"], attrs=dict(axis=2), opset=11,
+                   out_dtypes=[F32, np.int64])
+    with pytest.raises(ortlite.InvalidArgument, match="axis"):
+        run_ortlite(m, {"x": x, "k": k})
+    b = np.ones((2, 3), np.bool_)
+    m = node_model("TopK", {"x": b, "k": k}, ["v", "i"], opset=11, out_dtypes=[np.bool_, np.int64])
+    with pytest.raises(ortlite.NotImplemented, match="bool"):
+        run_ortlite(m, {"x": b, "k": k})
+    m = node_model("TopK", {"x": x}, ["v", "i"], attrs=dict(k=-2), opset=1,
+                   out_dtypes=[F32, np.int64])
+    with pytest.raises(ortlite.OrtliteError, match="'k'"):
+        run_ortlite(m, {"x": x})
+
+
+# ---------------------------------------------------------------------------------------
+# String ops
+
+
+@pytest.mark.parametrize("x,y", [
+    (strings("abc", "déf", ""), strings("1", "22", "333")),
+    (strings(["a", "b"], ["c", "d"]), strings("-x", "-y")),  # broadcast along the last axis
+    (strings(["a"], ["b"]), strings("1", "2", "3")),          # both sides broadcast
+    (np.array("cat", dtype=object), strings(["s", "ty"])),
+    (np.zeros((0, 2), dtype=object), strings("x", "y")),
+])
+def test_string_concat_matches_onnxruntime(x, y):
+    m = node_model("StringConcat", {"x": x, "y": y}, ["z"], opset=20, out_dtypes=[STR])
+    check_against_ort(m, {"x": x, "y": y})
+
+
+def test_string_concat_errors():
+    x, y = strings("a", "b"), strings("a", "b", "c")
+    with pytest.raises(ortlite.InvalidArgument, match="broadcast"):
+        run_ortlite(node_model("StringConcat", {"x": x, "y": y}, ["z"], opset=20), {"x": x, "y": y})
+    n = np.zeros(2, np.int64)
+    with pytest.raises(ortlite.InvalidArgument, match="string"):
+        run_ortlite(node_model("StringConcat", {"x": x, "y": n}, ["z"], opset=20,
+                               out_dtypes=[STR]), {"x": x, "y": n})
+
+
+SPLIT_INPUT = strings(["a,b,,c", ",lead", "trail,", "no delimiter"],
+                      ["  two  spaces ", "tab\there", "x,y", "a::b::"])
+
+
+@pytest.mark.parametrize("attrs", [dict(delimiter=","), dict(delimiter="::"),
+                                   dict(delimiter=",", maxsplit=1), dict(delimiter=",",
+                                                                         maxsplit=0)])
+def test_string_split_delimiter_matches_onnxruntime(attrs):
+    m = node_model("StringSplit", {"x": SPLIT_INPUT}, ["y", "z"], attrs=attrs, opset=20,
+                   out_dtypes=[STR, np.int64])
+    check_against_ort(m, {"x": SPLIT_INPUT})
+
+
+def test_string_split_empty_string_with_delimiter_is_one_substring():
+    # Python's "".split(","), as the reference: [""]; onnxruntime counts 0 substrings
+    x = strings("", "a,b")
+    m = node_model("StringSplit", {"x": x}, ["y", "z"], attrs=dict(delimiter=","), opset=20,
+                   out_dtypes=[STR, np.int64])
+    y, z = check_against_reference(m, {"x": x})
+    assert z.tolist() == [1, 2] and y.tolist() == [["", ""], ["a", "b"]]
+
+
+@pytest.mark.parametrize("attrs", [{}, dict(maxsplit=1), dict(maxsplit=2), dict(maxsplit=0)])
+def test_string_split_whitespace_matches_reference(attrs):
+    # Python's str.split(None, maxsplit): every Unicode whitespace character separates,
+    # and a maxsplit remainder keeps its trailing whitespace.
+    x = strings("  a  b c ", "tab\tand\nnewline", "nbsp\u00a0ideographic\u3000space",
+                "", "   ", "one")
+    m = node_model("StringSplit", {"x": x}, ["y", "z"], attrs=attrs, opset=20,
+                   out_dtypes=[STR, np.int64])
+    y, z = check_against_reference(m, {"x": x})
+    for i, s in enumerate(x):
+        parts = s.split(None, attrs.get("maxsplit", -1))
+        assert z[i] == len(parts) and list(y[i][: len(parts)]) == parts
+
+
+def test_string_split_whitespace_agrees_with_onnxruntime_on_spaces():
+    x = strings(["hello world !", "  hello   world !"], ["one", ""])
+    m = node_model("StringSplit", {"x": x}, ["y", "z"], opset=20, out_dtypes=[STR, np.int64])
+    check_against_ort(m, {"x": x})
+
+
+def test_string_split_rejects_numbers():
+    x = np.zeros(3, F32)
+    with pytest.raises(ortlite.InvalidArgument, match="string"):
+        run_ortlite(node_model("StringSplit", {"x": x}, ["y", "z"], opset=20,
+                               out_dtypes=[STR, np.int64]), {"x": x})
+
+
+WEEK = strings("Monday", "tuesday", "MONDAY", "Ünïcödé straße", "wednesday")
+
+
+@pytest.mark.parametrize("attrs", [
+    dict(stopwords=["monday"]),
+    dict(stopwords=["monday"], is_case_sensitive=1),
+    dict(stopwords=["MONDAY", "ünïcödé straße"], case_change_action="LOWER"),
+    dict(case_change_action="UPPER"),
+    dict(stopwords=["tuesday"], case_change_action="UPPER", is_case_sensitive=1),
+])
+@pytest.mark.parametrize("two_d", [False, True])
+def test_string_normalizer_matches_onnxruntime(attrs, two_d):
+    # onnxruntime needs an installed locale; C.UTF-8 is the one every glibc system has
+    x = WEEK.reshape(1, -1) if two_d else WEEK
+    m = node_model("StringNormalizer", {"x": x}, ["y"], attrs=dict(locale="C.UTF-8", **attrs),
+                   opset=10)
+    check_against_ort(m, {"x": x})
+
+
+def test_string_normalizer_default_locale_maps_non_ascii_case():
+    # en_US.UTF-8 when installed, else C.UTF-8: the same simple case mapping
+    x = strings("Café Ünïcödé", "ΑΘΗΝΑ", "straße")
+    for action, fn in [("UPPER", str.upper), ("LOWER", str.lower)]:
+        m = node_model("StringNormalizer", {"x": x}, ["y"], attrs=dict(case_change_action=action),
+                       opset=10)
+        y = run_ortlite(m, {"x": x})[0]
+        assert y[:2].tolist() == [fn(v) for v in x[:2]]
+    # one character to one character: no ß -> SS expansion (as onnxruntime)
+    assert y[2] == "straße" and run_ortlite(
+        node_model("StringNormalizer", {"x": x}, ["y"], attrs=dict(case_change_action="UPPER"),
+                   opset=10),
+        {"x": x})[0][2] == "STRAßE"
+
+
+def test_string_normalizer_all_dropped_gives_one_empty_string():
+    for x, shape in [(strings("a", "A"), (1,)), (strings(["a", "A"]), (1, 1))]:
+        m = node_model("StringNormalizer", {"x": x}, ["y"], attrs=dict(stopwords=["a"]), opset=10)
+        y = run_ortlite(m, {"x": x})[0]
+        assert y.shape == shape and y.ravel()[0] == ""
+
+
+def test_string_normalizer_errors():
+    x = strings(["a", "b"], ["c", "d"])
+    with pytest.raises(ortlite.InvalidArgument, match=r"\[1, C\]"):
+        run_ortlite(node_model("StringNormalizer", {"x": x}, ["y"], opset=10), {"x": x})
+    with pytest.raises(ortlite.InvalidArgument, match="case_change_action"):
+        session(node_model("StringNormalizer", {"x": x}, ["y"],
+                           attrs=dict(case_change_action="TITLE"), opset=10))
+    bad = np.array([b"ok", b"\xff\xfe"], dtype=object)
+    m = node_model("StringNormalizer", {"x": strings("a", "b")}, ["y"],
+                   attrs=dict(case_change_action="LOWER"), opset=10)
+    with pytest.raises(ortlite.InvalidArgument, match="UTF-8"):
+        run_ortlite(m, {"x": bad})
+
+
+REGEX_INPUT = strings(["www.google.com", "www.bbc.co.uk", "abc123", "日本語"],
+                      ["", "user@gmail.com", "a\nb", "é"])
+
+
+@pytest.mark.parametrize("pattern", [
+    r"www\.[\w.-]+\.\bcom\b", r"[a-z]+\d+", r".*", r"(a|ab)(c|bcd)?", r"\w+@(gmail|yahoo)\.com",
+    r"a.b", r"[^@]*", r"(?:www\.)?\w+\.(com|co\.uk)", r"x{0,3}", r"a\sb",
+    # non-ASCII: one code point per `.` or class, as RE2
+    r".", r".{3}", r"[^a]", r"日.語", r"\W",
+])
+def test_regex_full_match_matches_onnxruntime(pattern):
+    m = node_model("RegexFullMatch", {"x": REGEX_INPUT}, ["y"], attrs=dict(pattern=pattern),
+                   opset=20, out_dtypes=[np.bool_])
+    check_against_ort(m, {"x": REGEX_INPUT})
+
+
+def test_regex_full_match_long_input_does_not_exhaust_the_stack():
+    x = strings("ab" * 200000 + "c", "ab" * 200000)
+    m = node_model("RegexFullMatch", {"x": x}, ["y"], attrs=dict(pattern="(a|b)*c"), opset=20,
+                   out_dtypes=[np.bool_])
+    assert run_ortlite(m, {"x": x})[0].tolist() == [True, False]
+
+
+def test_regex_full_match_errors():
+    x = strings("a")
+    for pattern, err in [("(unclosed", "pattern"), ("a" * 5000, "at most"),
+                         (r"(a)\1", "pattern"), ("(" * 101 + "a" + ")" * 101, "nests"),
+                         (r"\pL+", r"escape \\p"), (r"(?i)abc", "pattern")]:
+        with pytest.raises(ortlite.InvalidArgument, match=err):
+            session(node_model("RegexFullMatch", {"x": x}, ["y"], attrs=dict(pattern=pattern),
+                               opset=20, out_dtypes=[np.bool_]))
+    with pytest.raises(ortlite.InvalidGraph, match="pattern"):
+        session(node_model("RegexFullMatch", {"x": x}, ["y"], opset=20, out_dtypes=[np.bool_]))
+
+
+# ---------------------------------------------------------------------------------------
+# TensorScatter (opset 24) and BitCast (opset 26): newer than onnxruntime 1.23
+
+
+@pytest.mark.parametrize("mode", ["linear", "circular"])
+@pytest.mark.parametrize("axis,shape,seq", [(-2, (2, 3, 8, 4), 3), (1, (3, 6, 5), 2),
+                                            (2, (2, 3, 7, 2), 4), (-1, (2, 2, 5), 5)])
+def test_tensor_scatter_matches_reference(mode, axis, shape, seq):
+    g = rng(len(shape) + seq)
+    past = g.standard_normal(shape).astype(F32)
+    ax = axis % len(shape)
+    ushape = list(shape)
+    ushape[ax] = seq
+    update = g.standard_normal(ushape).astype(F32)
+    hi = shape[ax] - seq + 1 if mode == "linear" else 3 * shape[ax]
+    idx = g.integers(0, hi, size=shape[0]).astype(np.int64)
+    feeds = {"past": past, "update": update, "idx": idx}
+    m = node_model("TensorScatter", feeds, ["y"], attrs=dict(mode=mode, axis=axis), opset=24)
+    check_against_reference(m, feeds, rtol=0, atol=0)
+    # without write_indices every batch writes from position 0
+    feeds = {"past": past, "update": update}
+    m = node_model("TensorScatter", feeds, ["y"], attrs=dict(mode=mode, axis=axis), opset=24)
+    check_against_reference(m, feeds, rtol=0, atol=0)
+
+
+def test_tensor_scatter_strings():
+    past = strings(["a", "b", "c"], ["d", "e", "f"]).reshape(2, 3, 1)
+    update = strings(["X"], ["Y"]).reshape(2, 1, 1)
+    feeds = {"past": past, "update": update, "idx": np.array([2, 0], np.int64)}
+    m = node_model("TensorScatter", feeds, ["y"], opset=24)
+    y = run_ortlite(m, feeds)[0]
+    assert y.reshape(2, 3).tolist() == [["a", "b", "X"], ["Y", "e", "f"]]
+
+
+def test_tensor_scatter_errors():
+    past = np.zeros((2, 4, 3), F32)
+    update = np.zeros((2, 2, 3), F32)
+    feeds = {"past": past, "update": update, "idx": np.array([3, 0], np.int64)}
+    s = session(node_model("TensorScatter", feeds, ["y"], opset=24))
+    with pytest.raises(ortlite.InvalidArgument, match="max_sequence_length"):
+        s.run(None, feeds)
+    for name, value, err in [("idx", np.array([0, 0, 0], np.int64), "write_indices"),
+                             ("update", np.zeros((2, 2, 4), F32), "update")]:
+        bad = dict(feeds, **{name: value})
+        with pytest.raises(ortlite.InvalidArgument, match=err):
+            run_ortlite(node_model("TensorScatter", bad, ["y"], opset=24), bad)
+    with pytest.raises(ortlite.InvalidArgument, match="axis"):
+        run_ortlite(node_model("TensorScatter", feeds, ["y"], attrs=dict(axis=0), opset=24), feeds)
+    with pytest.raises(ortlite.InvalidArgument, match="mode"):
+        session(node_model("TensorScatter", feeds, ["y"], attrs=dict(mode="ring"), opset=24))
+
+
+@pytest.mark.parametrize("x,to", [
+    (np.array([1.0, -2.5, np.inf, np.nan], F32), np.int32),
+    (np.array([[1, -7], [2**31 - 1, -2**31]], np.int32), F32),
+    (np.array([1e300, -0.0], F64), np.uint64),
+    (np.array([-1, 255, 7], np.int16), F16),
+    (np.array(3.5, F32), np.uint32),
+    (np.array([-128, 0, 127], np.int8), np.uint8),
+    (np.array([True, False], np.bool_), np.int8),
+])
+def test_bitcast_matches_numpy_view(x, to):
+    m = node_model("BitCast", {"x": x}, ["y"], attrs=dict(to=NP_TO_ONNX[np.dtype(to)]), opset=26,
+                   out_dtypes=[to])
+    y = run_ortlite(m, {"x": x})[0]
+    assert y.dtype == np.dtype(to) and y.shape == x.shape
+    assert y.tobytes() == x.tobytes()
+
+
+def test_bitcast_narrow_types():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    x = np.array([0, 1, 0x7e, 0x80, 0xff], np.uint8)
+    m = node_model("BitCast", {"x": x}, ["y"], attrs=dict(to=TensorProto.FLOAT8E4M3FN), opset=26,
+                   out_elems=[TensorProto.FLOAT8E4M3FN])
+    y = run_ortlite(m, {"x": x})[0]
+    assert y.dtype == ml_dtypes.float8_e4m3fn and y.view(np.uint8).tolist() == x.tolist()
+    v = np.array([-8, -1, 0, 7])
+    x4 = v.astype(ml_dtypes.int4)
+    m = node_model("BitCast", {"x": x4}, ["y"], attrs=dict(to=TensorProto.UINT4), opset=26,
+                   out_elems=[TensorProto.UINT4])
+    y = run_ortlite(m, {"x": x4})[0]
+    assert y.dtype == ml_dtypes.uint4 and y.astype(np.int64).tolist() == (v & 0xF).tolist()
+    m = node_model("BitCast", {"x": x4}, ["y"], attrs=dict(to=TensorProto.UINT8), opset=26,
+                   out_dtypes=[np.uint8])
+    with pytest.raises(ortlite.InvalidArgument, match="widths differ"):
+        run_ortlite(m, {"x": x4})
+
+
+def test_bitcast_to_bool_reads_nonzero_bytes_as_true():
+    x = np.array([0, 1, 2, 255], np.uint8)
+    m = node_model("BitCast", {"x": x}, ["y"], attrs=dict(to=TensorProto.BOOL), opset=26,
+                   out_dtypes=[np.bool_])
+    assert run_ortlite(m, {"x": x})[0].tolist() == [False, True, True, True]
+
+
+def test_bitcast_errors():
+    x = np.zeros(3, F32)
+    with pytest.raises(ortlite.InvalidArgument, match="widths differ"):
+        run_ortlite(node_model("BitCast", {"x": x}, ["y"], attrs=dict(to=TensorProto.DOUBLE),
+                               opset=26, out_dtypes=[F64]), {"x": x})
+    with pytest.raises(ortlite.InvalidArgument, match="non-string"):
+        session(node_model("BitCast", {"x": x}, ["y"], attrs=dict(to=TensorProto.STRING), opset=26,
+                           out_dtypes=[STR]))
+    s = strings("ab")
+    with pytest.raises(ortlite.InvalidArgument, match="string"):
+        run_ortlite(node_model("BitCast", {"x": s}, ["y"], attrs=dict(to=TensorProto.INT64),
+                               opset=26, out_dtypes=[np.int64]), {"x": s})
