@@ -155,18 +155,12 @@ class ArgKernel : public Kernel {
 }  // namespace
 
 void register_arg_ops(KernelRegistry& r) {
-  r.add_versions(
-      "ArgMax", {1, 11, 12, 13},
-      [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
-        return std::make_unique<ArgKernel>(info, true);
-      },
-      kTensorMaxOpset);
-  r.add_versions(
-      "ArgMin", {1, 11, 12, 13},
-      [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
-        return std::make_unique<ArgKernel>(info, false);
-      },
-      kTensorMaxOpset);
+  r.add_versions("ArgMax", {1, 11, 12, 13}, [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+    return std::make_unique<ArgKernel>(info, true);
+  });
+  r.add_versions("ArgMin", {1, 11, 12, 13}, [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+    return std::make_unique<ArgKernel>(info, false);
+  });
 }
 
 }  // namespace reduce

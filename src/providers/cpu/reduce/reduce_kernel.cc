@@ -150,12 +150,10 @@ void register_reduce_ops(KernelRegistry& r) {
   for (const OpSpec& s : specs) {
     const ReduceKind kind = s.kind;
     const int since = s.input_axes_since;
-    r.add_versions(
-        s.name, s.versions,
-        [kind, since](const KernelInfo& info) -> std::unique_ptr<Kernel> {
-          return std::make_unique<ReduceKernel>(info, kind, since);
-        },
-        kTensorMaxOpset);
+    r.add_versions(s.name, s.versions,
+                   [kind, since](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+                     return std::make_unique<ReduceKernel>(info, kind, since);
+                   });
   }
 }
 

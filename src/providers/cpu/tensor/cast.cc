@@ -376,18 +376,14 @@ class CastKernel : public Kernel {
 }  // namespace
 
 void register_cast_kernels(KernelRegistry& r) {
-  r.add_versions(
-      "Cast", {6, 9, 13, 19, 21, 23, 24, 25},
-      [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
-        return std::make_unique<CastKernel>(info, false);
-      },
-      kTensorMaxOpset);
-  r.add_versions(
-      "CastLike", {15, 19, 21, 23, 24, 25},
-      [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
-        return std::make_unique<CastKernel>(info, true);
-      },
-      kTensorMaxOpset);
+  r.add_versions("Cast", {6, 9, 13, 19, 21, 23, 24, 25},
+                 [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+                   return std::make_unique<CastKernel>(info, false);
+                 });
+  r.add_versions("CastLike", {15, 19, 21, 23, 24, 25},
+                 [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+                   return std::make_unique<CastKernel>(info, true);
+                 });
 }
 
 }  // namespace creation

@@ -246,8 +246,8 @@ class Split final : public Kernel {
 }  // namespace
 
 void register_concat_split_kernels(KernelRegistry& r) {
-  r.add_versions("Concat", {1, 4, 11, 13}, make_factory<Concat>(), kTensorMaxOpset);
-  r.add_versions("Split", {2, 11, 13, 18}, make_factory<Split>(), kTensorMaxOpset);
+  r.add_versions("Concat", {1, 4, 11, 13}, make_factory<Concat>());
+  r.add_versions("Split", {2, 11, 13, 18}, make_factory<Split>());
 }
 
 }  // namespace ortlite

@@ -167,10 +167,9 @@ class ConstantOfShapeKernel : public Kernel {
 }  // namespace
 
 void register_constant_kernels(KernelRegistry& r) {
-  r.add_versions("Constant", {1, 9, 11, 12, 13, 19, 21, 23, 24, 25}, make_factory<ConstantKernel>(),
-                 kTensorMaxOpset);
-  r.add_versions("ConstantOfShape", {9, 20, 21, 23, 24, 25}, make_factory<ConstantOfShapeKernel>(),
-                 kTensorMaxOpset);
+  r.add_versions("Constant", {1, 9, 11, 12, 13, 19, 21, 23, 24, 25},
+                 make_factory<ConstantKernel>());
+  r.add_versions("ConstantOfShape", {9, 20, 21, 23, 24, 25}, make_factory<ConstantOfShapeKernel>());
 }
 
 }  // namespace creation

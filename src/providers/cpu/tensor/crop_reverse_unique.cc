@@ -253,9 +253,9 @@ class Unique final : public Kernel {
 }  // namespace
 
 void register_crop_reverse_unique_kernels(KernelRegistry& r) {
-  r.add_versions("Unique", {11}, make_factory<Unique>(), kTensorMaxOpset);
-  r.add_versions("CenterCropPad", {18}, make_factory<CenterCropPad>(), kTensorMaxOpset);
-  r.add_versions("ReverseSequence", {10}, make_factory<ReverseSequence>(), kTensorMaxOpset);
+  r.add_versions("Unique", {11}, make_factory<Unique>());
+  r.add_versions("CenterCropPad", {18}, make_factory<CenterCropPad>());
+  r.add_versions("ReverseSequence", {10}, make_factory<ReverseSequence>());
 }
 
 }  // namespace ortlite

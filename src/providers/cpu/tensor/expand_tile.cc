@@ -97,8 +97,8 @@ class Tile final : public Kernel {
 }  // namespace
 
 void register_expand_tile_kernels(KernelRegistry& r) {
-  r.add_versions("Expand", {8, 13}, make_factory<Expand>(), kTensorMaxOpset);
-  r.add_versions("Tile", {6, 13}, make_factory<Tile>(), kTensorMaxOpset);
+  r.add_versions("Expand", {8, 13}, make_factory<Expand>());
+  r.add_versions("Tile", {6, 13}, make_factory<Tile>());
 }
 
 }  // namespace ortlite

@@ -80,7 +80,7 @@ class Gather final : public Kernel {
 }  // namespace
 
 void register_gather_kernels(KernelRegistry& r) {
-  r.add_versions("Gather", {1, 11, 13}, make_factory<Gather>(), kTensorMaxOpset);
+  r.add_versions("Gather", {1, 11, 13}, make_factory<Gather>());
 }
 
 }  // namespace ortlite

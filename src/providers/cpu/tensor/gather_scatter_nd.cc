@@ -687,25 +687,22 @@ class DepthSpace final : public Kernel {
 }  // namespace
 
 void register_gather_scatter_nd_kernels(KernelRegistry& r) {
-  r.add_versions("GatherElements", {11, 13}, make_factory<GatherElements>(), kTensorMaxOpset);
+  r.add_versions("GatherElements", {11, 13}, make_factory<GatherElements>());
   r.add("", "Scatter", 9, 10, make_factory<ScatterElements>());  // ScatterElements' ancestor
-  r.add_versions("ScatterElements", {11, 13, 16, 18}, make_factory<ScatterElements>(),
-                 kTensorMaxOpset);
-  r.add_versions("GatherND", {11, 12, 13}, make_factory<GatherND>(), kTensorMaxOpset);
-  r.add_versions("ScatterND", {11, 13, 16, 18}, make_factory<ScatterND>(), kTensorMaxOpset);
-  r.add_versions("Trilu", {14}, make_factory<Trilu>(), kTensorMaxOpset);
-  r.add_versions("EyeLike", {9, 22}, make_factory<EyeLike>(), kTensorMaxOpset);
-  r.add_versions("OneHot", {9, 11}, make_factory<OneHot>(), kTensorMaxOpset);
-  r.add_versions("NonZero", {9, 13}, make_factory<NonZero>(), kTensorMaxOpset);
-  r.add_versions("Compress", {9, 11}, make_factory<Compress>(), kTensorMaxOpset);
-  r.add_versions(
-      "DepthToSpace", {1, 11, 13},
-      [](const KernelInfo& info) { return std::unique_ptr<Kernel>(new DepthSpace(info, true)); },
-      kTensorMaxOpset);
-  r.add_versions(
-      "SpaceToDepth", {1, 13},
-      [](const KernelInfo& info) { return std::unique_ptr<Kernel>(new DepthSpace(info, false)); },
-      kTensorMaxOpset);
+  r.add_versions("ScatterElements", {11, 13, 16, 18}, make_factory<ScatterElements>());
+  r.add_versions("GatherND", {11, 12, 13}, make_factory<GatherND>());
+  r.add_versions("ScatterND", {11, 13, 16, 18}, make_factory<ScatterND>());
+  r.add_versions("Trilu", {14}, make_factory<Trilu>());
+  r.add_versions("EyeLike", {9, 22}, make_factory<EyeLike>());
+  r.add_versions("OneHot", {9, 11}, make_factory<OneHot>());
+  r.add_versions("NonZero", {9, 13}, make_factory<NonZero>());
+  r.add_versions("Compress", {9, 11}, make_factory<Compress>());
+  r.add_versions("DepthToSpace", {1, 11, 13}, [](const KernelInfo& info) {
+    return std::unique_ptr<Kernel>(new DepthSpace(info, true));
+  });
+  r.add_versions("SpaceToDepth", {1, 13}, [](const KernelInfo& info) {
+    return std::unique_ptr<Kernel>(new DepthSpace(info, false));
+  });
 }
 
 }  // namespace ortlite

@@ -245,7 +245,7 @@ class Pad final : public Kernel {
 }  // namespace
 
 void register_pad_kernels(KernelRegistry& r) {
-  r.add_versions("Pad", {2, 11, 13, 18, 19, 21, 23}, make_factory<Pad>(), kTensorMaxOpset);
+  r.add_versions("Pad", {2, 11, 13, 18, 19, 21, 23}, make_factory<Pad>());
 }
 
 }  // namespace ortlite

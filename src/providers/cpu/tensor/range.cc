@@ -175,7 +175,7 @@ class RangeKernel : public Kernel {
 }  // namespace
 
 void register_range_kernels(KernelRegistry& r) {
-  r.add_versions("Range", {11, 27}, make_factory<RangeKernel>(), kTensorMaxOpset);
+  r.add_versions("Range", {11, 27}, make_factory<RangeKernel>());
 }
 
 }  // namespace creation

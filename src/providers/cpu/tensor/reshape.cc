@@ -211,12 +211,11 @@ class Identity final : public Kernel {
 }  // namespace
 
 void register_reshape_kernels(KernelRegistry& r) {
-  r.add_versions("Reshape", {1, 5, 13, 14, 19, 21, 23}, make_factory<Reshape>(), kTensorMaxOpset);
-  r.add_versions("Flatten", {1, 9, 11, 13, 21, 23}, make_factory<Flatten>(), kTensorMaxOpset);
-  r.add_versions("Squeeze", {1, 11, 13, 21, 23}, make_factory<Squeeze>(), kTensorMaxOpset);
-  r.add_versions("Unsqueeze", {1, 11, 13, 21, 23}, make_factory<Unsqueeze>(), kTensorMaxOpset);
-  r.add_versions("Identity", {1, 13, 14, 16, 19, 21, 23}, make_factory<Identity>(),
-                 kTensorMaxOpset);
+  r.add_versions("Reshape", {1, 5, 13, 14, 19, 21, 23}, make_factory<Reshape>());
+  r.add_versions("Flatten", {1, 9, 11, 13, 21, 23}, make_factory<Flatten>());
+  r.add_versions("Squeeze", {1, 11, 13, 21, 23}, make_factory<Squeeze>());
+  r.add_versions("Unsqueeze", {1, 11, 13, 21, 23}, make_factory<Unsqueeze>());
+  r.add_versions("Identity", {1, 13, 14, 16, 19, 21, 23}, make_factory<Identity>());
 }
 
 }  // namespace ortlite

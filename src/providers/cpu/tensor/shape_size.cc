@@ -50,8 +50,8 @@ class Size final : public Kernel {
 }  // namespace
 
 void register_shape_size_kernels(KernelRegistry& r) {
-  r.add_versions("Shape", {1, 13, 15, 19, 21, 23}, make_factory<ShapeOp>(), kTensorMaxOpset);
-  r.add_versions("Size", {1, 13, 19, 21, 23}, make_factory<Size>(), kTensorMaxOpset);
+  r.add_versions("Shape", {1, 13, 15, 19, 21, 23}, make_factory<ShapeOp>());
+  r.add_versions("Size", {1, 13, 19, 21, 23}, make_factory<Size>());
 }
 
 }  // namespace ortlite

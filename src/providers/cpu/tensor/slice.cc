@@ -54,7 +54,7 @@ class Slice final : public Kernel {
 }  // namespace
 
 void register_slice_kernels(KernelRegistry& r) {
-  r.add_versions("Slice", {1, 10, 11, 13}, make_factory<Slice>(), kTensorMaxOpset);
+  r.add_versions("Slice", {1, 10, 11, 13}, make_factory<Slice>());
 }
 
 }  // namespace ortlite

@@ -31,13 +31,6 @@ void register_string_kernels(KernelRegistry& r);  // string_ops.cc: StringConcat
 void register_tensor_scatter_bitcast_kernels(KernelRegistry& r);
 void register_topk_kernels(KernelRegistry& r);  // topk.cc: TopK
 
-// The newest default-domain opset whose semantics the tensor and reduce kernels implement
-// (the last version range of each, passed to KernelRegistry::add_versions): they go past
-// kNewestOpset because opsets 24 to 27 changed these operators only by new element types
-// (and Cast's round_mode, Range's stash_type), which the kernels that list those versions
-// handle.
-constexpr int kTensorMaxOpset = 27;
-
 namespace tensor_ops {
 
 struct Bytes16 {

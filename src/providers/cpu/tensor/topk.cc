@@ -136,7 +136,7 @@ class TopK final : public Kernel {
 
 void register_topk_kernels(KernelRegistry& r) {
   // Opset 24 only adds element types.
-  r.add_versions("TopK", {1, 10, 11, 24}, make_factory<TopK>(), kTensorMaxOpset);
+  r.add_versions("TopK", {1, 10, 11, 24}, make_factory<TopK>());
 }
 
 }  // namespace ortlite

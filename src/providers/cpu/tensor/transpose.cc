@@ -42,7 +42,7 @@ class Transpose final : public Kernel {
 }  // namespace
 
 void register_transpose_kernels(KernelRegistry& r) {
-  r.add_versions("Transpose", {1, 13, 21, 23}, make_factory<Transpose>(), kTensorMaxOpset);
+  r.add_versions("Transpose", {1, 13, 21, 23}, make_factory<Transpose>());
 }
 
 }  // namespace ortlite
