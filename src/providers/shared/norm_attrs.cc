@@ -8,14 +8,10 @@
 namespace ortlite {
 namespace nn {
 
-namespace {
-
 bool is_float_type(DataType t) {
   return t == DataType::kFloat || t == DataType::kDouble || t == DataType::kFloat16 ||
          t == DataType::kBFloat16;
 }
-
-}  // namespace
 
 void BatchNormAttrs::load(const KernelInfo& info) {
   epsilon = info.attr_float("epsilon", 1e-5f);

@@ -10,6 +10,9 @@
 namespace ortlite {
 namespace nn {
 
+// float, double, float16 or bfloat16: the element types the normalizations take.
+bool is_float_type(DataType t);
+
 struct BatchNormAttrs {
   float epsilon = 1e-5f;
   int64_t opset = 0;

@@ -13,6 +13,18 @@
 namespace ortlite {
 namespace nn {
 
+// The `axis` attribute of x's node in [0, rank); kInvalidArgument naming the shape when it
+// is out of range.
+inline size_t checked_axis(const KernelContext& ctx, int64_t axis, const Tensor& x) {
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  if (axis < -rank || axis >= rank) {
+    ctx.fail(StatusCode::kInvalidArgument, "attribute 'axis' = " + std::to_string(axis) +
+                                               " is out of range for input shape " +
+                                               shape_to_string(x.shape()));
+  }
+  return static_cast<size_t>(axis < 0 ? axis + rank : axis);
+}
+
 template <typename T>
 double to_double(T v) {
   if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {

@@ -21,13 +21,7 @@ class LpNorm final : public Kernel {
 
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
-    const int64_t rank = static_cast<int64_t>(x.rank());
-    if (axis_ < -rank || axis_ >= rank) {
-      ctx.fail(StatusCode::kInvalidArgument, "attribute 'axis' = " + std::to_string(axis_) +
-                                                 " is out of range for input shape " +
-                                                 shape_to_string(x.shape()));
-    }
-    const size_t axis = static_cast<size_t>(axis_ < 0 ? axis_ + rank : axis_);
+    const size_t axis = checked_axis(ctx, axis_, x);
     const int64_t outer = dims_product(x.shape(), 0, axis), n = x.dim(axis),
                   inner = dims_product(x.shape(), axis + 1, x.rank());
     Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());

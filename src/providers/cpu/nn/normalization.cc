@@ -15,11 +15,6 @@ namespace ortlite {
 namespace nn {
 namespace {
 
-bool is_float_type(DataType t) {
-  return t == DataType::kFloat || t == DataType::kDouble || t == DataType::kFloat16 ||
-         t == DataType::kBFloat16;
-}
-
 // Reads any floating-point tensor as a vector of T.
 template <typename T>
 std::vector<T> read_as(const Tensor& t) {

@@ -17,13 +17,7 @@ class RmsNorm final : public Kernel {
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
     const Tensor& scale = ctx.required_input(1);
-    const int64_t rank = static_cast<int64_t>(x.rank());
-    if (axis_ < -rank || axis_ >= rank) {
-      ctx.fail(StatusCode::kInvalidArgument, "attribute 'axis' = " + std::to_string(axis_) +
-                                                 " is out of range for input shape " +
-                                                 shape_to_string(x.shape()));
-    }
-    const size_t axis = static_cast<size_t>(axis_ < 0 ? axis_ + rank : axis_);
+    const size_t axis = checked_axis(ctx, axis_, x);
     const Shape inner_shape(x.shape().begin() + static_cast<std::ptrdiff_t>(axis), x.shape().end());
     const int64_t inner = dims_product(x.shape(), axis, x.rank());
     const int64_t outer = dims_product(x.shape(), 0, axis);
