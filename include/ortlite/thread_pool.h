@@ -21,8 +21,11 @@ namespace ortlite {
 
 class ThreadPool {
  public:
-  // `num_threads` counts the calling thread: 1 means no worker threads.
-  explicit ThreadPool(int num_threads);
+  // `num_threads` counts the calling thread: 1 means no worker threads. With
+  // `allow_spinning`, an idle worker (and a caller waiting for its helpers) polls for up to
+  // a millisecond before it blocks; without, it blocks at once (onnxruntime's
+  // session.intra_op.allow_spinning = "0": no CPU burnt between runs).
+  explicit ThreadPool(int num_threads, bool allow_spinning = true);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -49,6 +52,7 @@ class ThreadPool {
   void worker_loop();
   void start_workers_after_fork();
   int num_threads_ = 1;
+  bool allow_spinning_ = true;
   std::atomic<bool> workers_lost_{false};  // set in a forked child until workers restart
   std::vector<std::thread> workers_;
   std::mutex mu_;

@@ -31,9 +31,10 @@ inline void cpu_relax() {
 #endif
 }
 
-// Polls `ready` for up to kSpin; true when it became true.
+// Polls `ready` for up to kSpin (not at all without `spin`); true when it became true.
 template <typename Pred>
-bool spin_until(const Pred& ready) {
+bool spin_until(const Pred& ready, bool spin = true) {
+  if (!spin) return ready();
   const auto deadline = std::chrono::steady_clock::now() + kSpin;
   for (;;) {
     for (int i = 0; i < 64; ++i) {
@@ -85,7 +86,8 @@ void unregister_pool(ThreadPool* p) {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
+ThreadPool::ThreadPool(int num_threads, bool allow_spinning)
+    : num_threads_(std::max(1, num_threads)), allow_spinning_(allow_spinning) {
   const int workers = num_threads_ - 1;
   if (workers > 0) register_pool(this);
   workers_.reserve(workers);
@@ -138,7 +140,7 @@ void ThreadPool::start_workers_after_fork() {
 void ThreadPool::worker_loop() {
   for (;;) {
     std::function<void()> task;
-    spin_until([this] { return queued_.load(std::memory_order_acquire) > 0; });
+    spin_until([this] { return queued_.load(std::memory_order_acquire) > 0; }, allow_spinning_);
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (queue_.empty() && !stop_) {
@@ -236,7 +238,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
       cv_.notify_all();
   }
   job->work();
-  if (!spin_until([&] { return job->done.load() == job->num_chunks; })) {
+  if (!spin_until([&] { return job->done.load() == job->num_chunks; }, allow_spinning_)) {
     std::unique_lock<std::mutex> lock(job->mu);
     job->cv.wait(lock, [&] { return job->done.load() == job->num_chunks; });
   }

@@ -150,7 +150,10 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
 
   const int threads =
       config.intra_op_num_threads > 0 ? config.intra_op_num_threads : default_thread_count();
-  s->pool_ = std::make_unique<ThreadPool>(threads);
+  // onnxruntime's session.intra_op.allow_spinning: "0" makes idle workers block at once.
+  auto spin = config.config_entries.find("session.intra_op.allow_spinning");
+  const bool allow_spinning = spin == config.config_entries.end() || spin->second != "0";
+  s->pool_ = std::make_unique<ThreadPool>(threads, allow_spinning);
   if (im.profiler)
     im.profiler->add({nullptr, "session_initialization", nullptr, created, Profiler::Clock::now()});
   return s;
