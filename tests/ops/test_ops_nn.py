@@ -1548,3 +1548,68 @@ def test_deformconv_errors():
     feeds["b"] = feeds["b"].astype(F64)
     with pytest.raises(ortlite.InvalidArgument, match="element type"):
         run_ortlite(helpers.node_model("DeformConv", feeds, ["y"], attrs=attrs, opset=19), feeds)
+
+
+# ---------------------------------------------------------------------------------------
+# ConvTranspose as GEMM + col2im, and the Resize fast paths (nearest / linear on the last
+# two axes): compared with onnxruntime at shapes that take each path and its fallbacks.
+
+CONVT_CASES = [
+    # (x shape, W shape, attributes)
+    ((1, 8, 5, 6), (8, 4, 2, 2), dict(strides=[2, 2])),  # kernel tiles the output
+    ((2, 6, 7, 3), (6, 5, 2, 2), dict(strides=[2, 2])),
+    ((1, 4, 3, 4, 5), (4, 3, 2, 2, 2), dict(strides=[2, 2, 2])),
+    ((1, 4, 3, 4, 5), (4, 3, 1, 3, 2), dict(strides=[1, 3, 2])),
+    ((1, 6, 9), (6, 4, 2), dict(strides=[2])),
+    ((1, 6, 9), (6, 4, 3), dict(strides=[3])),
+    ((1, 6, 9), (6, 4, 4), dict(strides=[2], pads=[1, 1])),
+    ((1, 8, 6, 5), (8, 4, 2, 2), dict(strides=[2, 2], output_padding=[1, 1])),
+    ((1, 8, 6, 5), (8, 4, 2, 2), dict(strides=[2, 2], pads=[1, 0, 0, 1])),
+    ((1, 8, 6, 5), (8, 3, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1])),
+    ((1, 8, 6, 5), (8, 3, 4, 4), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((2, 8, 6, 5), (8, 3, 4, 4), dict(strides=[2, 2], pads=[1, 1, 1, 1], group=2)),
+    ((1, 12, 5, 5), (12, 2, 3, 3), dict(group=4)),
+    ((1, 12, 5, 5), (12, 1, 2, 2), dict(strides=[2, 2], group=12)),
+    ((1, 5, 4, 7), (5, 3, 3, 2), dict(strides=[1, 2], dilations=[2, 3], pads=[0, 2, 1, 1])),
+    ((1, 5, 4, 7), (5, 3, 3, 3), dict(strides=[3, 2], output_shape=[12, 15])),
+    ((1, 5, 4, 7), (5, 3, 3, 3), dict(strides=[2, 2], auto_pad="SAME_UPPER")),
+    ((1, 5, 4, 7), (5, 3, 2, 2), dict(strides=[2, 2], auto_pad="SAME_LOWER")),
+    ((1, 5, 4, 7), (5, 3, 3, 3), dict(strides=[2, 2], auto_pad="VALID")),
+    ((1, 3, 1, 1), (3, 2, 3, 3), dict()),
+    ((1, 8, 150, 150), (8, 8, 2, 2), dict(strides=[2, 2])),  # the GEMM in several chunks
+    ((1, 8, 150, 150), (8, 8, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((1, 64, 20, 20), (64, 32, 2, 2), dict(strides=[2, 2])),
+]
+
+
+@pytest.mark.parametrize("xs,ws,attrs", CONVT_CASES)
+@pytest.mark.parametrize("bias", [False, True])
+def test_conv_transpose_gemm_matches_ort(xs, ws, attrs, bias):
+    x, w = rand(xs, seed=1), rand(ws, seed=2)
+    consts = {"W": w}
+    if bias:
+        consts["B"] = rand((ws[1] * attrs.get("group", 1),), seed=3)
+    m = node_model("ConvTranspose", {"X": x}, ["Y"], attrs=attrs, consts=consts)
+    check(m, {"X": x}, **tol(F32, xs[1] * int(np.prod(ws[2:]))))
+    check(m, {"X": x}, threads=2, **tol(F32, xs[1] * int(np.prod(ws[2:]))))
+
+
+@pytest.mark.parametrize("xs,ws,attrs", [c for c in CONVT_CASES if c[0][2:] != (150, 150)])
+def test_conv_transpose_gemm_double(xs, ws, attrs):
+    x, w = rand(xs, seed=1), rand(ws, seed=2)
+    b = rand((ws[1] * attrs.get("group", 1),), seed=3)
+
+    def make(dtype):
+        return node_model("ConvTranspose", {"X": x.astype(dtype)}, ["Y"], attrs=attrs,
+                          consts={"W": w.astype(dtype), "B": b.astype(dtype)})
+
+    check_via_f32(make, {"X": x}, F64, **tol(F32, xs[1] * int(np.prod(ws[2:]))))
+
+
+def test_conv_transpose_gemm_empty_batch_and_channels():
+    for xs, ws in (((0, 4, 3, 3), (4, 2, 2, 2)), ((1, 0, 3, 3), (0, 2, 2, 2))):
+        x, w = rand(xs, seed=1), rand(ws, seed=2)
+        m = node_model("ConvTranspose", {"X": x}, ["Y"], attrs=dict(strides=[2, 2]),
+                       consts={"W": w, "B": rand((2,), seed=3)})
+        check(m, {"X": x})
+
