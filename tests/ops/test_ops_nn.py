@@ -1548,3 +1548,141 @@ def test_deformconv_errors():
     feeds["b"] = feeds["b"].astype(F64)
     with pytest.raises(ortlite.InvalidArgument, match="element type"):
         run_ortlite(helpers.node_model("DeformConv", feeds, ["y"], attrs=attrs, opset=19), feeds)
+
+
+# ---------------------------------------------------------------------------------------
+# ConvTranspose as GEMM + col2im, and the Resize fast paths (nearest / linear on the last
+# two axes): compared with onnxruntime at shapes that take each path and its fallbacks.
+
+CONVT_CASES = [
+    # (x shape, W shape, attributes)
+    ((1, 8, 5, 6), (8, 4, 2, 2), dict(strides=[2, 2])),  # kernel tiles the output
+    ((2, 6, 7, 3), (6, 5, 2, 2), dict(strides=[2, 2])),
+    ((1, 4, 3, 4, 5), (4, 3, 2, 2, 2), dict(strides=[2, 2, 2])),
+    ((1, 4, 3, 4, 5), (4, 3, 1, 3, 2), dict(strides=[1, 3, 2])),
+    ((1, 6, 9), (6, 4, 2), dict(strides=[2])),
+    ((1, 6, 9), (6, 4, 3), dict(strides=[3])),
+    ((1, 6, 9), (6, 4, 4), dict(strides=[2], pads=[1, 1])),
+    ((1, 8, 6, 5), (8, 4, 2, 2), dict(strides=[2, 2], output_padding=[1, 1])),
+    ((1, 8, 6, 5), (8, 4, 2, 2), dict(strides=[2, 2], pads=[1, 0, 0, 1])),
+    ((1, 8, 6, 5), (8, 3, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1])),
+    ((1, 8, 6, 5), (8, 3, 4, 4), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((2, 8, 6, 5), (8, 3, 4, 4), dict(strides=[2, 2], pads=[1, 1, 1, 1], group=2)),
+    ((1, 12, 5, 5), (12, 2, 3, 3), dict(group=4)),
+    ((1, 12, 5, 5), (12, 1, 2, 2), dict(strides=[2, 2], group=12)),
+    ((1, 5, 4, 7), (5, 3, 3, 2), dict(strides=[1, 2], dilations=[2, 3], pads=[0, 2, 1, 1])),
+    ((1, 5, 4, 7), (5, 3, 3, 3), dict(strides=[3, 2], output_shape=[12, 15])),
+    ((1, 5, 4, 7), (5, 3, 3, 3), dict(strides=[2, 2], auto_pad="SAME_UPPER")),
+    ((1, 5, 4, 7), (5, 3, 2, 2), dict(strides=[2, 2], auto_pad="SAME_LOWER")),
+    ((1, 5, 4, 7), (5, 3, 3, 3), dict(strides=[2, 2], auto_pad="VALID")),
+    ((1, 3, 1, 1), (3, 2, 3, 3), dict()),
+    ((1, 8, 150, 150), (8, 8, 2, 2), dict(strides=[2, 2])),  # the GEMM in several chunks
+    ((1, 8, 150, 150), (8, 8, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((1, 64, 20, 20), (64, 32, 2, 2), dict(strides=[2, 2])),
+]
+
+
+@pytest.mark.parametrize("xs,ws,attrs", CONVT_CASES)
+@pytest.mark.parametrize("bias", [False, True])
+def test_conv_transpose_gemm_matches_ort(xs, ws, attrs, bias):
+    x, w = rand(xs, seed=1), rand(ws, seed=2)
+    consts = {"W": w}
+    if bias:
+        consts["B"] = rand((ws[1] * attrs.get("group", 1),), seed=3)
+    m = node_model("ConvTranspose", {"X": x}, ["Y"], attrs=attrs, consts=consts)
+    check(m, {"X": x}, **tol(F32, xs[1] * int(np.prod(ws[2:]))))
+    check(m, {"X": x}, threads=2, **tol(F32, xs[1] * int(np.prod(ws[2:]))))
+
+
+@pytest.mark.parametrize("xs,ws,attrs", [c for c in CONVT_CASES if c[0][2:] != (150, 150)])
+def test_conv_transpose_gemm_double(xs, ws, attrs):
+    x, w = rand(xs, seed=1), rand(ws, seed=2)
+    b = rand((ws[1] * attrs.get("group", 1),), seed=3)
+
+    def make(dtype):
+        return node_model("ConvTranspose", {"X": x.astype(dtype)}, ["Y"], attrs=attrs,
+                          consts={"W": w.astype(dtype), "B": b.astype(dtype)})
+
+    check_via_f32(make, {"X": x}, F64, **tol(F32, xs[1] * int(np.prod(ws[2:]))))
+
+
+def test_conv_transpose_gemm_empty_batch_and_channels():
+    for xs, ws in (((0, 4, 3, 3), (4, 2, 2, 2)), ((1, 0, 3, 3), (0, 2, 2, 2))):
+        x, w = rand(xs, seed=1), rand(ws, seed=2)
+        m = node_model("ConvTranspose", {"X": x}, ["Y"], attrs=dict(strides=[2, 2]),
+                       consts={"W": w, "B": rand((2,), seed=3)})
+        check(m, {"X": x})
+
+
+
+RESIZE_CTMS = ["half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
+               "tf_crop_and_resize", "half_pixel_symmetric"]
+RESIZE_SHAPES = [((1, 3, 7, 9), "scales", [1, 1, 2, 2]), ((2, 2, 5, 6), "scales", [1, 1, 0.6, 1.7]),
+                 ((1, 2, 4, 4), "scales", [1, 1, 3.0, 1.0]), ((1, 2, 6, 1), "scales", [1, 1, 1, 3]),
+                 ((1, 3, 7, 9), "sizes", [1, 3, 14, 11]), ((1, 2, 8, 6), "sizes", [1, 2, 3, 7]),
+                 ((1, 4, 33, 47), "scales", [1, 1, 2, 2])]
+
+
+def resize_model(x, mode, ctm, how, value, nearest_mode="round_prefer_floor"):
+    attrs = dict(mode=mode, coordinate_transformation_mode=ctm, nearest_mode=nearest_mode)
+    roi = np.array([], F32)
+    if ctm == "tf_crop_and_resize":
+        roi = np.array([0, 0, -0.1, 0.2, 1, 1, 0.8, 1.3], F32)
+        attrs["extrapolation_value"] = -3.0
+    consts = {"roi": roi}
+    if how == "scales":
+        consts["scales"] = np.array(value, F32)
+        order = ["X", "roi", "scales"]
+    else:
+        consts["sizes"] = np.array(value, np.int64)
+        order = ["X", "roi", "", "sizes"]
+    return node_model("Resize", {"X": x}, ["Y"], attrs=attrs, consts=consts, order=order, opset=13)
+
+
+def resize_agrees_with_ort(ctm, value):
+    return ctm not in ("tf_crop_and_resize", "align_corners") and value in ([1, 1, 2, 2],
+                                                                          [1, 3, 14, 11])
+
+
+@pytest.mark.parametrize("ctm", RESIZE_CTMS)
+@pytest.mark.parametrize("shape,how,value", RESIZE_SHAPES)
+@pytest.mark.parametrize("nearest_mode", ["round_prefer_floor", "round_prefer_ceil", "floor",
+                                          "ceil"])
+def test_resize_nearest_fast_matches_ort(ctm, shape, how, value, nearest_mode):
+    # Compared with onnx's reference (which the kernel follows); with onnxruntime too where
+    # it agrees (it rounds source coordinates in float: ties at non-integer scales differ).
+    x = rand(shape, seed=4)
+    m = resize_model(x, "nearest", ctm, how, value, nearest_mode)
+    if ctm != "tf_crop_and_resize":  # the reference's float roi arithmetic rounds differently
+        check_against_reference(m, {"X": x}, rtol=0, atol=0)
+    if resize_agrees_with_ort(ctm, value):
+        check(m, {"X": x}, rtol=0, atol=0)
+    if ctm != "tf_crop_and_resize":
+        xi = rand(shape, dtype=np.uint8, seed=5)
+        mi = resize_model(xi, "nearest", ctm, how, value, nearest_mode)
+        check_against_reference(mi, {"X": xi}, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("ctm", RESIZE_CTMS)
+@pytest.mark.parametrize("shape,how,value", RESIZE_SHAPES)
+def test_resize_linear_fast_matches_ort(ctm, shape, how, value):
+    x = rand(shape, seed=4)
+    m = resize_model(x, "linear", ctm, how, value)
+    check_against_reference(m, {"X": x}, rtol=1e-5, atol=1e-5)
+    if resize_agrees_with_ort(ctm, value):
+        check(m, {"X": x}, rtol=1e-5, atol=1e-6)
+        check(m, {"X": x}, threads=2, rtol=1e-5, atol=1e-6)
+
+
+def test_resize_fast_keeps_infinities_and_other_axes():
+    x = np.array([[[[1, np.inf, 3], [-2, 5, -np.inf]]]], F32)
+    m = resize_model(x, "nearest", "half_pixel", "scales", [1, 1, 2, 3])
+    (y,) = run_lite(m, {"X": x})
+    assert np.isinf(y).sum() == 12 and not np.isnan(y).any()
+    # Resizing a leading axis too takes the general path.
+    x = rand((2, 3, 4, 5), seed=6)
+    for mode in ("nearest", "linear"):
+        check_against_reference(resize_model(x, mode, "half_pixel", "scales", [1, 2, 1.5, 2]),
+                                {"X": x}, rtol=1e-5, atol=1e-6)
+        check_against_reference(resize_model(x[0], mode, "asymmetric", "scales", [1, 2, 1.5]),
+                                {"X": x[0]}, rtol=1e-5, atol=1e-6)

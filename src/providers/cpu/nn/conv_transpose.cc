@@ -1,9 +1,19 @@
 // ConvTranspose (opsets 1-23), added for ONNX node conformance: N-D, groups, strides,
 // dilations, pads / auto_pad, output_padding and output_shape, following onnx's reference
-// for the output geometry. A direct scatter loop in double: correct, not fast.
+// for the output geometry. float and double: per batch and group, one GEMM (W^T x X: every
+// output channel and kernel tap for every input position) and a col2im that adds each tap's
+// row into the output; when the kernel tiles the output (kernel == stride, no dilation or
+// padding, the common 2x2 stride-2 upsampling) each output is written once, with the bias.
+// float16 / bfloat16 (and empty shapes): a direct scatter loop in double.
+#include "compute/vectorize.h"  // first: compile options for the loops below
+
+#include <algorithm>
 #include <cmath>
+#include <memory>
 #include <type_traits>
 
+#include "compute/gemm.h"
+#include "compute/simd.h"
 #include "providers/cpu/nn/nn_common.h"
 
 namespace ortlite {
@@ -16,6 +26,157 @@ double ct_to_d(T v) {
     return static_cast<double>(static_cast<float>(v));
   } else {
     return static_cast<double>(v);
+  }
+}
+
+// Output geometry of one ConvTranspose call (spatial axes only).
+struct CtGeom {
+  size_t k = 0;
+  std::vector<int64_t> in, ks, s, d, pb, out;
+  int64_t in_sp = 1, k_sp = 1, out_sp = 1;
+};
+
+// Index q of the kernel taps as per-axis indices kk (row-major over ks).
+inline void decompose(int64_t q, const std::vector<int64_t>& ks, std::vector<int64_t>& kk) {
+  for (size_t i = ks.size(); i-- > 0;) {
+    kk[i] = q % ks[i];
+    q /= ks[i];
+  }
+}
+// Row r of the input (all spatial axes but the last, the first counted from a0) as indices.
+inline void decompose_rows(int64_t r, int64_t a0, const std::vector<int64_t>& in,
+                           std::vector<int64_t>& ii) {
+  const size_t L = in.size() - 1;
+  for (size_t i = L; i-- > 0;) {
+    if (i == 0) {
+      ii[0] = a0 + r;
+    } else {
+      ii[i] = r % in[i];
+      r /= in[i];
+    }
+  }
+}
+inline bool k_sp_is_pair(const CtGeom& g) {
+  return g.ks[g.k - 1] == 2 && g.s[g.k - 1] == 2;
+}
+
+// Copies (interleaving) row a into y[0], y[2], ... and row b into y[1], y[3], ... plus `bias`.
+template <typename T>
+ORTLITE_NN_CLONES void interleave2(const T* a, const T* b, T bias, T* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    y[2 * i] = a[i] + bias;
+    y[2 * i + 1] = b[i] + bias;
+  }
+}
+
+template <typename T>
+ORTLITE_NN_CLONES void add_strided(const T* src, T* dst, int64_t n, int64_t stride) {
+  if (stride == 1) {
+    for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i * stride] += src[i];
+  }
+}
+
+// Adds (tile: stores, with the bias) col[(ml * k_sp + q) * cols + p], the GEMM's rows for the
+// input positions whose first spatial index is in [a0, a1), into the output channels
+// [ml0, ml1) of y (one group of one batch).
+template <typename T>
+void col2im(const CtGeom& g, const T* col, int64_t a0, int64_t a1, int64_t ml0, int64_t ml1,
+            const T* bias, bool tile, T* y) {
+  const size_t k = g.k, L = k - 1;
+  const int64_t inner = g.in_sp / g.in[0];  // positions per index of the first axis
+  const int64_t cols = (a1 - a0) * inner;
+  const int64_t iw_n = g.in[L], ow_n = g.out[L], sL = g.s[L];
+  // Rows: all spatial axes but the last, the first one restricted to [a0, a1).
+  int64_t rows = (a1 - a0) * inner / iw_n;
+  std::vector<int64_t> ii(k, 0), kk(k, 0);
+  for (int64_t ml = ml0; ml < ml1; ++ml) {
+    T* yc = y + ml * g.out_sp;
+    const T bv = bias ? bias[ml] : T(0);
+    if (tile && k_sp_is_pair(g)) {
+      // kernel == stride == 2 on the last axis: two taps fill one output row together.
+      for (int64_t q = 0; q < g.k_sp; q += 2) {
+        decompose(q, g.ks, kk);
+        for (int64_t r = 0; r < rows; ++r) {
+          decompose_rows(r, a0, g.in, ii);
+          int64_t off = 0;
+          for (size_t i = 0; i < L; ++i) off = off * g.out[i] + ii[i] * g.s[i] + kk[i];
+          const T* src = col + (ml * g.k_sp + q) * cols + r * iw_n;
+          interleave2(src, src + cols, bv, yc + off * ow_n, iw_n);
+        }
+      }
+      continue;
+    }
+    for (int64_t q = 0; q < g.k_sp; ++q) {
+      decompose(q, g.ks, kk);
+      const int64_t offL = kk[L] * g.d[L] - g.pb[L];
+      // Input positions iw with 0 <= iw * sL + offL < ow_n.
+      const int64_t lo = std::max<int64_t>(0, floor_div(-offL + sL - 1, sL));
+      const int64_t hi = std::min<int64_t>(iw_n, floor_div(ow_n - 1 - offL, sL) + 1);
+      if (hi <= lo) continue;
+      for (int64_t r = 0; r < rows; ++r) {
+        decompose_rows(r, a0, g.in, ii);
+        int64_t off = 0;
+        bool inside = true;
+        for (size_t i = 0; i < L; ++i) {
+          const int64_t pos = ii[i] * g.s[i] - g.pb[i] + kk[i] * g.d[i];
+          if (pos < 0 || pos >= g.out[i]) {
+            inside = false;
+            break;
+          }
+          off = off * g.out[i] + pos;
+        }
+        if (!inside) continue;
+        const T* src = col + (ml * g.k_sp + q) * cols + r * iw_n + lo;
+        T* dst = yc + off * ow_n + lo * sL + offL;
+        if (tile) {
+          for (int64_t i = 0; i < hi - lo; ++i) dst[i * sL] = src[i] + bv;
+        } else {
+          add_strided(src, dst, hi - lo, sL);
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+void conv_transpose_gemm(const CtGeom& g, const T* x, const T* w, const T* bias, T* y, int64_t n,
+                         int64_t group, int64_t cg, int64_t mg, ThreadPool* pool) {
+  const size_t k = g.k;
+  bool tile = true;
+  for (size_t i = 0; i < k; ++i) {
+    tile = tile && g.d[i] == 1 && g.ks[i] == g.s[i] && g.pb[i] == 0 && g.out[i] == g.in[i] * g.s[i];
+  }
+  const int64_t m = mg * group, rows_w = mg * g.k_sp;
+  if (!tile) {
+    for (int64_t i = 0; i < n * m; ++i) {
+      std::fill(y + i * g.out_sp, y + (i + 1) * g.out_sp, bias ? bias[i % m] : T(0));
+    }
+  }
+  // The GEMM's result in chunks of whole indices of the first spatial axis (whole rows: 1-D
+  // in one piece), about 4 MiB each.
+  const int64_t inner = g.in_sp / g.in[0];
+  const int64_t budget = (int64_t{1} << 22) / static_cast<int64_t>(sizeof(T));
+  const int64_t step =
+      k == 1 ? g.in[0]
+             : std::max<int64_t>(1, std::min<int64_t>(g.in[0], budget / (rows_w * inner)));
+  std::unique_ptr<T[]> col(new T[static_cast<size_t>(rows_w * step * inner)]);
+  for (int64_t bi = 0; bi < n; ++bi) {
+    for (int64_t gi = 0; gi < group; ++gi) {
+      const T* xg = x + (bi * group + gi) * cg * g.in_sp;
+      const T* wg = w + gi * cg * rows_w;
+      T* yg = y + (bi * m + gi * mg) * g.out_sp;
+      const T* bg = bias ? bias + gi * mg : nullptr;
+      for (int64_t a0 = 0; a0 < g.in[0]; a0 += step) {
+        const int64_t a1 = std::min(g.in[0], a0 + step), cols = (a1 - a0) * inner;
+        gemm(true, false, rows_w, cols, cg, T(1), wg, rows_w, xg + a0 * inner, g.in_sp, T(0),
+             col.get(), cols, pool);
+        parallel_for(pool, mg, static_cast<double>(g.k_sp * cols), [&](int64_t m0, int64_t m1) {
+          col2im(g, col.get(), a0, a1, m0, m1, bg, tile, yg);
+        });
+      }
+    }
   }
 }
 
@@ -130,6 +291,29 @@ class ConvTranspose final : public Kernel {
     }
     if (out_sp > (int64_t{1} << 28) || n * m * out_sp > (int64_t{1} << 28)) {
       ctx.fail(StatusCode::kInvalidArgument, "the output is too large");
+    }
+    if ((x.dtype() == DataType::kFloat || x.dtype() == DataType::kDouble) && n > 0 && in_sp > 0 &&
+        cg > 0 && mg > 0 && out_sp > 0) {
+      CtGeom g;
+      g.k = k;
+      g.in = in;
+      g.ks = ks;
+      g.s = s;
+      g.d = d;
+      g.pb = pb;
+      g.out = out;
+      g.in_sp = in_sp;
+      g.k_sp = k_sp;
+      g.out_sp = out_sp;
+      Tensor& yt = ctx.allocate_output(0, x.dtype(), out_shape);
+      ORTLITE_DISPATCH_FLOAT(x.dtype(), "ConvTranspose", [&](auto tag) {
+        using T = decltype(tag);
+        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+          conv_transpose_gemm<T>(g, x.data<T>(), w.data<T>(), b ? b->data<T>() : nullptr,
+                                 yt.data<T>(), n, group_, cg, mg, ctx.thread_pool());
+        }
+      });
+      return;
     }
     std::vector<double> xv(static_cast<size_t>(x.numel())), wv(static_cast<size_t>(w.numel())),
         bv(static_cast<size_t>(m), 0.0);

@@ -5,11 +5,15 @@
 // antialias for linear and cubic, the six coordinate transformation modes
 // (tf_crop_and_resize with roi and extrapolation_value), axes, and
 // keep_aspect_ratio_policy. Integer outputs are rounded (half to even) and saturated.
+#include "compute/vectorize.h"  // first: compile options for the loops below
+
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
+#include "compute/simd.h"
 #include "providers/cpu/nn/nn_common.h"
 
 namespace ortlite {
@@ -27,6 +31,98 @@ enum class Ctm {
 };
 enum class NearestMode { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil };
 enum class Aspect { kStretch, kNotLarger, kNotSmaller };
+
+// One plane of nearest resizing: y[yo][xo] = x[th.i0[yo]][tw.i0[xo]]; a row whose source
+// row repeats the previous one is copied.
+template <typename U>
+ORTLITE_NN_CLONES void gather_row(const U* src, const int64_t* ix, U* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[ix[i]];
+}
+
+template <typename U, typename Table>
+void nearest_plane(const U* x, int64_t iw_n, U* y, int64_t oh_n, int64_t ow_n, const Table& th,
+                   const Table& tw, U ev) {
+  for (int64_t yo = 0; yo < oh_n; ++yo) {
+    U* dst = y + yo * ow_n;
+    const size_t h = static_cast<size_t>(yo);
+    if (th.ex[h]) {
+      std::fill(dst, dst + ow_n, ev);
+      continue;
+    }
+    if (yo > 0 && !th.ex[h - 1] && th.i0[h] == th.i0[h - 1]) {
+      std::memcpy(dst, dst - ow_n, static_cast<size_t>(ow_n) * sizeof(U));
+      continue;
+    }
+    const U* src = x + th.i0[h] * iw_n;
+    if (!tw.resized) {
+      std::memcpy(dst, src, static_cast<size_t>(ow_n) * sizeof(U));
+    } else {
+      gather_row(src, tw.i0.data(), dst, ow_n);
+      if (tw.any_ex) {
+        for (int64_t i = 0; i < ow_n; ++i)
+          if (tw.ex[static_cast<size_t>(i)]) dst[i] = ev;
+      }
+    }
+  }
+}
+
+ORTLITE_NN_CLONES void lerp_row(const float* src, const int64_t* i0, const int64_t* i1,
+                                const float* w0, const float* w1, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = w0[i] * src[i0[i]] + w1[i] * src[i1[i]];
+}
+
+ORTLITE_NN_CLONES void blend_rows(const float* a, const float* b, float w0, float w1, float* dst,
+                                  int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = w0 * a[i] + w1 * b[i];
+}
+
+// One plane of linear resizing: each source row resampled along the last axis once (two
+// rows cached in buf), then output rows blended from two of them.
+template <typename Table>
+void linear_plane(const float* x, int64_t iw_n, float* y, int64_t oh_n, int64_t ow_n,
+                  const Table& th, const Table& tw, float ev, float* buf) {
+  int64_t tag[2] = {-1, -1};
+  // The resampled source row `row`, never overwriting slot `keep` (the other operand).
+  auto hrow = [&](int64_t row, int keep, int* slot) -> const float* {
+    if (!tw.resized) return x + row * iw_n;
+    for (int s = 0; s < 2; ++s) {
+      if (tag[s] == row) {
+        *slot = s;
+        return buf + s * ow_n;
+      }
+    }
+    const int s = keep == 0 ? 1 : (keep == 1 ? 0 : (tag[0] == -1 ? 0 : 1));
+    tag[s] = row;
+    *slot = s;
+    float* dst = buf + s * ow_n;
+    lerp_row(x + row * iw_n, tw.i0.data(), tw.i1.data(), tw.w0.data(), tw.w1.data(), dst, ow_n);
+    return dst;
+  };
+  for (int64_t yo = 0; yo < oh_n; ++yo) {
+    float* dst = y + yo * ow_n;
+    const size_t h = static_cast<size_t>(yo);
+    if (th.ex[h]) {
+      std::fill(dst, dst + ow_n, ev);
+      continue;
+    }
+    if (!th.resized) {
+      if (tw.resized) {
+        lerp_row(x + yo * iw_n, tw.i0.data(), tw.i1.data(), tw.w0.data(), tw.w1.data(), dst, ow_n);
+      } else {
+        std::memcpy(dst, x + yo * iw_n, static_cast<size_t>(ow_n) * sizeof(float));
+      }
+    } else {
+      int sa = -1, sb = -1;
+      const float* a = hrow(th.i0[h], -1, &sa);
+      const float* b = hrow(th.i1[h], sa, &sb);
+      blend_rows(a, b, th.w0[h], th.w1[h], dst, ow_n);
+    }
+    if (tw.any_ex) {
+      for (int64_t i = 0; i < ow_n; ++i)
+        if (tw.ex[static_cast<size_t>(i)]) dst[i] = ev;
+    }
+  }
+}
 
 class Resize final : public Kernel {
  public:
@@ -212,6 +308,7 @@ class Resize final : public Kernel {
       ctx.fail(StatusCode::kInvalidArgument,
                "output shape " + shape_to_string(out_shape) + " is too large");
     }
+    if (try_fast(ctx, x, axes, scale, out, roi, has_roi, out_shape)) return;
     // Work in double.
     std::vector<double> cur(static_cast<size_t>(x.numel()));
     ORTLITE_DISPATCH_NUMERIC(x.dtype(), "Resize", [&](auto tag) {
@@ -256,6 +353,116 @@ class Resize final : public Kernel {
   }
 
  private:
+  // Per axis of the fast path: for nearest the source index, for linear two indices and
+  // weights; -1 (nearest) / extrap (linear) where extrapolation_value is written.
+  struct Table {
+    bool resized = false;
+    std::vector<int64_t> i0, i1;
+    std::vector<float> w0, w1;
+    std::vector<char> ex;
+    bool any_ex = false;
+  };
+
+  void make_table(int64_t in_w, int64_t out_w, bool resized, double scale, double roi_start,
+                  double roi_end, Table& t) const {
+    t.resized = resized;
+    t.i0.resize(static_cast<size_t>(out_w));
+    t.i1.resize(static_cast<size_t>(out_w));
+    t.w0.assign(static_cast<size_t>(out_w), 0.f);
+    t.w1.assign(static_cast<size_t>(out_w), 1.f);
+    t.ex.assign(static_cast<size_t>(out_w), 0);
+    if (!resized) {
+      for (int64_t i = 0; i < out_w; ++i)
+        t.i0[static_cast<size_t>(i)] = t.i1[static_cast<size_t>(i)] = i;
+      return;
+    }
+    std::vector<std::vector<int64_t>> idx;
+    std::vector<std::vector<double>> cf;
+    axis_table(in_w, out_w, scale, roi_start, roi_end, idx, cf, t.ex);
+    for (size_t i = 0; i < static_cast<size_t>(out_w); ++i) {
+      t.any_ex = t.any_ex || t.ex[i];
+      if (mode_ == RMode::kNearest) {
+        t.i0[i] = t.i1[i] = cf[i][0] != 0 ? idx[i][0] : idx[i][1];
+      } else {
+        t.i0[i] = idx[i][0];
+        t.i1[i] = idx[i][1];
+        t.w0[i] = static_cast<float>(cf[i][0]);
+        t.w1[i] = static_cast<float>(cf[i][1]);
+      }
+    }
+  }
+
+  // Nearest (any element type) and linear (float) resizing only the last two axes, without
+  // antialias or exclude_outside: per-axis tables, then row copies / one vectorized blend.
+  bool try_fast(KernelContext& ctx, const Tensor& x, const std::vector<int64_t>& axes,
+                const std::vector<double>& scale, const std::vector<int64_t>& out,
+                const std::vector<double>& roi, bool has_roi, const Shape& out_shape) const {
+    const Shape& in = x.shape();
+    const size_t r = in.size();
+    if (r < 2 || antialias_ || exclude_outside_ || mode_ == RMode::kCubic) return false;
+    const bool is_float = x.dtype() == DataType::kFloat;
+    if (mode_ == RMode::kLinear && !is_float) return false;
+    if (ctm_ == Ctm::kTfCropAndResize && !is_float) return false;
+    const size_t esize = dtype_size(x.dtype());
+    if (esize != 1 && esize != 2 && esize != 4 && esize != 8) return false;
+    if (x.dtype() == DataType::kString) return false;
+    std::vector<char> resized(r, 0);
+    for (int64_t a64 : axes) {
+      const size_t a = static_cast<size_t>(a64);
+      const bool default_roi =
+          !has_roi || (std::fabs(roi[a]) < 1e-9 && std::fabs(roi[r + a] - 1) < 1e-9);
+      if (std::fabs(scale[a] - 1.0) < 1e-9 && out[a] == in[a] && default_roi) continue;
+      if (a + 2 < r) return false;
+      resized[a] = 1;
+    }
+    const int64_t ih_n = in[r - 2], iw_n = in[r - 1], oh_n = out[r - 2], ow_n = out[r - 1];
+    int64_t outer = 1;
+    for (size_t i = 0; i + 2 < r; ++i) outer *= in[i];
+    if ((resized[r - 2] && ih_n == 0 && oh_n > 0) || (resized[r - 1] && iw_n == 0 && ow_n > 0)) {
+      return false;  // the general path reports it
+    }
+    Tensor& y = ctx.allocate_output(0, x.dtype(), out_shape);
+    if (y.numel() == 0) return true;
+    Table th, tw;
+    make_table(ih_n, oh_n, resized[r - 2], scale[r - 2], roi[r - 2], roi[2 * r - 2], th);
+    make_table(iw_n, ow_n, resized[r - 1], scale[r - 1], roi[r - 1], roi[2 * r - 1], tw);
+    const float ev = static_cast<float>(static_cast<double>(extrapolation_));
+    ThreadPool* pool = ctx.thread_pool();
+    const double cost = static_cast<double>(oh_n * ow_n) * (mode_ == RMode::kLinear ? 4 : 1);
+    if (mode_ == RMode::kLinear) {
+      const float* xp = x.data<float>();
+      float* yp = y.data<float>();
+      parallel_for(pool, outer, cost, [&](int64_t o0, int64_t o1) {
+        std::vector<float> buf(static_cast<size_t>(2 * ow_n));
+        for (int64_t o = o0; o < o1; ++o) {
+          linear_plane(xp + o * ih_n * iw_n, iw_n, yp + o * oh_n * ow_n, oh_n, ow_n, th, tw, ev,
+                       buf.data());
+        }
+      });
+      return true;
+    }
+    auto run = [&](auto tag) {
+      using U = decltype(tag);
+      const U* xp = static_cast<const U*>(x.raw_data());
+      U* yp = static_cast<U*>(y.raw_data());
+      U evu{};
+      if constexpr (sizeof(U) == sizeof(float)) {
+        if (is_float) std::memcpy(&evu, &ev, sizeof(float));
+      }
+      parallel_for(pool, outer, cost, [&](int64_t o0, int64_t o1) {
+        for (int64_t o = o0; o < o1; ++o) {
+          nearest_plane<U>(xp + o * ih_n * iw_n, iw_n, yp + o * oh_n * ow_n, oh_n, ow_n, th, tw,
+                           evu);
+        }
+      });
+    };
+    if (esize == 1) run(uint8_t{});
+    if (esize == 2) run(uint16_t{});
+    if (esize == 4) run(uint32_t{});
+    if (esize == 8) run(uint64_t{});
+    return true;
+  }
+
   std::vector<double> coeffs(double ratio, double scale) const {
     if (mode_ == RMode::kNearest) {
       if (ratio == 1.0) return {0, 1};
@@ -313,21 +520,16 @@ class Resize final : public Kernel {
     return c;
   }
 
-  std::vector<double> resize_axis(const KernelContext& ctx, const std::vector<double>& data,
-                                  const Shape& shape, size_t axis, double scale, int64_t out_w,
-                                  double roi_start, double roi_end) const {
-    const int64_t in_w = shape[axis];
-    int64_t outer = 1, inner = 1;
-    for (size_t d = 0; d < axis; ++d) outer *= shape[d];
-    for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
-    std::vector<double> res(static_cast<size_t>(outer * out_w * inner));
-    if (res.empty()) return res;
-    if (in_w == 0) ctx.fail(StatusCode::kInvalidArgument, "cannot resize an empty axis");
+  // Per output coordinate of one axis: the source indices (clamped), their weights, and
+  // whether the coordinate falls outside the roi (tf_crop_and_resize: extrapolation_value).
+  void axis_table(int64_t in_w, int64_t out_w, double scale, double roi_start, double roi_end,
+                  std::vector<std::vector<int64_t>>& idx, std::vector<std::vector<double>>& cf,
+                  std::vector<char>& extrap) const {
+    idx.assign(static_cast<size_t>(out_w), {});
+    cf.assign(static_cast<size_t>(out_w), {});
+    extrap.assign(static_cast<size_t>(out_w), 0);
     const double out_wf = scale * static_cast<double>(in_w);
     const double in_wf = static_cast<double>(in_w);
-    std::vector<std::vector<int64_t>> idx(static_cast<size_t>(out_w));
-    std::vector<std::vector<double>> cf(static_cast<size_t>(out_w));
-    std::vector<char> extrap(static_cast<size_t>(out_w), 0);
     for (int64_t yo = 0; yo < out_w; ++yo) {
       const double yv = static_cast<double>(yo);
       double xo = 0;
@@ -388,6 +590,22 @@ class Resize final : public Kernel {
       idx[static_cast<size_t>(yo)] = std::move(ix);
       cf[static_cast<size_t>(yo)] = std::move(c);
     }
+  }
+
+  std::vector<double> resize_axis(const KernelContext& ctx, const std::vector<double>& data,
+                                  const Shape& shape, size_t axis, double scale, int64_t out_w,
+                                  double roi_start, double roi_end) const {
+    const int64_t in_w = shape[axis];
+    int64_t outer = 1, inner = 1;
+    for (size_t d = 0; d < axis; ++d) outer *= shape[d];
+    for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+    std::vector<double> res(static_cast<size_t>(outer * out_w * inner));
+    if (res.empty()) return res;
+    if (in_w == 0) ctx.fail(StatusCode::kInvalidArgument, "cannot resize an empty axis");
+    std::vector<std::vector<int64_t>> idx;
+    std::vector<std::vector<double>> cf;
+    std::vector<char> extrap;
+    axis_table(in_w, out_w, scale, roi_start, roi_end, idx, cf, extrap);
     const double ev = extrapolation_;
     for (int64_t o = 0; o < outer; ++o) {
       for (int64_t yo = 0; yo < out_w; ++yo) {
