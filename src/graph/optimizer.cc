@@ -1,8 +1,11 @@
 // Load-time rewrites of the main graph (level >= 1, ORT_ENABLE_BASIC and above):
 //
-//  1. Constant folding: a node of a cheap, deterministic op whose inputs are all constants
-//     (initializers no feed can replace, Constant nodes) runs once with its CPU kernel and
-//     becomes an initializer.
+//  0. Dead-node elimination, before and after the rest: nodes none of whose outputs reaches
+//     a graph output are removed.
+//  1. Constant folding (constant_folding.cc): a default-domain node of a deterministic op
+//     whose inputs are all constants (initializers no feed can replace, Constant nodes,
+//     outputs of folded nodes) runs once with its CPU kernel; its outputs become
+//     initializers of the same names, within caps on the memory they take.
 //  2. BatchNormalization folded into the Conv before it (constant float weights, the Conv
 //     output read by nothing else): Y = (W * s) X + (B - mean) * s + beta with
 //     s = scale / sqrt(var + eps). The Conv becomes a FusedConv whose attribute w_scale holds
@@ -17,7 +20,7 @@
 //  6. MatMul [* scalar] [+ bias] [+ activation] becomes com.ortlite FusedMatMul, and
 //     Gemm + activation com.ortlite FusedGemm (fused_ops.cc).
 //
-// A rewrite only removes values that have exactly one reader, are no graph output and are
+// A fusion only removes values that have exactly one reader, are no graph output and are
 // not read from inside a subgraph; the surviving node keeps the first node's name and the
 // last node's output name, so graph outputs keep their names, values and types. Initializers
 // that are also graph inputs (a feed may replace them) are never treated as constants.
@@ -32,6 +35,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "graph/constant_folding.h"
+#include "graph/planner.h"
 #include "ortlite/kernel.h"
 #include "ortlite/status.h"
 
@@ -47,18 +52,6 @@ bool default_domain(const std::string& d) {
 
 bool is_op(const Node& n, const char* op) {
   return n.op_type == op && default_domain(n.domain);
-}
-
-int64_t opset_of(const Model& m, const Node& n) {
-  const std::string& d = n.domain == "ai.onnx" ? std::string() : n.domain;
-  auto norm = [](const std::string& s) { return s == "ai.onnx" ? std::string() : s; };
-  if (n.opset_imports) {
-    for (const OpsetImport& o : *n.opset_imports)
-      if (norm(o.domain) == d) return o.version;
-  }
-  for (const OpsetImport& o : m.opset_imports)
-    if (norm(o.domain) == d) return o.version;
-  return -1;
 }
 
 // Every name read anywhere inside a subgraph (an over-approximation of what it reads from
@@ -121,7 +114,8 @@ class Optimizer {
   explicit Optimizer(Model& m) : m_(m), g_(m.graph) {}
 
   void run() {
-    fold_constants();
+    eliminate_dead_nodes();  // nothing dead is folded
+    fold_constants(m_);
     fold_batch_norms();
     fuse_gelu();
     fuse_convs();
@@ -201,72 +195,6 @@ class Optimizer {
     return name;
   }
 
-  // ---- constant folding -----------------------------------------------------------------
-
-  static bool foldable(const Node& n) {
-    static const std::unordered_set<std::string> kOps = {
-        "Shape", "Size",     "Cast",       "Reshape",   "Unsqueeze", "Squeeze", "Concat", "Gather",
-        "Slice", "Identity", "Flatten",    "Transpose", "Add",       "Sub",     "Mul",    "Div",
-        "Neg",   "Sqrt",     "Reciprocal", "Equal",     "Not",       "Where",   "Range"};
-    return default_domain(n.domain) && kOps.count(n.op_type) > 0;
-  }
-
-  void fold_constants() {
-    const KernelRegistry& registry = KernelRegistry::instance();
-    // Folded outputs are capped so that loading never allocates without bound.
-    constexpr int64_t kMaxElems = int64_t(1) << 20;
-    bool changed = true;
-    for (int pass = 0; changed && pass < 16; ++pass) {
-      changed = false;
-      index();
-      // Appended after the pass: constants_ points into the initializer list.
-      std::vector<std::pair<std::string, Tensor>> folded;
-      for (size_t i = 0; i < g_.nodes.size(); ++i) {
-        if (dead_[i]) continue;
-        const Node& n = g_.nodes[i];
-        if (!foldable(n) || n.outputs.empty() || n.implicit_inputs != 0) continue;
-        bool ok = true;
-        std::vector<Value> in(n.inputs.size());
-        for (size_t k = 0; k < n.inputs.size() && ok; ++k) {
-          if (n.inputs[k].empty()) continue;
-          const Tensor* t = constant(n.inputs[k]);
-          ok = t && t->dtype() != DataType::kString && t->numel() <= kMaxElems;
-          if (ok) in[k] = *t;
-        }
-        for (const std::string& o : n.outputs) ok = ok && !o.empty() && !pinned_.count(o);
-        if (!ok) continue;
-        const int64_t opset = opset_of(m_, n);
-        const KernelFactory* f = opset < 0 ? nullptr : registry.find(n.domain, n.op_type, opset);
-        if (!f) continue;
-        std::vector<Value> out(n.outputs.size());
-        try {
-          KernelInfo info(n, opset, [this](const std::string& name) { return constant(name); });
-          std::unique_ptr<Kernel> kernel = (*f)(info);
-          std::vector<const Value*> ptrs(in.size());
-          for (size_t k = 0; k < in.size(); ++k) ptrs[k] = in[k].defined() ? &in[k] : nullptr;
-          KernelContext ctx(n, ptrs.data(), ptrs.size(), out.data(), out.size(), nullptr);
-          kernel->compute(ctx);
-        } catch (const std::exception&) {
-          continue;  // the error surfaces when the graph runs, as without folding
-        }
-        for (const Value& v : out)
-          ok = ok && v.is_tensor() && v.tensor().dtype() != DataType::kString &&
-               v.tensor().numel() <= kMaxElems;
-        if (!ok) continue;
-        for (size_t k = 0; k < out.size(); ++k) {
-          const Tensor& t = out[k].tensor();
-          Tensor c = new_constant(t.dtype(), t.shape());
-          if (t.nbytes() > 0) std::memcpy(c.raw_data(), t.raw_data(), t.nbytes());
-          folded.emplace_back(n.outputs[k], c);
-        }
-        dead_[i] = 1;
-        changed = true;
-      }
-      for (auto& f : folded) g_.initializers.push_back(std::move(f));
-      compact();
-    }
-  }
-
   // ---- BatchNormalization into Conv ------------------------------------------------------
 
   void fold_batch_norms() {
@@ -275,7 +203,7 @@ class Optimizer {
       if (dead_[i]) continue;
       const Node& bn = g_.nodes[i];
       if (!is_op(bn, "BatchNormalization") || bn.inputs.size() != 5 || bn.outputs.empty()) continue;
-      const int64_t opset = opset_of(m_, bn);
+      const int64_t opset = node_opset(m_, bn);
       if (opset < 7) continue;
       bool extra = false;
       for (size_t k = 1; k < bn.outputs.size(); ++k) extra = extra || !bn.outputs[k].empty();
@@ -455,7 +383,7 @@ class Optimizer {
       a.params = {attr_f("alpha", 0.2f, ok), attr_f("beta", 0.5f, ok)};
     } else if (n.op_type == "Clip") {
       float lo = -3.40282347e38f, hi = 3.40282347e38f;
-      if (opset_of(m_, n) < 11) {
+      if (node_opset(m_, n) < 11) {
         ok = n.inputs.size() == 1;
         lo = attr_f("min", lo, ok);
         hi = attr_f("max", hi, ok);
@@ -671,7 +599,7 @@ class Optimizer {
       const Node& gm = g_.nodes[i];
       // Opset 11 on: C optional and broadcast one way (what FusedGemm implements).
       if (!is_op(gm, "Gemm") || gm.outputs.size() != 1 || gm.inputs.size() < 2 ||
-          gm.inputs.size() > 3 || opset_of(m_, gm) < 11)
+          gm.inputs.size() > 3 || node_opset(m_, gm) < 11)
         continue;
       const Tensor* B = constant(gm.inputs[1]);
       if (!B || B->dtype() != DataType::kFloat) continue;
@@ -703,8 +631,78 @@ class Optimizer {
     dead_.assign(g_.nodes.size(), 0);
   }
 
-  void finish() {
+  // Removes the nodes none of whose outputs reaches a graph output, directly, through other
+  // nodes or through what a subgraph reads (ONNX nodes have no side effects).
+  void eliminate_dead_nodes() {
+    if (!well_formed()) return;  // the planner reports what is wrong, dead node or not
+    std::unordered_map<std::string, size_t> producer;
+    for (size_t i = 0; i < g_.nodes.size(); ++i)
+      for (const std::string& o : g_.nodes[i].outputs)
+        if (!o.empty()) producer.emplace(o, i);
+    std::vector<char> live(g_.nodes.size(), 0);
+    std::vector<std::string> needed;
+    for (const ValueInfo& vi : g_.outputs) needed.push_back(vi.name);
+    while (!needed.empty()) {
+      const std::string v = std::move(needed.back());
+      needed.pop_back();
+      auto it = producer.find(v);
+      if (it == producer.end() || live[it->second]) continue;
+      live[it->second] = 1;
+      const Node& n = g_.nodes[it->second];
+      std::unordered_set<std::string> reads(n.inputs.begin(), n.inputs.end());
+      for (const Attribute& a : n.attributes) {
+        if (a.type == AttrType::kGraph && a.g) subgraph_reads(*a.g, reads);
+        if (a.type == AttrType::kGraphs)
+          for (const auto& sg : a.graphs)
+            if (sg) subgraph_reads(*sg, reads);
+      }
+      for (const std::string& r : reads)
+        if (!r.empty()) needed.push_back(r);
+    }
+    dead_.assign(g_.nodes.size(), 0);
+    for (size_t i = 0; i < g_.nodes.size(); ++i) dead_[i] = !live[i];
     compact();
+  }
+
+  // Whether the planner's checks hold for every node: each value has one producer (a node,
+  // a graph input or an initializer), each input is produced, and there is no cycle.
+  bool well_formed() const {
+    std::unordered_map<std::string, size_t> producer;
+    std::unordered_set<std::string> given;
+    for (const ValueInfo& vi : g_.inputs) given.insert(vi.name);
+    for (const auto& init : g_.initializers) given.insert(init.first);
+    for (size_t i = 0; i < g_.nodes.size(); ++i)
+      for (const std::string& o : g_.nodes[i].outputs)
+        if (!o.empty() && (given.count(o) || !producer.emplace(o, i).second)) return false;
+    // Kahn's algorithm over the explicit inputs.
+    std::vector<size_t> pending(g_.nodes.size(), 0);
+    std::unordered_map<size_t, std::vector<size_t>> next;
+    for (size_t i = 0; i < g_.nodes.size(); ++i)
+      for (const std::string& in : g_.nodes[i].inputs) {
+        if (in.empty() || given.count(in)) continue;
+        auto it = producer.find(in);
+        if (it == producer.end()) return false;
+        ++pending[i];
+        next[it->second].push_back(i);
+      }
+    std::vector<size_t> ready;
+    for (size_t i = 0; i < g_.nodes.size(); ++i)
+      if (!pending[i]) ready.push_back(i);
+    size_t done = 0;
+    while (!ready.empty()) {
+      const size_t i = ready.back();
+      ready.pop_back();
+      ++done;
+      auto it = next.find(i);
+      if (it == next.end()) continue;
+      for (size_t r : it->second)
+        if (--pending[r] == 0) ready.push_back(r);
+    }
+    return done == g_.nodes.size();
+  }
+
+  void finish() {
+    eliminate_dead_nodes();
     // Drop initializers nothing reads any more (the folded weights replaced them).
     std::unordered_set<std::string> used;
     for (const ValueInfo& vi : g_.inputs) used.insert(vi.name);
