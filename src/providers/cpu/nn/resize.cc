@@ -39,9 +39,30 @@ ORTLITE_NN_CLONES void gather_row(const U* src, const int64_t* ix, U* dst, int64
   for (int64_t i = 0; i < n; ++i) dst[i] = src[ix[i]];
 }
 
+// k when ix[i] == i / k for every i < n = k * in (an integer upscale: each source element
+// repeated k times), else 0.
+inline int64_t upscale_factor(const int64_t* ix, int64_t n, int64_t in) {
+  if (in <= 0 || n % in != 0 || n / in < 2) return 0;
+  const int64_t k = n / in;
+  for (int64_t i = 0; i < n; ++i)
+    if (ix[i] != i / k) return 0;
+  return k;
+}
+
+template <typename U>
+ORTLITE_NN_CLONES void repeat_row(const U* src, U* dst, int64_t in, int64_t k) {
+  if (k == 2) {
+    for (int64_t i = 0; i < in; ++i) dst[2 * i] = dst[2 * i + 1] = src[i];
+    return;
+  }
+  for (int64_t i = 0; i < in; ++i)
+    for (int64_t j = 0; j < k; ++j) dst[i * k + j] = src[i];
+}
+
 template <typename U, typename Table>
 void nearest_plane(const U* x, int64_t iw_n, U* y, int64_t oh_n, int64_t ow_n, const Table& th,
                    const Table& tw, U ev) {
+  const int64_t k = tw.resized && !tw.any_ex ? upscale_factor(tw.i0.data(), ow_n, iw_n) : 0;
   for (int64_t yo = 0; yo < oh_n; ++yo) {
     U* dst = y + yo * ow_n;
     const size_t h = static_cast<size_t>(yo);
@@ -56,6 +77,8 @@ void nearest_plane(const U* x, int64_t iw_n, U* y, int64_t oh_n, int64_t ow_n, c
     const U* src = x + th.i0[h] * iw_n;
     if (!tw.resized) {
       std::memcpy(dst, src, static_cast<size_t>(ow_n) * sizeof(U));
+    } else if (k) {
+      repeat_row(src, dst, iw_n, k);
     } else {
       gather_row(src, tw.i0.data(), dst, ow_n);
       if (tw.any_ex) {
