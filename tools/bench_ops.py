@@ -80,10 +80,13 @@ def build_model(case):
     from onnx import helper, numpy_helper
 
     graph_inputs, inits, feeds, names = [], [], {}, []
+    first = None
     for name, arr, const in case.inputs:
         names.append(name)
         if not name:
             continue
+        arr = materialize(arr)
+        first = np.asarray(arr).dtype if first is None else first
         if const:
             inits.append(numpy_helper.from_array(np.asarray(arr), name))
         else:
@@ -93,12 +96,12 @@ def build_model(case):
     if case.out_types is not None:
         outputs = case.out_types
     else:
-        first = next(np.asarray(a).dtype for n, a, _ in case.inputs if n)
         outs = case.outs or [first]
         outputs = [helper.make_tensor_value_info(f"y{i}", helper.np_dtype_to_tensor_dtype(
             np.dtype(d)), None) for i, d in enumerate(outs)]
+    attrs = case.attrs() if callable(case.attrs) else case.attrs
     node = helper.make_node(case.op, names, [o.name for o in outputs], domain=case.domain,
-                            **case.attrs)
+                            **attrs)
     graph = helper.make_graph([node], "one_node", graph_inputs, outputs, inits)
     opsets = [helper.make_opsetid("", case.opset if not case.domain else OPSET)]
     if case.domain == "ai.onnx.ml":
@@ -111,8 +114,22 @@ def build_model(case):
     return model, feeds
 
 
+class Lazy:
+    """An input drawn only when its model is built: listing or selecting cases stays cheap."""
+
+    def __init__(self, make, shape, dtype):
+        self.make, self.shape, self.dtype = make, tuple(shape), np.dtype(dtype)
+
+
+def materialize(x):
+    return x.make() if isinstance(x, Lazy) else x
+
+
 def f32(rng, *shape, lo=-1.0, hi=1.0):
-    return rng.uniform(lo, hi, shape).astype(np.float32)
+    """Uniform float32 in [lo, hi), drawn lazily from a generator seeded by rng."""
+    seed = int(rng.integers(1 << 62))
+    return Lazy(lambda: np.random.default_rng(seed).uniform(lo, hi, shape).astype(np.float32),
+                shape, np.float32)
 
 
 def i64(*values):
@@ -497,7 +514,10 @@ def tensor_cases():
                                ("bool->f32 1x256x80x80", (1, 256, 80, 80), np.float32, np.bool_),
                                ("f32->f32 1x1000", (1, 1000), np.float32, np.float32)]:
         rng = _rng(label)
-        x = (rng.uniform(-100, 100, xs)).astype(src) if src != np.bool_ else rng.random(xs) < 0.5
+        seed = int(rng.integers(1 << 62))
+        x = Lazy(lambda xs=xs, src=src, seed=seed: (
+            np.random.default_rng(seed).uniform(-100, 100, xs).astype(src) if src != np.bool_
+            else np.random.default_rng(seed).random(xs) < 0.5), xs, src)
         from onnx import helper
         out.append(Case("Cast", label, [("x", x, False)],
                         dict(to=helper.np_dtype_to_tensor_dtype(np.dtype(to))), outs=[to]))
@@ -644,29 +664,36 @@ def tree_cases():
             ("1x10, 10 trees depth 4, 3 classes", 1, 10, 10, 4, 3),
             ("100x20, 100 trees depth 6, 5 classes", 100, 20, 100, 6, 5),
             ("1000x50, 300 trees depth 8, 2 classes", 1000, 50, 300, 8, 2)]:
-        rng = _rng("tc" + label)
-        attrs, leaves = tree_attrs(rng, trees, depth, feats)
-        for t, i in leaves:
-            for c in range(classes):
-                attrs.setdefault("class_treeids", []).append(t)
-                attrs.setdefault("class_nodeids", []).append(i)
-                attrs.setdefault("class_ids", []).append(c)
-                attrs.setdefault("class_weights", []).append(float(rng.random()) / trees)
-        attrs["classlabels_int64s"] = list(range(classes))
-        attrs["post_transform"] = "NONE"
+        def classifier(label=label, trees=trees, depth=depth, feats=feats, classes=classes):
+            rng = _rng("tc" + label)
+            attrs, leaves = tree_attrs(rng, trees, depth, feats)
+            for t, i in leaves:
+                for c in range(classes):
+                    attrs.setdefault("class_treeids", []).append(t)
+                    attrs.setdefault("class_nodeids", []).append(i)
+                    attrs.setdefault("class_ids", []).append(c)
+                    attrs.setdefault("class_weights", []).append(float(rng.random()) / trees)
+            attrs["classlabels_int64s"] = list(range(classes))
+            attrs["post_transform"] = "NONE"
+            return attrs
+
+        def regressor(label=label, trees=trees, depth=depth, feats=feats):
+            rng = _rng("tr" + label)
+            attrs, leaves = tree_attrs(rng, trees, depth, feats)
+            for t, i in leaves:
+                attrs.setdefault("target_treeids", []).append(t)
+                attrs.setdefault("target_nodeids", []).append(i)
+                attrs.setdefault("target_ids", []).append(0)
+                attrs.setdefault("target_weights", []).append(float(rng.normal()))
+            attrs.update(n_targets=1, aggregate_function="SUM", post_transform="NONE")
+            return attrs
+
+        rng = _rng("tx" + label)
         out.append(Case("TreeEnsembleClassifier", label, [("x", f32(rng, n, feats, lo=-2, hi=2),
-                                                           False)], attrs,
+                                                           False)], classifier,
                         outs=[np.int64, np.float32], domain="ai.onnx.ml"))
-        rng = _rng("tr" + label)
-        attrs, leaves = tree_attrs(rng, trees, depth, feats)
-        for t, i in leaves:
-            attrs.setdefault("target_treeids", []).append(t)
-            attrs.setdefault("target_nodeids", []).append(i)
-            attrs.setdefault("target_ids", []).append(0)
-            attrs.setdefault("target_weights", []).append(float(rng.normal()))
-        attrs.update(n_targets=1, aggregate_function="SUM", post_transform="NONE")
         out.append(Case("TreeEnsembleRegressor", label.rsplit(",", 1)[0],
-                        [("x", f32(rng, n, feats, lo=-2, hi=2), False)], attrs,
+                        [("x", f32(rng, n, feats, lo=-2, hi=2), False)], regressor,
                         outs=[np.float32], domain="ai.onnx.ml"))
     return out
 
@@ -694,6 +721,7 @@ def build(case):
 
     model, feeds = build_model(case)
     for name, arr in getattr(case, "extra_inputs", []):
+        arr = materialize(arr)
         model.graph.input.append(helper.make_tensor_value_info(
             name, helper.np_dtype_to_tensor_dtype(arr.dtype), list(arr.shape)))
         feeds[name] = arr

@@ -284,8 +284,9 @@ def text_table(head, lines):
 
 
 def md_table(head, lines):
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    out += ["| " + " | ".join(x.replace("|", "\\|") for x in ln) + " |" for ln in lines]
+    cell = lambda x: x.replace("|", "\\|")  # noqa: E731
+    out = ["| " + " | ".join(map(cell, head)) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(map(cell, ln)) + " |" for ln in lines]
     return "\n".join(out)
 
 
