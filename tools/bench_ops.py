@@ -206,7 +206,8 @@ def conv_transpose_cases():
 def pool_cases():
     out = []
     for op, label, xs, attrs in [
-        ("MaxPool", "2x2 s2 1x64x112x112", (1, 64, 112, 112), dict(kernel_shape=[2, 2], strides=[2, 2])),
+        ("MaxPool", "2x2 s2 1x64x112x112", (1, 64, 112, 112),
+         dict(kernel_shape=[2, 2], strides=[2, 2])),
         ("MaxPool", "3x3 s2 p1 1x64x112x112", (1, 64, 112, 112),
          dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
         ("MaxPool", "3x3 s1 p1 1x128x40x40", (1, 128, 40, 40),
@@ -219,7 +220,8 @@ def pool_cases():
          dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=0)),
         ("AveragePool", "3x3 s1 p1 include-pad 1x64x56x56", (1, 64, 56, 56),
          dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1)),
-        ("AveragePool", "2x2 s2 1x128x28x28", (1, 128, 28, 28), dict(kernel_shape=[2, 2], strides=[2, 2])),
+        ("AveragePool", "2x2 s2 1x128x28x28", (1, 128, 28, 28),
+         dict(kernel_shape=[2, 2], strides=[2, 2])),
         ("AveragePool", "3x2 s3x2 ceil 1x480x3x40 (OCR rec)", (1, 480, 3, 40),
          dict(kernel_shape=[3, 2], strides=[3, 2], ceil_mode=1)),
         ("GlobalAveragePool", "1x64x56x56", (1, 64, 56, 56), {}),
@@ -315,8 +317,10 @@ def quant_cases():
         x = rng.integers(0, 256, xs).astype(u8)
         w = rng.integers(0, 256, (co, xs[1], k, k)).astype(u8)
         out.append(Case("QLinearConv", label, [
-            ("x", x, False), ("xs", np.array(0.02, np.float32), True), ("xz", np.array(128, u8), True),
-            ("w", w, True), ("ws", np.array(0.01, np.float32), True), ("wz", np.array(127, u8), True),
+            ("x", x, False), ("xs", np.array(0.02, np.float32), True),
+            ("xz", np.array(128, u8), True),
+            ("w", w, True), ("ws", np.array(0.01, np.float32), True),
+            ("wz", np.array(127, u8), True),
             ("ys", np.array(0.5, np.float32), True), ("yz", np.array(100, u8), True),
             ("b", rng.integers(-1000, 1000, co).astype(np.int32), True)],
             dict(kernel_shape=[k, k], **attrs), int_atol=1))
@@ -523,14 +527,16 @@ def tensor_cases():
                         dict(to=helper.np_dtype_to_tensor_dtype(np.dtype(to))), outs=[to]))
     for label, cs, xs, ys in [("mask 1x1x128x128, 1x12x128x128, ()", (1, 1, 128, 128),
                                (1, 12, 128, 128), ()),
-                              ("same 1x64x56x56", (1, 64, 56, 56), (1, 64, 56, 56), (1, 64, 56, 56)),
+                              ("same 1x64x56x56", (1, 64, 56, 56), (1, 64, 56, 56),
+                               (1, 64, 56, 56)),
                               ("same 1x1000", (1, 1000), (1, 1000), (1, 1000))]:
         rng = _rng(label)
         out.append(Case("Where", label, [("c", rng.random(cs) < 0.5, False),
                                          ("x", f32(rng, *xs), False),
                                          ("y", f32(rng, *ys) if ys else np.array(-1e4, np.float32),
                                           ys == ())], outs=[np.float32]))
-    for label, xs, ax in [("1x16x96 axis 0", (1, 16, 96), [0]), ("1x1x1x2100 axes 1,2", (1, 1, 1, 2100), [1, 2]),
+    for label, xs, ax in [("1x16x96 axis 0", (1, 16, 96), [0]),
+                          ("1x1x1x2100 axes 1,2", (1, 1, 1, 2100), [1, 2]),
                           ("1x64x56x56 axis 0", (1, 64, 56, 56), [0])]:
         rng = _rng(label)
         out.append(Case("Squeeze", label, [("x", f32(rng, *xs), False), ("a", i64(*ax), True)]))
@@ -548,9 +554,11 @@ def tensor_cases():
                                    [0, 0, 1, 1, 0, 0, 1, 1], "constant"),
                                   ("reflect 1x64x56x56", (1, 64, 56, 56), [0, 0, 1, 1, 0, 0, 1, 1],
                                    "reflect"),
-                                  ("reflect 1x1x512 by 64 (STFT)", (1, 1, 512), [0, 0, 64, 0, 0, 64],
+                                  ("reflect 1x1x512 by 64 (STFT)", (1, 1, 512),
+                                   [0, 0, 64, 0, 0, 64],
                                    "reflect"),
-                                  ("edge 1x76x32x1", (1, 76, 32, 1), [0, 2, 2, 0, 0, 2, 2, 0], "edge")]:
+                                  ("edge 1x76x32x1", (1, 76, 32, 1), [0, 2, 2, 0, 0, 2, 2, 0],
+                                   "edge")]:
         rng = _rng(label)
         out.append(Case("Pad", label, [("x", f32(rng, *xs), False), ("p", i64(*pads), True)],
                         dict(mode=mode)))
@@ -842,6 +850,10 @@ def per_op_geomeans(rows):
 
 def docs_block(report):
     head, lines = table(report["rows"])
+    failures = [f"- {r['name']}: {r['status']}: {r.get('error', '')}" for r in report["rows"]
+                if r["status"] != "ok"]
+    failures = ("\nNot measured or not matching:\n\n" + "\n".join(failures) + "\n"
+                if failures else "")
     missing = ", ".join(report["corpus_uncovered"]) or "none"
     return f"""## Operators (tools/bench_ops.py)
 
@@ -855,7 +867,7 @@ median per-call time over {report['settings']['reps']} repetitions, {report['dat
 Operators of the real-model corpus without a case: {missing}.
 
 {bench_real.md_table(head, lines)}
-"""
+{failures}"""
 
 
 def parse_args(argv):
@@ -866,6 +878,8 @@ def parse_args(argv):
                    help="comma-separated ops (Conv), families (" + ",".join(FAMILIES) +
                         ") or substrings of case names")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
+    p.add_argument("--docs-only", action="store_true",
+                   help="measure nothing: rewrite the docs block from the --json results")
     p.add_argument("--json", default=str(OUT_DIR / "bench_ops.json"))
     p.add_argument("--write-docs", action="store_true",
                    help="write the table into docs/performance.md (a marked block)")
@@ -877,6 +891,9 @@ def parse_args(argv):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    if args.docs_only:
+        report = json.loads(Path(args.json).read_text())
+        return bench_real.write_docs_block(report, BEGIN, END, docs_block)
     cases = select(all_cases(), args.only)
     if args.list:
         for c in cases:
@@ -911,6 +928,9 @@ def main(argv=None):
     head, lines = table(rows)
     print()
     print(bench_real.text_table(head, lines))
+    for r in rows:
+        if r["status"] != "ok":
+            print(f"  {r['name']}: {r['status']}: {r.get('error', '')}")
     print("\nper-op geometric mean of ort/lite, worst first:")
     print("  " + ", ".join(f"{op} {g:.2f}" for op, g in
                            sorted(per_op_geomeans(rows).items(), key=lambda kv: kv[1])))
@@ -942,10 +962,7 @@ def main(argv=None):
     json_path.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {json_path}")
     if args.write_docs:
-        doc = ROOT / "docs" / "performance.md"
-        doc.write_text(bench_real.replace_block(doc.read_text() if doc.exists() else "",
-                                                BEGIN, END, docs_block(report)))
-        print(f"wrote {doc}")
+        bench_real.write_docs_block(report, BEGIN, END, docs_block)
     return 1 if any(r["status"] != "ok" for r in rows) else 0
 
 

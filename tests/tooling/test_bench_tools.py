@@ -231,3 +231,10 @@ def test_uncovered_and_table(ops, cases):
     assert [ln[0] for ln in lines] == ["GRU", "Conv", "Relu", "geometric mean"]
     assert lines[1][1] == "a" and lines[-1][-1] == "1.00" and lines[-1][1] == "2 cases"
     assert ops.per_op_geomeans(rows) == {"Relu": 2.0, "Conv": 0.5}
+
+
+def test_failure_lines_name_each_model_once(real):
+    rows = [{"name": "a", "threads": 1, "status": "ortlite fails", "error": "no kernel"},
+            {"name": "a", "threads": 2, "status": "ortlite fails", "error": "no kernel"},
+            {"name": "b", "threads": 1, "status": "ok", "ratio": 1.0}]
+    assert real.failure_lines(rows) == ["- a: ortlite fails: no kernel"]
