@@ -483,13 +483,24 @@ def md_table(rows):
 DEFAULT_CHOICES = "(Hand-written notes on how the benchmark is set up go here.)"
 
 
+# Blocks other tools write into the same page (tools/bench_real.py, tools/bench_ops.py):
+# kept as they are, after the choices.
+KEPT_BLOCKS = (("<!-- bench_real -->", "<!-- /bench_real -->"),
+               ("<!-- bench_ops -->", "<!-- /bench_ops -->"))
+
+
 def write_docs(report, path):
     choices = DEFAULT_CHOICES
+    kept = []
     if path.exists():
         old = path.read_text()
         i, j = old.find(CHOICES_BEGIN), old.find(CHOICES_END)
         if 0 <= i < j:
             choices = old[i + len(CHOICES_BEGIN):j].strip("\n")
+        for begin, end in KEPT_BLOCKS:
+            i, j = old.find(begin), old.find(end)
+            if 0 <= i < j:
+                kept.append(old[i:j + len(end)])
     m = report["machine"]
     caches = ", ".join(f"{k.split()[0]} {v}" for k, v in m["caches"].items())
     guest = f", {m['hypervisor']} guest" if m["hypervisor"] else ""
@@ -531,6 +542,8 @@ Peak (sgemm row): {report['peak']['derivation']}.
 {choices}
 {CHOICES_END}
 """
+    for block in kept:
+        text += "\n" + block + "\n"
     path.write_text(text)
 
 

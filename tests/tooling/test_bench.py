@@ -83,3 +83,16 @@ def test_bad_arguments_are_reported(args, message):
     proc = _run(*args)
     assert proc.returncode == 2
     assert message in proc.stderr
+
+
+def test_write_docs_keeps_the_real_model_and_operator_blocks(quick_report, tmp_path):
+    _, report = quick_report
+    bench = _bench_module()
+    doc = tmp_path / "performance.md"
+    real = "<!-- bench_real -->\nreal-model table\n<!-- /bench_real -->"
+    ops = "<!-- bench_ops -->\noperator table\n<!-- /bench_ops -->"
+    doc.write_text(f"# old\n<!-- choices -->\nwhy\n<!-- /choices -->\n{real}\nold tail\n{ops}\n")
+    bench.write_docs(report, doc)
+    text = doc.read_text()
+    assert real in text and ops in text and "old tail" not in text
+    assert text.index("<!-- /choices -->") < text.index(real) < text.index(ops)
