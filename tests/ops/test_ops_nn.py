@@ -1686,3 +1686,28 @@ def test_resize_fast_keeps_infinities_and_other_axes():
                                 {"X": x}, rtol=1e-5, atol=1e-6)
         check_against_reference(resize_model(x[0], mode, "asymmetric", "scales", [1, 2, 1.5]),
                                 {"X": x[0]}, rtol=1e-5, atol=1e-6)
+
+
+# --- Resize: tf_half_pixel_for_nn (opsets 11-12) --------------------------------------------
+
+
+@pytest.mark.parametrize("opset", [11, 12])
+@pytest.mark.parametrize("shape,scale", [((1, 2, 5, 7), 2.0), ((1, 1, 6, 6), 0.5),
+                                         ((2, 3, 4, 9), 3.0)])
+@pytest.mark.parametrize("nearest_mode", ["round_prefer_floor", "round_prefer_ceil", "floor",
+                                          "ceil"])
+def test_resize_tf_half_pixel_for_nn_matches_onnxruntime(opset, shape, scale, nearest_mode):
+    node = helper.make_node("Resize", ["x", "roi", "s"], ["y"], mode="nearest",
+                            coordinate_transformation_mode="tf_half_pixel_for_nn",
+                            nearest_mode=nearest_mode)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(np.array([], np.float32), "roi"),
+                     numpy_helper.from_array(np.array([1, 1, scale, scale], np.float32), "s")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 7
+    x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+    got = run_ortlite(model, {"x": x})[0]
+    want = run_ort(model, {"x": x})[0]
+    np.testing.assert_array_equal(got, want)

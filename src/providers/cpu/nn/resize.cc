@@ -27,7 +27,8 @@ enum class Ctm {
   kPytorchHalfPixel,
   kAlignCorners,
   kAsymmetric,
-  kTfCropAndResize
+  kTfCropAndResize,
+  kTfHalfPixelForNn  // opsets 11-12 (onnxruntime still takes it): (x + 0.5) / scale
 };
 enum class NearestMode { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil };
 enum class Aspect { kStretch, kNotLarger, kNotSmaller };
@@ -179,6 +180,8 @@ class Resize final : public Kernel {
       ctm_ = Ctm::kAsymmetric;
     } else if (ctm == "tf_crop_and_resize") {
       ctm_ = Ctm::kTfCropAndResize;
+    } else if (ctm == "tf_half_pixel_for_nn") {
+      ctm_ = Ctm::kTfHalfPixelForNn;
     } else {
       info.fail(StatusCode::kInvalidArgument,
                 "attribute 'coordinate_transformation_mode' = '" + ctm + "' is unknown");
@@ -562,6 +565,9 @@ class Resize final : public Kernel {
           break;
         case Ctm::kAsymmetric:
           xo = yv / scale;
+          break;
+        case Ctm::kTfHalfPixelForNn:
+          xo = (yv + 0.5) / scale;
           break;
         case Ctm::kTfCropAndResize:
           xo = out_wf == 1 ? (roi_end - roi_start) * (in_wf - 1) / 2
