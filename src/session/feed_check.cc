@@ -67,7 +67,9 @@ void check_tensor_feed(const std::string& name, const TypeInfo& type, DataType d
                   "'. Actual: (tensor(", dtype_name(dtype), ")) , expected: (tensor(",
                   dtype_name(type.elem_type), "))");
   }
-  if (!type.has_shape) return;
+  // A declared scalar (rank 0) is not checked, as onnxruntime does not: models declare a
+  // scalar and take a 1-element array (silero-vad's `sr`).
+  if (!type.has_shape || type.dims.empty()) return;
   if (type.dims.size() != rank) {
     ORTLITE_THROW(kInvalidArgument, "Invalid rank for input: ", name, " Got: ", rank,
                   " Expected: ", type.dims.size(),

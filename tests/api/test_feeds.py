@@ -334,3 +334,17 @@ def test_name_errors_with_many_inputs_and_outputs():
     with pytest.raises(ortlite.InvalidArgument, match=r"^Invalid output name: nope \(the model's "
                                                       r"outputs: y0, y1, y2"):
         sess.run(["y5", "nope"], feeds)
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (1, 1), (2,)])
+def test_a_declared_scalar_input_takes_any_rank_as_onnxruntime_does(shape):
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.INT64, [])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    x = np.full(shape, 16000, np.int64)
+    want = run_ort(model, {"x": x})[0]
+    got = ortlite.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    assert got.shape == want.shape == shape
+    np.testing.assert_array_equal(got, want)
