@@ -147,11 +147,16 @@ int64_t pool2d_width(const Geo3& g) {
   const int64_t out2r = (g.out[2] + 15) / 16 * 16;
   return (out2r + g.k[2] + 32) * g.s[2] + g.k[2] + 64;
 }
+// Phase entries the horizontal taps read (16-lane loads from o = 0, 16, ... < out[2]).
 int64_t pool2d_phase_len(const Geo3& g) {
-  return ((g.out[2] + 15) / 16 * 16) + (g.k[2] - 1) / g.s[2] + 32;
+  return ((g.out[2] + 15) / 16 * 16 + (g.k[2] - 1) / g.s[2] + 15) / 16 * 16;
 }
-int64_t pool2d_scratch(const Geo3& g) {
+int64_t pool2d_slot(const Geo3& g) {
   return pool2d_width(g) + g.s[2] * pool2d_phase_len(g) + 16;
+}
+constexpr int64_t kPoolGroup = 8;  // rows per group (below)
+int64_t pool2d_scratch(const Geo3& g) {
+  return kPoolGroup * pool2d_slot(g);
 }
 
 ORTLITE_NN_CLONES512 void pool2d_rows_f32(const Geo3& g, bool is_max, int include_pad_mode,
@@ -160,43 +165,58 @@ ORTLITE_NN_CLONES512 void pool2d_rows_f32(const Geo3& g, bool is_max, int includ
   const float ident = is_max ? -std::numeric_limits<float>::infinity() : 0.0f;
   const int64_t in1 = g.in[1], in2 = g.in[2], out1 = g.out[1], out2 = g.out[2];
   const int64_t k1 = g.k[1], k2 = g.k[2], s1 = g.s[1], s2 = g.s[2], pb1 = g.pb[1], pb2 = g.pb[2];
-  const int64_t width = pool2d_width(g), plen = pool2d_phase_len(g);
-  float* tmp = scratch;
-  float* phases = scratch + width;
-  for (int64_t j = 0; j < width; ++j) tmp[j] = ident;
-  float* t = tmp + pb2;  // t[i] is input column i
+  const int64_t width = pool2d_width(g), plen = pool2d_phase_len(g), slot = pool2d_slot(g);
+  for (int64_t b = 0; b < kPoolGroup; ++b)
+    for (int64_t j = 0; j < width; ++j) scratch[b * slot + j] = ident;
   const int64_t valid = std::min(in2, width - pb2);
   const v16sf vid = v16sf{} + ident;
   const v16sf zero = v16sf{};
-  // Tap q of output o reads tap[q][o]: phase q % s2 of the reduced row, shifted by q / s2.
-  const float* tap[64];
-  for (int64_t q = 0; q < k2; ++q) tap[q] = (s2 == 1 ? tmp : phases + (q % s2) * plen) + q / s2;
+  // Tap q of output o reads slot[tap[q] + o]: phase q % s2 of the reduced row (the row
+  // itself for stride 1), shifted by q / s2.
+  int64_t tap[64];
+  for (int64_t q = 0; q < k2; ++q) tap[q] = (s2 == 1 ? 0 : width + (q % s2) * plen) + q / s2;
+  float* const y_chunk_end = y + re * out2;
   int64_t o1 = rb % out1, c = rb / out1;
-  for (int64_t r = rb; r < re; ++r, ++o1) {
-    if (o1 == out1) {
-      o1 = 0;
-      ++c;
-    }
-    const float* xc = x + c * g.in_size;
-    const int64_t start = o1 * s1 - pb1;
-    const int64_t i_lo = std::max<int64_t>(0, start);
-    const int64_t i_hi = std::min(in1, start + k1);
-    // Vertical pass.
-    if (i_lo >= i_hi) {
-      for (int64_t j = 0; j < valid; ++j) t[j] = ident;
-    } else {
-      const float* r0 = xc + i_lo * in2;
+  // Rows go in groups of kPoolGroup, one pass at a time over the group, so that a pass reads
+  // what the previous one stored several rows earlier (no store-to-load forwarding stalls).
+  for (int64_t r0 = rb; r0 < re; r0 += kPoolGroup) {
+    const int64_t nr = std::min<int64_t>(kPoolGroup, re - r0);
+    float rowf[kPoolGroup];
+    for (int64_t b = 0; b < nr; ++b, ++o1) {
+      if (o1 == out1) {
+        o1 = 0;
+        ++c;
+      }
+      float* t = scratch + b * slot + pb2;  // t[i] is input column i
+      const float* xc = x + c * g.in_size;
+      const int64_t start = o1 * s1 - pb1;
+      const int64_t i_lo = std::max<int64_t>(0, start);
+      const int64_t i_hi = std::min(in1, start + k1);
+      if (include_pad_mode == 0) {
+        rowf[b] = static_cast<float>(std::max<int64_t>(0, i_hi - i_lo));
+      } else if (include_pad_mode == 1) {
+        rowf[b] = static_cast<float>(k1);
+      } else {
+        rowf[b] =
+            static_cast<float>(std::max<int64_t>(0, std::min(start + k1, in1 + g.pe[1]) - start));
+      }
+      // Vertical pass.
+      if (i_lo >= i_hi) {
+        for (int64_t j = 0; j < valid; ++j) t[j] = ident;
+        continue;
+      }
+      const float* xr = xc + i_lo * in2;
       // 16 columns at a time, reading past the end of the row (into the next one) except at
       // the end of the input; the lanes past `valid` are set back to the identity below.
       const int64_t vend = std::min((valid + 15) / 16 * 16, x_end - (xc + (i_hi - 1) * in2));
       int64_t j = 0;
       for (; j + 16 <= vend; j += 16) {
         v16sf acc;
-        load16(r0 + j, acc);
+        load16(xr + j, acc);
         if (is_max) acc = acc > vid ? acc : vid;
-        for (int64_t i = i_lo + 1; i < i_hi; ++i) {
+        for (int64_t i = 1; i < i_hi - i_lo; ++i) {
           v16sf v;
-          load16(xc + i * in2 + j, v);
+          load16(xr + i * in2 + j, v);
           if (is_max) {
             acc = v > acc ? v : acc;
           } else {
@@ -206,75 +226,72 @@ ORTLITE_NN_CLONES512 void pool2d_rows_f32(const Geo3& g, bool is_max, int includ
         store16(t + j, acc);
       }
       for (; j < valid; ++j) {
-        float acc = r0[j];
+        float acc = xr[j];
         if (is_max) acc = acc > ident ? acc : ident;
-        for (int64_t i = i_lo + 1; i < i_hi; ++i) {
-          const float v = xc[i * in2 + j];
+        for (int64_t i = 1; i < i_hi - i_lo; ++i) {
+          const float v = xr[i * in2 + j];
           acc = is_max ? (v > acc ? v : acc) : acc + v;
         }
         t[j] = acc;
       }
       if (vend > valid) store16(t + valid, vid);
     }
-    // Phases: the reduced row split into its s2 column phases.
+    // Phases: each reduced row split into its s2 column phases.
     if (s2 == 2) {
-      float* ev = phases;
-      float* od = phases + plen;
-      for (int64_t i = 0; i + 16 <= plen; i += 16) {
-        v16sf a, b;
-        load16(tmp + 2 * i, a);
-        load16(tmp + 2 * i + 16, b);
-        store16(ev + i, __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24,
-                                                26, 28, 30));
-        store16(od + i, __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25,
-                                                27, 29, 31));
+      for (int64_t b = 0; b < nr; ++b) {
+        const float* tmp = scratch + b * slot;
+        float* ev = scratch + b * slot + width;
+        float* od = ev + plen;
+        for (int64_t i = 0; i + 16 <= plen; i += 16) {
+          v16sf lo, hi;
+          load16(tmp + 2 * i, lo);
+          load16(tmp + 2 * i + 16, hi);
+          store16(ev + i, __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22,
+                                                  24, 26, 28, 30));
+          store16(od + i, __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23,
+                                                  25, 27, 29, 31));
+        }
       }
     } else if (s2 > 2) {
-      for (int64_t p = 0; p < s2; ++p) {
-        float* ph = phases + p * plen;
-        for (int64_t i = 0; i < plen; ++i) ph[i] = tmp[i * s2 + p];
+      for (int64_t b = 0; b < nr; ++b) {
+        const float* tmp = scratch + b * slot;
+        for (int64_t p = 0; p < s2; ++p) {
+          float* ph = scratch + b * slot + width + p * plen;
+          for (int64_t i = 0; i < plen; ++i) ph[i] = tmp[i * s2 + p];
+        }
       }
     }
     // Horizontal pass.
-    float rowf = 0.0f;
-    if (!is_max) {
-      if (include_pad_mode == 0) {
-        rowf = static_cast<float>(std::max<int64_t>(0, i_hi - i_lo));
-      } else if (include_pad_mode == 1) {
-        rowf = static_cast<float>(k1);
-      } else {
-        rowf =
-            static_cast<float>(std::max<int64_t>(0, std::min(start + k1, in1 + g.pe[1]) - start));
-      }
-    }
-    const v16sf vrow = v16sf{} + rowf;
-    float* yr = y + r * out2;
-    float* const y_chunk_end = y + re * out2;
-    for (int64_t o = 0; o < out2; o += 16) {
-      v16sf acc;
-      load16(tap[0] + o, acc);
-      for (int64_t q = 1; q < k2; ++q) {
-        v16sf v;
-        load16(tap[q] + o, v);
-        if (is_max) {
-          acc = v > acc ? v : acc;
-        } else {
-          acc += v;
+    for (int64_t b = 0; b < nr; ++b) {
+      const float* base = scratch + b * slot;
+      const v16sf vrow = v16sf{} + rowf[b];
+      float* yr = y + (r0 + b) * out2;
+      for (int64_t o = 0; o < out2; o += 16) {
+        v16sf acc;
+        load16(base + tap[0] + o, acc);
+        for (int64_t q = 1; q < k2; ++q) {
+          v16sf v;
+          load16(base + tap[q] + o, v);
+          if (is_max) {
+            acc = v > acc ? v : acc;
+          } else {
+            acc += v;
+          }
         }
-      }
-      if (!is_max) {
-        v16sf d;
-        load16(cdiv + o, d);
-        d *= vrow;
-        const v16sf one = zero + 1.0f;
-        const v16sf q = acc / (d > zero ? d : one);
-        acc = d > zero ? q : zero;
-      }
-      // A full store may spill into the next rows of [rb, re): they are written after it.
-      if (yr + o + 16 <= y_chunk_end) {
-        store16(yr + o, acc);
-      } else {
-        for (int64_t j = 0; j < out2 - o; ++j) yr[o + j] = acc[j];
+        if (!is_max) {
+          v16sf d;
+          load16(cdiv + o, d);
+          d *= vrow;
+          const v16sf one = zero + 1.0f;
+          const v16sf qt = acc / (d > zero ? d : one);
+          acc = d > zero ? qt : zero;
+        }
+        // A full store may spill into the next rows of [rb, re): they are written after it.
+        if (yr + o + 16 <= y_chunk_end) {
+          store16(yr + o, acc);
+        } else {
+          for (int64_t j = 0; j < out2 - o; ++j) yr[o + j] = acc[j];
+        }
       }
     }
   }
