@@ -48,6 +48,7 @@ struct ReluOp : NoAttrs {
       return x < C{0} ? C{0} : x;  // NaN stays NaN
     }
   }
+  float fast(float x) const { return x < 0.0f ? 0.0f : x; }
 };
 
 struct LeakyReluOp {
