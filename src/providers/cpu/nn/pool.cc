@@ -137,15 +137,16 @@ void pool_rows(const Geo3& g, const T* x, T* y, int64_t channels, bool include_p
 // Float max / average pooling over at most two spatial axes without dilation (any kernel,
 // stride, padding, ceil_mode), output rows [rb, re) of `channels * out[1]`. Per output row
 // the window's input rows are first reduced column by column (max, or sum in row order) into
-// `tmp`, whose padding and the positions past the input hold the identity (-inf or 0);
-// for stride 2 that row is split into its even and odd columns (and for larger strides
-// into `s[2]` phases), so that every horizontal tap is one contiguous 16-lane load. Sums
-// are divided by rows * cdiv[o] (taps counted as pool_rows counts them); a window with no
-// tap gives 0 (average) or -inf (max). Comparisons are `v > acc`: a NaN input never wins.
-// Scratch: pool2d_scratch(g) floats.
+// a row of the scratch whose padding and the positions past the input hold the identity
+// (-inf or 0); then the horizontal taps run 16 outputs at a time: stride 1 loads the row at
+// each tap's offset, stride 2 takes the even and odd lanes of two loads (one pair for two
+// taps), larger strides split the row into its s[2] phases first. Sums are divided by
+// rows * cdiv[o] (taps counted as pool_rows counts them); a window with no tap gives 0
+// (average) or -inf (max). Comparisons are `v > acc`: a NaN input never wins.
+// Scratch: pool2d_scratch(g) floats, 64-byte aligned.
 int64_t pool2d_width(const Geo3& g) {
   const int64_t out2r = (g.out[2] + 15) / 16 * 16;
-  return (out2r + g.k[2] + 32) * g.s[2] + g.k[2] + 64;
+  return ((out2r + g.k[2] + 32) * g.s[2] + g.k[2] + 64 + 15) / 16 * 16;
 }
 // Phase entries the horizontal taps read (16-lane loads from o = 0, 16, ... < out[2]).
 int64_t pool2d_phase_len(const Geo3& g) {
@@ -236,23 +237,8 @@ ORTLITE_NN_CLONES512 void pool2d_rows_f32(const Geo3& g, bool is_max, int includ
       }
       if (vend > valid) store16(t + valid, vid);
     }
-    // Phases: each reduced row split into its s2 column phases.
-    if (s2 == 2) {
-      for (int64_t b = 0; b < nr; ++b) {
-        const float* tmp = scratch + b * slot;
-        float* ev = scratch + b * slot + width;
-        float* od = ev + plen;
-        for (int64_t i = 0; i + 16 <= plen; i += 16) {
-          v16sf lo, hi;
-          load16(tmp + 2 * i, lo);
-          load16(tmp + 2 * i + 16, hi);
-          store16(ev + i, __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22,
-                                                  24, 26, 28, 30));
-          store16(od + i, __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23,
-                                                  25, 27, 29, 31));
-        }
-      }
-    } else if (s2 > 2) {
+    // Phases (strides above 2): each reduced row split into its s2 column phases.
+    if (s2 > 2) {
       for (int64_t b = 0; b < nr; ++b) {
         const float* tmp = scratch + b * slot;
         for (int64_t p = 0; p < s2; ++p) {
@@ -268,14 +254,41 @@ ORTLITE_NN_CLONES512 void pool2d_rows_f32(const Geo3& g, bool is_max, int includ
       float* yr = y + (r0 + b) * out2;
       for (int64_t o = 0; o < out2; o += 16) {
         v16sf acc;
-        load16(base + tap[0] + o, acc);
-        for (int64_t q = 1; q < k2; ++q) {
-          v16sf v;
-          load16(base + tap[q] + o, v);
-          if (is_max) {
-            acc = v > acc ? v : acc;
-          } else {
-            acc += v;
+        if (s2 == 2) {
+          // Taps 2m and 2m + 1: the even and odd lanes of the 32 columns from 2 o + 2 m.
+          for (int64_t q = 0; q < k2; q += 2) {
+            v16sf lo, hi;
+            load16(base + 2 * o + q, lo);
+            load16(base + 2 * o + q + 16, hi);
+            const v16sf ev = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20,
+                                                     22, 24, 26, 28, 30);
+            if (q == 0) {
+              acc = ev;
+            } else if (is_max) {
+              acc = ev > acc ? ev : acc;
+            } else {
+              acc += ev;
+            }
+            if (q + 1 < k2) {
+              const v16sf od = __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19,
+                                                       21, 23, 25, 27, 29, 31);
+              if (is_max) {
+                acc = od > acc ? od : acc;
+              } else {
+                acc += od;
+              }
+            }
+          }
+        } else {
+          load16(base + tap[0] + o, acc);
+          for (int64_t q = 1; q < k2; ++q) {
+            v16sf v;
+            load16(base + tap[q] + o, v);
+            if (is_max) {
+              acc = v > acc ? v : acc;
+            } else {
+              acc += v;
+            }
           }
         }
         if (!is_max) {
@@ -324,9 +337,13 @@ void pool2d_f32(const Geo3& g, bool is_max, int include_pad_mode, const float* x
   }
   const double cost = static_cast<double>(g.in[2]) * g.k[1] + static_cast<double>(out2) * g.k[2];
   parallel_for(pool, channels * g.out[1], cost, [&](int64_t rb, int64_t re) {
-    std::vector<float> scratch(static_cast<size_t>(pool2d_scratch(g)));
+    // 64-byte aligned (slots, rows and phases are multiples of 16 floats): the stores of the
+    // phase pass and the loads of the rows do not split cache lines.
+    std::vector<float> scratch(static_cast<size_t>(pool2d_scratch(g) + 16));
+    const uintptr_t a = reinterpret_cast<uintptr_t>(scratch.data());
+    float* base = scratch.data() + ((64 - a % 64) % 64) / sizeof(float);
     pool2d_rows_f32(g, is_max, include_pad_mode, cdiv.data(), x, x + channels * g.in_size, y, rb,
-                    re, scratch.data());
+                    re, base);
   });
 }
 
