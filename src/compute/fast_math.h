@@ -1,6 +1,6 @@
-// Branch-free float32 versions of exp, tanh, sigmoid and erf built only from arithmetic,
-// comparisons and bit operations, so that loops over them auto-vectorize (the libm calls
-// do not). Accuracy, measured over all float inputs against double precision: exp <= 2
+// Branch-free float32 versions of exp, tanh, sigmoid and erf (and expm1, log, log1p below) built
+// only from arithmetic, comparisons and bit operations, so that loops over them auto-vectorize (the
+// libm calls do not). Accuracy, measured over all float inputs against double precision: exp <= 2
 // ulp, tanh and sigmoid <= 3 ulp, erf <= 4 ulp (about 2.5e-7 relative). NaN propagates;
 // overflow gives inf, underflow 0 (subnormal results are produced for exp).
 // Used for float only; double and the 16-bit floats (computed in float) use libm.
@@ -106,6 +106,55 @@ inline float erf(float x) {
   q = q * u + 0.000335604302f;
   const float large = copy_sign(1.0f - fast::exp(-(b * b)) * q, x);
   return select(ax < 1.0f, small, large);
+}
+
+// e^x - 1: x (1 + x/2 + ... + x^7/8!) below |x| = 0.5 (Taylor, truncation < 1e-8 relative),
+// exp(x) - 1 above (<= 5 ulp near |x| = 0.5, cancellation-free further out).
+inline float expm1(float x) {
+  float p = 2.48015873e-5f;  // 1/8!
+  p = p * x + 1.98412698e-4f;
+  p = p * x + 1.38888889e-3f;
+  p = p * x + 8.33333333e-3f;
+  p = p * x + 4.16666667e-2f;
+  p = p * x + 1.66666667e-1f;
+  p = p * x + 0.5f;
+  const float small = (x * x) * p + x;
+  const float large = fast::exp(x) - 1.0f;
+  return select(std::fabs(x) < 0.5f, small, large);
+}
+
+// ln x for positive normal x (Cephes logf: x = m 2^e, m in [sqrt(1/2), sqrt(2)), a degree-9
+// polynomial in m - 1; about 1 ulp). Other inputs give unspecified values: callers keep
+// to the domain or select around it.
+inline float log_positive(float x) {
+  const uint32_t b = as_bits(x);
+  const float m0 = as_float((b & 0x007fffffu) | 0x3f000000u);  // [0.5, 1)
+  const bool lo = m0 < 0.707106781186547524f;
+  const float e = static_cast<float>(static_cast<int32_t>(b >> 23) - 126 - (lo ? 1 : 0));
+  const float t = select(lo, m0 + m0, m0) - 1.0f;
+  const float z = t * t;
+  float p = 7.0376836292e-2f;
+  p = p * t - 1.1514610310e-1f;
+  p = p * t + 1.1676998740e-1f;
+  p = p * t - 1.2420140846e-1f;
+  p = p * t + 1.4249322787e-1f;
+  p = p * t - 1.6668057665e-1f;
+  p = p * t + 2.0000714765e-1f;
+  p = p * t - 2.4999993993e-1f;
+  p = p * t + 3.3333331174e-1f;
+  float y = (p * t) * z;
+  y = y + e * -2.12194440e-4f;
+  y = y - 0.5f * z;
+  return (t + y) + e * 0.693359375f;
+}
+
+// ln(1 + u) for 0 <= u <= 2^100: log(w) u / (w - 1) with w = 1 + u, which cancels the
+// rounding of w (Goldberg), and u itself when w rounds to 1.
+inline float log1p_nonneg(float u) {
+  const float w = 1.0f + u;
+  const float d = w - 1.0f;
+  const float r = log_positive(w) * (u / select(d == 0.0f, 1.0f, d));
+  return select(d == 0.0f, u, r);
 }
 
 }  // namespace fast

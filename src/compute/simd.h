@@ -32,5 +32,22 @@ ORTLITE_NN_INLINE float hsum8(const v8sf& v) {
   return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 }
 
+// 16-lane vectors for loops compiled with ORTLITE_NN_CLONES512 (one AVX-512 register, two
+// AVX2 registers, four SSE2 registers).
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && defined(__linux__)
+#define ORTLITE_NN_CLONES512 __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define ORTLITE_NN_CLONES512
+#endif
+
+typedef float v16sf __attribute__((vector_size(64)));
+
+ORTLITE_NN_INLINE void load16(const float* p, v16sf& v) {
+  std::memcpy(&v, p, sizeof(v));
+}
+ORTLITE_NN_INLINE void store16(float* p, const v16sf& v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+
 }  // namespace nn
 }  // namespace ortlite

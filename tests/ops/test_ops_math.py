@@ -1147,3 +1147,92 @@ def test_mel_weight_matrix_errors():
         run_ortlite(*mel_model(1 << 24, 1 << 24, 8000, 0.0, 100.0))
     with pytest.raises(ortlite.InvalidArgument, match="output_datatype"):
         session(mel_model(8, 16, 8000, 0.0, 100.0, output_datatype=TensorProto.STRING)[0])
+
+
+# ---- vectorized float activations and Pow strength reduction -----------------------------
+# Elu Selu Celu LeakyRelu HardSigmoid HardSwish Softplus Softsign Mish ThresholdedRelu run a
+# branch-free float loop (fast_math.h) compiled per instruction set; Pow with a scalar
+# exponent of 0.5, 1, 2, 3 or -1 skips pow().
+
+_ACT_ATTRS = {
+    "Elu": [None, {"alpha": 0.5}], "Selu": [None, {"alpha": 1.5, "gamma": 2.0}],
+    "Celu": [None, {"alpha": 2.5}], "LeakyRelu": [None, {"alpha": 0.2}],
+    "HardSigmoid": [None, {"alpha": 0.3, "beta": 0.4}], "HardSwish": [None],
+    "Softplus": [None], "Softsign": [None], "Mish": [None],
+    "ThresholdedRelu": [None, {"alpha": 0.7}],
+}
+_ACT_OPSET = {"Mish": 18, "Celu": 12}
+_ACT_EXTREMES = [0.0, -0.0, 1e-30, -1e-30, 1e-7, -1e-7, 1e-3, -1e-3, 0.4999, 0.5, -0.5,
+                 -0.5001, 1.0, -1.0, 5.0, -5.0, 15.0, 19.9, 20.0, 20.1, 30.0, 44.0, 50.0,
+                 -20.0, -30.0, -87.0, -88.0, -100.0, -104.0, -110.0, 88.0, 89.0, 100.0,
+                 1e30, -1e30]
+
+
+@pytest.mark.parametrize("op", list(_ACT_ATTRS))
+def test_vectorized_activations_match_onnxruntime(op):
+    opset = _ACT_OPSET.get(op, 17)
+    for attrs in _ACT_ATTRS[op]:
+        # sizes around the vector widths (tails) and one large enough to run in parallel
+        for n, seed in [(1, 1), (7, 2), (16, 3), (33, 4), (1000, 5), (300 * 1001, 6)]:
+            x = rand((n,), F32, seed, -12, 12)
+            check(op, {"x": x}, attrs=attrs, opset=opset, tol=dict(rtol=2e-5, atol=2e-6))
+        x = np.array(_ACT_EXTREMES, F32)
+        check(op, {"x": x}, attrs=attrs, opset=opset, tol=dict(rtol=2e-5, atol=1e-6))
+    # float16 through float blocks (numpy where onnxruntime has no float16 kernel)
+    check(op, {"x": rand((4, 3, 5), F16, 7, -6, 6)}, ref=_f64(UNARY_FLOAT[op][0]), opset=opset)
+
+
+def test_vectorized_activations_accuracy_and_specials():
+    xs = np.concatenate([np.linspace(-30, 30, 60001, dtype=F32),
+                         np.geomspace(1e-12, 1, 2001).astype(F32),
+                         -np.geomspace(1e-12, 1, 2001).astype(F32)])
+    x64 = xs.astype(F64)
+    sp = np.logaddexp(0, x64)
+    refs = {
+        "Elu": (np.where(x64 >= 0, x64, np.expm1(x64)), 17),
+        "Celu": (np.maximum(0, x64) + np.minimum(0, np.expm1(x64)), 12),
+        "Selu": (SELU_G * np.where(x64 > 0, x64, SELU_A * np.expm1(x64)), 17),
+        "Softplus": (sp, 17),
+        "Mish": (x64 * np.tanh(sp), 18),
+    }
+    for op, (ref, opset) in refs.items():
+        got = run_ortlite(model1(op, {"x": xs}, opset=opset), {"x": xs})[0]
+        np.testing.assert_allclose(got, ref, rtol=2e-6, atol=1e-37, err_msg=op)
+    # NaN propagates; infinities
+    special = np.array([np.nan, np.inf, -np.inf], F32)
+    for op in ["Elu", "Selu", "Softplus", "Softsign", "LeakyRelu", "HardSwish"]:
+        check(op, {"x": special}, opset=_ACT_OPSET.get(op, 17))
+    got = run_ortlite(model1("Mish", {"x": special[:2]}, opset=18), {"x": special[:2]})[0]
+    assert np.isnan(got[0]) and got[1] == np.inf
+
+
+@pytest.mark.parametrize("e", [0.5, 1.0, 2.0, 3.0, -1.0, 4.0])
+@pytest.mark.parametrize("dtype", [F32, F16, F64], ids=lambda d: np.dtype(d).name)
+def test_pow_scalar_exponent_strength_reduction(e, dtype):
+    for shape, seed in [((1,), 1), ((17,), 2), ((3, 64, 33), 3), ((300, 1001), 4)]:
+        a = rand(shape, dtype, seed, 0.1, 4.0)
+        # exponent as a constant initializer (known at load) and as a graph input
+        node = helper.make_node("Pow", ["a", "b"], ["y"])
+        init = helper.make_tensor("b", onnx_type_of(dtype), [], [e])
+        m = make_model([node], [("a", a.dtype, list(a.shape))], [("y", a.dtype, None)],
+                       initializers=[init])
+        assert_same(run_ortlite(m, {"a": a}), run_ort(m, {"a": a}), **tolerance(dtype))
+        check("Pow", {"a": a, "b": np.array(e, dtype)}, ref=np_pow)
+    if e != 0.5:
+        neg = rand((5, 40), dtype, 9, -3, 3)
+        check("Pow", {"a": neg, "b": np.array(e, dtype)}, ref=np_pow)
+
+
+def onnx_type_of(dtype):
+    return {np.dtype(F32): TensorProto.FLOAT, np.dtype(F16): TensorProto.FLOAT16,
+            np.dtype(F64): TensorProto.DOUBLE}[np.dtype(dtype)]
+
+
+def test_pow_integer_scalar_exponents_stay_exact():
+    a = np.array([-7, -3, -1, 0, 1, 2, 5, 1290, 46341], np.int32)
+    for e in [1, 2, 3]:
+        check("Pow", {"a": a, "b": np.array(e, np.int32)}, ref=np_pow)
+    check("Pow", {"a": a[a != 0], "b": np.array(-1, np.int32)}, ref=np_pow)  # 0^-1: undefined
+    a = np.array([-3, 2, 3 ** 13, 2 ** 31 + 1], np.int64)
+    for e in [1, 2, 3]:
+        check("Pow", {"a": a, "b": np.array(e, np.int64)}, ref=np_pow)

@@ -1711,3 +1711,104 @@ def test_resize_tf_half_pixel_for_nn_matches_onnxruntime(opset, shape, scale, ne
     got = run_ortlite(model, {"x": x})[0]
     want = run_ort(model, {"x": x})[0]
     np.testing.assert_array_equal(got, want)
+
+
+# ---- vectorized 2-D float pooling and global pooling --------------------------------------
+# MaxPool / AveragePool over at most two spatial axes without dilation (float32, and the
+# 16-bit floats through float32) reduce the window's rows, then run the horizontal taps 16
+# outputs at a time (strides above 1 split the row into phases first); Global*Pool reduce
+# 16 lanes at a time.
+
+_FAST_POOL_SHAPES = [(1, 64, 56, 56), (1, 16, 112, 112), (1, 256, 14, 14), (1, 64, 7, 7),
+                     (2, 3, 5, 9), (1, 2, 1, 1), (1, 1, 17, 33)]
+_FAST_POOL_KERNELS = [dict(kernel_shape=[2, 2], strides=[2, 2]),
+                      dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1]),
+                      dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+                      dict(kernel_shape=[5, 5], strides=[1, 1], pads=[2, 2, 2, 2])]
+
+
+def _fast_pool_check(op, x, attrs, opset, threads=None):
+    m = node_model(op, {"X": x}, ["Y"], attrs=attrs, opset=opset)
+    check(m, {"X": x}, threads=threads)
+
+
+@pytest.mark.parametrize("attrs", _FAST_POOL_KERNELS, ids=["2x2s2", "3x3s1p1", "3x3s2p1", "5x5s1p2"])
+@pytest.mark.parametrize("xs", _FAST_POOL_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_fast_pool2d_matches_onnxruntime(xs, attrs):
+    k = attrs["kernel_shape"][0]
+    if k > xs[2] + 2 * attrs.get("pads", [0])[0] or k > xs[3] + 2 * attrs.get("pads", [0])[0]:
+        pytest.skip("kernel larger than the padded input")
+    x = rand(xs, seed=sum(xs))
+    _fast_pool_check("MaxPool", x, attrs, 12)
+    for cip in (0, 1):
+        for opset in (11, 19):
+            _fast_pool_check("AveragePool", x, dict(attrs, count_include_pad=cip), opset)
+
+
+FAST_POOL_ODD = [
+    ((1, 3, 20, 37), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)),
+    ((1, 2, 9, 50), dict(kernel_shape=[2, 3], strides=[2, 2], pads=[0, 1, 1, 2], ceil_mode=1)),
+    ((2, 2, 17, 37), dict(kernel_shape=[3, 5], strides=[1, 1], pads=[1, 2, 1, 2])),
+    ((1, 2, 15, 40), dict(kernel_shape=[4, 4], strides=[3, 3], pads=[1, 2, 2, 1], ceil_mode=1)),
+    ((1, 2, 11, 70), dict(kernel_shape=[1, 7], strides=[1, 5], pads=[0, 3, 0, 3])),
+    ((1, 2, 6, 6), dict(kernel_shape=[3, 3], strides=[3, 3], ceil_mode=1)),
+    ((1, 4, 30), dict(kernel_shape=[3], strides=[2], pads=[1, 1])),  # 1-D
+    ((1, 4, 33), dict(kernel_shape=[4], strides=[1], pads=[2, 1], ceil_mode=1)),
+    ((1, 1, 3, 100), dict(kernel_shape=[3, 2], strides=[1, 2], pads=[1, 1, 1, 1])),
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("xs,attrs", FAST_POOL_ODD)
+def test_fast_pool2d_odd_geometries(xs, attrs, threads):
+    x = rand(xs, seed=3)
+    _fast_pool_check("MaxPool", x, attrs, 12, threads)
+    for cip in (0, 1):
+        for opset in (11, 19):
+            _fast_pool_check("AveragePool", x, dict(attrs, count_include_pad=cip), opset, threads)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_fast_pool2d_special_values_and_threads(threads):
+    x = rand((2, 8, 23, 45), seed=5, lo=-3, hi=3)
+    x.flat[::7] = -np.inf
+    x.flat[3::11] = 3e38
+    x.flat[5::13] = -3e38
+    for attrs in _FAST_POOL_KERNELS + [a for _, a in FAST_POOL_ODD[:4]]:
+        _fast_pool_check("MaxPool", x, attrs, 12, threads)
+    # NaN never wins a max; a window of NaN and -inf only gives -inf (as the general path)
+    y = np.full((1, 1, 4, 20), -np.inf, F32)
+    y[0, 0, 1, 3] = np.nan
+    y[0, 0, 2, 10] = 1.0
+    m = node_model("MaxPool", {"X": y}, ["Y"], attrs=dict(kernel_shape=[2, 2], strides=[2, 2]),
+                   opset=12)
+    got = run_lite(m, {"X": y}, threads)[0]
+    expected = np.full((1, 1, 2, 10), -np.inf, F32)
+    expected[0, 0, 1, 5] = 1.0
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("dtype", [F16])
+def test_fast_pool2d_other_float_types(dtype):
+    x = rand((1, 3, 19, 21), seed=9).astype(dtype)
+    for attrs in _FAST_POOL_KERNELS:
+        for op, extra in [("MaxPool", {}), ("AveragePool", dict(count_include_pad=1))]:
+            m = node_model(op, {"X": x}, ["Y"], attrs=dict(attrs, **extra), opset=12)
+            check(m, {"X": x}, rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("xs", [(1, 64, 56, 56), (1, 16, 112, 112), (1, 256, 14, 14),
+                                (1, 64, 7, 7), (2, 3, 1, 1), (1, 5, 63), (1, 3, 4, 5, 7)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_fast_global_pool(xs, threads):
+    x = rand(xs, seed=len(xs), lo=-2, hi=2)
+    for op in ("GlobalMaxPool", "GlobalAveragePool"):
+        m = node_model(op, {"X": x}, ["Y"])
+        check(m, {"X": x}, threads=threads)
+    # NaN in the middle never wins; NaN first is kept (as the general path)
+    y = rand((1, 2, 9, 9), seed=1)
+    y[0, 0, 4, 4] = np.nan
+    y[0, 1, 0, 0] = np.nan
+    got = run_lite(node_model("GlobalMaxPool", {"X": y}, ["Y"]), {"X": y}, threads)[0]
+    assert got[0, 0, 0, 0] == np.nanmax(y[0, 0]) and np.isnan(got[0, 1, 0, 0])

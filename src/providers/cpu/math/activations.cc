@@ -5,6 +5,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "compute/fast_math.h"
 #include "providers/cpu/math/math_kernels.h"
 
 namespace ortlite {
@@ -47,6 +48,7 @@ struct ReluOp : NoAttrs {
       return x < C{0} ? C{0} : x;  // NaN stays NaN
     }
   }
+  float fast(float x) const { return x < 0.0f ? 0.0f : x; }
 };
 
 struct LeakyReluOp {
@@ -56,6 +58,7 @@ struct LeakyReluOp {
   C operator()(C x) const {
     return x >= C{0} ? x : static_cast<C>(alpha) * x;
   }
+  float fast(float x) const { return x >= 0.0f ? x : alpha * x; }
   float alpha;
 };
 
@@ -66,6 +69,7 @@ struct EluOp {
   C operator()(C x) const {
     return x >= C{0} ? x : static_cast<C>(alpha) * std::expm1(x);
   }
+  float fast(float x) const { return fast::select(x >= 0.0f, x, alpha * fast::expm1(x)); }
   float alpha;
 };
 
@@ -79,6 +83,9 @@ struct SeluOp {
     const C g = static_cast<C>(gamma);
     return x > C{0} ? g * x : g * (static_cast<C>(alpha) * std::exp(x) - static_cast<C>(alpha));
   }
+  float fast(float x) const {
+    return fast::select(x > 0.0f, gamma * x, gamma * (alpha * fast::expm1(x)));
+  }
   float alpha, gamma;
 };
 
@@ -91,6 +98,7 @@ struct HardSigmoidOp {
     const C v = static_cast<C>(alpha) * x + static_cast<C>(beta);
     return std::max(C{0}, std::min(C{1}, v));
   }
+  float fast(float x) const { return (*this)(x); }
   float alpha, beta;
 };
 
@@ -102,6 +110,7 @@ struct HardSwishOp : NoAttrs {
     const C v = x * static_cast<C>(1.0 / 6.0) + static_cast<C>(0.5);
     return x * std::max(C{0}, std::min(C{1}, v));
   }
+  float fast(float x) const { return (*this)(x); }
 };
 
 struct SoftplusOp : NoAttrs {
@@ -110,6 +119,11 @@ struct SoftplusOp : NoAttrs {
   template <typename C>
   C operator()(C x) const {
     return softplus(x);
+  }
+  // max(x, 0) + log1p(e^-|x|); NaN stays NaN.
+  float fast(float x) const {
+    const float r = std::max(x, 0.0f) + fast::log1p_nonneg(fast::exp(-std::fabs(x)));
+    return fast::select(x != x, x, r);
   }
 };
 
@@ -120,6 +134,7 @@ struct SoftsignOp : NoAttrs {
   C operator()(C x) const {
     return x / (C{1} + std::fabs(x));
   }
+  float fast(float x) const { return x / (1.0f + std::fabs(x)); }
 };
 
 struct MishOp : NoAttrs {
@@ -128,6 +143,13 @@ struct MishOp : NoAttrs {
   template <typename C>
   C operator()(C x) const {
     return x * std::tanh(softplus(x));
+  }
+  // tanh(log(1 + e)) = n / (n + 2) with n = e (e + 2), e = e^x; 1 from x = 20 on (the
+  // fraction rounds to 1 there) so that n never overflows. NaN stays NaN.
+  float fast(float x) const {
+    const float e = fast::exp(std::min(x, 20.0f));
+    const float n = e * (e + 2.0f);
+    return fast::select(x >= 20.0f, x, x * (n / (n + 2.0f)));
   }
 };
 
@@ -138,6 +160,7 @@ struct ThresholdedReluOp {
   C operator()(C x) const {
     return x > static_cast<C>(alpha) ? x : C{0};
   }
+  float fast(float x) const { return x > alpha ? x : 0.0f; }
   float alpha;
 };
 
@@ -150,6 +173,9 @@ struct CeluOp {
   C operator()(C x) const {
     const C a = static_cast<C>(alpha);
     return std::max(C{0}, x) + std::min(C{0}, a * std::expm1(x / a));
+  }
+  float fast(float x) const {
+    return std::max(0.0f, x) + std::min(0.0f, alpha * fast::expm1(x / alpha));
   }
   float alpha;
 };

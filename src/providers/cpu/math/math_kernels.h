@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "providers/cpu/common/elementwise.h"
 #include "compute/fast_kernels.h"
@@ -65,11 +66,77 @@ struct FastOf {
   static constexpr auto value = Op::kFast;
 };
 
+// Float32 loops over an inline op, y[i] = op.fast(x[i]), compiled for AVX-512, AVX2 + FMA
+// and the baseline, and picked by a run-time CPU check (op.fast, an ordinary inline member,
+// is inlined into each). FMA contraction stays off (-std=c++17), so all three give the
+// same results.
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+template <typename Op>
+__attribute__((target("avx512f,avx512dq,avx2,fma"))) void map_f32_avx512(const Op& op,
+                                                                         const float* x, float* y,
+                                                                         int64_t n) {
+  const Op o = op;  // a local copy: stores to y cannot change its members
+  for (int64_t i = 0; i < n; ++i) y[i] = o.fast(x[i]);
+}
+template <typename Op>
+__attribute__((target("avx2,fma"))) void map_f32_avx2(const Op& op, const float* x, float* y,
+                                                      int64_t n) {
+  const Op o = op;  // a local copy: stores to y cannot change its members
+  for (int64_t i = 0; i < n; ++i) y[i] = o.fast(x[i]);
+}
+// 2: AVX-512, 1: AVX2 + FMA, 0: neither.
+inline int map_f32_level() {
+  static const int level = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")) return 2;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 1;
+    return 0;
+  }();
+  return level;
+}
+#endif
+template <typename Op>
+void map_f32(const Op& op, const float* x, float* y, int64_t n) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  const int level = map_f32_level();
+  if (level == 2) return map_f32_avx512(op, x, y, n);
+  if (level == 1) return map_f32_avx2(op, x, y, n);
+#endif
+  const Op o = op;  // a local copy: stores to y cannot change its members
+  for (int64_t i = 0; i < n; ++i) y[i] = o.fast(x[i]);
+}
+
+// map_f32 over n elements, in parallel; the 16-bit float types go through a float buffer.
+template <typename Op, typename T>
+void run_map_f32(ThreadPool* pool, const Op& op, const T* x, T* y, int64_t n, double cost) {
+  parallel_for(pool, n, cost, [&](int64_t begin, int64_t end) {
+    if constexpr (std::is_same_v<T, float>) {
+      map_f32(op, x + begin, y + begin, end - begin);
+    } else {
+      constexpr int64_t kBlock = 512;
+      float buf[kBlock];
+      for (int64_t i = begin; i < end; i += kBlock) {
+        const int64_t m = std::min(kBlock, end - i);
+        for (int64_t j = 0; j < m; ++j) buf[j] = ew::load(x[i + j]);
+        map_f32(op, buf, buf, m);
+        for (int64_t j = 0; j < m; ++j) y[i + j] = ew::store<T>(buf[j]);
+      }
+    }
+  });
+}
+
+// True when Op has a branch-free float version `float fast(float) const` for map_f32.
+template <typename Op, typename = void>
+struct HasFastF32 : std::false_type {};
+template <typename Op>
+struct HasFastF32<Op, std::void_t<decltype(std::declval<const Op&>().fast(0.0f))>>
+    : std::true_type {};
+
 // Unary kernel: y = Op(x), same shape, output type = input type. Op is constructed from
 // the KernelInfo (attributes), has `static constexpr double kCost` and a
 // `template <typename C> C operator()(C x) const` called with the compute type of the
 // element (float for float16/bfloat16). With a kFast member, float and the 16-bit floats
-// use that vectorized loop instead.
+// use that vectorized loop instead; with a `float fast(float) const` member, map_f32 over it.
 template <typename Op, unsigned Types>
 class UnaryKernel : public Kernel {
  public:
@@ -82,6 +149,9 @@ class UnaryKernel : public Kernel {
       if constexpr (HasFast<Op>::value && (std::is_same_v<T, float> || ew::is_half_v<T>)) {
         run_fast_unary(ctx.thread_pool(), FastOf<Op, T>::value, x.data<T>(), y.data<T>(), x.numel(),
                        Op::kCost);
+      } else if constexpr (HasFastF32<Op>::value &&
+                           (std::is_same_v<T, float> || ew::is_half_v<T>)) {
+        run_map_f32(ctx.thread_pool(), op_, x.data<T>(), y.data<T>(), x.numel(), Op::kCost);
       } else {
         ew::run_unary(ctx.thread_pool(), x.data<T>(), y.data<T>(), x.numel(), Op::kCost, op_);
       }

@@ -7,6 +7,7 @@
 // Indices are flat over the whole input (row-major, or column-major spatial when
 // storage_order = 1).
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -133,70 +134,271 @@ void pool_rows(const Geo3& g, const T* x, T* y, int64_t channels, bool include_p
       });
 }
 
-// Float max pooling over at most two spatial axes without dilation, output rows [rb, re)
-// of `channels * out[1]`: the window's input rows are first reduced to one row, which is
-// contiguous work that vectorizes, into `tmp` (out[2] * s[2] + k[2] + 16 floats), where
-// the padding and the positions past the input hold -inf; then the horizontal
-// taps run over it, 8 outputs at a time (stride 2: every other lane of two loads).
-// Comparisons are `v > acc`, as in pool_rows, so a NaN input never wins.
-ORTLITE_NN_CLONES void max_pool2d_rows_f32(const Geo3& g, const float* x, float* y, int64_t rb,
-                                           int64_t re, float* tmp) {
-  const float ninf = -std::numeric_limits<float>::infinity();
+// Float max / average pooling over at most two spatial axes without dilation (any kernel,
+// stride, padding, ceil_mode), output rows [rb, re) of `channels * out[1]`. Per output row
+// the window's input rows are first reduced column by column (max, or sum in row order) into
+// a row of the scratch whose padding and the positions past the input hold the identity
+// (-inf or 0); then the horizontal taps run 16 outputs at a time: stride 1 loads the row at
+// each tap's offset, stride 2 takes the even and odd lanes of two loads (one pair for two
+// taps), larger strides split the row into its s[2] phases first. Sums are divided by
+// rows * cdiv[o] (taps counted as pool_rows counts them); a window with no tap gives 0
+// (average) or -inf (max). Comparisons are `v > acc`: a NaN input never wins.
+// Scratch: pool2d_scratch(g) floats, 64-byte aligned.
+int64_t pool2d_width(const Geo3& g) {
+  const int64_t out2r = (g.out[2] + 15) / 16 * 16;
+  return ((out2r + g.k[2] + 32) * g.s[2] + g.k[2] + 64 + 15) / 16 * 16;
+}
+// Phase entries the horizontal taps read (16-lane loads from o = 0, 16, ... < out[2]).
+int64_t pool2d_phase_len(const Geo3& g) {
+  return ((g.out[2] + 15) / 16 * 16 + (g.k[2] - 1) / g.s[2] + 15) / 16 * 16;
+}
+int64_t pool2d_slot(const Geo3& g) {
+  return pool2d_width(g) + g.s[2] * pool2d_phase_len(g) + 16;
+}
+constexpr int64_t kPoolGroup = 8;  // rows per group (below)
+int64_t pool2d_scratch(const Geo3& g) {
+  return kPoolGroup * pool2d_slot(g);
+}
+
+ORTLITE_NN_CLONES512 void pool2d_rows_f32(const Geo3& g, bool is_max, int include_pad_mode,
+                                          const float* cdiv, const float* x, const float* x_end,
+                                          float* y, int64_t rb, int64_t re, float* scratch) {
+  const float ident = is_max ? -std::numeric_limits<float>::infinity() : 0.0f;
   const int64_t in1 = g.in[1], in2 = g.in[2], out1 = g.out[1], out2 = g.out[2];
-  const int64_t k1 = g.k[1], k2 = g.k[2], s1 = g.s[1], s2 = g.s[2], pb2 = g.pb[2];
-  const int64_t width = out2 * s2 + k2 + 16;
-  for (int64_t j = 0; j < width; ++j) tmp[j] = ninf;
-  float* t = tmp + pb2;  // t[i] is input column i
+  const int64_t k1 = g.k[1], k2 = g.k[2], s1 = g.s[1], s2 = g.s[2], pb1 = g.pb[1], pb2 = g.pb[2];
+  const int64_t width = pool2d_width(g), plen = pool2d_phase_len(g), slot = pool2d_slot(g);
+  for (int64_t b = 0; b < kPoolGroup; ++b)
+    for (int64_t j = 0; j < width; ++j) scratch[b * slot + j] = ident;
   const int64_t valid = std::min(in2, width - pb2);
-  for (int64_t r = rb; r < re; ++r) {
-    const int64_t o1 = r % out1, c = r / out1;
-    const float* xc = x + c * g.in_size;
-    const int64_t i_lo = std::max<int64_t>(0, o1 * s1 - g.pb[1]);
-    const int64_t i_hi = std::min(in1, o1 * s1 - g.pb[1] + k1);
-    if (i_lo >= i_hi) {
-      for (int64_t j = 0; j < valid; ++j) t[j] = ninf;
-    } else {
-      const float* r0 = xc + i_lo * in2;
-      for (int64_t j = 0; j < valid; ++j) t[j] = r0[j] > ninf ? r0[j] : ninf;
-      for (int64_t i = i_lo + 1; i < i_hi; ++i) {
-        const float* ri = xc + i * in2;
-        for (int64_t j = 0; j < valid; ++j) t[j] = ri[j] > t[j] ? ri[j] : t[j];
+  const v16sf vid = v16sf{} + ident;
+  const v16sf zero = v16sf{};
+  // Tap q of output o reads slot[tap[q] + o]: phase q % s2 of the reduced row (the row
+  // itself for stride 1), shifted by q / s2.
+  int64_t tap[64];
+  for (int64_t q = 0; q < k2; ++q) tap[q] = (s2 == 1 ? 0 : width + (q % s2) * plen) + q / s2;
+  float* const y_chunk_end = y + re * out2;
+  int64_t o1 = rb % out1, c = rb / out1;
+  // Rows go in groups of kPoolGroup, one pass at a time over the group, so that a pass reads
+  // what the previous one stored several rows earlier (no store-to-load forwarding stalls).
+  for (int64_t r0 = rb; r0 < re; r0 += kPoolGroup) {
+    const int64_t nr = std::min<int64_t>(kPoolGroup, re - r0);
+    float rowf[kPoolGroup];
+    for (int64_t b = 0; b < nr; ++b, ++o1) {
+      if (o1 == out1) {
+        o1 = 0;
+        ++c;
+      }
+      float* t = scratch + b * slot + pb2;  // t[i] is input column i
+      const float* xc = x + c * g.in_size;
+      const int64_t start = o1 * s1 - pb1;
+      const int64_t i_lo = std::max<int64_t>(0, start);
+      const int64_t i_hi = std::min(in1, start + k1);
+      if (include_pad_mode == 0) {
+        rowf[b] = static_cast<float>(std::max<int64_t>(0, i_hi - i_lo));
+      } else if (include_pad_mode == 1) {
+        rowf[b] = static_cast<float>(k1);
+      } else {
+        rowf[b] =
+            static_cast<float>(std::max<int64_t>(0, std::min(start + k1, in1 + g.pe[1]) - start));
+      }
+      // Vertical pass.
+      if (i_lo >= i_hi) {
+        for (int64_t j = 0; j < valid; ++j) t[j] = ident;
+        continue;
+      }
+      const float* xr = xc + i_lo * in2;
+      // 16 columns at a time, reading past the end of the row (into the next one) except at
+      // the end of the input; the lanes past `valid` are set back to the identity below.
+      const int64_t vend = std::min((valid + 15) / 16 * 16, x_end - (xc + (i_hi - 1) * in2));
+      int64_t j = 0;
+      for (; j + 16 <= vend; j += 16) {
+        v16sf acc;
+        load16(xr + j, acc);
+        if (is_max) acc = acc > vid ? acc : vid;
+        for (int64_t i = 1; i < i_hi - i_lo; ++i) {
+          v16sf v;
+          load16(xr + i * in2 + j, v);
+          if (is_max) {
+            acc = v > acc ? v : acc;
+          } else {
+            acc += v;
+          }
+        }
+        store16(t + j, acc);
+      }
+      for (; j < valid; ++j) {
+        float acc = xr[j];
+        if (is_max) acc = acc > ident ? acc : ident;
+        for (int64_t i = 1; i < i_hi - i_lo; ++i) {
+          const float v = xr[i * in2 + j];
+          acc = is_max ? (v > acc ? v : acc) : acc + v;
+        }
+        t[j] = acc;
+      }
+      if (vend > valid) store16(t + valid, vid);
+    }
+    // Phases (strides above 2): each reduced row split into its s2 column phases.
+    if (s2 > 2) {
+      for (int64_t b = 0; b < nr; ++b) {
+        const float* tmp = scratch + b * slot;
+        for (int64_t p = 0; p < s2; ++p) {
+          float* ph = scratch + b * slot + width + p * plen;
+          for (int64_t i = 0; i < plen; ++i) ph[i] = tmp[i * s2 + p];
+        }
       }
     }
-    float* yr = y + r * out2;
-    int64_t o = 0;
-    if (s2 == 1) {
-      for (; o + 8 <= out2; o += 8) {
-        v8sf acc = v8sf{} + ninf;
-        for (int64_t q = 0; q < k2; ++q) {
-          v8sf v;
-          load8(tmp + o + q, v);
-          acc = v > acc ? v : acc;
+    // Horizontal pass.
+    for (int64_t b = 0; b < nr; ++b) {
+      const float* base = scratch + b * slot;
+      const v16sf vrow = v16sf{} + rowf[b];
+      float* yr = y + (r0 + b) * out2;
+      for (int64_t o = 0; o < out2; o += 16) {
+        v16sf acc;
+        if (s2 == 2) {
+          // Taps 2m and 2m + 1: the even and odd lanes of the 32 columns from 2 o + 2 m.
+          for (int64_t q = 0; q < k2; q += 2) {
+            v16sf lo, hi;
+            load16(base + 2 * o + q, lo);
+            load16(base + 2 * o + q + 16, hi);
+            const v16sf ev = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20,
+                                                     22, 24, 26, 28, 30);
+            if (q == 0) {
+              acc = ev;
+            } else if (is_max) {
+              acc = ev > acc ? ev : acc;
+            } else {
+              acc += ev;
+            }
+            if (q + 1 < k2) {
+              const v16sf od = __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19,
+                                                       21, 23, 25, 27, 29, 31);
+              if (is_max) {
+                acc = od > acc ? od : acc;
+              } else {
+                acc += od;
+              }
+            }
+          }
+        } else {
+          load16(base + tap[0] + o, acc);
+          for (int64_t q = 1; q < k2; ++q) {
+            v16sf v;
+            load16(base + tap[q] + o, v);
+            if (is_max) {
+              acc = v > acc ? v : acc;
+            } else {
+              acc += v;
+            }
+          }
         }
-        store8(yr + o, acc);
-      }
-    } else if (s2 == 2) {
-      for (; o + 8 <= out2; o += 8) {
-        v8sf acc = v8sf{} + ninf;
-        for (int64_t q = 0; q < k2; ++q) {
-          v8sf a, b;
-          load8(tmp + 2 * o + q, a);
-          load8(tmp + 2 * o + q + 8, b);
-          const v8sf v = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
-          acc = v > acc ? v : acc;
+        if (!is_max) {
+          v16sf d;
+          load16(cdiv + o, d);
+          d *= vrow;
+          const v16sf one = zero + 1.0f;
+          const v16sf qt = acc / (d > zero ? d : one);
+          acc = d > zero ? qt : zero;
         }
-        store8(yr + o, acc);
+        // A full store may spill into the next rows of [rb, re): they are written after it.
+        if (yr + o + 16 <= y_chunk_end) {
+          store16(yr + o, acc);
+        } else {
+          for (int64_t j = 0; j < out2 - o; ++j) yr[o + j] = acc[j];
+        }
       }
-    }
-    for (; o < out2; ++o) {
-      float acc = ninf;
-      for (int64_t q = 0; q < k2; ++q) {
-        const float v = tmp[o * s2 + q];
-        acc = v > acc ? v : acc;
-      }
-      yr[o] = acc;
     }
   }
+}
+
+// Whether pool2d_rows_f32 handles the geometry.
+bool pool2d_fast_ok(const Geo3& g) {
+  return g.k[0] == 1 && g.in[0] == 1 && g.d[1] == 1 && g.d[2] == 1 && g.s[2] <= 64 && g.k[2] <= 64;
+}
+
+// pool2d_rows_f32 over all rows, in parallel. include_pad_mode: 0 excludes padding from the
+// divisor, 1 divides by the kernel size, 2 by the taps inside the padded input (opset 19).
+void pool2d_f32(const Geo3& g, bool is_max, int include_pad_mode, const float* x, float* y,
+                int64_t channels, ThreadPool* pool) {
+  const int64_t out2 = g.out[2];
+  std::vector<float> cdiv(static_cast<size_t>((out2 + 15) / 16 * 16), 1.0f);
+  if (!is_max) {
+    for (int64_t o = 0; o < out2; ++o) {
+      const int64_t st = o * g.s[2] - g.pb[2];
+      int64_t n = 0;
+      if (include_pad_mode == 0) {
+        n = std::min(st + g.k[2], g.in[2]) - std::max<int64_t>(st, 0);
+      } else if (include_pad_mode == 1) {
+        n = g.k[2];
+      } else {
+        n = std::min(st + g.k[2], g.in[2] + g.pe[2]) - st;
+      }
+      cdiv[static_cast<size_t>(o)] = static_cast<float>(std::max<int64_t>(n, 0));
+    }
+  }
+  const double cost = static_cast<double>(g.in[2]) * g.k[1] + static_cast<double>(out2) * g.k[2];
+  parallel_for(pool, channels * g.out[1], cost, [&](int64_t rb, int64_t re) {
+    // 64-byte aligned (slots, rows and phases are multiples of 16 floats): the stores of the
+    // phase pass and the loads of the rows do not split cache lines.
+    std::vector<float> scratch(static_cast<size_t>(pool2d_scratch(g) + 16));
+    const uintptr_t a = reinterpret_cast<uintptr_t>(scratch.data());
+    float* base = scratch.data() + ((64 - a % 64) % 64) / sizeof(float);
+    pool2d_rows_f32(g, is_max, include_pad_mode, cdiv.data(), x, x + channels * g.in_size, y, rb,
+                    re, base);
+  });
+}
+
+// Max (the first maximum of NaN-free inputs; NaN never wins over x[0]) or sum of x[0, n).
+ORTLITE_NN_CLONES512 float reduce_f32(bool is_max, const float* x, int64_t n) {
+  if (n <= 0) return 0.0f;
+  int64_t i = 0;
+  if (is_max) {
+    v16sf a0 = v16sf{} + x[0], a1 = a0, a2 = a0, a3 = a0;
+    for (; i + 64 <= n; i += 64) {
+      v16sf v0, v1, v2, v3;
+      load16(x + i, v0);
+      load16(x + i + 16, v1);
+      load16(x + i + 32, v2);
+      load16(x + i + 48, v3);
+      a0 = v0 > a0 ? v0 : a0;
+      a1 = v1 > a1 ? v1 : a1;
+      a2 = v2 > a2 ? v2 : a2;
+      a3 = v3 > a3 ? v3 : a3;
+    }
+    for (; i + 16 <= n; i += 16) {
+      v16sf v;
+      load16(x + i, v);
+      a0 = v > a0 ? v : a0;
+    }
+    a0 = a1 > a0 ? a1 : a0;
+    a0 = a2 > a0 ? a2 : a0;
+    a0 = a3 > a0 ? a3 : a0;
+    float best = x[0];
+    for (int j = 0; j < 16; ++j) best = a0[j] > best ? a0[j] : best;
+    for (; i < n; ++i) best = x[i] > best ? x[i] : best;
+    return best;
+  }
+  v16sf a0 = v16sf{}, a1 = a0, a2 = a0, a3 = a0;
+  for (; i + 64 <= n; i += 64) {
+    v16sf v0, v1, v2, v3;
+    load16(x + i, v0);
+    load16(x + i + 16, v1);
+    load16(x + i + 32, v2);
+    load16(x + i + 48, v3);
+    a0 += v0;
+    a1 += v1;
+    a2 += v2;
+    a3 += v3;
+  }
+  for (; i + 16 <= n; i += 16) {
+    v16sf v;
+    load16(x + i, v);
+    a0 += v;
+  }
+  a0 = (a0 + a1) + (a2 + a3);
+  float sum = 0.0f;
+  for (; i < n; ++i) sum += x[i];
+  for (int j = 0; j < 16; ++j) sum += a0[j];
+  return sum;
 }
 
 // Max pooling with the Indices output (flat over the input; row-major, or column-major over
@@ -258,14 +460,9 @@ void max_pool(const Geo3& g, const T* x, T* y, int64_t* ind, int64_t channels,
               int64_t storage_order, ThreadPool* pool) {
   if (ind) {
     max_pool_indices<T>(g, x, y, ind, channels, storage_order, pool);
-  } else if (std::is_same_v<T, float> && g.k[0] == 1 && g.d[1] == 1 && g.d[2] == 1 && g.s[2] <= 2) {
-    const double cost =
-        static_cast<double>(g.in[2]) * g.k[1] + static_cast<double>(g.out[2]) * g.k[2];
-    parallel_for(pool, channels * g.out[1], cost, [&](int64_t rb, int64_t re) {
-      std::vector<float> tmp(static_cast<size_t>(g.out[2] * g.s[2] + g.k[2] + 16 + g.pb[2]));
-      max_pool2d_rows_f32(g, reinterpret_cast<const float*>(x), reinterpret_cast<float*>(y), rb, re,
-                          tmp.data());
-    });
+  } else if (std::is_same_v<T, float> && pool2d_fast_ok(g)) {
+    pool2d_f32(g, true, 0, reinterpret_cast<const float*>(x), reinterpret_cast<float*>(y), channels,
+               pool);
   } else {
     pool_rows<T, T, true>(g, x, y, channels, false, false, pool);
   }
@@ -274,6 +471,10 @@ void max_pool(const Geo3& g, const T* x, T* y, int64_t* ind, int64_t channels,
 template <typename T, typename Acc>
 void avg_pool(const Geo3& g, const T* x, T* y, int64_t channels, bool include_pad,
               bool clip_divisor, ThreadPool* pool) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (pool2d_fast_ok(g))
+      return pool2d_f32(g, false, include_pad ? (clip_divisor ? 2 : 1) : 0, x, y, channels, pool);
+  }
   pool_rows<T, Acc, false>(g, x, y, channels, include_pad, clip_divisor, pool);
 }
 
@@ -282,6 +483,11 @@ void global_pool(bool is_max, const T* x, T* y, int64_t channels, int64_t size, 
   parallel_for(pool, channels, static_cast<double>(size), [&](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
       const T* xc = x + c * size;
+      if constexpr (std::is_same_v<T, float>) {
+        const float r = reduce_f32(is_max, xc, size);
+        y[c] = is_max || size == 0 ? r : r / static_cast<float>(size);
+        continue;
+      }
       if (is_max) {
         T best = size > 0 ? xc[0] : T(0);
         for (int64_t i = 1; i < size; ++i)
