@@ -243,3 +243,21 @@ def test_fused_conv_sum_wrong_type():
     with pytest.raises(ortlite.InvalidArgument, match="summed input Z"):
         run_lite(model, {"x": randn((1, 8, 6, 6), 2), "z": randn((1, 8, 6, 6), 3, dtype=F64)},
                  threads=1)
+
+
+# One input channel per group with a long window into many output channels (STFT-style 1-D
+# Conv: im2col + GEMM) and short windows (the direct depthwise kernel), both sides of the
+# switch between them.
+@pytest.mark.parametrize("x_shape,w_shape,attrs", [
+    ((1, 1, 1760), (257, 1, 512), {"strides": [160]}),
+    ((1, 1, 8000), (258, 1, 256), {"strides": [128]}),
+    ((2, 1, 900), (16, 1, 50), {"strides": [3], "pads": [5, 7]}),
+    ((1, 1, 40, 40), (12, 1, 7, 7), {"pads": [3, 3, 3, 3]}),
+    ((1, 1, 40, 40), (12, 1, 8, 8), {"strides": [2, 2]}),
+    ((1, 4, 30, 30), (8, 1, 8, 8), {"group": 4}),
+])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_single_input_channel_long_windows(x_shape, w_shape, attrs, threads):
+    w = randn(w_shape, 1)
+    b = randn(w_shape[0], 2)
+    check(conv_model(x_shape, w, b, **attrs), {"x": randn(x_shape, 3)}, threads=threads)
