@@ -282,8 +282,8 @@ def test_terminate_stops_an_endless_loop():
 def run_until_terminated(sess, feeds, after=0.2, within=2.0):
     ro = ortlite.RunOptions()
     timer = threading.Timer(after, lambda: setattr(ro, "terminate", True))
+    t0 = time.perf_counter()  # before the timer starts: it fires `after` from here at the earliest
     timer.start()
-    t0 = time.perf_counter()
     try:
         with pytest.raises(ortlite.Fail, match="terminate"):
             sess.run(None, feeds, ro)
