@@ -357,17 +357,41 @@ Tensor constant_copy(const Tensor& t) {
 
 class Folder {
  public:
-  explicit Folder(Model& m) : m_(m), g_(m.graph) {}
+  // `outer`: the constants of the enclosing graphs, which a subgraph body reads as outer-scope
+  // values (nullptr for the main graph).
+  Folder(Model& m, Graph& g, const std::unordered_map<std::string, Tensor>* outer, int depth)
+      : m_(m), g_(g), depth_(depth) {
+    if (outer) outer_ = *outer;
+  }
 
   void run() {
+    fold_nodes();
+    // Bodies of If / Loop / Scan read this graph's constants (now including what folded) as
+    // outer-scope values: an LSTM's gate reordering of weights in an If branch (silero-vad)
+    // folds there. The nesting is bounded at load (64 levels); the bound is kept here too.
+    if (depth_ >= 64) return;
+    for (Node& n : g_.nodes)
+      for (Attribute& a : n.attributes) {
+        if (a.type == AttrType::kGraph && a.g) Folder(m_, *a.g, &constants_, depth_ + 1).run();
+        if (a.type == AttrType::kGraphs)
+          for (auto& sub : a.graphs)
+            if (sub) Folder(m_, *sub, &constants_, depth_ + 1).run();
+      }
+  }
+
+ private:
+  void fold_nodes() {
     std::unordered_set<std::string> fed;
     for (const ValueInfo& vi : g_.inputs) {
       fed.insert(vi.name);
       taken_.insert(vi.name);
     }
+    // A body's own inputs shadow outer names.
+    for (auto& [name, t] : outer_)
+      if (!fed.count(name)) constants_.emplace(name, t);
     for (const auto& init : g_.initializers) {
       taken_.insert(init.first);
-      if (!fed.count(init.first)) constants_.emplace(init.first, init.second);
+      if (!fed.count(init.first)) constants_[init.first] = init.second;
     }
     std::unordered_map<std::string, std::vector<size_t>> readers;
     for (size_t i = 0; i < g_.nodes.size(); ++i)
@@ -404,7 +428,6 @@ class Folder {
     for (auto& a : added) g_.initializers.push_back(std::move(a));
   }
 
- private:
   const Tensor* constant(const std::string& name) const {
     auto it = constants_.find(name);
     return it == constants_.end() ? nullptr : &it->second;
@@ -478,6 +501,8 @@ class Folder {
 
   Model& m_;
   Graph& g_;
+  int depth_;
+  std::unordered_map<std::string, Tensor> outer_;
   std::unordered_map<std::string, Tensor> constants_;  // stable addresses for KernelInfo
   std::unordered_set<std::string> taken_;              // inputs, initializers, folded values
 };
@@ -485,7 +510,7 @@ class Folder {
 }  // namespace
 
 void fold_constants(Model& model) {
-  Folder(model).run();
+  Folder(model, model.graph, nullptr, 0).run();
 }
 
 }  // namespace ortlite

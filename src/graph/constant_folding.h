@@ -11,7 +11,7 @@ namespace ortlite {
 // whose outputs stay within the caps of constant_folding.cc, and replaces its outputs by
 // initializers of the same names (kConstant buffers the session owns). A node whose kernel
 // throws is left as it is: the error surfaces when the graph runs, as without folding.
-// Subgraph bodies are not folded.
+// Subgraph bodies fold too, with the enclosing graphs' constants as their outer-scope values.
 void fold_constants(Model& model);
 
 }  // namespace ortlite

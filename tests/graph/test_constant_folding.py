@@ -204,3 +204,55 @@ def test_value_read_by_a_subgraph_is_kept_or_folded_correctly():
     for cond in (True, False):
         feeds = {"x": np.array([10, 20], F32), "cond": np.array(cond)}
         np.testing.assert_array_equal(s.run(None, feeds)[0], run_ort(model, feeds)[0])
+
+
+def _gate_reorder_if_model(w_is_input=False):
+    """An If whose branch reorders an outer constant weight (Slice + Concat, as exporters
+    write an LSTM's gates) and multiplies the input by it; the weight comes from an outer
+    Constant node, or from an overridable initializer when w_is_input."""
+    body_nodes = [
+        helper.make_node("Slice", ["w", "s0", "e0", "ax"], ["w_lo"], name="slice_lo"),
+        helper.make_node("Slice", ["w", "s1", "e1", "ax"], ["w_hi"], name="slice_hi"),
+        helper.make_node("Concat", ["w_hi", "w_lo"], ["w_r"], name="concat", axis=0),
+        helper.make_node("MatMul", ["x", "w_r"], ["t"], name="mm"),
+    ]
+    body_inits = [init("s0", np.array([0], np.int64)), init("e0", np.array([2], np.int64)),
+                  init("s1", np.array([2], np.int64)), init("e1", np.array([4], np.int64)),
+                  init("ax", np.array([0], np.int64))]
+    then_g = helper.make_graph(body_nodes, "then", [],
+                               [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)],
+                               initializer=body_inits)
+    else_g = helper.make_graph([helper.make_node("Identity", ["x"], ["e"])], "else", [],
+                               [helper.make_tensor_value_info("e", TensorProto.FLOAT, None)])
+    w = np.arange(16, dtype=F32).reshape(4, 4) / 8
+    nodes = [helper.make_node("If", ["cond"], ["y"], name="if", then_branch=then_g,
+                              else_branch=else_g)]
+    inputs = [("x", F32, [3, 4]), ("cond", np.bool_, [])]
+    inits = []
+    if w_is_input:
+        inputs.append(("w", F32, [4, 4]))
+        inits.append(init("w", w))
+    else:
+        nodes.insert(0, helper.make_node("Constant", [], ["w"], name="const_w",
+                                         value=numpy_helper.from_array(w)))
+    return make_model(nodes, inputs, [("y", F32, None)], inits), w
+
+
+def test_a_subgraph_folds_what_it_computes_from_outer_constants():
+    model, _ = _gate_reorder_if_model()
+    s = sess(model)
+    x = np.random.default_rng(3).standard_normal((3, 4)).astype(F32)
+    for cond in (True, False):
+        feeds = {"x": x, "cond": np.array(cond)}
+        np.testing.assert_allclose(s.run(None, feeds)[0], run_ort(model, feeds)[0], rtol=1e-6)
+
+
+def test_a_subgraph_does_not_fold_an_overridable_outer_initializer():
+    model, w = _gate_reorder_if_model(w_is_input=True)
+    s = sess(model)
+    x = np.random.default_rng(4).standard_normal((3, 4)).astype(F32)
+    for weight in (w, -2 * w):
+        feeds = {"x": x, "cond": np.array(True), "w": weight}
+        expected = x @ np.concatenate([weight[2:], weight[:2]])
+        np.testing.assert_allclose(s.run(None, feeds)[0], expected, rtol=1e-6)
+        np.testing.assert_allclose(run_ort(model, feeds)[0], expected, rtol=1e-6)
