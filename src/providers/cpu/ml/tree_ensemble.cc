@@ -1,8 +1,11 @@
 // TreeEnsembleClassifier and TreeEnsembleRegressor (ai.onnx.ml 1 and 3, deprecated in 5)
 // and TreeEnsemble (ai.onnx.ml 5). All three are converted at load into one flat forest:
 // nodes with a comparison and two child indices, leaves with a list of (target, weight).
-// A run walks every tree for every row, aggregates the leaf weights per target and
-// finishes the scores.
+// At load the forest is also copied into a layout made for traversal (FastNode: each
+// tree's nodes contiguous, 16 bytes a node), with walks specialised for a forest of LEQ,
+// LT, GTE or GT nodes and a generic one for the other modes. A run walks row blocks tree by
+// tree, sums each row's leaf weights per target in tree order (the same sums whatever the
+// thread count) and finishes the scores.
 //
 // The aggregation and the finishing steps follow onnxruntime's tree_ensemble_aggregator.h,
 // quirks included, because converted scikit-learn / LightGBM / XGBoost models are validated
@@ -375,19 +378,28 @@ class TreeEnsembleKernel : public Kernel {
   std::vector<int32_t> froots_;  // per tree: a node of the layout, or ~(a leaf slot)
   int64_t max_depth_ = 1;
 
-  // Builds the layout when every branch node has the same mode among LEQ, LT, GTE and GT
-  // (the others go through leaf_of). Called once the forest is checked.
+  // Per layout node, for forests of mixed modes or EQ / NEQ / MEMBER ones (fast_mode_
+  // kLeaf): the walk then switches on each node's mode.
+  struct GenericInfo {
+    Mode mode;
+    uint32_t m0, m1;
+  };
+  std::vector<GenericInfo> ginfo_;
+
+  // Builds the layout, with a walk specialised for forests whose branch nodes all have the
+  // same mode among LEQ, LT, GTE and GT. Called once the forest is checked.
   void build_fast() {
     Mode m = Mode::kLeaf;
-    bool missing = false;
+    bool missing = false, mixed = false;
     for (const TreeNode& nd : fo_.nodes) {
       if (nd.mode == Mode::kLeaf) continue;
       if (m == Mode::kLeaf) m = nd.mode;
-      if (nd.mode != m) return;
+      mixed = mixed || nd.mode != m;
       missing = missing || nd.missing_true;
     }
     if (m == Mode::kLeaf) m = Mode::kLeq;  // one-leaf trees only
-    if (m != Mode::kLeq && m != Mode::kLt && m != Mode::kGte && m != Mode::kGt) return;
+    const bool generic =
+        mixed || (m != Mode::kLeq && m != Mode::kLt && m != Mode::kGte && m != Mode::kGt);
     if (fo_.max_feature > kFeatureMask) return;
     // Shared subtrees are copied into each tree; a forest that would grow past this keeps
     // the generic walk.
@@ -413,6 +425,7 @@ class TreeEnsembleKernel : public Kernel {
       const uint32_t feat =
           static_cast<uint32_t>(nd.feature) | (nd.missing_true ? 0x80000000u : 0u);
       nodes.push_back({static_cast<int32_t>(feat), nd.threshold, {0, 0}});
+      if (generic) ginfo_.push_back({nd.mode, nd.m0, nd.m1});
       todo.push_back({k, i, 0, depth});
       max_depth_ = std::max(max_depth_, depth);
       return k;
@@ -423,6 +436,7 @@ class TreeEnsembleKernel : public Kernel {
         if (nodes.size() > budget) {
           leaves_.clear();
           froots_.clear();
+          ginfo_.clear();
           return;
         }
         const Todo td = todo.back();
@@ -446,7 +460,7 @@ class TreeEnsembleKernel : public Kernel {
     } else {
       dnodes_ = std::move(nodes);
     }
-    fast_mode_ = m;
+    fast_mode_ = generic ? Mode::kLeaf : m;
     fast_missing_ = missing;
     fast_ = true;
   }
@@ -505,9 +519,58 @@ class TreeEnsembleKernel : public Kernel {
     }
   };
 
+  template <typename TX, typename TT>
+  struct GenericWalker {
+    const GenericInfo* info;
+    const double* members;
+
+    int32_t leaf(const FastNode<TT>* nodes, int32_t i, const TX* x) const {
+      while (i >= 0) {
+        const FastNode<TT>& nd = nodes[i];
+        const GenericInfo& g = info[i];
+        const double v = static_cast<double>(x[nd.feature & kFeatureMask]);
+        const double th = static_cast<double>(nd.threshold);
+        bool c = false;
+        switch (g.mode) {
+          case Mode::kLeq:
+            c = v <= th;
+            break;
+          case Mode::kLt:
+            c = v < th;
+            break;
+          case Mode::kGte:
+            c = v >= th;
+            break;
+          case Mode::kGt:
+            c = v > th;
+            break;
+          case Mode::kEq:
+            c = v == th;
+            break;
+          case Mode::kNeq:
+            c = v != th;
+            break;
+          default:  // kMember; binary_search would call NaN equal to any member
+            c = !std::isnan(v) && std::binary_search(members + g.m0, members + g.m1, v);
+            break;
+        }
+        if (!c && nd.feature < 0 && std::isnan(v)) c = true;
+        i = nd.child[c ? 1 : 0];
+      }
+      return ~i;
+    }
+
+    void leaf4(const FastNode<TT>* nodes, int32_t root, const TX* x, int64_t c,
+               int32_t* out) const {
+      for (int k = 0; k < 4; ++k) out[k] = leaf(nodes, root, x + k * c);
+    }
+  };
+
   template <typename TX, typename TT, typename Body>
   void with_walker(Body&& body) const {
     switch (fast_mode_) {
+      case Mode::kLeaf:
+        return body(GenericWalker<TX, TT>{ginfo_.data(), fo_.members.data()});
       case Mode::kLt:
         return fast_missing_ ? body(Walker<TX, TT, Mode::kLt, true>{})
                              : body(Walker<TX, TT, Mode::kLt, false>{});
@@ -577,7 +640,6 @@ class TreeEnsembleKernel : public Kernel {
     const int nthreads = pool ? pool->num_threads() : 1;
     const double walk_cost = static_cast<double>(std::min<int64_t>(max_depth_, 64)) * 4.0;
     with_walker<TX, TT>([&](auto walker) {
-      using W = decltype(walker);
       if (nthreads > 1 && rows.n < 2 * static_cast<int64_t>(nthreads) && ntrees >= 4 * nthreads) {
         // Few rows: the trees are walked in parallel, the leaves then summed in order.
         std::vector<TX> buf;
@@ -588,7 +650,7 @@ class TreeEnsembleKernel : public Kernel {
                        for (int64_t r = 0; r < rows.n; ++r)
                          for (int64_t t = b; t < e; ++t)
                            leaf[static_cast<size_t>(r * ntrees + t)] =
-                               W::leaf(nodes, froots_[static_cast<size_t>(t)], xs + r * c);
+                               walker.leaf(nodes, froots_[static_cast<size_t>(t)], xs + r * c);
                      });
         std::vector<double> score;
         std::vector<uint8_t> has;
@@ -621,7 +683,7 @@ class TreeEnsembleKernel : public Kernel {
             int64_t r = 0;
             for (; r + 4 <= nr; r += 4) {
               int32_t lv[4];
-              W::leaf4(nodes, root, xs + r * c, c, lv);
+              walker.leaf4(nodes, root, xs + r * c, c, lv);
               for (int k = 0; k < 4; ++k) {
                 const FastLeaf& lf = leaves_[static_cast<size_t>(lv[k])];
                 const size_t o = static_cast<size_t>(r + k) * n;
@@ -629,7 +691,8 @@ class TreeEnsembleKernel : public Kernel {
               }
             }
             for (; r < nr; ++r) {
-              const FastLeaf& lf = leaves_[static_cast<size_t>(W::leaf(nodes, root, xs + r * c))];
+              const FastLeaf& lf =
+                  leaves_[static_cast<size_t>(walker.leaf(nodes, root, xs + r * c))];
               add_leaf(lf.unique_weight, lf.w0, lf.w1, bscore.data() + static_cast<size_t>(r) * n,
                        bhas.data() + static_cast<size_t>(r) * n);
             }
