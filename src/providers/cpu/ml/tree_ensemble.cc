@@ -490,16 +490,17 @@ class TreeEnsembleKernel : public Kernel {
       return ~i;
     }
 
-    // Four rows through one tree in step: their walks overlap instead of waiting on each
+    // Four walks in step, from roots[k] over the row x + k * stride (four rows through
+    // one tree, or one row through four trees): they overlap instead of waiting on each
     // other's loads.
-    static void leaf4(const FastNode<TT>* nodes, int32_t root, const TX* x, int64_t c,
+    static void leaf4(const FastNode<TT>* nodes, const int32_t* roots, const TX* x, int64_t stride,
                       int32_t* out) {
-      int32_t i[4] = {root, root, root, root};
+      int32_t i[4] = {roots[0], roots[1], roots[2], roots[3]};
       while ((i[0] & i[1] & i[2] & i[3]) >= 0) {
         for (int k = 0; k < 4; ++k) {
           if (i[k] < 0) continue;
           const FastNode<TT>& nd = nodes[i[k]];
-          const TX v = x[k * c + (kMissing ? (nd.feature & kFeatureMask) : nd.feature)];
+          const TX v = x[k * stride + (kMissing ? (nd.feature & kFeatureMask) : nd.feature)];
           const TX th = static_cast<TX>(nd.threshold);
           bool b;
           if constexpr (M == Mode::kLeq) {
@@ -560,9 +561,9 @@ class TreeEnsembleKernel : public Kernel {
       return ~i;
     }
 
-    void leaf4(const FastNode<TT>* nodes, int32_t root, const TX* x, int64_t c,
+    void leaf4(const FastNode<TT>* nodes, const int32_t* roots, const TX* x, int64_t stride,
                int32_t* out) const {
-      for (int k = 0; k < 4; ++k) out[k] = leaf(nodes, root, x + k * c);
+      for (int k = 0; k < 4; ++k) out[k] = leaf(nodes, roots[k], x + k * stride);
     }
   };
 
@@ -647,10 +648,14 @@ class TreeEnsembleKernel : public Kernel {
         std::vector<int32_t> leaf(static_cast<size_t>(rows.n * ntrees));
         parallel_for(pool, ntrees, static_cast<double>(rows.n) * walk_cost,
                      [&](int64_t b, int64_t e) {
-                       for (int64_t r = 0; r < rows.n; ++r)
-                         for (int64_t t = b; t < e; ++t)
-                           leaf[static_cast<size_t>(r * ntrees + t)] =
-                               walker.leaf(nodes, froots_[static_cast<size_t>(t)], xs + r * c);
+                       for (int64_t r = 0; r < rows.n; ++r) {
+                         int32_t* lr = leaf.data() + r * ntrees;
+                         int64_t t = b;
+                         for (; t + 4 <= e; t += 4)
+                           walker.leaf4(nodes, froots_.data() + t, xs + r * c, 0, lr + t);
+                         for (; t < e; ++t)
+                           lr[t] = walker.leaf(nodes, froots_[static_cast<size_t>(t)], xs + r * c);
+                       }
                      });
         std::vector<double> score;
         std::vector<uint8_t> has;
@@ -678,23 +683,37 @@ class TreeEnsembleKernel : public Kernel {
           const TX* xs = load_rows<TX>(x, c, r0, nr, buf);
           bscore.assign(static_cast<size_t>(nr) * n, 0.0);
           bhas.assign(static_cast<size_t>(nr) * n, 0);
+          const int64_t nr4 = nr / 4 * 4;
           for (int64_t t = 0; t < ntrees; ++t) {
             const int32_t root = froots_[static_cast<size_t>(t)];
-            int64_t r = 0;
-            for (; r + 4 <= nr; r += 4) {
+            const int32_t roots[4] = {root, root, root, root};
+            for (int64_t r = 0; r < nr4; r += 4) {
               int32_t lv[4];
-              walker.leaf4(nodes, root, xs + r * c, c, lv);
+              walker.leaf4(nodes, roots, xs + r * c, c, lv);
               for (int k = 0; k < 4; ++k) {
                 const FastLeaf& lf = leaves_[static_cast<size_t>(lv[k])];
                 const size_t o = static_cast<size_t>(r + k) * n;
                 add_leaf(lf.unique_weight, lf.w0, lf.w1, bscore.data() + o, bhas.data() + o);
               }
             }
-            for (; r < nr; ++r) {
-              const FastLeaf& lf =
-                  leaves_[static_cast<size_t>(walker.leaf(nodes, root, xs + r * c))];
-              add_leaf(lf.unique_weight, lf.w0, lf.w1, bscore.data() + static_cast<size_t>(r) * n,
-                       bhas.data() + static_cast<size_t>(r) * n);
+          }
+          // The rows left over go through four trees at a time, still summed in order.
+          for (int64_t r = nr4; r < nr; ++r) {
+            double* sr = bscore.data() + static_cast<size_t>(r) * n;
+            uint8_t* hr = bhas.data() + static_cast<size_t>(r) * n;
+            int64_t t = 0;
+            for (; t + 4 <= ntrees; t += 4) {
+              int32_t lv[4];
+              walker.leaf4(nodes, froots_.data() + t, xs + r * c, 0, lv);
+              for (int k = 0; k < 4; ++k) {
+                const FastLeaf& lf = leaves_[static_cast<size_t>(lv[k])];
+                add_leaf(lf.unique_weight, lf.w0, lf.w1, sr, hr);
+              }
+            }
+            for (; t < ntrees; ++t) {
+              const FastLeaf& lf = leaves_[static_cast<size_t>(
+                  walker.leaf(nodes, froots_[static_cast<size_t>(t)], xs + r * c))];
+              add_leaf(lf.unique_weight, lf.w0, lf.w1, sr, hr);
             }
           }
           for (int64_t r = 0; r < nr; ++r) {
