@@ -672,3 +672,181 @@ def test_ml_opset_above_5_and_unknown_ml_op():
     data = ml_model("LinearRegressor", [("X", F)], [("Y", F)], ml_opset=5, coefficients=[2.0])
     (y,) = run_lite(data, {"X": np.array([[3.0]], np.float32)})
     np.testing.assert_array_equal(y, [[6.0]])
+
+
+# ---- large generated tree ensembles (the traversal layout), 1 and 2 threads ---------------
+
+FAST_MODES = ["BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT"]
+
+
+def ort_threads(data, feeds, threads):
+    so = onnxruntime.SessionOptions()
+    so.intra_op_num_threads = threads
+    return onnxruntime.InferenceSession(data, so, providers=["CPUExecutionProvider"]).run(
+        None, feeds)
+
+
+def deep_trees(rng, ntrees, c, depth, modes, p_missing):
+    """nodes_* attributes of trees up to `depth` deep (a few branches end early), each
+    branch mode drawn from `modes`, and their (tree, node) leaves."""
+    a = {k: [] for k in ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_modes",
+                         "nodes_values", "nodes_truenodeids", "nodes_falsenodeids",
+                         "nodes_missing_value_tracks_true")}
+    leaves = []
+    for t in range(ntrees):
+        counter = [0]
+
+        def build(d):
+            i = counter[0]
+            counter[0] += 1
+            idx = len(a["nodes_treeids"])
+            for k, v in (("nodes_treeids", t), ("nodes_nodeids", i), ("nodes_featureids", 0),
+                         ("nodes_modes", "LEAF"), ("nodes_values", 0.0),
+                         ("nodes_truenodeids", 0), ("nodes_falsenodeids", 0),
+                         ("nodes_missing_value_tracks_true", 0)):
+                a[k].append(v)
+            if d == 0 or (d < depth and rng.random() < 0.1):
+                leaves.append((t, i))
+                return i
+            a["nodes_modes"][idx] = modes[int(rng.integers(0, len(modes)))]
+            a["nodes_featureids"][idx] = int(rng.integers(0, c))
+            a["nodes_values"][idx] = float(np.round(rng.normal(), 1))
+            a["nodes_missing_value_tracks_true"][idx] = int(rng.random() < p_missing)
+            a["nodes_truenodeids"][idx] = build(d - 1)
+            a["nodes_falsenodeids"][idx] = build(d - 1)
+            return i
+
+        build(depth)
+    return a, leaves
+
+
+def deep_input(rng, n, c, xt):
+    # Values on the thresholds' 0.1 grid test the comparisons' edges; a few NaNs the
+    # missing tracks.
+    x = np.round(rng.normal(size=(n, c)), 1)
+    if xt in (F, D):
+        x[rng.random(size=x.shape) < 0.02] = np.nan
+    else:
+        x = x * 3
+    return x.astype(NP[xt])
+
+
+# (depth, trees, rows)
+DEEP_SHAPES = [(1, 1, 1), (2, 500, 1), (3, 7, 7), (10, 3, 7), (6, 200, 7), (10, 12, 1000),
+               (8, 60, 1000), (4, 500, 1000), (1, 40, 1000)]
+
+
+def deep_case(rng, kind, depth, ntrees, rows):
+    c = int(rng.integers(1, 30))
+    uniform = rng.random() < 0.8
+    modes = [FAST_MODES[int(rng.integers(0, 4))]] if uniform else FAST_MODES + ["BRANCH_EQ",
+                                                                                   "BRANCH_NEQ"]
+    a, leaves = deep_trees(rng, ntrees, c, depth, modes, float(rng.choice([0.0, 0.0, 0.5])))
+    prefix = "target" if kind == "regressor" else "class"
+    if kind == "regressor":
+        n = int(rng.choice([1, 1, 3]))
+    else:
+        n = int(rng.choice([2, 2, 3]))
+    one_class = kind == "classifier" and n == 2 and rng.random() < 0.5
+    w = {prefix + k: [] for k in ("_treeids", "_nodeids", "_ids", "_weights")}
+    for t, i in leaves:
+        for _ in range(1 if one_class or n == 1 else int(rng.integers(1, 3))):
+            w[prefix + "_treeids"].append(t)
+            w[prefix + "_nodeids"].append(i)
+            w[prefix + "_ids"].append(1 if one_class else int(rng.integers(0, n)))
+            # Unrounded weights: sums on a grid would tie, and ortlite breaks a tie of two
+            # classes differently from onnxruntime (a difference these tests leave aside).
+            w[prefix + "_weights"].append(float(rng.normal() * 0.1))
+    a.update(w)
+    xt = int(rng.choice([F, F, D]))
+    if kind == "regressor":
+        a.update(n_targets=n, aggregate_function=str(rng.choice(["SUM", "AVERAGE", "MIN", "MAX"])),
+                 post_transform=str(rng.choice(["NONE", "LOGISTIC", "SOFTMAX"])))
+        if rng.random() < 0.5:
+            a["base_values"] = np.round(rng.normal(size=n), 2).tolist()
+        outs = [("Y", F)]
+    else:
+        a.update(post_transform=str(rng.choice(["NONE", "LOGISTIC", "SOFTMAX"])),
+                 classlabels_int64s=[3 * i for i in range(n)])
+        if n == 2:
+            a["base_values"] = [0.0, 0.0] if rng.random() < 0.5 else []
+        else:
+            a["base_values"] = np.round(rng.normal(size=n), 2).tolist()
+        if not a["base_values"]:
+            del a["base_values"]
+        xt = int(rng.choice([F, F, D, I64]))
+        outs = [("L", I64), ("P", F)]
+    if xt == D and rng.random() < 0.5:
+        as_tensor(a, ["nodes_values", prefix + "_weights", "base_values"])
+    op = "TreeEnsembleRegressor" if kind == "regressor" else "TreeEnsembleClassifier"
+    data = ml_model(op, [("X", xt)], outs, ml_opset=3, **a)
+    return data, deep_input(rng, rows, c, xt)
+
+
+@pytest.mark.parametrize("kind", ["regressor", "classifier"])
+@pytest.mark.parametrize("shape", DEEP_SHAPES, ids=lambda s: "d%d-t%d-r%d" % s)
+def test_large_tree_ensembles_match_onnxruntime_at_1_and_2_threads(kind, shape):
+    depth, ntrees, rows = shape
+    rng = np.random.default_rng(depth * 1000 + ntrees + rows + (kind == "classifier"))
+    for _ in range(2):
+        data, x = deep_case(rng, kind, depth, ntrees, rows)
+        one = run_lite(data, {"X": x}, threads=1)
+        for threads in (1, 2):
+            got = run_lite(data, {"X": x}, threads=threads)
+            # ortlite sums each row's trees in order whatever the thread count.
+            for g, o in zip(got, one):
+                np.testing.assert_array_equal(g, o)
+            assert_same(got, ort_threads(data, {"X": x}, threads), 1e-4, 1e-5)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (3, 300, 1), (8, 40, 7), (10, 8, 1000),
+                                   (5, 150, 1000)], ids=lambda s: "d%d-t%d-r%d" % s)
+@pytest.mark.parametrize("xt", [F, D])
+def test_large_tree_ensemble_v5_matches_onnxruntime_at_1_and_2_threads(shape, xt):
+    depth, ntrees, rows = shape
+    rng = np.random.default_rng(depth * 100 + ntrees + rows + xt)
+    npt = NP[xt]
+    c = int(rng.integers(1, 20))
+    nt = int(rng.choice([1, 2]))
+    mode_set = [int(rng.integers(0, 4))] if rng.random() < 0.8 else list(range(6))
+    f = {k: [] for k in ("feat", "split", "mode", "tid", "fid", "tl", "fl", "miss")}
+    lt, lw, roots = [], [], []
+
+    def build(d):
+        i = len(f["feat"])
+        for k, v in (("feat", int(rng.integers(0, c))), ("split", float(np.round(rng.normal(), 1))),
+                     ("mode", mode_set[int(rng.integers(0, len(mode_set)))]),
+                     ("miss", int(rng.random() < 0.3)), ("tid", 0), ("fid", 0), ("tl", 0),
+                     ("fl", 0)):
+            f[k].append(v)
+        for ik, lk in (("tid", "tl"), ("fid", "fl")):
+            if d == 1 or rng.random() < 0.05:
+                lt.append(int(rng.integers(0, nt)))
+                lw.append(float(np.round(rng.normal() * 0.1, 3)))
+                f[ik][i], f[lk][i] = len(lt) - 1, 1
+            else:
+                f[ik][i], f[lk][i] = build(d - 1), 0
+        return i
+
+    for _ in range(ntrees):
+        r = build(depth)
+        if f["tid"][r] == f["fid"][r] and f["tl"][r] == f["fl"][r]:
+            continue  # onnxruntime's one-leaf tree: the specification differs
+        roots.append(r)
+    if not roots:
+        roots.append(build(max(depth, 2)))
+    a = dict(nodes_featureids=f["feat"], nodes_splits=numpy_helper.from_array(
+                 np.array(f["split"], npt), "s"),
+             nodes_modes=numpy_helper.from_array(np.array(f["mode"], np.uint8), "m"),
+             nodes_truenodeids=f["tid"], nodes_falsenodeids=f["fid"], nodes_trueleafs=f["tl"],
+             nodes_falseleafs=f["fl"], nodes_missing_value_tracks_true=f["miss"],
+             leaf_targetids=lt, leaf_weights=numpy_helper.from_array(np.array(lw, npt), "w"),
+             tree_roots=roots, n_targets=nt, aggregate_function=int(rng.integers(0, 4)),
+             post_transform=0)
+    data = v5_model(a, xt)
+    x = deep_input(rng, rows, c, xt)
+    one = run_lite(data, {"X": x}, threads=1)
+    for threads in (1, 2):
+        got = run_lite(data, {"X": x}, threads=threads)
+        np.testing.assert_array_equal(got[0], one[0])
+        assert_same(got, ort_threads(data, {"X": x}, threads), 1e-4, 1e-5)

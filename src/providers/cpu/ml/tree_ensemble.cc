@@ -1,8 +1,11 @@
 // TreeEnsembleClassifier and TreeEnsembleRegressor (ai.onnx.ml 1 and 3, deprecated in 5)
 // and TreeEnsemble (ai.onnx.ml 5). All three are converted at load into one flat forest:
 // nodes with a comparison and two child indices, leaves with a list of (target, weight).
-// A run walks every tree for every row, aggregates the leaf weights per target and
-// finishes the scores.
+// At load the forest is also copied into a layout made for traversal (FastNode: each
+// tree's nodes contiguous, 16 bytes a node), with walks specialised for a forest of LEQ,
+// LT, GTE or GT nodes and a generic one for the other modes. A run walks row blocks tree by
+// tree, sums each row's leaf weights per target in tree order (the same sums whatever the
+// thread count) and finishes the scores.
 //
 // The aggregation and the finishing steps follow onnxruntime's tree_ensemble_aggregator.h,
 // quirks included, because converted scikit-learn / LightGBM / XGBoost models are validated
@@ -24,6 +27,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "providers/cpu/ml/ml_common.h"
@@ -63,6 +67,24 @@ struct Forest {
   int64_t max_feature = -1;
   bool single = true;  // float precision for features, thresholds and sums
 };
+
+// The traversal layout built at load when every branch node of the forest has the same
+// mode among LEQ, LT, GTE and GT: the nodes of each tree stored contiguously in preorder,
+// 16 bytes a node with float thresholds. A child >= 0 is a node of the layout, a child < 0
+// is ~(a leaf slot). The feature's top bit marks missing_value_tracks_true.
+template <typename TT>
+struct FastNode {
+  int32_t feature;
+  TT threshold;
+  int32_t child[2];  // false, true: indexed by the comparison, which keeps the walk branch-free
+};
+
+struct FastLeaf {
+  double unique_weight;
+  uint32_t w0, w1;
+};
+
+constexpr int32_t kFeatureMask = 0x7fffffff;
 
 double round_to(bool single, double v) {
   return single ? static_cast<double>(static_cast<float>(v)) : v;
@@ -307,37 +329,404 @@ class TreeEnsembleKernel : public Kernel {
     }
   }
 
-  // Sums (or min / max) of the leaf weights of one row, before base values.
+  // Adds one leaf's weights to a row's scores (sums, or min / max), before base values.
+  void add_leaf(double unique_weight, uint32_t w0, uint32_t w1, double* score, uint8_t* has) const {
+    const bool single = fo_.single;
+    if (n_ == 1) {
+      const double w = unique_weight;
+      if (agg_ == Agg::kSum || agg_ == Agg::kAverage) {
+        score[0] = round_to(single, score[0] + w);
+      } else if (!has[0] || (agg_ == Agg::kMin ? w < score[0] : w > score[0])) {
+        score[0] = w;
+        has[0] = 1;
+      } else {
+        has[0] = 1;
+      }
+      return;
+    }
+    for (uint32_t k = w0; k < w1; ++k) {
+      const LeafWeight& w = fo_.weights[k];
+      const size_t t = static_cast<size_t>(w.target);
+      if (agg_ == Agg::kSum || agg_ == Agg::kAverage) {
+        score[t] = round_to(single, score[t] + w.value);
+      } else if (!has[t] || (agg_ == Agg::kMin ? w.value < score[t] : w.value > score[t])) {
+        score[t] = w.value;
+      }
+      has[t] = 1;
+    }
+  }
+
+  // Sums (or min / max) of the leaf weights of one row, trees in order, before base values.
   void aggregate(const double* x, std::vector<double>& score, std::vector<uint8_t>& has) const {
     // assign, not fill: a finishing step may have shortened them.
     score.assign(static_cast<size_t>(n_), 0.0);
     has.assign(static_cast<size_t>(n_), 0);
-    const bool single = fo_.single;
     for (int32_t root : fo_.roots) {
       const TreeNode& leaf = fo_.nodes[static_cast<size_t>(leaf_of(root, x))];
-      if (n_ == 1) {
-        const double w = leaf.unique_weight;
-        if (agg_ == Agg::kSum || agg_ == Agg::kAverage) {
-          score[0] = round_to(single, score[0] + w);
-        } else if (!has[0] || (agg_ == Agg::kMin ? w < score[0] : w > score[0])) {
-          score[0] = w;
-          has[0] = 1;
-        } else {
-          has[0] = 1;
+      add_leaf(leaf.unique_weight, leaf.w0, leaf.w1, score.data(), has.data());
+    }
+  }
+
+  // ---- the traversal layout ----
+
+  bool fast_ = false;
+  Mode fast_mode_ = Mode::kLeq;
+  bool fast_missing_ = false;
+  std::vector<FastNode<float>> fnodes_;   // single precision forests
+  std::vector<FastNode<double>> dnodes_;  // double precision forests
+  std::vector<FastLeaf> leaves_;
+  std::vector<int32_t> froots_;  // per tree: a node of the layout, or ~(a leaf slot)
+  int64_t max_depth_ = 1;
+
+  // Per layout node, for forests of mixed modes or EQ / NEQ / MEMBER ones (fast_mode_
+  // kLeaf): the walk then switches on each node's mode.
+  struct GenericInfo {
+    Mode mode;
+    uint32_t m0, m1;
+  };
+  std::vector<GenericInfo> ginfo_;
+
+  // Builds the layout, with a walk specialised for forests whose branch nodes all have the
+  // same mode among LEQ, LT, GTE and GT. Called once the forest is checked.
+  void build_fast() {
+    Mode m = Mode::kLeaf;
+    bool missing = false, mixed = false;
+    for (const TreeNode& nd : fo_.nodes) {
+      if (nd.mode == Mode::kLeaf) continue;
+      if (m == Mode::kLeaf) m = nd.mode;
+      mixed = mixed || nd.mode != m;
+      missing = missing || nd.missing_true;
+    }
+    if (m == Mode::kLeaf) m = Mode::kLeq;  // one-leaf trees only
+    const bool generic =
+        mixed || (m != Mode::kLeq && m != Mode::kLt && m != Mode::kGte && m != Mode::kGt);
+    if (fo_.max_feature > kFeatureMask) return;
+    // Shared subtrees are copied into each tree; a forest that would grow past this keeps
+    // the generic walk.
+    const size_t budget = 2 * fo_.nodes.size() + 4096;
+    std::vector<FastNode<double>> nodes;
+    std::vector<int32_t> slot(fo_.nodes.size(), -1);
+    struct Todo {
+      int32_t k, i;
+      int side;
+      int64_t depth;
+    };
+    std::vector<Todo> todo;
+    auto make = [&](int32_t i, int64_t depth) -> int32_t {
+      const TreeNode& nd = fo_.nodes[static_cast<size_t>(i)];
+      if (nd.mode == Mode::kLeaf) {
+        if (slot[static_cast<size_t>(i)] < 0) {
+          slot[static_cast<size_t>(i)] = static_cast<int32_t>(leaves_.size());
+          leaves_.push_back({nd.unique_weight, nd.w0, nd.w1});
         }
-        continue;
+        return ~slot[static_cast<size_t>(i)];
       }
-      for (uint32_t k = leaf.w0; k < leaf.w1; ++k) {
-        const LeafWeight& w = fo_.weights[k];
-        const size_t t = static_cast<size_t>(w.target);
-        if (agg_ == Agg::kSum || agg_ == Agg::kAverage) {
-          score[t] = round_to(single, score[t] + w.value);
-        } else if (!has[t] || (agg_ == Agg::kMin ? w.value < score[t] : w.value > score[t])) {
-          score[t] = w.value;
+      const int32_t k = static_cast<int32_t>(nodes.size());
+      const uint32_t feat =
+          static_cast<uint32_t>(nd.feature) | (nd.missing_true ? 0x80000000u : 0u);
+      nodes.push_back({static_cast<int32_t>(feat), nd.threshold, {0, 0}});
+      if (generic) ginfo_.push_back({nd.mode, nd.m0, nd.m1});
+      todo.push_back({k, i, 0, depth});
+      max_depth_ = std::max(max_depth_, depth);
+      return k;
+    };
+    for (int32_t root : fo_.roots) {
+      froots_.push_back(make(root, 1));
+      while (!todo.empty()) {
+        if (nodes.size() > budget) {
+          leaves_.clear();
+          froots_.clear();
+          ginfo_.clear();
+          return;
         }
-        has[t] = 1;
+        const Todo td = todo.back();
+        todo.pop_back();
+        const TreeNode& nd = fo_.nodes[static_cast<size_t>(td.i)];
+        if (td.side == 0) {
+          todo.push_back({td.k, td.i, 1, td.depth});
+          const int32_t c = make(nd.t, td.depth + 1);  // preorder: the true subtree next
+          nodes[static_cast<size_t>(td.k)].child[1] = c;
+        } else {
+          const int32_t c = make(nd.f, td.depth + 1);
+          nodes[static_cast<size_t>(td.k)].child[0] = c;
+        }
       }
     }
+    if (fo_.single) {
+      fnodes_.reserve(nodes.size());
+      for (const FastNode<double>& nd : nodes)  // thresholds are already float values
+        fnodes_.push_back(
+            {nd.feature, static_cast<float>(nd.threshold), {nd.child[0], nd.child[1]}});
+    } else {
+      dnodes_ = std::move(nodes);
+    }
+    fast_mode_ = generic ? Mode::kLeaf : m;
+    fast_missing_ = missing;
+    fast_ = true;
+  }
+
+  template <typename TX, typename TT, Mode M, bool kMissing>
+  struct Walker {
+    static int32_t pick(bool c, const FastNode<TT>& nd) { return nd.child[c ? 1 : 0]; }
+
+    static int32_t leaf(const FastNode<TT>* nodes, int32_t i, const TX* x) {
+      while (i >= 0) {
+        const FastNode<TT>& nd = nodes[i];
+        const TX v = x[kMissing ? (nd.feature & kFeatureMask) : nd.feature];
+        const TX th = static_cast<TX>(nd.threshold);
+        bool c;
+        if constexpr (M == Mode::kLeq) {
+          c = v <= th;
+        } else if constexpr (M == Mode::kLt) {
+          c = v < th;
+        } else if constexpr (M == Mode::kGte) {
+          c = v >= th;
+        } else {
+          c = v > th;
+        }
+        if constexpr (kMissing) c = c | ((nd.feature < 0) & (v != v));
+        i = pick(c, nd);
+      }
+      return ~i;
+    }
+
+    // Four walks in step, from roots[k] over the row x + k * stride (four rows through
+    // one tree, or one row through four trees): they overlap instead of waiting on each
+    // other's loads.
+    static void leaf4(const FastNode<TT>* nodes, const int32_t* roots, const TX* x, int64_t stride,
+                      int32_t* out) {
+      int32_t i[4] = {roots[0], roots[1], roots[2], roots[3]};
+      while ((i[0] & i[1] & i[2] & i[3]) >= 0) {
+        for (int k = 0; k < 4; ++k) {
+          if (i[k] < 0) continue;
+          const FastNode<TT>& nd = nodes[i[k]];
+          const TX v = x[k * stride + (kMissing ? (nd.feature & kFeatureMask) : nd.feature)];
+          const TX th = static_cast<TX>(nd.threshold);
+          bool b;
+          if constexpr (M == Mode::kLeq) {
+            b = v <= th;
+          } else if constexpr (M == Mode::kLt) {
+            b = v < th;
+          } else if constexpr (M == Mode::kGte) {
+            b = v >= th;
+          } else {
+            b = v > th;
+          }
+          if constexpr (kMissing) b = b | ((nd.feature < 0) & (v != v));
+          i[k] = pick(b, nd);
+        }
+      }
+      for (int k = 0; k < 4; ++k) out[k] = ~i[k];
+    }
+  };
+
+  template <typename TX, typename TT>
+  struct GenericWalker {
+    const GenericInfo* info;
+    const double* members;
+
+    int32_t leaf(const FastNode<TT>* nodes, int32_t i, const TX* x) const {
+      while (i >= 0) {
+        const FastNode<TT>& nd = nodes[i];
+        const GenericInfo& g = info[i];
+        const double v = static_cast<double>(x[nd.feature & kFeatureMask]);
+        const double th = static_cast<double>(nd.threshold);
+        bool c = false;
+        switch (g.mode) {
+          case Mode::kLeq:
+            c = v <= th;
+            break;
+          case Mode::kLt:
+            c = v < th;
+            break;
+          case Mode::kGte:
+            c = v >= th;
+            break;
+          case Mode::kGt:
+            c = v > th;
+            break;
+          case Mode::kEq:
+            c = v == th;
+            break;
+          case Mode::kNeq:
+            c = v != th;
+            break;
+          default:  // kMember; binary_search would call NaN equal to any member
+            c = !std::isnan(v) && std::binary_search(members + g.m0, members + g.m1, v);
+            break;
+        }
+        if (!c && nd.feature < 0 && std::isnan(v)) c = true;
+        i = nd.child[c ? 1 : 0];
+      }
+      return ~i;
+    }
+
+    void leaf4(const FastNode<TT>* nodes, const int32_t* roots, const TX* x, int64_t stride,
+               int32_t* out) const {
+      for (int k = 0; k < 4; ++k) out[k] = leaf(nodes, roots[k], x + k * stride);
+    }
+  };
+
+  template <typename TX, typename TT, typename Body>
+  void with_walker(Body&& body) const {
+    switch (fast_mode_) {
+      case Mode::kLeaf:
+        return body(GenericWalker<TX, TT>{ginfo_.data(), fo_.members.data()});
+      case Mode::kLt:
+        return fast_missing_ ? body(Walker<TX, TT, Mode::kLt, true>{})
+                             : body(Walker<TX, TT, Mode::kLt, false>{});
+      case Mode::kGte:
+        return fast_missing_ ? body(Walker<TX, TT, Mode::kGte, true>{})
+                             : body(Walker<TX, TT, Mode::kGte, false>{});
+      case Mode::kGt:
+        return fast_missing_ ? body(Walker<TX, TT, Mode::kGt, true>{})
+                             : body(Walker<TX, TT, Mode::kGt, false>{});
+      default:
+        return fast_missing_ ? body(Walker<TX, TT, Mode::kLeq, true>{})
+                             : body(Walker<TX, TT, Mode::kLeq, false>{});
+    }
+  }
+
+  // The rows [r0, r0 + nr) of x as TX, in the comparison precision: x itself when it
+  // already has that type, else converted into buf.
+  template <typename TX>
+  const TX* load_rows(const Tensor& x, int64_t c, int64_t r0, int64_t nr,
+                      std::vector<TX>& buf) const {
+    const DataType dt = x.dtype();
+    if constexpr (std::is_same_v<TX, float>) {
+      if (dt == DataType::kFloat) return x.data<float>() + r0 * c;
+    } else {
+      if (dt == DataType::kDouble) return x.data<double>() + r0 * c;
+    }
+    const int64_t n = nr * c, off = r0 * c;
+    buf.resize(static_cast<size_t>(n));
+    const bool single = fo_.single;
+    for (int64_t j = 0; j < n; ++j) {
+      double v = 0;
+      switch (dt) {
+        case DataType::kFloat:
+          v = x.data<float>()[off + j];
+          break;
+        case DataType::kDouble:
+          v = x.data<double>()[off + j];
+          break;
+        case DataType::kFloat16:
+          v = static_cast<float>(x.data<Float16>()[off + j]);
+          break;
+        case DataType::kInt64: {
+          const int64_t iv = x.data<int64_t>()[off + j];
+          v = single ? static_cast<double>(static_cast<float>(iv)) : static_cast<double>(iv);
+          break;
+        }
+        default: {
+          const int32_t iv = x.data<int32_t>()[off + j];
+          v = single ? static_cast<double>(static_cast<float>(iv)) : static_cast<double>(iv);
+          break;
+        }
+      }
+      buf[static_cast<size_t>(j)] = static_cast<TX>(v);
+    }
+    return buf.data();
+  }
+
+  // for_rows over the layout. Each row's leaves are aggregated in tree order, as
+  // aggregate() does, so the scores are the same bit for bit.
+  template <typename TX, typename TT, typename Fn>
+  void for_rows_fast(const KernelContext& ctx, const Tensor& x, Rows rows,
+                     const FastNode<TT>* nodes, Fn&& fn) const {
+    const int64_t c = rows.c;
+    const int64_t ntrees = static_cast<int64_t>(froots_.size());
+    const size_t n = static_cast<size_t>(n_);
+    ThreadPool* pool = ctx.thread_pool();
+    const int nthreads = pool ? pool->num_threads() : 1;
+    const double walk_cost = static_cast<double>(std::min<int64_t>(max_depth_, 64)) * 4.0;
+    with_walker<TX, TT>([&](auto walker) {
+      if (nthreads > 1 && rows.n < 2 * static_cast<int64_t>(nthreads) && ntrees >= 4 * nthreads) {
+        // Few rows: the trees are walked in parallel, the leaves then summed in order.
+        std::vector<TX> buf;
+        const TX* xs = load_rows<TX>(x, c, 0, rows.n, buf);
+        std::vector<int32_t> leaf(static_cast<size_t>(rows.n * ntrees));
+        parallel_for(pool, ntrees, static_cast<double>(rows.n) * walk_cost,
+                     [&](int64_t b, int64_t e) {
+                       for (int64_t r = 0; r < rows.n; ++r) {
+                         int32_t* lr = leaf.data() + r * ntrees;
+                         int64_t t = b;
+                         for (; t + 4 <= e; t += 4)
+                           walker.leaf4(nodes, froots_.data() + t, xs + r * c, 0, lr + t);
+                         for (; t < e; ++t)
+                           lr[t] = walker.leaf(nodes, froots_[static_cast<size_t>(t)], xs + r * c);
+                       }
+                     });
+        std::vector<double> score;
+        std::vector<uint8_t> has;
+        for (int64_t r = 0; r < rows.n; ++r) {
+          score.assign(n, 0.0);
+          has.assign(n, 0);
+          for (int64_t t = 0; t < ntrees; ++t) {
+            const FastLeaf& lf =
+                leaves_[static_cast<size_t>(leaf[static_cast<size_t>(r * ntrees + t)])];
+            add_leaf(lf.unique_weight, lf.w0, lf.w1, score.data(), has.data());
+          }
+          fn(r, score, has);
+        }
+        return;
+      }
+      // Blocks of rows, each walked tree by tree: a tree stays in cache across the block.
+      constexpr int64_t kBlock = 128;
+      const double cost = static_cast<double>(ntrees) * walk_cost + static_cast<double>(c);
+      parallel_for(pool, rows.n, cost, [&](int64_t b, int64_t e) {
+        std::vector<TX> buf;
+        std::vector<double> bscore, score;
+        std::vector<uint8_t> bhas, has;
+        for (int64_t r0 = b; r0 < e; r0 += kBlock) {
+          const int64_t nr = std::min(kBlock, e - r0);
+          const TX* xs = load_rows<TX>(x, c, r0, nr, buf);
+          bscore.assign(static_cast<size_t>(nr) * n, 0.0);
+          bhas.assign(static_cast<size_t>(nr) * n, 0);
+          const int64_t nr4 = nr / 4 * 4;
+          for (int64_t t = 0; t < ntrees; ++t) {
+            const int32_t root = froots_[static_cast<size_t>(t)];
+            const int32_t roots[4] = {root, root, root, root};
+            for (int64_t r = 0; r < nr4; r += 4) {
+              int32_t lv[4];
+              walker.leaf4(nodes, roots, xs + r * c, c, lv);
+              for (int k = 0; k < 4; ++k) {
+                const FastLeaf& lf = leaves_[static_cast<size_t>(lv[k])];
+                const size_t o = static_cast<size_t>(r + k) * n;
+                add_leaf(lf.unique_weight, lf.w0, lf.w1, bscore.data() + o, bhas.data() + o);
+              }
+            }
+          }
+          // The rows left over go through four trees at a time, still summed in order.
+          for (int64_t r = nr4; r < nr; ++r) {
+            double* sr = bscore.data() + static_cast<size_t>(r) * n;
+            uint8_t* hr = bhas.data() + static_cast<size_t>(r) * n;
+            int64_t t = 0;
+            for (; t + 4 <= ntrees; t += 4) {
+              int32_t lv[4];
+              walker.leaf4(nodes, froots_.data() + t, xs + r * c, 0, lv);
+              for (int k = 0; k < 4; ++k) {
+                const FastLeaf& lf = leaves_[static_cast<size_t>(lv[k])];
+                add_leaf(lf.unique_weight, lf.w0, lf.w1, sr, hr);
+              }
+            }
+            for (; t < ntrees; ++t) {
+              const FastLeaf& lf = leaves_[static_cast<size_t>(
+                  walker.leaf(nodes, froots_[static_cast<size_t>(t)], xs + r * c))];
+              add_leaf(lf.unique_weight, lf.w0, lf.w1, sr, hr);
+            }
+          }
+          for (int64_t r = 0; r < nr; ++r) {
+            const size_t o = static_cast<size_t>(r) * n;
+            score.assign(bscore.begin() + static_cast<std::ptrdiff_t>(o),
+                         bscore.begin() + static_cast<std::ptrdiff_t>(o + n));
+            has.assign(bhas.begin() + static_cast<std::ptrdiff_t>(o),
+                       bhas.begin() + static_cast<std::ptrdiff_t>(o + n));
+            fn(r0 + r, score, has);
+          }
+        }
+      });
+    });
   }
 
   // Runs fn(row, features) over the rows of x in parallel, features as double in the
@@ -351,6 +740,16 @@ class TreeEnsembleKernel : public Kernel {
     }
     const bool single = fo_.single;
     const DataType dt = x.dtype();
+    if (fast_) {
+      if (!single) {
+        for_rows_fast<double, double>(ctx, x, rows, dnodes_.data(), fn);
+      } else if (dt == DataType::kDouble) {
+        for_rows_fast<double, float>(ctx, x, rows, fnodes_.data(), fn);
+      } else {
+        for_rows_fast<float, float>(ctx, x, rows, fnodes_.data(), fn);
+      }
+      return;
+    }
     const double cost = static_cast<double>(fo_.roots.size()) * 16.0 + static_cast<double>(rows.c);
     parallel_for(ctx.thread_pool(), rows.n, cost, [&](int64_t b, int64_t e) {
       std::vector<double> feat(static_cast<size_t>(rows.c));
@@ -517,6 +916,7 @@ class TreeEnsembleRegressor final : public TreeEnsembleKernel {
     agg_ = parse_agg(info, info.attr_string("aggregate_function", "SUM"));
     post_ = parse_post_transform(info, info.attr_string("post_transform", "NONE"));
     fo_ = forest_v3(info, "target", n_, &base_);
+    build_fast();
   }
 
   void compute(KernelContext& ctx) const override {
@@ -554,6 +954,7 @@ class TreeEnsembleClassifier final : public TreeEnsembleKernel {
     }
     post_ = parse_post_transform(info, info.attr_string("post_transform", "NONE"));
     fo_ = forest_v3(info, "class", n_, &base_);
+    build_fast();
     if (n_ > 2 && base_.size() > static_cast<size_t>(n_)) {
       info.fail(StatusCode::kInvalidGraph, "attribute 'base_values' has " +
                                                std::to_string(base_.size()) + " values for " +
@@ -821,6 +1222,7 @@ class TreeEnsembleV5 final : public TreeEnsembleKernel {
       fo_.roots.push_back(static_cast<int32_t>(r));
     }
     check_acyclic(info, fo_);
+    build_fast();
   }
 
   void compute(KernelContext& ctx) const override {
