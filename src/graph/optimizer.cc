@@ -37,6 +37,7 @@
 
 #include "graph/constant_folding.h"
 #include "graph/planner.h"
+#include "graph/type_inference.h"
 #include "ortlite/kernel.h"
 #include "ortlite/status.h"
 
@@ -115,6 +116,7 @@ class Optimizer {
 
   void run() {
     eliminate_dead_nodes();  // nothing dead is folded
+    eliminate_noop_casts();
     fold_constants(m_);
     fold_batch_norms();
     fuse_gelu();
@@ -263,6 +265,70 @@ class Optimizer {
       index();
     }
     compact();
+  }
+
+  // ---- Casts to the type their input has --------------------------------------------------
+
+  // A Cast to the element type its input already has (tf2onnx writes one after most ops of
+  // an NHWC model): its readers read the input instead, and the Cast goes. Only where the
+  // input's type is known (declarations, initializers, the op rules of type_inference.cc),
+  // and not for graph outputs or values a subgraph reads.
+  void eliminate_noop_casts() {
+    if (!well_formed()) return;
+    index();
+    std::vector<int> order;
+    if (!topological_order(order)) return;
+    const std::unordered_map<std::string, DataType> types = infer_elem_types(g_, order);
+    std::unordered_map<std::string, std::string> alias;  // Cast output -> what it reads
+    auto resolve = [&alias](const std::string& v) -> const std::string& {
+      auto it = alias.find(v);
+      return it == alias.end() ? v : it->second;
+    };
+    for (int i : order) {
+      Node& n = g_.nodes[static_cast<size_t>(i)];
+      for (std::string& in : n.inputs)
+        if (!in.empty()) in = resolve(in);
+      if (!is_op(n, "Cast") || n.inputs.size() != 1 || n.outputs.size() != 1 ||
+          n.inputs[0].empty() || n.outputs[0].empty() || pinned_.count(n.outputs[0]))
+        continue;
+      const Attribute* to = n.find_attr("to");
+      auto it = types.find(n.inputs[0]);
+      if (!to || to->type != AttrType::kInt || it == types.end() ||
+          static_cast<int64_t>(it->second) != to->i)
+        continue;
+      alias[n.outputs[0]] = n.inputs[0];
+      dead_[static_cast<size_t>(i)] = 1;
+    }
+    if (!alias.empty()) compact();
+  }
+
+  // Node indices in an order where every node follows its producers; false on a cycle.
+  bool topological_order(std::vector<int>& order) const {
+    std::unordered_map<std::string, int> producer;
+    for (size_t i = 0; i < g_.nodes.size(); ++i)
+      for (const std::string& o : g_.nodes[i].outputs)
+        if (!o.empty()) producer.emplace(o, static_cast<int>(i));
+    std::vector<int> pending(g_.nodes.size(), 0);
+    std::vector<std::vector<int>> next(g_.nodes.size());
+    for (size_t i = 0; i < g_.nodes.size(); ++i)
+      for (const std::string& in : g_.nodes[i].inputs) {
+        auto it = in.empty() ? producer.end() : producer.find(in);
+        if (it == producer.end()) continue;
+        ++pending[i];
+        next[static_cast<size_t>(it->second)].push_back(static_cast<int>(i));
+      }
+    std::vector<int> ready;
+    for (size_t i = g_.nodes.size(); i-- > 0;)
+      if (!pending[i]) ready.push_back(static_cast<int>(i));
+    order.clear();
+    while (!ready.empty()) {
+      const int i = ready.back();
+      ready.pop_back();
+      order.push_back(i);
+      for (int r : next[static_cast<size_t>(i)])
+        if (--pending[static_cast<size_t>(r)] == 0) ready.push_back(r);
+    }
+    return order.size() == g_.nodes.size();
   }
 
   // ---- GELU -----------------------------------------------------------------------------

@@ -256,3 +256,22 @@ def test_a_subgraph_does_not_fold_an_overridable_outer_initializer():
         expected = x @ np.concatenate([weight[2:], weight[:2]])
         np.testing.assert_allclose(s.run(None, feeds)[0], expected, rtol=1e-6)
         np.testing.assert_allclose(run_ort(model, feeds)[0], expected, rtol=1e-6)
+
+
+def test_a_cast_to_the_type_its_input_has_is_removed():
+    # tf2onnx writes Cast(to=FLOAT) after ops of an NHWC model that are float already.
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Cast", ["r"], ["rc"], name="noop", to=TensorProto.FLOAT),
+             helper.make_node("Cast", ["rc"], ["rcc"], name="noop2", to=TensorProto.FLOAT),
+             helper.make_node("Add", ["rcc", "x"], ["a"], name="add"),
+             helper.make_node("Cast", ["a"], ["ai"], name="to_int", to=TensorProto.INT32),
+             helper.make_node("Cast", ["a"], ["y"], name="out_cast", to=TensorProto.FLOAT)]
+    model = make_model(nodes, [("x", F32, [2, 3])], [("y", F32, [2, 3]), ("ai", np.int32, [2, 3])])
+    s = sess(model)
+    # The two no-op Casts go; a Cast to another type and one writing a graph output stay.
+    assert planned(s) == ["relu", "add", "to_int", "out_cast"]
+    feeds = {"x": np.random.default_rng(5).standard_normal((2, 3)).astype(F32) * 3}
+    for got, want in zip(s.run(None, feeds), run_ort(model, feeds)):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    assert planned(sess(model, OFF)) == ["relu", "noop", "noop2", "add", "to_int", "out_cast"]
