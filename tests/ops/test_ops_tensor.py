@@ -1188,3 +1188,27 @@ def test_bitcast_errors():
     with pytest.raises(ortlite.InvalidArgument, match="string"):
         run_ortlite(node_model("BitCast", {"x": s}, ["y"], attrs=dict(to=TensorProto.INT64),
                                opset=26, out_dtypes=[np.int64]), {"x": s})
+
+
+# --- Transpose as a batch of matrix transposes (NHWC <-> NCHW and friends) -------------------
+
+
+@pytest.mark.parametrize("shape,perm", [
+    ((1, 56, 56, 256), [0, 3, 1, 2]), ((2, 64, 7, 9), [0, 2, 3, 1]), ((17, 33), [1, 0]),
+    ((3, 5, 1), [0, 2, 1]), ((2, 3, 31, 18), [0, 1, 3, 2]), ((4, 5, 6, 7, 3), [0, 3, 4, 1, 2]),
+    ((1, 1, 16, 16), [0, 1, 3, 2]), ((2, 15, 17), [2, 0, 1]), ((6, 4, 5), [1, 2, 0]),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint32, np.float16, np.int64])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_transpose_batched_2d_matches_numpy(shape, perm, dtype, threads):
+    x = (np.random.default_rng(11).standard_normal(shape) * 100).astype(dtype)
+    node = helper.make_node("Transpose", ["x"], ["y"], perm=perm)
+    elem = NP_TO_ONNX[np.dtype(dtype)]
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", elem, shape)],
+                              [helper.make_tensor_value_info("y", elem, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    so = ortlite.SessionOptions()
+    so.intra_op_num_threads = threads
+    got = ortlite.InferenceSession(model.SerializeToString(), so).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, np.transpose(x, perm))
