@@ -8,6 +8,7 @@
 //   "Clip"        [min, max]
 //   "Sigmoid"
 //   "HardSigmoid" [alpha, beta]
+//   "HardSwish"   x max(0, min(1, x / 6 + 0.5))
 //   "Tanh"
 //   "Gelu"        0.5 x (1 + erf(x / sqrt 2))
 //
@@ -27,7 +28,17 @@
 namespace ortlite {
 namespace nn {
 
-enum class ActKind : int { kNone, kRelu, kLeakyRelu, kClip, kSigmoid, kHardSigmoid, kTanh, kGelu };
+enum class ActKind : int {
+  kNone,
+  kRelu,
+  kLeakyRelu,
+  kClip,
+  kSigmoid,
+  kHardSigmoid,
+  kTanh,
+  kGelu,
+  kHardSwish
+};
 
 struct ActSpec {
   ActKind kind = ActKind::kNone;
@@ -52,6 +63,7 @@ inline ActSpec load_act(const KernelInfo& info, const std::string& prefix = "") 
       {"Clip", ActKind::kClip, 2},
       {"Sigmoid", ActKind::kSigmoid, 0},
       {"HardSigmoid", ActKind::kHardSigmoid, 2},
+      {"HardSwish", ActKind::kHardSwish, 0},
       {"Tanh", ActKind::kTanh, 0},
       {"Gelu", ActKind::kGelu, 0},
   };
@@ -97,6 +109,13 @@ __attribute__((always_inline)) inline void apply_act(const ActSpec& a, T* y, int
       for (int64_t i = 0; i < n; ++i) y[i] = std::max(T(0), std::min(T(1), al * y[i] + be));
       return;
     }
+    case ActKind::kHardSwish:
+      // The HardSwish kernel's formula, so that fusing changes no value.
+      for (int64_t i = 0; i < n; ++i) {
+        const T v = y[i] * static_cast<T>(1.0 / 6.0) + static_cast<T>(0.5);
+        y[i] = y[i] * std::max(T(0), std::min(T(1), v));
+      }
+      return;
     case ActKind::kSigmoid:
       if constexpr (std::is_same_v<T, float>) {
         fast::unary(fast::UnaryFn::kSigmoid, y, y, n);

@@ -438,8 +438,8 @@ class Optimizer {
       return at->f;
     };
     bool ok = true;
-    if (n.inputs.size() == 1 &&
-        (n.op_type == "Relu" || n.op_type == "Sigmoid" || n.op_type == "Tanh")) {
+    if (n.inputs.size() == 1 && (n.op_type == "Relu" || n.op_type == "Sigmoid" ||
+                                 n.op_type == "Tanh" || n.op_type == "HardSwish")) {
       a.name = n.op_type;
     } else if (n.inputs.size() == 1 && n.op_type == "LeakyRelu") {
       a.name = n.op_type;

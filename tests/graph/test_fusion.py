@@ -97,6 +97,7 @@ def test_resnet_block(threads):
 @pytest.mark.parametrize("act, extra", [
     ("Relu", {}), ("LeakyRelu", {"alpha": 0.2}), ("Sigmoid", {}), ("Tanh", {}),
     ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("Clip6", {}), ("Clip6old", {}),
+    ("HardSwish", {}),
 ])
 @pytest.mark.parametrize("depthwise", [False, True])
 def test_conv_activation(act, extra, depthwise):
