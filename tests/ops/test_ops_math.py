@@ -15,6 +15,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import ortlite
+import helpers
 from helpers import (assert_same, check_against_ort, check_against_reference, make_model,
                      node_model, rng, run_ort, run_ortlite, session)
 
@@ -1236,3 +1237,26 @@ def test_pow_integer_scalar_exponents_stay_exact():
     a = np.array([-3, 2, 3 ** 13, 2 ** 31 + 1], np.int64)
     for e in [1, 2, 3]:
         check("Pow", {"a": a, "b": np.array(e, np.int64)}, ref=np_pow)
+
+
+# --- Floor / Ceil / Round through the vectorized float loop ----------------------------------
+
+
+@pytest.mark.parametrize("op,ref", [("Floor", np.floor), ("Ceil", np.ceil), ("Round", np.round)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_rounding_ops_match_numpy_on_special_values(op, ref, dtype):
+    special = [0.0, -0.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49999997, -0.49999997, 1e-30,
+               -1e-30, 8388607.5, 8388608.0, 16777217.0, -8388607.5, 3.4e38, -3.4e38,
+               np.inf, -np.inf, np.nan]
+    x = np.concatenate([np.array(special, np.float64),
+                        np.random.default_rng(9).uniform(-1e4, 1e4, 1000)]).astype(dtype)
+    node = helper.make_node(op, ["x"], ["y"])
+    elem = helpers.NP_TO_ONNX[np.dtype(dtype)]
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", elem, [x.size])],
+                              [helper.make_tensor_value_info("y", elem, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    got = ortlite.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    want = ref(x)
+    np.testing.assert_array_equal(got, want)
+    assert np.array_equal(np.signbit(got), np.signbit(want))

@@ -114,6 +114,20 @@ struct FastSqrtOp : SqrtOp {
   using SqrtOp::SqrtOp;
   static constexpr fast::UnaryFn kFast = fast::UnaryFn::kSqrt;
 };
+// Rounding to integers: the AVX-512 / AVX2 clones of map_f32 inline these as vrndscaleps /
+// vroundps (the baseline calls libm).
+struct FastFloorOp : FloorOp {
+  using FloorOp::FloorOp;
+  float fast(float x) const { return std::floor(x); }
+};
+struct FastCeilOp : CeilOp {
+  using CeilOp::CeilOp;
+  float fast(float x) const { return std::ceil(x); }
+};
+struct FastRoundOp : RoundOp {
+  using RoundOp::RoundOp;
+  float fast(float x) const { return std::nearbyint(x); }
+};
 struct FastTanhOp : TanhOp {
   using TanhOp::TanhOp;
   static constexpr fast::UnaryFn kFast = fast::UnaryFn::kTanh;
@@ -169,9 +183,9 @@ void register_unary_kernels(KernelRegistry& r) {
   r.add_versions("Exp", {6, 13}, make_factory<UnaryKernel<FastExpOp, kF>>());
   r.add_versions("Log", {6, 13}, make_factory<UnaryKernel<LogOp, kF>>());
   r.add_versions("Reciprocal", {6, 13}, make_factory<UnaryKernel<ReciprocalOp, kF>>());
-  r.add_versions("Floor", {6, 13}, make_factory<UnaryKernel<FloorOp, kF>>());
-  r.add_versions("Ceil", {6, 13}, make_factory<UnaryKernel<CeilOp, kF>>());
-  r.add_versions("Round", {11, 22}, make_factory<UnaryKernel<RoundOp, kF>>());
+  r.add_versions("Floor", {6, 13}, make_factory<UnaryKernel<FastFloorOp, kF>>());
+  r.add_versions("Ceil", {6, 13}, make_factory<UnaryKernel<FastCeilOp, kF>>());
+  r.add_versions("Round", {11, 22}, make_factory<UnaryKernel<FastRoundOp, kF>>());
   r.add_versions("Erf", {9, 13}, make_factory<UnaryKernel<FastErfOp, kF>>());
   r.add_versions("Sin", {7, 22}, make_factory<UnaryKernel<SinOp, kF>>());
   r.add_versions("Cos", {7, 22}, make_factory<UnaryKernel<CosOp, kF>>());
