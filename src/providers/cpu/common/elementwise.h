@@ -422,10 +422,14 @@ void run_unary(ThreadPool* pool, const TI* x, TO* y, int64_t n, double cost, con
   if (n <= 0) return;
   parallel_for(pool, n, cost, [&](int64_t begin, int64_t end) {
     const Op op_local = op;  // see binary_span
+    // Local restrict pointers: through the captured references, a store of a byte-sized
+    // element (bool, int8) may alias the pointers themselves, which kept the loop scalar.
+    const TI* __restrict xs = x;
+    TO* __restrict ys = y;
     if constexpr (is_half_v<TI> || is_half_v<TO>) {
-      for (int64_t i = begin; i < end; ++i) y[i] = store<TO>(op_local(load(x[i])));
+      for (int64_t i = begin; i < end; ++i) ys[i] = store<TO>(op_local(load(xs[i])));
     } else {
-      for (int64_t i = begin; i < end; ++i) y[i] = static_cast<TO>(op_local(x[i]));
+      for (int64_t i = begin; i < end; ++i) ys[i] = static_cast<TO>(op_local(xs[i]));
     }
   });
 }

@@ -68,6 +68,27 @@ struct NotOp : NoAttrs {
   bool operator()(bool x) const { return !x; }
 };
 
+// Not over bool bytes (0 or 1) as x ^ 1 on restrict-qualified bytes, which vectorizes (the
+// generic loop over bool did not).
+class NotKernel final : public Kernel {
+ public:
+  explicit NotKernel(const KernelInfo&) {}
+  void compute(KernelContext& ctx) const override {
+    const Tensor& x = ctx.required_input(0);
+    if (x.dtype() != DataType::kBool)
+      ctx.fail(StatusCode::kInvalidArgument,
+               std::string("Not takes tensor(bool), got tensor(") + dtype_name(x.dtype()) + ")");
+    Tensor& y = ctx.allocate_output(0, DataType::kBool, x.shape());
+    const uint8_t* xp = static_cast<const uint8_t*>(x.raw_data());
+    uint8_t* yp = static_cast<uint8_t*>(y.raw_data());
+    parallel_for(ctx.thread_pool(), x.numel(), 0.25, [xp, yp](int64_t b, int64_t e) {
+      const uint8_t* __restrict xs = xp + b;
+      uint8_t* __restrict ys = yp + b;
+      for (int64_t i = 0; i < e - b; ++i) ys[i] = static_cast<uint8_t>(xs[i] ^ 1u);
+    });
+  }
+};
+
 // Float functions: one std:: call per element.
 #define ORTLITE_FLOAT_UNARY(NAME, COST, EXPR) \
   struct NAME : NoAttrs {                     \
@@ -202,7 +223,7 @@ void register_unary_kernels(KernelRegistry& r) {
   r.add_versions("IsNaN", {9, 13, 20}, make_factory<IsNaNKernel>());
   r.add_versions("IsInf", {10, 20}, make_factory<IsInfKernel>());
   r.add_versions("BitwiseNot", {18}, make_factory<UnaryKernel<BitwiseNotOp, ew::kTInts>>());
-  r.add_versions("Not", {1}, make_factory<UnaryKernel<NotOp, ew::kTBool>>());
+  r.add_versions("Not", {1}, make_factory<NotKernel>());
 }
 
 }  // namespace ortlite
