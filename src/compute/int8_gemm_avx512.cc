@@ -1,0 +1,108 @@
+// The AVX-512 VNNI kernel of the 8-bit GEMM (int8_gemm.h): vpdpbusd accumulates four
+// u8 x s8 products per int32 lane without saturation. Compiled for that target; used only
+// after a run-time CPU check (int8_gemm.cc).
+#include <cstdint>
+#include <cstring>
+
+#include "compute/int8_gemm.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vnni,avx2,fma")
+
+namespace ortlite {
+namespace int8gemm {
+namespace {
+
+constexpr int kMR = 6;
+
+template <int R, int NV>
+void tile(const uint8_t* a, int64_t lda, const int8_t* b, int64_t ps, int64_t K4, int32_t* c,
+          int64_t ldc, int cols, const int32_t* rsa, const int32_t* zap, const int32_t* zbp,
+          const int32_t* ct) {
+  __m512i acc[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_si512();
+  for (int64_t k4 = 0; k4 < K4; ++k4) {
+    __m512i bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_si512(b + v * ps + 64 * k4);
+    for (int r = 0; r < R; ++r) {
+      int32_t a4;
+      std::memcpy(&a4, a + r * lda + 4 * k4, 4);
+      const __m512i av = _mm512_set1_epi32(a4);
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], av, bv[v]);
+    }
+  }
+  for (int v = 0; v < NV; ++v) {
+    const __m512i zv = _mm512_loadu_si512(zbp + 16 * v);
+    const __m512i cv = _mm512_loadu_si512(ct + 16 * v);
+    const int left = cols - 16 * v;
+    const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+    for (int r = 0; r < R; ++r) {
+      __m512i x = _mm512_sub_epi32(acc[r][v], _mm512_mullo_epi32(zv, _mm512_set1_epi32(rsa[r])));
+      x = _mm512_sub_epi32(x, _mm512_mullo_epi32(_mm512_set1_epi32(zap[r]), cv));
+      _mm512_mask_storeu_epi32(c + r * ldc + 16 * v, m, x);
+    }
+  }
+}
+
+template <int R>
+void tile_nv(const uint8_t* a, int64_t lda, const int8_t* b, int64_t ps, int nv, int64_t K4,
+             int32_t* c, int64_t ldc, int cols, const int32_t* rsa, const int32_t* zap,
+             const int32_t* zbp, const int32_t* ct) {
+  switch (nv) {
+    case 1:
+      return tile<R, 1>(a, lda, b, ps, K4, c, ldc, cols, rsa, zap, zbp, ct);
+    case 2:
+      return tile<R, 2>(a, lda, b, ps, K4, c, ldc, cols, rsa, zap, zbp, ct);
+    case 3:
+      return tile<R, 3>(a, lda, b, ps, K4, c, ldc, cols, rsa, zap, zbp, ct);
+    default:
+      return tile<R, 4>(a, lda, b, ps, K4, c, ldc, cols, rsa, zap, zbp, ct);
+  }
+}
+
+void kernel(const uint8_t* a, int64_t lda, int rows, const int8_t* b, int64_t ps, int nv,
+            int64_t K4, int32_t* c, int64_t ldc, int cols, const int32_t* rsa, const int32_t* zap,
+            const int32_t* zbp, const int32_t* ct) {
+  switch (rows) {
+    case 1:
+      return tile_nv<1>(a, lda, b, ps, nv, K4, c, ldc, cols, rsa, zap, zbp, ct);
+    case 2:
+      return tile_nv<2>(a, lda, b, ps, nv, K4, c, ldc, cols, rsa, zap, zbp, ct);
+    case 3:
+      return tile_nv<3>(a, lda, b, ps, nv, K4, c, ldc, cols, rsa, zap, zbp, ct);
+    case 4:
+      return tile_nv<4>(a, lda, b, ps, nv, K4, c, ldc, cols, rsa, zap, zbp, ct);
+    case 5:
+      return tile_nv<5>(a, lda, b, ps, nv, K4, c, ldc, cols, rsa, zap, zbp, ct);
+    default:
+      return tile_nv<kMR>(a, lda, b, ps, nv, K4, c, ldc, cols, rsa, zap, zbp, ct);
+  }
+}
+
+}  // namespace
+
+namespace detail {
+KernelSet avx512vnni_kernel() {
+  return {kernel, kMR};
+}
+}  // namespace detail
+
+}  // namespace int8gemm
+}  // namespace ortlite
+
+#pragma GCC pop_options
+#else
+namespace ortlite {
+namespace int8gemm {
+namespace detail {
+KernelSet avx512vnni_kernel() {
+  return {};
+}
+}  // namespace detail
+}  // namespace int8gemm
+}  // namespace ortlite
+#endif
