@@ -18,41 +18,12 @@ namespace {
 
 constexpr int kMR = 6;
 
+// R x (16 * NV) tile. Named accumulators: GCC keeps an array of them in registers only with
+// a copy around every vpdpbusd.
 template <int R, int NV>
 void tile(const uint8_t* a, int64_t lda, const int8_t* b, int64_t ps, int64_t K4, int32_t* c,
           int64_t ldc, int cols, const int32_t* rsa, const int32_t* zap, const int32_t* zbp,
           const int32_t* ct) {
-  __m512i acc[R][NV];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_si512();
-  for (int64_t k4 = 0; k4 < K4; ++k4) {
-    __m512i bv[NV];
-    for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_si512(b + v * ps + 64 * k4);
-    for (int r = 0; r < R; ++r) {
-      int32_t a4;
-      std::memcpy(&a4, a + r * lda + 4 * k4, 4);
-      const __m512i av = _mm512_set1_epi32(a4);
-      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], av, bv[v]);
-    }
-  }
-  for (int v = 0; v < NV; ++v) {
-    const __m512i zv = _mm512_loadu_si512(zbp + 16 * v);
-    const __m512i cv = _mm512_loadu_si512(ct + 16 * v);
-    const int left = cols - 16 * v;
-    const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-    for (int r = 0; r < R; ++r) {
-      __m512i x = _mm512_sub_epi32(acc[r][v], _mm512_mullo_epi32(zv, _mm512_set1_epi32(rsa[r])));
-      x = _mm512_sub_epi32(x, _mm512_mullo_epi32(_mm512_set1_epi32(zap[r]), cv));
-      _mm512_mask_storeu_epi32(c + r * ldc + 16 * v, m, x);
-    }
-  }
-}
-
-// The full 6 x 64 tile with named accumulators: GCC keeps an array of them in registers
-// only with a copy around every vpdpbusd.
-void tile_full(const uint8_t* a, int64_t lda, const int8_t* b, int64_t ps, int64_t K4, int32_t* c,
-               int64_t ldc, int cols, const int32_t* rsa, const int32_t* zap, const int32_t* zbp,
-               const int32_t* ct) {
 #define ORTLITE_ROW_ACC(r) \
   __m512i c##r##0 = _mm512_setzero_si512(), c##r##1 = c##r##0, c##r##2 = c##r##0, c##r##3 = c##r##0;
   ORTLITE_ROW_ACC(0)
@@ -63,23 +34,23 @@ void tile_full(const uint8_t* a, int64_t lda, const int8_t* b, int64_t ps, int64
   ORTLITE_ROW_ACC(5)
 #undef ORTLITE_ROW_ACC
   const int8_t* b0 = b;
-  const int8_t* b1 = b + ps;
-  const int8_t* b2 = b + 2 * ps;
-  const int8_t* b3 = b + 3 * ps;
+  const int8_t* b1 = b + (NV > 1 ? ps : 0);
+  const int8_t* b2 = b + (NV > 2 ? 2 * ps : 0);
+  const int8_t* b3 = b + (NV > 3 ? 3 * ps : 0);
   for (int64_t k4 = 0; k4 < K4; ++k4) {
     const __m512i v0 = _mm512_loadu_si512(b0 + 64 * k4);
-    const __m512i v1 = _mm512_loadu_si512(b1 + 64 * k4);
-    const __m512i v2 = _mm512_loadu_si512(b2 + 64 * k4);
-    const __m512i v3 = _mm512_loadu_si512(b3 + 64 * k4);
-#define ORTLITE_ROW_STEP(r)                         \
-  {                                                 \
-    int32_t a4;                                     \
-    std::memcpy(&a4, a + (r)*lda + 4 * k4, 4);      \
-    const __m512i av = _mm512_set1_epi32(a4);       \
-    c##r##0 = _mm512_dpbusd_epi32(c##r##0, av, v0); \
-    c##r##1 = _mm512_dpbusd_epi32(c##r##1, av, v1); \
-    c##r##2 = _mm512_dpbusd_epi32(c##r##2, av, v2); \
-    c##r##3 = _mm512_dpbusd_epi32(c##r##3, av, v3); \
+    const __m512i v1 = NV > 1 ? _mm512_loadu_si512(b1 + 64 * k4) : v0;
+    const __m512i v2 = NV > 2 ? _mm512_loadu_si512(b2 + 64 * k4) : v0;
+    const __m512i v3 = NV > 3 ? _mm512_loadu_si512(b3 + 64 * k4) : v0;
+#define ORTLITE_ROW_STEP(r)                                               \
+  if constexpr (R > (r)) {                                                \
+    int32_t a4;                                                           \
+    std::memcpy(&a4, a + (r)*lda + 4 * k4, 4);                            \
+    const __m512i av = _mm512_set1_epi32(a4);                             \
+    c##r##0 = _mm512_dpbusd_epi32(c##r##0, av, v0);                       \
+    if constexpr (NV > 1) c##r##1 = _mm512_dpbusd_epi32(c##r##1, av, v1); \
+    if constexpr (NV > 2) c##r##2 = _mm512_dpbusd_epi32(c##r##2, av, v2); \
+    if constexpr (NV > 3) c##r##3 = _mm512_dpbusd_epi32(c##r##3, av, v3); \
   }
     ORTLITE_ROW_STEP(0)
     ORTLITE_ROW_STEP(1)
@@ -91,12 +62,12 @@ void tile_full(const uint8_t* a, int64_t lda, const int8_t* b, int64_t ps, int64
   }
   const __m512i acc[6][4] = {{c00, c01, c02, c03}, {c10, c11, c12, c13}, {c20, c21, c22, c23},
                              {c30, c31, c32, c33}, {c40, c41, c42, c43}, {c50, c51, c52, c53}};
-  for (int v = 0; v < 4; ++v) {
+  for (int v = 0; v < NV; ++v) {
     const __m512i zv = _mm512_loadu_si512(zbp + 16 * v);
     const __m512i cv = _mm512_loadu_si512(ct + 16 * v);
     const int left = cols - 16 * v;
     const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-    for (int r = 0; r < 6; ++r) {
+    for (int r = 0; r < R; ++r) {
       __m512i x = _mm512_sub_epi32(acc[r][v], _mm512_mullo_epi32(zv, _mm512_set1_epi32(rsa[r])));
       x = _mm512_sub_epi32(x, _mm512_mullo_epi32(_mm512_set1_epi32(zap[r]), cv));
       _mm512_mask_storeu_epi32(c + r * ldc + 16 * v, m, x);
@@ -135,7 +106,6 @@ void kernel(const uint8_t* a, int64_t lda, int rows, const int8_t* b, int64_t ps
     case 5:
       return tile_nv<5>(a, lda, b, ps, nv, K4, c, ldc, cols, rsa, zap, zbp, ct);
     default:
-      if (nv == 4) return tile_full(a, lda, b, ps, K4, c, ldc, cols, rsa, zap, zbp, ct);
       return tile_nv<kMR>(a, lda, b, ps, nv, K4, c, ldc, cols, rsa, zap, zbp, ct);
   }
 }
