@@ -8,6 +8,10 @@
 #include <cstring>
 #include <string>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace ortlite {
 namespace int8gemm {
 namespace {
@@ -40,22 +44,32 @@ void generic_kernel(const uint8_t* a, int64_t lda, int rows, const int8_t* b, in
   }
 }
 
-detail::KernelSet select() {
+struct Isa {
+  bool avx2 = false, avxvnni = false, avx512vnni = false, avx512 = false;
+};
+
+Isa isa() {
   // AVX-512 VNNI does not imply AVX-VNNI (its VEX encoding): each is checked on its own.
-  bool avx2 = false, avxvnni = false, avx512vnni = false;
+  Isa r;
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
   __builtin_cpu_init();
-  avx2 = __builtin_cpu_supports("avx2");
-  avxvnni = avx2 && __builtin_cpu_supports("avxvnni");
-  avx512vnni = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vnni");
+  r.avx2 = __builtin_cpu_supports("avx2");
+  r.avxvnni = r.avx2 && __builtin_cpu_supports("avxvnni");
+  r.avx512 = r.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  r.avx512vnni = r.avx512 && __builtin_cpu_supports("avx512vnni");
 #endif
   if (const char* env = std::getenv("ORTLITE_INT8_ISA")) {
     const std::string s(env);
-    if (s == "generic") avx2 = avxvnni = avx512vnni = false;
-    if (s == "avx2") avxvnni = avx512vnni = false;
-    if (s == "avxvnni") avx512vnni = false;
+    if (s == "generic") r.avx2 = r.avxvnni = r.avx512vnni = r.avx512 = false;
+    if (s == "avx2") r.avxvnni = r.avx512vnni = r.avx512 = false;
+    if (s == "avxvnni") r.avx512vnni = r.avx512 = false;
   }
+  return r;
+}
+
+detail::KernelSet select() {
+  const Isa i = isa();
+  const bool avx2 = i.avx2, avxvnni = i.avxvnni, avx512vnni = i.avx512vnni;
   detail::KernelSet k;
   if (avx512vnni) k = detail::avx512vnni_kernel();
   if (!k.fn && avxvnni) k = detail::avx2_kernel(true);
@@ -69,7 +83,84 @@ const detail::KernelSet& kernels() {
   return k;
 }
 
+void requantize_generic(const int32_t* c, int64_t n, int32_t bias, const float* mult, int64_t mstep,
+                        int32_t zp, bool is_signed, void* y) {
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23: rounds |v| < 2^22 half to even
+  const float zf = static_cast<float>(zp);
+  const float lo = (is_signed ? -128.0f : 0.0f) - zf, hi = (is_signed ? 127.0f : 255.0f) - zf;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t acc =
+        static_cast<int32_t>(static_cast<uint32_t>(c[i]) + static_cast<uint32_t>(bias));
+    const float v = static_cast<float>(acc) * mult[i * mstep];
+    const float cl = v >= lo ? (v <= hi ? v : hi) : lo;
+    const int32_t q = static_cast<int32_t>((cl + kMagic) - kMagic) + zp;
+    if (is_signed) {
+      static_cast<int8_t*>(y)[i] = static_cast<int8_t>(q);
+    } else {
+      static_cast<uint8_t*>(y)[i] = static_cast<uint8_t>(q);
+    }
+  }
+}
+
+void min_max_generic(const float* x, int64_t n, float* mn_out, float* mx_out) {
+  // Eight running minima / maxima the compiler can keep in vector registers.
+  float mns[8] = {}, mxs[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) {
+      mns[j] = x[i + j] < mns[j] ? x[i + j] : mns[j];
+      mxs[j] = x[i + j] > mxs[j] ? x[i + j] : mxs[j];
+    }
+  }
+  for (; i < n; ++i) {
+    mns[0] = x[i] < mns[0] ? x[i] : mns[0];
+    mxs[0] = x[i] > mxs[0] ? x[i] : mxs[0];
+  }
+  float mn = 0.0f, mx = 0.0f;
+  for (int j = 0; j < 8; ++j) {
+    mn = std::min(mn, mns[j]);
+    mx = std::max(mx, mxs[j]);
+  }
+  *mn_out = mn;
+  *mx_out = mx;
+}
+
+void quantize_u8_generic(const float* x, int64_t n, float scale, float zp, uint8_t* y) {
+  constexpr float kMagic = 12582912.0f;
+  const float lo = 0.0f - zp, hi = 255.0f - zp;
+  for (int64_t k = 0; k < n; ++k) {
+    const float q = x[k] / scale;
+    const float c = q >= lo ? (q <= hi ? q : hi) : lo;
+    y[k] = static_cast<uint8_t>(static_cast<int32_t>(((c + kMagic) - kMagic) + zp));
+  }
+}
+
+detail::Helpers select_helpers() {
+  detail::Helpers h;
+  if (isa().avx512) h = detail::avx512_helpers();
+  if (!h.requantize) h = {requantize_generic, min_max_generic, quantize_u8_generic};
+  return h;
+}
+
+const detail::Helpers& helpers() {
+  static const detail::Helpers h = select_helpers();
+  return h;
+}
+
 }  // namespace
+
+void requantize(const int32_t* c, int64_t n, int32_t bias, const float* mult, int64_t mstep,
+                int32_t zp, bool is_signed, void* y) {
+  helpers().requantize(c, n, bias, mult, mstep, zp, is_signed, y);
+}
+
+void min_max(const float* x, int64_t n, float* mn, float* mx) {
+  helpers().min_max(x, n, mn, mx);
+}
+
+void quantize_u8(const float* x, int64_t n, float scale, float zp, uint8_t* y) {
+  helpers().quantize_u8(x, n, scale, zp, y);
+}
 
 const char* isa_name() {
   const detail::KernelFn fn = kernels().fn;
@@ -109,19 +200,63 @@ void pack_b(const void* B, bool is_signed, int64_t K, int64_t N, int64_t ldb, Pa
   out->N16 = (N + 15) / 16;
   out->is_signed = is_signed;
   const int64_t K4 = out->K4;
-  out->data.assign(static_cast<size_t>(out->N16 * K4 * 64), 0);
+  out->data.resize(static_cast<size_t>(out->N16 * K4 * 64));
   out->colsum.assign(static_cast<size_t>(out->N16 * 16), 0);
   const uint8_t* src = static_cast<const uint8_t*>(B);
   const uint8_t flip = is_signed ? 0x00 : 0x80;
-  int8_t* d = out->data.data();
-  int32_t* cs = out->colsum.data();
-  for (int64_t k = 0; k < K; ++k) {
-    const uint8_t* s = src + k * ldb;
-    const int64_t k4 = k / 4, t = k % 4;
-    for (int64_t j = 0; j < N; ++j) {
-      const int8_t v = static_cast<int8_t>(s[j] ^ flip);
-      d[((j / 16) * K4 + k4) * 64 + (j % 16) * 4 + t] = v;
-      cs[j] += v;
+  static const uint8_t kZero[16] = {};
+  for (int64_t p = 0; p < out->N16; ++p) {
+    const int64_t j0 = p * 16, w = std::min<int64_t>(16, N - j0);
+    int8_t* d = out->data.data() + p * K4 * 64;
+    int32_t* cs = out->colsum.data() + j0;
+    uint8_t tail[4][16];
+    for (int64_t k4 = 0; k4 < K4; ++k4) {
+      // The four rows of this group (missing ones and columns past N read as zero bytes,
+      // flipped below; the flip is undone for them by masking).
+      const uint8_t* rows[4];
+      for (int t = 0; t < 4; ++t) {
+        const int64_t k = 4 * k4 + t;
+        if (k >= K) {
+          rows[t] = nullptr;
+        } else if (w == 16) {
+          rows[t] = src + k * ldb + j0;
+        } else {
+          std::memset(tail[t], 0, 16);
+          for (int64_t j = 0; j < w; ++j)
+            tail[t][j] = static_cast<uint8_t>(src[k * ldb + j0 + j] ^ flip);
+          rows[t] = tail[t];
+        }
+      }
+      const bool flipped_here = w == 16;  // tails are flipped while copied
+#if defined(__SSE2__)
+      const __m128i fv = _mm_set1_epi8(static_cast<char>(flipped_here ? flip : 0));
+      __m128i r[4];
+      for (int t = 0; t < 4; ++t) {
+        r[t] = rows[t]
+                   ? _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[t])), fv)
+                   : _mm_loadu_si128(reinterpret_cast<const __m128i*>(kZero));
+      }
+      const __m128i a01l = _mm_unpacklo_epi8(r[0], r[1]), a01h = _mm_unpackhi_epi8(r[0], r[1]);
+      const __m128i a23l = _mm_unpacklo_epi8(r[2], r[3]), a23h = _mm_unpackhi_epi8(r[2], r[3]);
+      __m128i* o = reinterpret_cast<__m128i*>(d + k4 * 64);
+      _mm_storeu_si128(o + 0, _mm_unpacklo_epi16(a01l, a23l));
+      _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(a01l, a23l));
+      _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(a01h, a23h));
+      _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(a01h, a23h));
+#else
+      for (int t = 0; t < 4; ++t) {
+        for (int j = 0; j < 16; ++j) {
+          const uint8_t v =
+              rows[t] ? static_cast<uint8_t>(rows[t][j] ^ (flipped_here ? flip : 0)) : 0;
+          d[k4 * 64 + j * 4 + t] = static_cast<int8_t>(v);
+        }
+      }
+#endif
+    }
+    // Column sums from the packed bytes.
+    for (int64_t k4 = 0; k4 < K4; ++k4) {
+      const int8_t* g = d + k4 * 64;
+      for (int j = 0; j < 16; ++j) cs[j] += g[4 * j] + g[4 * j + 1] + g[4 * j + 2] + g[4 * j + 3];
     }
   }
 }

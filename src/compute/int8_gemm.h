@@ -48,6 +48,17 @@ void pack_b(const void* B, bool is_signed, int64_t K, int64_t N, int64_t ldb, Pa
 void gemm(const PackedA& A, const PackedB& B, const int32_t* za, int64_t za_step, const int32_t* zb,
           int64_t zb_step, int32_t* C, int64_t ldc, ThreadPool* pool);
 
+// y[i] = saturate(rint(float(c[i] + bias) * mult[i * mstep]) + zp) to uint8 (is_signed
+// false) or int8, rounding half to even; NaN gives the low end. (onnxruntime's requantization
+// of QLinearMatMul / QLinearConv.) The sum c[i] + bias wraps.
+void requantize(const int32_t* c, int64_t n, int32_t bias, const float* mult, int64_t mstep,
+                int32_t zp, bool is_signed, void* y);
+
+// DynamicQuantizeLinear's two passes: the least and greatest of 0 and x's elements (NaN left
+// out); y[i] = saturate(rint(x[i] / scale) + zp) to uint8, NaN giving 0.
+void min_max(const float* x, int64_t n, float* mn, float* mx);
+void quantize_u8(const float* x, int64_t n, float scale, float zp, uint8_t* y);
+
 // The kernel set in use: "avx512vnni", "avxvnni", "avx2" or "generic". ORTLITE_INT8_ISA caps
 // it with the same names (an unsupported set is still never chosen).
 const char* isa_name();
@@ -64,6 +75,15 @@ struct KernelSet {
   int mr = 1;  // rows per call at most
 };
 KernelSet avx512vnni_kernel();  // fn null when not compiled
+
+// AVX-512 (F, BW) versions of the element-wise helpers above; null when not compiled.
+struct Helpers {
+  void (*requantize)(const int32_t*, int64_t, int32_t, const float*, int64_t, int32_t, bool,
+                     void*) = nullptr;
+  void (*min_max)(const float*, int64_t, float*, float*) = nullptr;
+  void (*quantize_u8)(const float*, int64_t, float, float, uint8_t*) = nullptr;
+};
+Helpers avx512_helpers();
 KernelSet avx2_kernel(bool vnni);
 }  // namespace detail
 

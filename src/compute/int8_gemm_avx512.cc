@@ -7,6 +7,11 @@
 #include "compute/int8_gemm.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+// GCC 12 reports the _mm512_undefined_ps() that _mm512_min_ps / _mm512_max_ps pass as a
+// don't-care source as (maybe-)uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #pragma GCC push_options
@@ -110,11 +115,98 @@ void kernel(const uint8_t* a, int64_t lda, int rows, const int8_t* b, int64_t ps
   }
 }
 
+// ---- element-wise helpers (AVX-512 F / BW) ----------------------------------------------
+
+inline void store_bytes(void* y, int64_t left, __m128i v) {
+  if (left >= 16) {
+    _mm_storeu_si128(static_cast<__m128i*>(y), v);
+  } else {
+    alignas(16) uint8_t tmp[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(tmp), v);
+    std::memcpy(y, tmp, static_cast<size_t>(left));
+  }
+}
+
+void requantize512(const int32_t* c, int64_t n, int32_t bias, const float* mult, int64_t mstep,
+                   int32_t zp, bool is_signed, void* y) {
+  const float zf = static_cast<float>(zp);
+  const __m512 lo = _mm512_set1_ps((is_signed ? -128.0f : 0.0f) - zf);
+  const __m512 hi = _mm512_set1_ps((is_signed ? 127.0f : 255.0f) - zf);
+  const __m512i bv = _mm512_set1_epi32(bias), zv = _mm512_set1_epi32(zp);
+  const __m512 m0 = _mm512_set1_ps(mult[0]);
+  for (int64_t i = 0; i < n; i += 16) {
+    const int64_t left = n - i;
+    const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+    const __m512i acc = _mm512_add_epi32(_mm512_maskz_loadu_epi32(m, c + i), bv);
+    const __m512 mv = mstep ? _mm512_maskz_loadu_ps(m, mult + i) : m0;
+    const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), mv);
+    // max / min return their second operand for NaN: NaN goes to the low end.
+    const __m512 cl = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+    const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(cl), zv);  // nearest, ties to even
+    if (is_signed) {
+      store_bytes(static_cast<int8_t*>(y) + i, left, _mm512_cvtsepi32_epi8(q));
+    } else {
+      store_bytes(static_cast<uint8_t*>(y) + i, left, _mm512_cvtusepi32_epi8(q));
+    }
+  }
+}
+
+void min_max512(const float* x, int64_t n, float* mn, float* mx) {
+  __m512 a = _mm512_setzero_ps(), b = a, c = a, d = a;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 v0 = _mm512_loadu_ps(x + i), v1 = _mm512_loadu_ps(x + i + 16);
+    // min / max(v, acc) keep acc where v is NaN.
+    a = _mm512_min_ps(v0, a);
+    b = _mm512_max_ps(v0, b);
+    c = _mm512_min_ps(v1, c);
+    d = _mm512_max_ps(v1, d);
+  }
+  for (; i < n; i += 16) {
+    const int64_t left = n - i;
+    const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);  // zeros past the end: 0 is in range
+    a = _mm512_min_ps(v, a);
+    b = _mm512_max_ps(v, b);
+  }
+  alignas(64) float lo[16], hi[16];
+  _mm512_store_ps(lo, _mm512_min_ps(a, c));
+  _mm512_store_ps(hi, _mm512_max_ps(b, d));
+  float l = 0.0f, h = 0.0f;
+  for (int j = 0; j < 16; ++j) {
+    l = lo[j] < l ? lo[j] : l;
+    h = hi[j] > h ? hi[j] : h;
+  }
+  *mn = l;
+  *mx = h;
+}
+
+void quantize_u8_512(const float* x, int64_t n, float scale, float zp, uint8_t* y) {
+  const __m512 sv = _mm512_set1_ps(scale);
+  const __m512 lo = _mm512_set1_ps(0.0f - zp), hi = _mm512_set1_ps(255.0f - zp);
+  const __m512i zv = _mm512_set1_epi32(static_cast<int32_t>(zp));
+  for (int64_t i = 0; i < n; i += 16) {
+    const int64_t left = n - i;
+    const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+    const __m512 q = _mm512_div_ps(_mm512_maskz_loadu_ps(m, x + i), sv);
+    const __m512 cl = _mm512_min_ps(_mm512_max_ps(q, lo), hi);
+    const __m512i r = _mm512_add_epi32(_mm512_cvtps_epi32(cl), zv);
+    store_bytes(y + i, left, _mm512_cvtusepi32_epi8(r));
+  }
+}
+
 }  // namespace
 
 namespace detail {
 KernelSet avx512vnni_kernel() {
   return {kernel, kMR};
+}
+Helpers avx512_helpers() {
+  Helpers h;
+  h.requantize = requantize512;
+  h.min_max = min_max512;
+  h.quantize_u8 = quantize_u8_512;
+  return h;
 }
 }  // namespace detail
 
@@ -122,11 +214,15 @@ KernelSet avx512vnni_kernel() {
 }  // namespace ortlite
 
 #pragma GCC pop_options
+#pragma GCC diagnostic pop
 #else
 namespace ortlite {
 namespace int8gemm {
 namespace detail {
 KernelSet avx512vnni_kernel() {
+  return {};
+}
+Helpers avx512_helpers() {
   return {};
 }
 }  // namespace detail

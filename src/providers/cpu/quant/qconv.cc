@@ -13,6 +13,7 @@
 // packed once at load, per group (its zero point may still vary per run).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "compute/int8_gemm.h"
@@ -86,11 +87,19 @@ void im2col_u8(const uint8_t* x, const SpatialGeometry& g, int64_t Cg, int64_t p
           std::fill(out + q, out + q + run, pad);
         } else {
           const uint8_t* xr = xc + lead * in_l;
-          for (int64_t o = oi[last], e = o + run; o < e; ++o, ++q) {
-            const int64_t ii = o * s_l + off_l;
-            out[q] = (ii >= 0 && ii < in_l) ? xr[ii] : pad;
+          // Outputs [vlo, vhi) of the last axis read inside the input, the rest is padding.
+          int64_t vlo, vhi;
+          nn::valid_range(off_l, s_l, in_l, out_l, vlo, vhi);
+          const int64_t o0 = oi[last], o1 = o0 + run;
+          const int64_t a0 = std::clamp(vlo, o0, o1), a1 = std::clamp(vhi, a0, o1);
+          uint8_t* dst = out + q - o0;
+          std::fill(dst + o0, dst + a0, pad);
+          if (s_l == 1) {
+            std::memcpy(dst + a0, xr + a0 + off_l, static_cast<size_t>(a1 - a0));
+          } else {
+            for (int64_t o = a0; o < a1; ++o) dst[o] = xr[o * s_l + off_l];
           }
-          q -= run;
+          std::fill(dst + a1, dst + o1, pad);
         }
         q += run;
         oi[last] = 0;
@@ -355,24 +364,17 @@ class QLinearConv final : public QConvBase {
       mult[m] = xsv * static_cast<float>(wsv[wsv.size() == 1 ? 0 : m]) / ysv;
     const int32_t* bd = bias ? bias->data<int32_t>() : nullptr;
     const double yz = zy ? tensor_values(*zy, "y_zero_point")[0] : 0.0;
-    const QRange r = quant_range(qt);
     const int64_t P = static_cast<int64_t>(c.size()) / (yshape[0] * M);
-    dispatch_int8(qt, [&](auto tag) {
-      using Q = decltype(tag);
-      Q* yd = y.data<Q>();
-      parallel_for(ctx.thread_pool(), yshape[0] * M, 4.0 * static_cast<double>(P),
-                   [&](int64_t s, int64_t e) {
-                     for (int64_t nm = s; nm < e; ++nm) {
-                       const int64_t m = nm % M;
-                       const uint32_t b = bd ? static_cast<uint32_t>(bd[m]) : 0u;
-                       for (int64_t i = nm * P; i < (nm + 1) * P; ++i) {
-                         const int32_t acc = static_cast<int32_t>(static_cast<uint32_t>(c[i]) + b);
-                         const float v = static_cast<float>(acc) * mult[m];
-                         yd[i] = static_cast<Q>(round_saturate(v, yz, r));
-                       }
-                     }
-                   });
-    });
+    const bool q_signed = qt == DataType::kInt8;
+    uint8_t* yd = static_cast<uint8_t*>(y.raw_data());
+    parallel_for(ctx.thread_pool(), yshape[0] * M, 2.0 * static_cast<double>(P),
+                 [&](int64_t s, int64_t e) {
+                   for (int64_t nm = s; nm < e; ++nm) {
+                     const int64_t m = nm % M;
+                     int8gemm::requantize(c.data() + nm * P, P, bd ? bd[m] : 0, &mult[m], 0,
+                                          static_cast<int32_t>(yz), q_signed, yd + nm * P);
+                   }
+                 });
   }
 };
 

@@ -286,25 +286,29 @@ class QLinearMatMul final : public QMatMulBase {
     std::vector<int32_t> c(static_cast<size_t>(p.batches * p.M * p.N));
     accumulate(ctx, a, za, b, zb, p, c.data());
     Tensor& y = ctx.allocate_output(0, qt, p.out);
-    const QRange r = quant_range(qt);
     const int64_t M = p.M, N = p.N;
-    dispatch_int8(qt, [&](auto tag) {
-      using Q = decltype(tag);
-      Q* yd = y.data<Q>();
-      parallel_for(ctx.thread_pool(), p.batches * M, 4.0 * static_cast<double>(N),
-                   [&](int64_t s, int64_t e) {
-                     for (int64_t row = s; row < e; ++row) {
-                       const int64_t n = row / M, m = row % M;
-                       const float av = static_cast<float>(sa[p.a_index[n] * M + m]);
+    const bool q_signed = qt == DataType::kInt8;
+    uint8_t* yd = static_cast<uint8_t*>(y.raw_data());
+    parallel_for(ctx.thread_pool(), p.batches * M, 4.0 * static_cast<double>(N),
+                 [&](int64_t s, int64_t e) {
+                   // The multipliers of a row, kept while the next row has the same ones.
+                   std::vector<float> mult(static_cast<size_t>(N));
+                   float last_av = 0.0f;
+                   int64_t last_b = -1;
+                   for (int64_t row = s; row < e; ++row) {
+                     const int64_t n = row / M, m = row % M;
+                     const float av = static_cast<float>(sa[p.a_index[n] * M + m]);
+                     if (p.b_index[n] != last_b || !(av == last_av)) {
                        const double* bsv = sb.data() + p.b_index[n] * N;
-                       for (int64_t j = 0; j < N; ++j) {
-                         const float mult = av * static_cast<float>(bsv[j]) / ysv;
-                         const float v = static_cast<float>(c[row * N + j]) * mult;
-                         yd[row * N + j] = static_cast<Q>(round_saturate(v, yz, r));
-                       }
+                       for (int64_t j = 0; j < N; ++j)
+                         mult[j] = av * static_cast<float>(bsv[j]) / ysv;
+                       last_av = av;
+                       last_b = p.b_index[n];
                      }
-                   });
-    });
+                     int8gemm::requantize(c.data() + row * N, N, 0, mult.data(), 1,
+                                          static_cast<int32_t>(yz), q_signed, yd + row * N);
+                   }
+                 });
   }
 };
 
