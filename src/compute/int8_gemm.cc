@@ -210,9 +210,20 @@ void pack_b(const void* B, bool is_signed, int64_t K, int64_t N, int64_t ldb, Pa
     int8_t* d = out->data.data() + p * K4 * 64;
     int32_t* cs = out->colsum.data() + j0;
     uint8_t tail[4][16];
+#if defined(__SSE2__)
+    __m128i s16[2] = {_mm_setzero_si128(), _mm_setzero_si128()};
+    auto flush = [&]() {
+      for (int h = 0; h < 2; ++h) {
+        alignas(16) int16_t v[8];
+        _mm_store_si128(reinterpret_cast<__m128i*>(v), s16[h]);
+        for (int j = 0; j < 8; ++j) cs[8 * h + j] += v[j];
+        s16[h] = _mm_setzero_si128();
+      }
+    };
+#endif
     for (int64_t k4 = 0; k4 < K4; ++k4) {
-      // The four rows of this group (missing ones and columns past N read as zero bytes,
-      // flipped below; the flip is undone for them by masking).
+      // The four rows of this group: missing ones read as zero bytes; a partial panel's rows
+      // are copied, already flipped, into zero-padded rows.
       const uint8_t* rows[4];
       for (int t = 0; t < 4; ++t) {
         const int64_t k = 4 * k4 + t;
@@ -235,7 +246,11 @@ void pack_b(const void* B, bool is_signed, int64_t K, int64_t N, int64_t ldb, Pa
         r[t] = rows[t]
                    ? _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[t])), fv)
                    : _mm_loadu_si128(reinterpret_cast<const __m128i*>(kZero));
+        // Column sums: the bytes sign-extended to int16.
+        s16[0] = _mm_add_epi16(s16[0], _mm_srai_epi16(_mm_unpacklo_epi8(r[t], r[t]), 8));
+        s16[1] = _mm_add_epi16(s16[1], _mm_srai_epi16(_mm_unpackhi_epi8(r[t], r[t]), 8));
       }
+      if ((k4 & 31) == 31 || k4 + 1 == K4) flush();  // |partial| <= 32 * 4 * 128 < 2^15
       const __m128i a01l = _mm_unpacklo_epi8(r[0], r[1]), a01h = _mm_unpackhi_epi8(r[0], r[1]);
       const __m128i a23l = _mm_unpacklo_epi8(r[2], r[3]), a23h = _mm_unpackhi_epi8(r[2], r[3]);
       __m128i* o = reinterpret_cast<__m128i*>(d + k4 * 64);
@@ -251,12 +266,11 @@ void pack_b(const void* B, bool is_signed, int64_t K, int64_t N, int64_t ldb, Pa
           d[k4 * 64 + j * 4 + t] = static_cast<int8_t>(v);
         }
       }
+      for (int j = 0; j < 16; ++j) {
+        const int8_t* g = d + k4 * 64 + 4 * j;
+        cs[j] += g[0] + g[1] + g[2] + g[3];
+      }
 #endif
-    }
-    // Column sums from the packed bytes.
-    for (int64_t k4 = 0; k4 < K4; ++k4) {
-      const int8_t* g = d + k4 * 64;
-      for (int j = 0; j < 16; ++j) cs[j] += g[4 * j] + g[4 * j + 1] + g[4 * j + 2] + g[4 * j + 3];
     }
   }
 }

@@ -72,6 +72,9 @@ void im2col_u8(const uint8_t* x, const SpatialGeometry& g, int64_t Cg, int64_t p
       }
       const int64_t s_l = g.stride[last], in_l = g.in[last], out_l = g.out[last];
       const int64_t off_l = kidx[last] * g.dilation[last] - g.pad_begin[last];
+      // Outputs [vlo, vhi) of the last axis read inside the input, the rest is padding.
+      int64_t vlo, vhi;
+      nn::valid_range(off_l, s_l, in_l, out_l, vlo, vhi);
       int64_t q = 0;
       while (q < pc) {
         // One run along the last axis: the leading offset once.
@@ -87,9 +90,6 @@ void im2col_u8(const uint8_t* x, const SpatialGeometry& g, int64_t Cg, int64_t p
           std::fill(out + q, out + q + run, pad);
         } else {
           const uint8_t* xr = xc + lead * in_l;
-          // Outputs [vlo, vhi) of the last axis read inside the input, the rest is padding.
-          int64_t vlo, vhi;
-          nn::valid_range(off_l, s_l, in_l, out_l, vlo, vhi);
           const int64_t o0 = oi[last], o1 = o0 + run;
           const int64_t a0 = std::clamp(vlo, o0, o1), a1 = std::clamp(vhi, a0, o1);
           uint8_t* dst = out + q - o0;
