@@ -779,3 +779,178 @@ def test_qlinear_conv_bad_group_is_rejected_at_load():
     m = node_model("QLinearConv", feeds, ["y"], [U8], attrs={"group": 0}, opset=10)
     with pytest.raises(ortlite.InvalidGraph, match="group"):
         session(m)
+
+
+# ---------------------------------------------------------------------------------------
+# The 8-bit integer GEMM (src/compute/int8_gemm.*): shapes that hit every tile edge, all
+# four u8 / s8 combinations, scalar and per-column zero points, extreme values, the kernels
+# below the CPU's best (ORTLITE_INT8_ISA), and the convolutions on it. numpy's int64 product
+# is exact; onnxruntime is compared where its kernels are exact on every CPU (int8 operands
+# limited with I8_SAFE: see above).
+
+GEMM_SHAPES = [((1, 128, 256), (256, 256)), ((1, 1, 7), (7, 3)), ((3, 17, 33), (33, 65)),
+               ((2, 1, 5, 33), (3, 33, 20)), ((7, 9), (9, 16)), ((6, 64), (64, 129))]
+DT_PAIRS = [(U8, U8), (U8, I8), (I8, U8), (I8, I8)]
+
+
+def mm_exact(A, B, za, zb):
+    return ((A.astype(np.int64) - za) @ (B.astype(np.int64) - zb)).astype(I32)
+
+
+def mm_model(A, B, za, zb, const_b):
+    inputs = {"A": A, "za": za}
+    consts = {"B": B, "zb": zb}
+    if not const_b:
+        inputs.update(consts)
+        consts = {}
+    m = node_model("MatMulInteger", inputs, ["Y"], [I32], opset=10, consts=consts,
+                   order=["A", "B", "za", "zb"])
+    return m, inputs
+
+
+@pytest.mark.parametrize("sa,sb", GEMM_SHAPES)
+@pytest.mark.parametrize("adt,bdt", DT_PAIRS)
+@pytest.mark.parametrize("per_col", [False, True])
+@pytest.mark.parametrize("const_b", [False, True])
+def test_int8_gemm_matmul_integer_vs_numpy_and_ort(sa, sb, adt, bdt, per_col, const_b):
+    A = rand_q(sa, adt, div=I8_SAFE if adt == I8 else 1)
+    B = rand_q(sb, bdt, div=I8_SAFE if bdt == I8 else 1)
+    za = rand_q((), adt, div=2)
+    # A per-column zero point of a batched b: one row of N per matrix (onnxruntime's form).
+    zshape = tuple(sb[:-2]) + (1, sb[-1]) if len(sb) > 2 else (sb[-1],)
+    zb = rand_q(zshape, bdt, div=2) if per_col else rand_q((), bdt, div=2)
+    m, inputs = mm_model(A, B, za, zb, const_b)
+    y = run_lite(m, inputs)[0]
+    np.testing.assert_array_equal(y, mm_exact(A, B, za, zb))
+    if (adt, bdt) != (I8, U8):  # onnxruntime has no int8 x uint8 kernel
+        assert_same([y], run_ort(m, inputs))
+
+
+@pytest.mark.parametrize("adt,bdt", DT_PAIRS)
+@pytest.mark.parametrize("const_b", [False, True])
+def test_int8_gemm_extreme_values_vs_numpy(adt, bdt, const_b):
+    # Every byte at its type's ends, zero points too: the u8 x s8 products reach 255 * 128
+    # and four of them in a lane must not saturate anywhere.
+    lo_a, hi_a = np.iinfo(adt).min, np.iinfo(adt).max
+    lo_b, hi_b = np.iinfo(bdt).min, np.iinfo(bdt).max
+    for K in (4, 5, 256, 1001):
+        A = np.where(RNG.integers(0, 2, size=(9, K)) == 1, hi_a, lo_a).astype(adt)
+        B = np.where(RNG.integers(0, 2, size=(K, 37)) == 1, hi_b, lo_b).astype(bdt)
+        A[0], B[:, 0] = hi_a, lo_b
+        A[1], B[:, 1] = lo_a, hi_b
+        for za, zb in ((lo_a, hi_b), (hi_a, lo_b), (0, 0)):
+            za, zb = a(za, adt), np.full((37,), zb, bdt)
+            zb[3] = lo_b
+            m, inputs = mm_model(A, B, za, zb, const_b)
+            np.testing.assert_array_equal(run_lite(m, inputs)[0], mm_exact(A, B, za, zb))
+    if adt == U8 and bdt == U8:  # onnxruntime's u8 x u8 kernels are exact everywhere
+        assert_same(run_lite(m, inputs), run_ort(m, inputs))
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_int8_gemm_threads_vs_numpy(threads):
+    A, B = rand_q((2, 150, 300), U8), rand_q((300, 200), I8)
+    za, zb = rand_q((), U8), rand_q((200,), I8)
+    m, inputs = mm_model(A, B, za, zb, True)
+    np.testing.assert_array_equal(run_threads(m, inputs, threads)[0], mm_exact(A, B, za, zb))
+
+
+@pytest.mark.parametrize("isa", ["generic", "avx2", "avxvnni", "avx512vnni"])
+def test_int8_gemm_kernel_sets_vs_numpy(isa, tmp_path):
+    # Each kernel set the CPU runs (ORTLITE_INT8_ISA only caps the choice), in a fresh
+    # process since the choice is made once.
+    import subprocess
+    import sys
+    import textwrap
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import numpy as np
+        import helpers
+        from helpers import run_lite
+        rng = np.random.default_rng(1)
+        for (M, K, N) in [(1, 7, 3), (5, 33, 65), (13, 256, 40), (6, 1001, 17)]:
+            for adt, bdt in [(np.uint8, np.uint8), (np.uint8, np.int8), (np.int8, np.uint8),
+                             (np.int8, np.int8)]:
+                ia, ib = np.iinfo(adt), np.iinfo(bdt)
+                A = rng.integers(ia.min, ia.max, size=(M, K), endpoint=True).astype(adt)
+                B = rng.integers(ib.min, ib.max, size=(K, N), endpoint=True).astype(bdt)
+                A[0, :] = ia.max
+                B[:, 0] = ib.min
+                za = np.asarray(ia.max, adt)
+                zb = rng.integers(ib.min, ib.max, size=(N,), endpoint=True).astype(bdt)
+                feeds = {"A": A, "B": B, "za": za, "zb": zb}
+                m = helpers.node_model("MatMulInteger", feeds, ["Y"], [np.int32], opset=10)
+                y = run_lite(m, feeds)[0]
+                e = ((A.astype(np.int64) - za) @ (B.astype(np.int64) - zb)).astype(np.int32)
+                np.testing.assert_array_equal(y, e)
+        print("ok")
+    """))
+    import os
+    env = dict(os.environ, ORTLITE_INT8_ISA=isa)
+    tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([tests_dir, env.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("sa,sb", GEMM_SHAPES[:4])
+@pytest.mark.parametrize("dt", [U8, I8])
+@pytest.mark.parametrize("per_col", [False, True])
+def test_int8_gemm_qlinear_matmul_vs_ort(sa, sb, dt, per_col):
+    feeds = qlmm_feeds(sa, sb, dt, per_col=per_col)
+    if per_col and len(sb) > 2:  # one row of N per matrix of b (onnxruntime's form)
+        n = sb[-1]
+        feeds["bs"] = RNG.uniform(0.01, 0.05, size=sb[:-2] + (1, n)).astype(F32)
+        feeds["bz"] = rand_q(sb[:-2] + (1, n), dt, div=2)
+    check_ort(node_model("QLinearMatMul", feeds, ["y"], [dt], opset=10), feeds)
+    consts = {k: feeds.pop(k) for k in ("b", "bs", "bz")}
+    if len(sb) == 2:
+        m = node_model("QLinearMatMul", feeds, ["y"], [dt], opset=10, consts=consts,
+                       order=["a", "as", "az", "b", "bs", "bz", "ys", "yz"])
+        check_ort(m, feeds)
+
+
+INT8_CONV_CASES = [
+    ((1, 64, 28, 28), (128, 64, 1, 1), {}),
+    ((1, 16, 9, 11), (24, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 8, 10, 9), (12, 8, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 8, 7, 7), (6, 4, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
+    ((1, 6, 8, 8), (10, 3, 1, 1), {"group": 2, "strides": [2, 2]}),
+]
+
+
+@pytest.mark.parametrize("xs,ws,attrs", INT8_CONV_CASES)
+@pytest.mark.parametrize("const_w", [False, True])
+def test_int8_gemm_conv_integer_uint8_vs_ort(xs, ws, attrs, const_w):
+    x, w = rand_q(xs, U8), rand_q(ws, U8)
+    x.flat[::7] = 255
+    w.flat[::5] = 0
+    zx, zw = a(RNG.integers(0, 255), U8), a(RNG.integers(0, 255), U8)
+    inputs = {"x": x, "zx": zx} if const_w else {"x": x, "w": w, "zx": zx, "zw": zw}
+    consts = {"w": w, "zw": zw} if const_w else {}
+    m = node_model("ConvInteger", inputs, ["y"], [I32], attrs=attrs, opset=10, consts=consts,
+                   order=["x", "w", "zx", "zw"])
+    check_ort(m, inputs)
+
+
+@pytest.mark.parametrize("xs,ws,attrs", INT8_CONV_CASES[1:])
+@pytest.mark.parametrize("xdt,wdt", [(I8, I8), (U8, I8), (I8, U8)])
+def test_int8_gemm_conv_integer_signed_vs_reference(xs, ws, attrs, xdt, wdt):
+    feeds = {"x": rand_q(xs, xdt), "w": rand_q(ws, wdt), "zx": rand_q((), xdt),
+             "zw": rand_q((ws[0],), wdt)}
+    m = node_model("ConvInteger", feeds, ["y"], [I32], attrs=attrs, opset=10)
+    check_ref(m, feeds)
+
+
+@pytest.mark.parametrize("xs,ws,attrs", INT8_CONV_CASES)
+@pytest.mark.parametrize("xdt,wdt,per_channel", [(U8, U8, False), (U8, I8, True), (I8, I8, True)])
+@pytest.mark.parametrize("const_w", [False, True])
+def test_int8_gemm_qlinear_conv_vs_ort(xs, ws, attrs, xdt, wdt, per_channel, const_w):
+    feeds = qconv_feeds(xs, ws, xdt, wdt, per_channel, bias=True)
+    order = ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "B"]
+    consts = {k: feeds.pop(k) for k in ("w", "ws", "wz")} if const_w else {}
+    m = node_model("QLinearConv", feeds, ["y"], [xdt], attrs=attrs, opset=10, consts=consts,
+                   order=order)
+    check_ort(m, feeds)

@@ -5,18 +5,18 @@
 // point.
 //
 // As in Conv: per image and group, Y_g[Mg x P] = W_g[Mg x Kg] * col[Kg x P] with the im2col
-// expansion over bounded chunks of output positions. The 8-bit products go through the
-// float GEMM in chunks of Kg short enough to be exact (exact_float_chunk, quant_common.h),
-// added up in double and wrapped to int32, the overflow the spec allows. QLinearConv adds
+// expansion (of the bytes, padded with x's zero point) over bounded chunks of output
+// positions, on the 8-bit integer GEMM (compute/int8_gemm.h): exact, wrapped to int32 (the
+// overflow the spec allows), zero points off through row and column sums. QLinearConv adds
 // the int32 bias and requantizes like onnxruntime (x_scale * w_scale[m] / y_scale in float,
-// times the sum in float, rounded half to even, plus y_zero_point, saturated). A constant w
-// (with a constant or absent zero point) is converted and packed once at load, per group and
-// chunk of Kg (sized for the worst case |x - zx| = 255).
+// times the sum in float, rounded half to even, plus y_zero_point, saturated). A constant w is
+// packed once at load, per group (its zero point may still vary per run).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
-#include "compute/gemm.h"
+#include "compute/int8_gemm.h"
 #include "providers/cpu/nn/nn_common.h"
 #include "providers/cpu/quant/quant_common.h"
 
@@ -37,14 +37,79 @@ void dispatch_int8(DataType t, Fn&& fn) {
   return fn(int8_t{});
 }
 
-std::vector<float>& col_scratch() {
-  thread_local std::vector<float> buf;
+std::vector<uint8_t>& col_scratch() {
+  thread_local std::vector<uint8_t> buf;
   return buf;
 }
 
-std::vector<float>& out_scratch() {
-  thread_local std::vector<float> buf;
+int8gemm::PackedB& b_scratch() {
+  thread_local int8gemm::PackedB buf;
   return buf;
+}
+
+// im2col of bytes: output positions [p0, p0 + pc) into col[(c * ksize + k) * pc + (p - p0)],
+// `pad` where a tap falls in the padding.
+void im2col_u8(const uint8_t* x, const SpatialGeometry& g, int64_t Cg, int64_t p0, int64_t pc,
+               uint8_t pad, uint8_t* col) {
+  const size_t n = g.rank, last = n - 1;
+  int64_t ksize = 1, in_size = 1;
+  for (size_t d = 0; d < n; ++d) {
+    ksize *= g.kernel[d];
+    in_size *= g.in[d];
+  }
+  std::vector<int64_t> kidx(n), oi(n);
+  for (int64_t c = 0; c < Cg; ++c) {
+    const uint8_t* xc = x + c * in_size;
+    for (int64_t kf = 0; kf < ksize; ++kf) {
+      for (int64_t r = kf, d = static_cast<int64_t>(n) - 1; d >= 0; --d) {
+        kidx[d] = r % g.kernel[d];
+        r /= g.kernel[d];
+      }
+      uint8_t* out = col + (c * ksize + kf) * pc;
+      for (int64_t r = p0, d = static_cast<int64_t>(n) - 1; d >= 0; --d) {
+        oi[d] = r % g.out[d];
+        r /= g.out[d];
+      }
+      const int64_t s_l = g.stride[last], in_l = g.in[last], out_l = g.out[last];
+      const int64_t off_l = kidx[last] * g.dilation[last] - g.pad_begin[last];
+      // Outputs [vlo, vhi) of the last axis read inside the input, the rest is padding.
+      int64_t vlo, vhi;
+      nn::valid_range(off_l, s_l, in_l, out_l, vlo, vhi);
+      int64_t q = 0;
+      while (q < pc) {
+        // One run along the last axis: the leading offset once.
+        int64_t lead = 0;
+        bool inside = true;
+        for (size_t d = 0; d < last; ++d) {
+          const int64_t ii = oi[d] * g.stride[d] + kidx[d] * g.dilation[d] - g.pad_begin[d];
+          if (ii < 0 || ii >= g.in[d]) inside = false;
+          lead = lead * g.in[d] + ii;
+        }
+        const int64_t run = std::min(pc - q, out_l - oi[last]);
+        if (!inside) {
+          std::fill(out + q, out + q + run, pad);
+        } else {
+          const uint8_t* xr = xc + lead * in_l;
+          const int64_t o0 = oi[last], o1 = o0 + run;
+          const int64_t a0 = std::clamp(vlo, o0, o1), a1 = std::clamp(vhi, a0, o1);
+          uint8_t* dst = out + q - o0;
+          std::fill(dst + o0, dst + a0, pad);
+          if (s_l == 1) {
+            std::memcpy(dst + a0, xr + a0 + off_l, static_cast<size_t>(a1 - a0));
+          } else {
+            for (int64_t o = a0; o < a1; ++o) dst[o] = xr[o * s_l + off_l];
+          }
+          std::fill(dst + a1, dst + o1, pad);
+        }
+        q += run;
+        oi[last] = 0;
+        for (int64_t d = static_cast<int64_t>(last) - 1; d >= 0; --d) {
+          if (++oi[d] < g.out[d]) break;
+          oi[d] = 0;
+        }
+      }
+    }
+  }
 }
 
 // w's zero point per output channel; false when it is neither single nor [M].
@@ -64,7 +129,7 @@ bool weight_zero_points(const Tensor* zw, int64_t M, std::vector<double>* out) {
 // The integer convolution shared by both operators.
 class QConvBase : public Kernel {
  protected:
-  QConvBase(const KernelInfo& info, size_t w_in, size_t wz_in) {
+  QConvBase(const KernelInfo& info, size_t w_in) {
     attrs_.load(info, false);
     group_ = info.attr_int("group", 1);
     if (group_ < 1) {
@@ -75,51 +140,27 @@ class QConvBase : public Kernel {
     if (!w || w->rank() < 3 || w->numel() == 0 || !is_int8_type(w->dtype())) return;
     const int64_t M = w->dim(0);
     if (M % group_ != 0) return;  // reported at run time with the input shapes
-    const Tensor* zw = nullptr;
-    if (info.has_input(wz_in)) {
-      zw = info.constant_input(wz_in);
-      if (!zw || zw->dtype() != w->dtype()) return;
-    }
-    std::vector<double> z;
-    if (!weight_zero_points(zw, M, &z)) return;
-    const int64_t Kg = w->numel() / M, Mg = M / group_;
-    std::vector<float> wd;
-    const float mw = weights(*w, z, &wd);
-    packed_kc_ = std::min(Kg, exact_float_chunk(255.0 * mw));
-    for (int64_t g = 0; g < group_; ++g) {
-      for (int64_t k0 = 0; k0 < Kg; k0 += packed_kc_) {
-        packed_.push_back(pack_gemm_a<float>(false, Mg, std::min(packed_kc_, Kg - k0),
-                                             wd.data() + g * Mg * Kg + k0, Kg));
-      }
-    }
+    packed_ = pack_weights(*w);
     packed_dtype_ = w->dtype();
     packed_shape_ = w->shape();
   }
 
-  // w minus its per-channel zero points as float; returns the largest |w - zw|.
-  static float weights(const Tensor& w, const std::vector<double>& z, std::vector<float>* out) {
-    out->resize(static_cast<size_t>(w.numel()));
-    float* wd = out->data();
-    const int64_t M = w.dim(0), Kg = M ? w.numel() / M : 0;
-    float mx = 0.0f;
-    dispatch_int8(w.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      const T* s = w.data<T>();
-      for (int64_t m = 0; m < M; ++m) {
-        const float zm = static_cast<float>(z[m]);
-        for (int64_t k = 0; k < Kg; ++k) {
-          wd[m * Kg + k] = static_cast<float>(s[m * Kg + k]) - zm;
-          mx = std::max(mx, std::fabs(wd[m * Kg + k]));
-        }
-      }
-    });
-    return mx;
+  // w's bytes packed as the GEMM's A, one matrix per group.
+  std::vector<int8gemm::PackedA> pack_weights(const Tensor& w) const {
+    const int64_t M = w.dim(0), Kg = w.numel() / M, Mg = M / group_;
+    std::vector<int8gemm::PackedA> r(static_cast<size_t>(group_));
+    const uint8_t* wd = static_cast<const uint8_t*>(w.raw_data());
+    for (int64_t g = 0; g < group_; ++g) {
+      int8gemm::pack_a(wd + g * Mg * Kg, w.dtype() == DataType::kInt8, Mg, Kg, Kg, &r[g]);
+    }
+    return r;
   }
 
-  // Checks x / w / their zero points, computes c[N * M * P] = conv(x - zx, w - zw) exactly
-  // and returns the output shape [N, M, out...].
+  // Checks x / w / their zero points, computes c[N * M * P] = conv(x - zx, w - zw) wrapped
+  // to int32 into c = alloc(output shape [N, M, out...]) and returns that shape.
+  template <typename Alloc>
   Shape accumulate(const KernelContext& ctx, const Tensor& x, const Tensor* zx, const Tensor& w,
-                   const Tensor* zw, std::vector<double>& c) const {
+                   const Tensor* zw, Alloc&& alloc) const {
     if (!is_int8_type(x.dtype()) || !is_int8_type(w.dtype())) {
       ctx.fail(StatusCode::kInvalidArgument, std::string("inputs 'x' and 'w' must be uint8 or ") +
                                                  "int8, got " + dtype_name(x.dtype()) + " and " +
@@ -169,7 +210,8 @@ class QConvBase : public Kernel {
     const SpatialGeometry g = nn::conv_geometry(ctx, attrs_, in, kernel);
     Shape yshape{N, M};
     yshape.insert(yshape.end(), g.out.begin(), g.out.end());
-    c.assign(static_cast<size_t>(shape_size(yshape)), 0.0);
+    int32_t* c = alloc(yshape);
+    const int64_t total = shape_size(yshape);
     const int64_t Cg = C / group_, Mg = M / group_;
     int64_t ksize = 1, P = 1, in_size = 1;
     bool pointwise = true;
@@ -181,31 +223,28 @@ class QConvBase : public Kernel {
         pointwise = false;
     }
     const int64_t Kg = Cg * ksize;
-    if (c.empty() || Kg == 0) return yshape;
+    if (total == 0) return yshape;
+    if (Kg == 0) {
+      std::fill(c, c + total, 0);
+      return yshape;
+    }
 
-    const float zxv = zx ? static_cast<float>(tensor_values(*zx, "x_zero_point")[0]) : 0.0f;
-    std::vector<float> xd(static_cast<size_t>(x.numel()));
-    float mx = 0.0f;
-    dispatch_int8(x.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      const T* s = x.data<T>();
-      for (size_t i = 0; i < xd.size(); ++i) {
-        xd[i] = static_cast<float>(s[i]) - zxv;
-        mx = std::max(mx, std::fabs(xd[i]));
-      }
-    });
+    const int32_t zxv = zx ? static_cast<int32_t>(tensor_values(*zx, "x_zero_point")[0]) : 0;
+    const uint8_t pad = static_cast<uint8_t>(zxv);  // x's zero point as a byte of its type
+    std::vector<int32_t> zwi(zwv.size());
+    for (size_t m = 0; m < zwv.size(); ++m) zwi[m] = static_cast<int32_t>(zwv[m]);
     const bool use_packed =
         !packed_.empty() && w.dtype() == packed_dtype_ && w.shape() == packed_shape_;
-    std::vector<float> wd;
-    int64_t kc = packed_kc_;
-    if (!use_packed)
-      kc = std::min(Kg, exact_float_chunk(static_cast<double>(mx) * weights(w, zwv, &wd)));
-    const int64_t nkc = (Kg + kc - 1) / kc;
+    std::vector<int8gemm::PackedA> local;
+    if (!use_packed) local = pack_weights(w);
+    const std::vector<int8gemm::PackedA>& wp = use_packed ? packed_ : local;
+    const bool x_signed = x.dtype() == DataType::kInt8;
+    const uint8_t* xd = static_cast<const uint8_t*>(x.raw_data());
 
     int64_t chunk = P;
     if (!pointwise) {
       // Bounded im2col buffer; whole rows of the last output axis when they fit.
-      constexpr int64_t kMaxColElems = int64_t(1) << 18;
+      constexpr int64_t kMaxColElems = int64_t(1) << 20;
       const int64_t out_l = g.out[g.rank - 1];
       chunk = std::max<int64_t>(1, std::min<int64_t>(P, kMaxColElems / Kg));
       if (chunk >= out_l) {
@@ -224,37 +263,18 @@ class QConvBase : public Kernel {
       const int64_t gi = (t / nchunks) % group_;
       const int64_t p0 = (t % nchunks) * chunk;
       const int64_t pc = std::min(chunk, P - p0);
-      const float* xg = xd.data() + (n * C + gi * Cg) * in_size;
-      double* yg = c.data() + (n * M + gi * Mg) * P;
-      const float* bmat;
-      int64_t ldb;
+      const uint8_t* xg = xd + (n * C + gi * Cg) * in_size;
+      int32_t* yg = c + (n * M + gi * Mg) * P;
+      int8gemm::PackedB& pb = b_scratch();
       if (pointwise) {
-        bmat = xg + p0;
-        ldb = in_size;
+        int8gemm::pack_b(xg + p0, x_signed, Kg, pc, in_size, &pb);
       } else {
-        std::vector<float>& col = col_scratch();
+        std::vector<uint8_t>& col = col_scratch();
         if (col.size() < static_cast<size_t>(Kg * pc)) col.resize(static_cast<size_t>(Kg * pc));
-        nn::im2col<float>(xg, g, Cg, p0, pc, col.data());
-        bmat = col.data();
-        ldb = pc;
+        im2col_u8(xg, g, Cg, p0, pc, pad, col.data());
+        int8gemm::pack_b(col.data(), x_signed, Kg, pc, pc, &pb);
       }
-      std::vector<float>& out = out_scratch();
-      if (out.size() < static_cast<size_t>(Mg * pc)) out.resize(static_cast<size_t>(Mg * pc));
-      for (int64_t ci = 0; ci < nkc; ++ci) {
-        const int64_t k0 = ci * kc, kl = std::min(kc, Kg - k0);
-        if (use_packed) {
-          gemm_packed_a<float>(packed_[gi * nkc + ci], false, pc, bmat + k0 * ldb, ldb, 1.0f, 0.0f,
-                               out.data(), pc, tp);
-        } else {
-          gemm(false, false, Mg, pc, kl, 1.0f, wd.data() + gi * Mg * Kg + k0, Kg, bmat + k0 * ldb,
-               ldb, 0.0f, out.data(), pc, tp);
-        }
-        for (int64_t m = 0; m < Mg; ++m) {
-          double* yr = yg + m * P + p0;
-          const float* orow = out.data() + m * pc;
-          for (int64_t j = 0; j < pc; ++j) yr[j] += orow[j];
-        }
-      }
+      int8gemm::gemm(wp[gi], pb, zwi.data() + gi * Mg, 1, &zxv, 0, yg + p0, P, tp);
     };
     if (par_tasks) {
       parallel_for(pool, tasks, 2.0 * static_cast<double>(Mg) * Kg * chunk,
@@ -270,29 +290,27 @@ class QConvBase : public Kernel {
  private:
   SpatialAttrs attrs_;
   int64_t group_ = 1;
-  std::vector<PackedGemmMatrix<float>> packed_;  // per group, per chunk of packed_kc_ of Kg
-  int64_t packed_kc_ = 0;
+  std::vector<int8gemm::PackedA> packed_;  // a constant w, per group
   DataType packed_dtype_ = DataType::kUndefined;
   Shape packed_shape_;
 };
 
 class ConvInteger final : public QConvBase {
  public:
-  explicit ConvInteger(const KernelInfo& info) : QConvBase(info, 1, 3) {}
+  explicit ConvInteger(const KernelInfo& info) : QConvBase(info, 1) {}
 
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
     const Tensor& w = ctx.required_input(1);
-    std::vector<double> c;
-    const Shape yshape = accumulate(ctx, x, ctx.input(2), w, ctx.input(3), c);
-    int32_t* yd = ctx.allocate_output(0, DataType::kInt32, yshape).data<int32_t>();
-    for (size_t i = 0; i < c.size(); ++i) yd[i] = wrap_int32(c[i]);
+    accumulate(ctx, x, ctx.input(2), w, ctx.input(3), [&](const Shape& s) {
+      return ctx.allocate_output(0, DataType::kInt32, s).data<int32_t>();
+    });
   }
 };
 
 class QLinearConv final : public QConvBase {
  public:
-  explicit QLinearConv(const KernelInfo& info) : QConvBase(info, 3, 5) {}
+  explicit QLinearConv(const KernelInfo& info) : QConvBase(info, 3) {}
 
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
@@ -330,8 +348,11 @@ class QLinearConv final : public QConvBase {
                                                  dtype_name(bias->dtype()) + " " +
                                                  shape_to_string(bias->shape()));
     }
-    std::vector<double> c;
-    const Shape yshape = accumulate(ctx, x, zx, w, zw, c);
+    std::vector<int32_t> c;
+    const Shape yshape = accumulate(ctx, x, zx, w, zw, [&](const Shape& s) {
+      c.resize(static_cast<size_t>(shape_size(s)));
+      return c.data();
+    });
     const DataType qt = zy ? zy->dtype() : x.dtype();
     Tensor& y = ctx.allocate_output(0, qt, yshape);
     if (c.empty()) return;
@@ -343,23 +364,17 @@ class QLinearConv final : public QConvBase {
       mult[m] = xsv * static_cast<float>(wsv[wsv.size() == 1 ? 0 : m]) / ysv;
     const int32_t* bd = bias ? bias->data<int32_t>() : nullptr;
     const double yz = zy ? tensor_values(*zy, "y_zero_point")[0] : 0.0;
-    const QRange r = quant_range(qt);
     const int64_t P = static_cast<int64_t>(c.size()) / (yshape[0] * M);
-    dispatch_int8(qt, [&](auto tag) {
-      using Q = decltype(tag);
-      Q* yd = y.data<Q>();
-      parallel_for(ctx.thread_pool(), yshape[0] * M, 4.0 * static_cast<double>(P),
-                   [&](int64_t s, int64_t e) {
-                     for (int64_t nm = s; nm < e; ++nm) {
-                       const int64_t m = nm % M;
-                       const double b = bd ? static_cast<double>(bd[m]) : 0.0;
-                       for (int64_t i = nm * P; i < (nm + 1) * P; ++i) {
-                         const float v = static_cast<float>(wrap_int32(c[i] + b)) * mult[m];
-                         yd[i] = static_cast<Q>(round_saturate(v, yz, r));
-                       }
-                     }
-                   });
-    });
+    const bool q_signed = qt == DataType::kInt8;
+    uint8_t* yd = static_cast<uint8_t*>(y.raw_data());
+    parallel_for(ctx.thread_pool(), yshape[0] * M, 2.0 * static_cast<double>(P),
+                 [&](int64_t s, int64_t e) {
+                   for (int64_t nm = s; nm < e; ++nm) {
+                     const int64_t m = nm % M;
+                     int8gemm::requantize(c.data() + nm * P, P, bd ? bd[m] : 0, &mult[m], 0,
+                                          static_cast<int32_t>(yz), q_signed, yd + nm * P);
+                   }
+                 });
   }
 };
 

@@ -3,18 +3,17 @@
 // are per tensor, per row of a ([M], or broadcastable to a's [..., M, 1]) or per column of b
 // ([N], or broadcastable to b's [..., 1, N]).
 //
-// The 8-bit products go through the float GEMM in chunks of K short enough to be exact
-// (exact_float_chunk, quant_common.h), added up in double and wrapped to int32, the overflow
-// the spec allows. QLinearMatMul requantizes like onnxruntime: multiplier a_scale * b_scale /
-// y_scale in float, times the int32 sum in float, rounded half to even, plus y_zero_point,
-// saturated. A constant 2-D b (with a constant or absent zero point) is converted and packed
-// once at load, one packed matrix per chunk of K (sized for the worst case |a - za| = 255).
+// The products run on the 8-bit integer GEMM (compute/int8_gemm.h), exact and wrapped to
+// int32, the overflow the spec allows; zero points come off through row and column sums.
+// QLinearMatMul requantizes like onnxruntime: multiplier a_scale * b_scale / y_scale in
+// float, times the int32 sum in float, rounded half to even, plus y_zero_point, saturated.
+// A constant 2-D b is packed once at load (its zero point may still vary per run).
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "providers/shared/broadcast_shape.h"
-#include "compute/gemm.h"
+#include "compute/int8_gemm.h"
 #include "providers/cpu/nn/nn_common.h"
 #include "providers/cpu/quant/quant_common.h"
 
@@ -165,110 +164,76 @@ void check_zero_point(const KernelContext& ctx, const Tensor* zp, const Tensor& 
   }
 }
 
-// Converts an 8-bit tensor of `rows` rows of `cols` elements to float, minus the zero point
-// of its row (zr) or column (zc) when given; returns the largest |value - zero point|.
-float to_float_minus_zp(const Tensor& t, int64_t rows, int64_t cols, const double* zr,
-                        const double* zc, int64_t zc_stride, float* out) {
-  float mx = 0.0f;
-  dispatch_int8(t.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* s = t.data<T>();
-    for (int64_t r = 0; r < rows; ++r) {
-      const float z0 = zr ? static_cast<float>(zr[r]) : 0.0f;
-      const double* zcr = zc ? zc + (r / zc_stride) * cols : nullptr;
-      for (int64_t k = 0; k < cols; ++k) {
-        const float v =
-            static_cast<float>(s[r * cols + k]) - z0 - (zcr ? static_cast<float>(zcr[k]) : 0.0f);
-        out[r * cols + k] = v;
-        mx = std::max(mx, std::fabs(v));
-      }
-    }
-  });
-  return mx;
+std::vector<int32_t> to_int32(const std::vector<double>& v) {
+  std::vector<int32_t> r(v.size());
+  for (size_t i = 0; i < v.size(); ++i) r[i] = static_cast<int32_t>(v[i]);
+  return r;
 }
 
 // The integer matrix product shared by both operators.
 class QMatMulBase : public Kernel {
  protected:
-  QMatMulBase(const KernelInfo& info, size_t b_in, size_t bz_in) {
+  QMatMulBase(const KernelInfo& info, size_t b_in) {
     const Tensor* b = info.has_input(b_in) ? info.constant_input(b_in) : nullptr;
     if (!b || b->rank() != 2 || b->numel() == 0 || !is_int8_type(b->dtype())) return;
-    const Tensor* bz = nullptr;
-    if (info.has_input(bz_in)) {
-      bz = info.constant_input(bz_in);
-      if (!bz || bz->dtype() != b->dtype()) return;
-    }
-    const int64_t K = b->dim(0), N = b->dim(1);
-    std::vector<double> zb(static_cast<size_t>(N), 0.0);
-    // An unfit zero point is reported at run time, where the error names the node's inputs.
-    if (bz && !expand_param(*bz, {1, N}, false, "b_zero_point", &zb)) return;
-    std::vector<float> bd(static_cast<size_t>(K * N));
-    const float mb = to_float_minus_zp(*b, K, N, nullptr, zb.data(), K, bd.data());
-    packed_kc_ = std::min(K, exact_float_chunk(255.0 * mb));
-    for (int64_t k0 = 0; k0 < K; k0 += packed_kc_) {
-      packed_.push_back(
-          pack_gemm_b<float>(false, std::min(packed_kc_, K - k0), N, bd.data() + k0 * N, N));
-    }
+    // The zero point is applied at run time (int8_gemm.h): only b's bytes are packed.
+    int8gemm::pack_b(b->raw_data(), b->dtype() == DataType::kInt8, b->dim(0), b->dim(1), b->dim(1),
+                     &packed_);
     packed_dtype_ = b->dtype();
     packed_shape_ = b->shape();
   }
 
-  // c[batches * M * N] = (a - za) x (b - zb), exact.
+  // c[batches * M * N] = (a - za) x (b - zb), wrapped to int32.
   void accumulate(const KernelContext& ctx, const Tensor& a, const Tensor* za, const Tensor& b,
-                  const Tensor* zb, const Plan& p, std::vector<double>& c) const {
+                  const Tensor* zb, const Plan& p, int32_t* c) const {
     const int64_t M = p.M, N = p.N, K = p.K;
-    c.assign(static_cast<size_t>(p.batches * M * N), 0.0);
-    std::vector<double> zr, zc;
-    if (za) zr = row_param(ctx, *za, p, "a_zero_point", a.shape());
-    if (zb) zc = col_param(ctx, *zb, p, "b_zero_point", b.shape());
-    if (c.empty() || K == 0) return;
-    ThreadPool* pool = ctx.thread_pool();
-    std::vector<float> ad(static_cast<size_t>(a.numel()));
-    const float ma =
-        to_float_minus_zp(a, a.numel() / K, K, za ? zr.data() : nullptr, nullptr, 1, ad.data());
-    const bool use_packed =
-        !packed_.empty() && b.dtype() == packed_dtype_ && b.shape() == packed_shape_;
-    std::vector<float> bd;
-    int64_t kc = packed_kc_;
-    if (!use_packed) {
-      bd.resize(static_cast<size_t>(b.numel()));
-      // Rows of all of b's matrices; the column zero points change with the matrix (K rows).
-      const float mb =
-          to_float_minus_zp(b, b.numel() / N, N, nullptr, zb ? zc.data() : nullptr, K, bd.data());
-      kc = std::min(K, exact_float_chunk(static_cast<double>(ma) * mb));
+    std::vector<int32_t> zr, zc;
+    if (za) zr = to_int32(row_param(ctx, *za, p, "a_zero_point", a.shape()));
+    if (zb) zc = to_int32(col_param(ctx, *zb, p, "b_zero_point", b.shape()));
+    const int64_t total = p.batches * M * N;
+    if (total == 0) return;
+    if (K == 0) {
+      std::fill(c, c + total, 0);
+      return;
     }
-    std::vector<float> cf(c.size());
-    for (int64_t k0 = 0, chunk = 0; k0 < K; k0 += kc, ++chunk) {
-      const int64_t kl = std::min(kc, K - k0);
-      if (p.b_shared) {
-        // Every batch of a against the one b: a single (batches * M) x K by K x N product.
-        if (use_packed) {
-          gemm_packed_b<float>(false, p.batches * M, ad.data() + k0, K, packed_[chunk], 1.0f, 0.0f,
-                               cf.data(), N, pool);
-        } else {
-          gemm(false, false, p.batches * M, N, kl, 1.0f, ad.data() + k0, K, bd.data() + k0 * N, N,
-               0.0f, cf.data(), N, pool);
-        }
-      } else {
-        for (int64_t n = 0; n < p.batches; ++n) {
-          gemm(false, false, M, N, kl, 1.0f, ad.data() + p.a_index[n] * M * K + k0, K,
-               bd.data() + (p.b_index[n] * K + k0) * N, N, 0.0f, cf.data() + n * M * N, N, pool);
-        }
-      }
-      for (size_t i = 0; i < c.size(); ++i) c[i] += cf[i];
+    ThreadPool* pool = ctx.thread_pool();
+    const bool a_signed = a.dtype() == DataType::kInt8, b_signed = b.dtype() == DataType::kInt8;
+    const int32_t* zrp = za ? zr.data() : nullptr;
+    const int32_t* zcp = zb ? zc.data() : nullptr;
+    const uint8_t* ad = static_cast<const uint8_t*>(a.raw_data());
+    const uint8_t* bd = static_cast<const uint8_t*>(b.raw_data());
+    if (p.b_shared) {
+      // Every batch of a against the one b: a single (batches * M) x K by K x N product.
+      int8gemm::PackedB local;
+      const bool use_packed =
+          !packed_.data.empty() && b.dtype() == packed_dtype_ && b.shape() == packed_shape_;
+      if (!use_packed) int8gemm::pack_b(bd, b_signed, K, N, N, &local);
+      int8gemm::PackedA pa;
+      int8gemm::pack_a(ad, a_signed, p.batches * M, K, K, &pa);
+      int8gemm::gemm(pa, use_packed ? packed_ : local, zrp, 1, zcp, 1, c, N, pool);
+      return;
+    }
+    const int64_t na = a.numel() / (M * K), nb = b.numel() / (K * N);
+    std::vector<int8gemm::PackedA> pa(static_cast<size_t>(na));
+    std::vector<int8gemm::PackedB> pb(static_cast<size_t>(nb));
+    for (int64_t i = 0; i < na; ++i) int8gemm::pack_a(ad + i * M * K, a_signed, M, K, K, &pa[i]);
+    for (int64_t i = 0; i < nb; ++i) int8gemm::pack_b(bd + i * K * N, b_signed, K, N, N, &pb[i]);
+    for (int64_t n = 0; n < p.batches; ++n) {
+      const int64_t ia = p.a_index[n], ib = p.b_index[n];
+      int8gemm::gemm(pa[ia], pb[ib], zrp ? zrp + ia * M : nullptr, 1, zcp ? zcp + ib * N : nullptr,
+                     1, c + n * M * N, N, pool);
     }
   }
 
  private:
-  std::vector<PackedGemmMatrix<float>> packed_;  // one per chunk of packed_kc_ rows of K
-  int64_t packed_kc_ = 0;
+  int8gemm::PackedB packed_;  // a constant 2-D b, packed at load
   DataType packed_dtype_ = DataType::kUndefined;
   Shape packed_shape_;
 };
 
 class MatMulInteger final : public QMatMulBase {
  public:
-  explicit MatMulInteger(const KernelInfo& info) : QMatMulBase(info, 1, 3) {}
+  explicit MatMulInteger(const KernelInfo& info) : QMatMulBase(info, 1) {}
 
   void compute(KernelContext& ctx) const override {
     const Tensor& a = ctx.required_input(0);
@@ -280,17 +245,14 @@ class MatMulInteger final : public QMatMulBase {
     check_zero_point(ctx, za, a, "a_zero_point", "A");
     check_zero_point(ctx, zb, b, "b_zero_point", "B");
     const Plan p = make_plan(ctx, a.shape(), b.shape());
-    std::vector<double> c;
-    accumulate(ctx, a, za, b, zb, p, c);
     Tensor& y = ctx.allocate_output(0, DataType::kInt32, p.out);
-    int32_t* yd = y.data<int32_t>();
-    for (size_t i = 0; i < c.size(); ++i) yd[i] = wrap_int32(c[i]);
+    accumulate(ctx, a, za, b, zb, p, y.data<int32_t>());
   }
 };
 
 class QLinearMatMul final : public QMatMulBase {
  public:
-  explicit QLinearMatMul(const KernelInfo& info) : QMatMulBase(info, 3, 5) {}
+  explicit QLinearMatMul(const KernelInfo& info) : QMatMulBase(info, 3) {}
 
   void compute(KernelContext& ctx) const override {
     const Tensor& a = ctx.required_input(0);
@@ -321,28 +283,32 @@ class QLinearMatMul final : public QMatMulBase {
     const std::vector<double> sb = col_param(ctx, bs, p, "b_scale", b.shape());
     const float ysv = static_cast<float>(tensor_values(ys, "y_scale")[0]);
     const double yz = zy ? tensor_values(*zy, "y_zero_point")[0] : 0.0;
-    std::vector<double> c;
-    accumulate(ctx, a, za, b, zb, p, c);
+    std::vector<int32_t> c(static_cast<size_t>(p.batches * p.M * p.N));
+    accumulate(ctx, a, za, b, zb, p, c.data());
     Tensor& y = ctx.allocate_output(0, qt, p.out);
-    const QRange r = quant_range(qt);
     const int64_t M = p.M, N = p.N;
-    dispatch_int8(qt, [&](auto tag) {
-      using Q = decltype(tag);
-      Q* yd = y.data<Q>();
-      parallel_for(ctx.thread_pool(), p.batches * M, 4.0 * static_cast<double>(N),
-                   [&](int64_t s, int64_t e) {
-                     for (int64_t row = s; row < e; ++row) {
-                       const int64_t n = row / M, m = row % M;
-                       const float av = static_cast<float>(sa[p.a_index[n] * M + m]);
+    const bool q_signed = qt == DataType::kInt8;
+    uint8_t* yd = static_cast<uint8_t*>(y.raw_data());
+    parallel_for(ctx.thread_pool(), p.batches * M, 4.0 * static_cast<double>(N),
+                 [&](int64_t s, int64_t e) {
+                   // The multipliers of a row, kept while the next row has the same ones.
+                   std::vector<float> mult(static_cast<size_t>(N));
+                   float last_av = 0.0f;
+                   int64_t last_b = -1;
+                   for (int64_t row = s; row < e; ++row) {
+                     const int64_t n = row / M, m = row % M;
+                     const float av = static_cast<float>(sa[p.a_index[n] * M + m]);
+                     if (p.b_index[n] != last_b || !(av == last_av)) {
                        const double* bsv = sb.data() + p.b_index[n] * N;
-                       for (int64_t j = 0; j < N; ++j) {
-                         const float mult = av * static_cast<float>(bsv[j]) / ysv;
-                         const float v = static_cast<float>(wrap_int32(c[row * N + j])) * mult;
-                         yd[row * N + j] = static_cast<Q>(round_saturate(v, yz, r));
-                       }
+                       for (int64_t j = 0; j < N; ++j)
+                         mult[j] = av * static_cast<float>(bsv[j]) / ysv;
+                       last_av = av;
+                       last_b = p.b_index[n];
                      }
-                   });
-    });
+                     int8gemm::requantize(c.data() + row * N, N, 0, mult.data(), 1,
+                                          static_cast<int32_t>(yz), q_signed, yd + row * N);
+                   }
+                 });
   }
 };
 

@@ -48,24 +48,8 @@ inline double round_saturate(double v, double zp, QRange r) {
   return ((c + kMagic) - kMagic) + zp;
 }
 
-// Wraps an exact integer accumulator held in a double to int32 (two's complement), the
-// overflow behaviour the spec allows for 32-bit accumulation.
-inline int32_t wrap_int32(double v) {
-  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(v)));
-}
-
-// The integer products of the 8-bit operators run through the float GEMM: every partial
-// sum of a dot product is a sum of some of its products, so when the absolute products add
-// up to less than 2^24 every intermediate value is an integer float holds exactly, in any
-// summation order, FMA or not. Longer dot products are split into chunks of K that each stay
-// below that bound; the chunk results are added up in double (exact below 2^53).
-// The longest chunk whose products are at most max_product in magnitude (>= 258 for 8-bit
-// operands with 8-bit zero points, |value - zero point| <= 255).
-inline int64_t exact_float_chunk(double max_product) {
-  constexpr double kLimit = 16777215.0;  // 2^24 - 1
-  if (max_product < 1.0) return int64_t(1) << 40;
-  return static_cast<int64_t>(kLimit / max_product);
-}
+// The integer products of the 8-bit operators (MatMulInteger, ConvInteger, QLinearMatMul,
+// QLinearConv) run on the 8-bit integer GEMM, compute/int8_gemm.h.
 
 // Every element of a numeric tensor as double (float16 / bfloat16 widened exactly).
 std::vector<double> tensor_values(const Tensor& t, const char* what);

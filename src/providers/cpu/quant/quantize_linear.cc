@@ -17,6 +17,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "compute/int8_gemm.h"
 #include "providers/cpu/quant/quant_common.h"
 
 namespace ortlite {
@@ -396,25 +397,8 @@ class DynamicQuantizeLinear final : public Kernel {
     }
     const float* xd = x.data<float>();
     const int64_t n = x.numel();
-    // Eight running minima / maxima the compiler can keep in vector registers.
-    float mns[8] = {}, mxs[8] = {};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      for (int j = 0; j < 8; ++j) {
-        mns[j] = xd[i + j] < mns[j] ? xd[i + j] : mns[j];
-        mxs[j] = xd[i + j] > mxs[j] ? xd[i + j] : mxs[j];
-      }
-    }
-    for (; i < n; ++i) {
-      mns[0] = xd[i] < mns[0] ? xd[i] : mns[0];
-      mxs[0] = xd[i] > mxs[0] ? xd[i] : mxs[0];
-    }
     float mn = 0.0f, mx = 0.0f;
-    for (int j = 0; j < 8; ++j) {
-      mn = std::min(mn, mns[j]);
-      mx = std::max(mx, mxs[j]);
-    }
-    const QRange r = quant_range(DataType::kUInt8);
+    int8gemm::min_max(xd, n, &mn, &mx);
     const float scale = mx == mn ? 1.0f : (mx - mn) / 255.0f;
     const float initial_zp = 0.0f - mn / scale;
     // An infinite range gives a NaN zero point; it saturates like onnxruntime's clamp.
@@ -424,9 +408,9 @@ class DynamicQuantizeLinear final : public Kernel {
     uint8_t* yd = y.data<uint8_t>();
     QdqLayout l;
     l.outer = n;
-    const double sd = scale;
+    const float zf = static_cast<float>(zp);
     for_each_run(l, n, ctx.thread_pool(), 1.0, [&](int64_t b, int64_t cnt, int64_t, int64_t) {
-      quantize_f32<uint8_t>(xd + b, yd + b, cnt, &sd, &zp, 0, r);
+      int8gemm::quantize_u8(xd + b, cnt, scale, zf, yd + b);
     });
     ctx.allocate_output(1, DataType::kFloat, {}).data<float>()[0] = scale;
     ctx.allocate_output(2, DataType::kUInt8, {}).data<uint8_t>()[0] = static_cast<uint8_t>(zp);

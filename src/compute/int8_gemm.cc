@@ -1,0 +1,321 @@
+// 8-bit integer GEMM (see int8_gemm.h): packing, the portable kernel and the dispatch to the
+// AVX-512 VNNI / AVX2 kernels (int8_gemm_avx512.cc, int8_gemm_avx2.cc), chosen by a run-time
+// CPU check.
+#include "compute/int8_gemm.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace ortlite {
+namespace int8gemm {
+namespace {
+
+// The portable kernel on the packed layouts; wrap-around arithmetic in uint32.
+void generic_kernel(const uint8_t* a, int64_t lda, int rows, const int8_t* b, int64_t panel_stride,
+                    int nv, int64_t K4, int32_t* c, int64_t ldc, int cols, const int32_t* rsa,
+                    const int32_t* zap, const int32_t* zbp, const int32_t* ct) {
+  for (int r = 0; r < rows; ++r) {
+    const uint8_t* ar = a + r * lda;
+    for (int v = 0; v < nv; ++v) {
+      int32_t acc[16] = {};
+      const int8_t* bp = b + v * panel_stride;
+      for (int64_t k4 = 0; k4 < K4; ++k4) {
+        const uint8_t* a4 = ar + 4 * k4;
+        const int8_t* b4 = bp + 64 * k4;
+        for (int j = 0; j < 16; ++j) {
+          acc[j] += a4[0] * b4[4 * j] + a4[1] * b4[4 * j + 1] + a4[2] * b4[4 * j + 2] +
+                    a4[3] * b4[4 * j + 3];
+        }
+      }
+      for (int j = 0; j < 16 && v * 16 + j < cols; ++j) {
+        const int jj = v * 16 + j;
+        const uint32_t x = static_cast<uint32_t>(acc[j]) -
+                           static_cast<uint32_t>(zbp[jj]) * static_cast<uint32_t>(rsa[r]) -
+                           static_cast<uint32_t>(zap[r]) * static_cast<uint32_t>(ct[jj]);
+        c[r * ldc + jj] = static_cast<int32_t>(x);
+      }
+    }
+  }
+}
+
+struct Isa {
+  bool avx2 = false, avxvnni = false, avx512vnni = false, avx512 = false;
+};
+
+Isa isa() {
+  // AVX-512 VNNI does not imply AVX-VNNI (its VEX encoding): each is checked on its own.
+  Isa r;
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  __builtin_cpu_init();
+  r.avx2 = __builtin_cpu_supports("avx2");
+  r.avxvnni = r.avx2 && __builtin_cpu_supports("avxvnni");
+  r.avx512 = r.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  r.avx512vnni = r.avx512 && __builtin_cpu_supports("avx512vnni");
+#endif
+  if (const char* env = std::getenv("ORTLITE_INT8_ISA")) {
+    const std::string s(env);
+    if (s == "generic") r.avx2 = r.avxvnni = r.avx512vnni = r.avx512 = false;
+    if (s == "avx2") r.avxvnni = r.avx512vnni = r.avx512 = false;
+    if (s == "avxvnni") r.avx512vnni = r.avx512 = false;
+  }
+  return r;
+}
+
+detail::KernelSet select() {
+  const Isa i = isa();
+  const bool avx2 = i.avx2, avxvnni = i.avxvnni, avx512vnni = i.avx512vnni;
+  detail::KernelSet k;
+  if (avx512vnni) k = detail::avx512vnni_kernel();
+  if (!k.fn && avxvnni) k = detail::avx2_kernel(true);
+  if (!k.fn && avx2) k = detail::avx2_kernel(false);
+  if (!k.fn) k = {generic_kernel, 4};
+  return k;
+}
+
+const detail::KernelSet& kernels() {
+  static const detail::KernelSet k = select();
+  return k;
+}
+
+void requantize_generic(const int32_t* c, int64_t n, int32_t bias, const float* mult, int64_t mstep,
+                        int32_t zp, bool is_signed, void* y) {
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23: rounds |v| < 2^22 half to even
+  const float zf = static_cast<float>(zp);
+  const float lo = (is_signed ? -128.0f : 0.0f) - zf, hi = (is_signed ? 127.0f : 255.0f) - zf;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t acc =
+        static_cast<int32_t>(static_cast<uint32_t>(c[i]) + static_cast<uint32_t>(bias));
+    const float v = static_cast<float>(acc) * mult[i * mstep];
+    const float cl = v >= lo ? (v <= hi ? v : hi) : lo;
+    const int32_t q = static_cast<int32_t>((cl + kMagic) - kMagic) + zp;
+    if (is_signed) {
+      static_cast<int8_t*>(y)[i] = static_cast<int8_t>(q);
+    } else {
+      static_cast<uint8_t*>(y)[i] = static_cast<uint8_t>(q);
+    }
+  }
+}
+
+void min_max_generic(const float* x, int64_t n, float* mn_out, float* mx_out) {
+  // Eight running minima / maxima the compiler can keep in vector registers.
+  float mns[8] = {}, mxs[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) {
+      mns[j] = x[i + j] < mns[j] ? x[i + j] : mns[j];
+      mxs[j] = x[i + j] > mxs[j] ? x[i + j] : mxs[j];
+    }
+  }
+  for (; i < n; ++i) {
+    mns[0] = x[i] < mns[0] ? x[i] : mns[0];
+    mxs[0] = x[i] > mxs[0] ? x[i] : mxs[0];
+  }
+  float mn = 0.0f, mx = 0.0f;
+  for (int j = 0; j < 8; ++j) {
+    mn = std::min(mn, mns[j]);
+    mx = std::max(mx, mxs[j]);
+  }
+  *mn_out = mn;
+  *mx_out = mx;
+}
+
+void quantize_u8_generic(const float* x, int64_t n, float scale, float zp, uint8_t* y) {
+  constexpr float kMagic = 12582912.0f;
+  const float lo = 0.0f - zp, hi = 255.0f - zp;
+  for (int64_t k = 0; k < n; ++k) {
+    const float q = x[k] / scale;
+    const float c = q >= lo ? (q <= hi ? q : hi) : lo;
+    y[k] = static_cast<uint8_t>(static_cast<int32_t>(((c + kMagic) - kMagic) + zp));
+  }
+}
+
+detail::Helpers select_helpers() {
+  detail::Helpers h;
+  if (isa().avx512) h = detail::avx512_helpers();
+  if (!h.requantize) h = {requantize_generic, min_max_generic, quantize_u8_generic};
+  return h;
+}
+
+const detail::Helpers& helpers() {
+  static const detail::Helpers h = select_helpers();
+  return h;
+}
+
+}  // namespace
+
+void requantize(const int32_t* c, int64_t n, int32_t bias, const float* mult, int64_t mstep,
+                int32_t zp, bool is_signed, void* y) {
+  helpers().requantize(c, n, bias, mult, mstep, zp, is_signed, y);
+}
+
+void min_max(const float* x, int64_t n, float* mn, float* mx) {
+  helpers().min_max(x, n, mn, mx);
+}
+
+void quantize_u8(const float* x, int64_t n, float scale, float zp, uint8_t* y) {
+  helpers().quantize_u8(x, n, scale, zp, y);
+}
+
+const char* isa_name() {
+  const detail::KernelFn fn = kernels().fn;
+  if (fn == generic_kernel) return "generic";
+  if (fn == detail::avx512vnni_kernel().fn) return "avx512vnni";
+  if (fn == detail::avx2_kernel(true).fn) return "avxvnni";
+  return "avx2";
+}
+
+void pack_a(const void* A, bool is_signed, int64_t M, int64_t K, int64_t lda, PackedA* out) {
+  out->M = M;
+  out->K = K;
+  out->K4 = (K + 3) / 4;
+  out->is_signed = is_signed;
+  const int64_t ld = 4 * out->K4;
+  out->data.assign(static_cast<size_t>(M * ld), 0);
+  out->rowsum.assign(static_cast<size_t>(M), 0);
+  const uint8_t* src = static_cast<const uint8_t*>(A);
+  const uint8_t flip = is_signed ? 0x80 : 0x00;
+  for (int64_t i = 0; i < M; ++i) {
+    const uint8_t* s = src + i * lda;
+    uint8_t* d = out->data.data() + i * ld;
+    int32_t sum = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      const uint8_t v = static_cast<uint8_t>(s[k] ^ flip);
+      d[k] = v;
+      sum += v;
+    }
+    out->rowsum[static_cast<size_t>(i)] = sum;
+  }
+}
+
+void pack_b(const void* B, bool is_signed, int64_t K, int64_t N, int64_t ldb, PackedB* out) {
+  out->K = K;
+  out->N = N;
+  out->K4 = (K + 3) / 4;
+  out->N16 = (N + 15) / 16;
+  out->is_signed = is_signed;
+  const int64_t K4 = out->K4;
+  out->data.resize(static_cast<size_t>(out->N16 * K4 * 64));
+  out->colsum.assign(static_cast<size_t>(out->N16 * 16), 0);
+  const uint8_t* src = static_cast<const uint8_t*>(B);
+  const uint8_t flip = is_signed ? 0x00 : 0x80;
+  static const uint8_t kZero[16] = {};
+  for (int64_t p = 0; p < out->N16; ++p) {
+    const int64_t j0 = p * 16, w = std::min<int64_t>(16, N - j0);
+    int8_t* d = out->data.data() + p * K4 * 64;
+    int32_t* cs = out->colsum.data() + j0;
+    uint8_t tail[4][16];
+#if defined(__SSE2__)
+    __m128i s16[2] = {_mm_setzero_si128(), _mm_setzero_si128()};
+    auto flush = [&]() {
+      for (int h = 0; h < 2; ++h) {
+        alignas(16) int16_t v[8];
+        _mm_store_si128(reinterpret_cast<__m128i*>(v), s16[h]);
+        for (int j = 0; j < 8; ++j) cs[8 * h + j] += v[j];
+        s16[h] = _mm_setzero_si128();
+      }
+    };
+#endif
+    for (int64_t k4 = 0; k4 < K4; ++k4) {
+      // The four rows of this group: missing ones read as zero bytes; a partial panel's rows
+      // are copied, already flipped, into zero-padded rows.
+      const uint8_t* rows[4];
+      for (int t = 0; t < 4; ++t) {
+        const int64_t k = 4 * k4 + t;
+        if (k >= K) {
+          rows[t] = nullptr;
+        } else if (w == 16) {
+          rows[t] = src + k * ldb + j0;
+        } else {
+          std::memset(tail[t], 0, 16);
+          for (int64_t j = 0; j < w; ++j)
+            tail[t][j] = static_cast<uint8_t>(src[k * ldb + j0 + j] ^ flip);
+          rows[t] = tail[t];
+        }
+      }
+      const bool flipped_here = w == 16;  // tails are flipped while copied
+#if defined(__SSE2__)
+      const __m128i fv = _mm_set1_epi8(static_cast<char>(flipped_here ? flip : 0));
+      __m128i r[4];
+      for (int t = 0; t < 4; ++t) {
+        r[t] = rows[t]
+                   ? _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[t])), fv)
+                   : _mm_loadu_si128(reinterpret_cast<const __m128i*>(kZero));
+        // Column sums: the bytes sign-extended to int16.
+        s16[0] = _mm_add_epi16(s16[0], _mm_srai_epi16(_mm_unpacklo_epi8(r[t], r[t]), 8));
+        s16[1] = _mm_add_epi16(s16[1], _mm_srai_epi16(_mm_unpackhi_epi8(r[t], r[t]), 8));
+      }
+      if ((k4 & 31) == 31 || k4 + 1 == K4) flush();  // |partial| <= 32 * 4 * 128 < 2^15
+      const __m128i a01l = _mm_unpacklo_epi8(r[0], r[1]), a01h = _mm_unpackhi_epi8(r[0], r[1]);
+      const __m128i a23l = _mm_unpacklo_epi8(r[2], r[3]), a23h = _mm_unpackhi_epi8(r[2], r[3]);
+      __m128i* o = reinterpret_cast<__m128i*>(d + k4 * 64);
+      _mm_storeu_si128(o + 0, _mm_unpacklo_epi16(a01l, a23l));
+      _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(a01l, a23l));
+      _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(a01h, a23h));
+      _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(a01h, a23h));
+#else
+      for (int t = 0; t < 4; ++t) {
+        for (int j = 0; j < 16; ++j) {
+          const uint8_t v =
+              rows[t] ? static_cast<uint8_t>(rows[t][j] ^ (flipped_here ? flip : 0)) : 0;
+          d[k4 * 64 + j * 4 + t] = static_cast<int8_t>(v);
+        }
+      }
+      for (int j = 0; j < 16; ++j) {
+        const int8_t* g = d + k4 * 64 + 4 * j;
+        cs[j] += g[0] + g[1] + g[2] + g[3];
+      }
+#endif
+    }
+  }
+}
+
+void gemm(const PackedA& A, const PackedB& B, const int32_t* za, int64_t za_step, const int32_t* zb,
+          int64_t zb_step, int32_t* C, int64_t ldc, ThreadPool* pool) {
+  const int64_t M = A.M, N = B.N, K = B.K, K4 = B.K4;
+  if (M == 0 || N == 0) return;
+  // Shifted zero points: a - za = a' - (za + 128) for int8 A (a' = a + 128); b - zb =
+  // b' - (zb - 128) for uint8 B (b' = b - 128).
+  const int32_t oa = A.is_signed ? 128 : 0, ob = B.is_signed ? 0 : 128;
+  std::vector<int32_t> zap(static_cast<size_t>(M)), zbp(static_cast<size_t>(B.N16 * 16), 0),
+      ct(static_cast<size_t>(B.N16 * 16), 0);
+  for (int64_t i = 0; i < M; ++i) zap[i] = (za ? za[i * za_step] : 0) + oa;
+  for (int64_t j = 0; j < N; ++j) {
+    zbp[j] = (zb ? zb[j * zb_step] : 0) - ob;
+    ct[j] = static_cast<int32_t>(static_cast<uint32_t>(B.colsum[j]) -
+                                 static_cast<uint32_t>(K) * static_cast<uint32_t>(zbp[j]));
+  }
+  if (K == 0) {
+    std::fill(zap.begin(), zap.end(), 0);  // no products: every sum is 0
+  }
+  const detail::KernelSet& ks = kernels();
+  const int64_t lda = 4 * A.K4, panel_stride = K4 * 64;
+  constexpr int64_t kNB = 64;  // columns per kernel call (4 panels)
+  const int64_t col_blocks = (N + kNB - 1) / kNB;
+  // Row blocks short enough that a task stays a few hundred microseconds at most.
+  const int64_t mb = std::max<int64_t>(ks.mr, std::min<int64_t>(M, 96) / ks.mr * ks.mr);
+  const int64_t row_blocks = (M + mb - 1) / mb;
+  const double cost = static_cast<double>(mb) * kNB * static_cast<double>(K4) * 4.0;
+  parallel_for(pool, row_blocks * col_blocks, cost, [&](int64_t s, int64_t e) {
+    for (int64_t t = s; t < e; ++t) {
+      const int64_t cb = t % col_blocks, rb = t / col_blocks;
+      const int64_t j0 = cb * kNB, cols = std::min(kNB, N - j0);
+      const int nv = static_cast<int>((cols + 15) / 16);
+      const int64_t i1 = std::min(M, (rb + 1) * mb);
+      for (int64_t i = rb * mb; i < i1; i += ks.mr) {
+        const int rows = static_cast<int>(std::min<int64_t>(ks.mr, i1 - i));
+        ks.fn(A.data.data() + i * lda, lda, rows, B.data.data() + (j0 / 16) * panel_stride,
+              panel_stride, nv, K4, C + i * ldc + j0, ldc, static_cast<int>(cols),
+              A.rowsum.data() + i, zap.data() + i, zbp.data() + j0, ct.data() + j0);
+      }
+    }
+  });
+}
+
+}  // namespace int8gemm
+}  // namespace ortlite

@@ -1,0 +1,91 @@
+// 8-bit integer GEMM: C[M x N] (int32) = sum_k (A[i, k] - za[i]) * (B[k, j] - zb[j]) for
+// uint8 or int8 A and B, zero points per row of A and per column of B (or per tensor).
+//
+// The kernels multiply unsigned A bytes by signed B bytes (vpdpbusd's operand types): an int8
+// A is moved to uint8 and a uint8 B to int8 by flipping the top bit (+128 / -128), and the
+// shift is folded into the zero points. The zero points come off through the row sums of A
+// and the column sums of B:
+//   sum (a - za)(b - zb) = sum a b - zb * rowsum(a) - za * (colsum(b) - K zb).
+// All arithmetic wraps modulo 2^32, so the result is the exact value wrapped to int32, as
+// onnxruntime's int32 accumulation gives. The products never saturate: AVX-512 VNNI and
+// AVX-VNNI accumulate u8 x s8 products in int32 (vpdpbusd), and the plain AVX2 path widens to
+// int16 first (vpmaddwd of at most 2 * 255 * 128).
+//
+// Layouts: packed A is M rows of K rounded up to 4 bytes (zero padded); packed B is panels of
+// 16 columns, each K4 = ceil(K / 4) groups of 64 bytes (16 columns x 4 consecutive k).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ortlite/thread_pool.h"
+
+namespace ortlite {
+namespace int8gemm {
+
+struct PackedA {
+  int64_t M = 0, K = 0, K4 = 0;
+  bool is_signed = false;       // the source type (int8: bytes were shifted by +128)
+  std::vector<uint8_t> data;    // M x (4 * K4)
+  std::vector<int32_t> rowsum;  // of the shifted bytes
+};
+
+struct PackedB {
+  int64_t K = 0, N = 0, K4 = 0, N16 = 0;
+  bool is_signed = false;       // the source type (uint8: bytes were shifted by -128)
+  std::vector<int8_t> data;     // N16 panels x K4 x 64
+  std::vector<int32_t> colsum;  // of the shifted bytes, N16 * 16 (padding 0)
+};
+
+// A: M x K, row stride lda, bytes of uint8 (is_signed false) or int8.
+void pack_a(const void* A, bool is_signed, int64_t M, int64_t K, int64_t lda, PackedA* out);
+// B: K x N, row stride ldb.
+void pack_b(const void* B, bool is_signed, int64_t K, int64_t N, int64_t ldb, PackedB* out);
+
+// C[M x N] (row stride ldc) = (A - za) x (B - zb). za[i * za_step] is row i's zero point in
+// A's own type's value (e.g. 200 for uint8, -3 for int8); zb[j * zb_step] column j's. A null
+// pointer means 0. Large products are split into row / column blocks over the pool.
+void gemm(const PackedA& A, const PackedB& B, const int32_t* za, int64_t za_step, const int32_t* zb,
+          int64_t zb_step, int32_t* C, int64_t ldc, ThreadPool* pool);
+
+// y[i] = saturate(rint(float(c[i] + bias) * mult[i * mstep]) + zp) to uint8 (is_signed
+// false) or int8, rounding half to even; NaN gives the low end. (onnxruntime's requantization
+// of QLinearMatMul / QLinearConv.) The sum c[i] + bias wraps.
+void requantize(const int32_t* c, int64_t n, int32_t bias, const float* mult, int64_t mstep,
+                int32_t zp, bool is_signed, void* y);
+
+// DynamicQuantizeLinear's two passes: the least and greatest of 0 and x's elements (NaN left
+// out); y[i] = saturate(rint(x[i] / scale) + zp) to uint8, NaN giving 0.
+void min_max(const float* x, int64_t n, float* mn, float* mx);
+void quantize_u8(const float* x, int64_t n, float scale, float zp, uint8_t* y);
+
+// The kernel set in use: "avx512vnni", "avxvnni", "avx2" or "generic". ORTLITE_INT8_ISA caps
+// it with the same names (an unsupported set is still never chosen).
+const char* isa_name();
+
+namespace detail {
+// One micro-tile: rows x (16 * nv) columns, nv <= 4 (panels at b + v * panel_stride bytes),
+// cols valid columns of those. rsa / zap per row, zbp / ct per column (ct = colsum - K zbp).
+using KernelFn = void (*)(const uint8_t* a, int64_t lda, int rows, const int8_t* b,
+                          int64_t panel_stride, int nv, int64_t K4, int32_t* c, int64_t ldc,
+                          int cols, const int32_t* rsa, const int32_t* zap, const int32_t* zbp,
+                          const int32_t* ct);
+struct KernelSet {
+  KernelFn fn = nullptr;
+  int mr = 1;  // rows per call at most
+};
+KernelSet avx512vnni_kernel();  // fn null when not compiled
+
+// AVX-512 (F, BW) versions of the element-wise helpers above; null when not compiled.
+struct Helpers {
+  void (*requantize)(const int32_t*, int64_t, int32_t, const float*, int64_t, int32_t, bool,
+                     void*) = nullptr;
+  void (*min_max)(const float*, int64_t, float*, float*) = nullptr;
+  void (*quantize_u8)(const float*, int64_t, float, float, uint8_t*) = nullptr;
+};
+Helpers avx512_helpers();
+KernelSet avx2_kernel(bool vnni);
+}  // namespace detail
+
+}  // namespace int8gemm
+}  // namespace ortlite
