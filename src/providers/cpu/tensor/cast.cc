@@ -177,9 +177,15 @@ void cast_numeric(const From* src, To* dst, int64_t n, ThreadPool* pool) {
     parallel_for(pool, n, 1.0, [&](int64_t b, int64_t e) {
       cast_detail::half_to_float(src + b, dst + b, e - b);
     });
+  } else if constexpr (std::is_same_v<From, bool> && !std::is_same_v<To, bool>) {
+    // bool bytes (0 or 1) read as uint8_t, which vectorizes; bool loads did not.
+    cast_numeric<To, uint8_t>(reinterpret_cast<const uint8_t*>(src), dst, n, pool);
   } else {
-    parallel_for(pool, n, 2.0, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) dst[i] = convert<To, From>(src[i]);
+    parallel_for(pool, n, 2.0, [src, dst](int64_t b, int64_t e) {
+      // Local restrict pointers, so that byte-sized elements vectorize (see run_unary).
+      const From* __restrict s = src + b;
+      To* __restrict d = dst + b;
+      for (int64_t i = 0; i < e - b; ++i) d[i] = convert<To, From>(s[i]);
     });
   }
 }
