@@ -99,8 +99,9 @@ void strided_copy_typed(const T* src, T* dst, const Dims& dm, ThreadPool* pool) 
   const int64_t di = dm.d[last];
 
   // A 2-D transpose pattern: the destination is contiguous along the last dim while the
-  // source is contiguous along another dim k. Copy in cache-sized tiles.
-  if (di == 1 && si != 1 && len >= 8) {
+  // source is contiguous along another dim k. Copy in cache-sized tiles. (A source that
+  // repeats one value along the last dim, si == 0, is a broadcast: the row fills below.)
+  if (di == 1 && si != 1 && si != 0 && len >= 8) {
     size_t k = rank;
     for (size_t r = 0; r < last; ++r) {
       if (dm.s[r] == 1 && dm.n[r] >= 8) k = r;
