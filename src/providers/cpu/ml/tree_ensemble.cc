@@ -283,6 +283,27 @@ Forest forest_v3(const KernelInfo& info, const std::string& prefix, int64_t n,
   return fo;
 }
 
+// Element i of the input as the double the trees compare; an integer goes through float
+// first when the forest's thresholds are float (`single`), as onnxruntime compares it.
+inline double feature_value(const Tensor& x, DataType dt, int64_t i, bool single) {
+  switch (dt) {
+    case DataType::kFloat:
+      return x.data<float>()[i];
+    case DataType::kDouble:
+      return x.data<double>()[i];
+    case DataType::kFloat16:
+      return static_cast<float>(x.data<Float16>()[i]);
+    case DataType::kInt64: {
+      const int64_t iv = x.data<int64_t>()[i];
+      return single ? static_cast<double>(static_cast<float>(iv)) : static_cast<double>(iv);
+    }
+    default: {
+      const int32_t iv = x.data<int32_t>()[i];
+      return single ? static_cast<double>(static_cast<float>(iv)) : static_cast<double>(iv);
+    }
+  }
+}
+
 // ---- evaluation ---------------------------------------------------------------------------
 
 class TreeEnsembleKernel : public Kernel {
@@ -602,28 +623,7 @@ class TreeEnsembleKernel : public Kernel {
     buf.resize(static_cast<size_t>(n));
     const bool single = fo_.single;
     for (int64_t j = 0; j < n; ++j) {
-      double v = 0;
-      switch (dt) {
-        case DataType::kFloat:
-          v = x.data<float>()[off + j];
-          break;
-        case DataType::kDouble:
-          v = x.data<double>()[off + j];
-          break;
-        case DataType::kFloat16:
-          v = static_cast<float>(x.data<Float16>()[off + j]);
-          break;
-        case DataType::kInt64: {
-          const int64_t iv = x.data<int64_t>()[off + j];
-          v = single ? static_cast<double>(static_cast<float>(iv)) : static_cast<double>(iv);
-          break;
-        }
-        default: {
-          const int32_t iv = x.data<int32_t>()[off + j];
-          v = single ? static_cast<double>(static_cast<float>(iv)) : static_cast<double>(iv);
-          break;
-        }
-      }
+      const double v = feature_value(x, dt, off + j, single);
       buf[static_cast<size_t>(j)] = static_cast<TX>(v);
     }
     return buf.data();
@@ -758,28 +758,7 @@ class TreeEnsembleKernel : public Kernel {
       for (int64_t r = b; r < e; ++r) {
         const int64_t off = r * rows.c;
         for (int64_t j = 0; j < rows.c; ++j) {
-          double v = 0;
-          switch (dt) {
-            case DataType::kFloat:
-              v = x.data<float>()[off + j];
-              break;
-            case DataType::kDouble:
-              v = x.data<double>()[off + j];
-              break;
-            case DataType::kFloat16:
-              v = static_cast<float>(x.data<Float16>()[off + j]);
-              break;
-            case DataType::kInt64: {
-              const int64_t iv = x.data<int64_t>()[off + j];
-              v = single ? static_cast<double>(static_cast<float>(iv)) : static_cast<double>(iv);
-              break;
-            }
-            default: {
-              const int32_t iv = x.data<int32_t>()[off + j];
-              v = single ? static_cast<double>(static_cast<float>(iv)) : static_cast<double>(iv);
-              break;
-            }
-          }
+          const double v = feature_value(x, dt, off + j, single);
           feat[static_cast<size_t>(j)] = v;
         }
         aggregate(feat.data(), score, has);
