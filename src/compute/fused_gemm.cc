@@ -65,6 +65,7 @@ struct Problem {
   float* C;
   int64_t ldc;
   const Epilogue* ep;
+  const int64_t* b_off = nullptr;  // B row k at b + b_off[k] (+ the panel's columns)
 };
 
 void fill_act(const Epilogue& ep, TileArgs& t) {
@@ -132,6 +133,7 @@ void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
       const int64_t n = j * kNR;
       t.cols = static_cast<int>(std::min(kNR, p.N - n));
       t.b = p.b + j * p.b_panel + k0 * p.b_ks;
+      t.b_off = p.b_off ? p.b_off + k0 : nullptr;
       t.bias_col = ep.bias_col ? ep.bias_col + n : nullptr;
       // The B block this thread needs next: the next panel, else the first panel at the
       // next k block, else `after` at k = 0.
@@ -267,6 +269,13 @@ void gemm_w_left(const Packed& W, const float* X, int64_t ldx, int64_t N, float*
                  const Epilogue& ep, ThreadPool* pool) {
   const int64_t M = W.outputs(), K = W.depth();
   run(Problem{M, N, K, row_blocks(M, kNR), W.data(), true, 0, 0, X, kNR, ldx, C, ldc, &ep}, pool);
+}
+
+void gemm_w_left_offsets(const Packed& W, const float* x, const int64_t* off, int64_t N, float* C,
+                         int64_t ldc, const Epilogue& ep, ThreadPool* pool) {
+  const int64_t M = W.outputs(), K = W.depth();
+  run(Problem{M, N, K, row_blocks(M, kNR), W.data(), true, 0, 0, x, kNR, 0, C, ldc, &ep, off},
+      pool);
 }
 
 void gemm_w_right(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const Packed& W, float* C,

@@ -23,8 +23,9 @@ namespace ortlite {
 namespace nn {
 namespace fgemm {
 
-constexpr int64_t kMR = 12;  // rows of a tile (A panel height)
-constexpr int64_t kNR = 32;  // columns of a tile (B panel width)
+constexpr int64_t kMR = 12;      // rows of a tile (A panel height)
+constexpr int64_t kNR = 32;      // columns of a tile (B panel width)
+constexpr int64_t kOffPad = 96;  // entries past K of a B offset table (TileArgs::b_off)
 
 // One call of the micro-kernel: a rows x cols tile (rows <= 12, cols <= 32) over k steps.
 // Element (r, k) of A is a[r * a_rs + k * a_ks]; row k of B starts at b + k * b_ks (32
@@ -53,6 +54,10 @@ struct TileArgs {
   float lo, hi;
   const float* pf;
   int64_t pf_lines;
+  // When set, row k of B starts at b + b_off[k] instead (b_ks unused): a convolution's
+  // input read in place, one offset per (channel, kernel position); A must have a_rs 1.
+  // The table has kOffPad more entries past k (rows prefetched ahead; any valid offset).
+  const int64_t* b_off;
 };
 void tile_avx512(const TileArgs& t);
 bool cpu_has_avx512();
@@ -103,6 +108,11 @@ struct Epilogue {
 // ldx): a convolution as GEMM (rows of C are output channels).
 void gemm_w_left(const Packed& W, const float* X, int64_t ldx, int64_t N, float* C, int64_t ldc,
                  const Epilogue& ep, ThreadPool* pool);
+// The same with X(k, n) = x[off[k] + n]: a convolution with strides 1 read from its
+// (padded) input in place, off[k] the offset of channel and kernel position k; off has
+// K + kOffPad entries (the last ones repeat off[K - 1]).
+void gemm_w_left_offsets(const Packed& W, const float* x, const int64_t* off, int64_t N, float* C,
+                         int64_t ldc, const Epilogue& ep, ThreadPool* pool);
 // C[M x N] = epilogue(alpha * A W^T), A (M x K) with A(i, k) = a[i * a_rs + k * a_ks], W
 // packed (N outputs x K): a MatMul with constant B (a_rs = lda, a_ks = 1), or a
 // convolution with few output positions computed transposed (A = the im2col block read

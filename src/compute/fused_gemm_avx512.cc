@@ -32,8 +32,9 @@ namespace {
 constexpr int64_t kPfA = 16;
 
 // kUnitRs: the rows of A are adjacent (a_rs == 1), so the twelve broadcasts use constant
-// displacements instead of twelve row offsets held in registers.
-template <int R, bool kFull, bool kUnitRs>
+// displacements instead of twelve row offsets held in registers. kOff: B's rows are at
+// b + b_off[k] (an implicit im2col), not b_ks apart.
+template <int R, bool kFull, bool kUnitRs, bool kOff = false>
 inline void tile(const TileArgs& t) {
   __m512 c0[R], c1[R];
 #pragma GCC unroll 12
@@ -48,6 +49,7 @@ inline void tile(const TileArgs& t) {
                                            : 0;
   const float* a = t.a;
   const float* b = t.b;
+  const int64_t* off = t.b_off;
   const int64_t a_rs = kUnitRs ? 1 : t.a_rs, a_ks = t.a_ks, b_ks = t.b_ks;
   const float* base[4];
 #pragma GCC unroll 4
@@ -60,11 +62,21 @@ inline void tile(const TileArgs& t) {
   // more steps for fewer rows (one row: 96 steps, 12 KiB of a packed B).
   constexpr int64_t kPfB = R >= 8 ? 8 : 96 / R;
   auto step = [&]() __attribute__((always_inline)) {
+    if (kOff) b = t.b + *off++;
     if (pf_a) _mm_prefetch(reinterpret_cast<const char*>(a + kPfA * a_ks), _MM_HINT_T0);
     __m512 b0, b1;
-    if (kFull) {
+    if (kOff) {
+      // Row k + kPfB (the table runs on past K for this).
+      const float* bp = t.b + off[kPfB - 1];
+      _mm_prefetch(reinterpret_cast<const char*>(bp), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(bp + 16), _MM_HINT_T0);
+    }
+    if (kFull && !kOff) {
       _mm_prefetch(reinterpret_cast<const char*>(b + kPfB * b_ks), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(b + kPfB * b_ks + 16), _MM_HINT_T0);
+      b0 = _mm512_loadu_ps(b);
+      b1 = _mm512_loadu_ps(b + 16);
+    } else if (kFull) {
       b0 = _mm512_loadu_ps(b);
       b1 = _mm512_loadu_ps(b + 16);
     } else {
@@ -83,7 +95,7 @@ inline void tile(const TileArgs& t) {
     a += a_ks;
 #pragma GCC unroll 4
     for (int q = 0; q < 4; ++q) base[q] += a_ks;
-    b += b_ks;
+    if (!kOff) b += b_ks;
   };
   // The first pf_lines steps also pull one line each of the B the thread needs next into L2.
   const int64_t kpf = t.pf ? (t.pf_lines < t.k ? t.pf_lines : t.k) : 0;
@@ -151,7 +163,13 @@ inline void tile(const TileArgs& t) {
 
 template <int R>
 inline void tile_rows(const TileArgs& t) {
-  if (t.a_rs == 1) {
+  if (t.b_off) {
+    if (t.cols == 32) {
+      tile<R, true, true, true>(t);
+    } else {
+      tile<R, false, true, true>(t);
+    }
+  } else if (t.a_rs == 1) {
     if (t.cols == 32) {
       tile<R, true, true>(t);
     } else {

@@ -127,6 +127,62 @@ def test_conv_im2col_blocks_split_inside_rows(threads):
         check(model, {"x": randn((1, 20) + hw, 3)}, threads)
 
 
+# Strides 1, at most 64 output channels per group: the implicit im2col (the GEMM reads the
+# zero-padded input through a table of offsets), on the padded grid with a copy out (narrow
+# rows) or row by row (rows that fill the 32-wide tiles), with no padding straight into Y.
+IMPLICIT = [
+    # (N, C, M, H, W, kernel, pads, dilation, group)
+    (1, 16, 16, 16, 16, 3, [1, 1, 1, 1], 1, 1),      # grid, copied out
+    (1, 3, 16, 32, 32, 3, [1, 1, 1, 1], 1, 1),       # row by row, 3 channels
+    (2, 8, 24, 13, 45, 3, [0, 2, 1, 0], 1, 1),       # asymmetric pads, odd sizes, 2 images
+    (1, 24, 24, 30, 40, 5, [2, 2, 2, 2], 1, 1),      # 5x5
+    (1, 12, 20, 21, 64, 3, [2, 2, 2, 2], 2, 1),      # dilated, row by row
+    (1, 16, 32, 10, 20, 3, [0, 0, 0, 0], 1, 1),      # no padding
+    (1, 16, 12, 9, 40, 2, [0, 0, 0, 0], 1, 1),       # even kernel, no padding
+    (1, 32, 64, 20, 20, 3, [1, 1, 1, 1], 1, 2),      # groups
+    (1, 10, 64, 70, 70, 3, [1, 1, 1, 1], 1, 1),      # several bands
+    (1, 6, 8, 7, 33, 3, [3, 3, 3, 3], 1, 1),         # pads beyond the kernel
+]
+
+
+@pytest.mark.parametrize("case", IMPLICIT, ids=lambda c: "x".join(map(str, c[:6])) + f"_d{c[7]}_g{c[8]}")
+@pytest.mark.parametrize("threads", [1, 2])
+def test_conv_implicit_im2col(case, threads):
+    N, C, M, H, W, k, pads, d, g = case
+    w = randn((M, C // g, k, k), 1, scale=1.0 / np.sqrt(C // g * k * k))
+    model = conv_model((N, C, H, W), w, randn((M,), 2), kernel_shape=[k, k], pads=pads,
+                       dilations=[d, d], group=g)
+    check(model, {"x": randn((N, C, H, W), 3)}, threads)
+
+
+@pytest.mark.parametrize("kernel,pads", [([1, 5], [0, 2, 0, 2]), ([7, 1], [3, 0, 3, 0])])
+def test_conv_implicit_im2col_rectangular_kernels(kernel, pads):
+    w = randn((16, 8) + tuple(kernel), 1, scale=0.1)
+    model = conv_model((1, 8, 24, 40), w, randn((16,), 2), kernel_shape=kernel, pads=pads)
+    check(model, {"x": randn((1, 8, 24, 40), 3)}, 2)
+
+
+@pytest.mark.parametrize("width", [16, 32, 45])
+@pytest.mark.parametrize("act", ["Relu", "Sigmoid"])
+def test_conv_implicit_im2col_with_sum_and_activation(width, act):
+    """Conv + Add + activation, fused into one FusedConv at load: the sum and the activation
+    are applied on the copy out of the grid (or in registers, row by row)."""
+    w = randn((16, 16, 3, 3), 1, scale=0.1)
+    shape = [1, 16, 12, width]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c", "z"], ["s"]),
+             helper.make_node(act, ["s"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape),
+                     helper.make_tensor_value_info("z", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(w, "w"), numpy_helper.from_array(randn((16,), 2), "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    check(model, {"x": randn(tuple(shape), 3), "z": randn(tuple(shape), 4)}, 1)
+
+
 @pytest.mark.parametrize("pads,stride", [([1, 1], 2), ([1, 1], 1), ([0, 2], 1)])
 @pytest.mark.parametrize("group", [1, 8])
 def test_conv_1d(group, pads, stride):
