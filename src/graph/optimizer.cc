@@ -6,6 +6,8 @@
 //     whose inputs are all constants (initializers no feed can replace, Constant nodes,
 //     outputs of folded nodes) runs once with its CPU kernel; its outputs become
 //     initializers of the same names, within caps on the memory they take.
+//  1b. Transposes pushed down through elementwise nodes and cancelled (push_transposes):
+//     NHWC models run without the per-call layout transposes around each Conv.
 //  2. BatchNormalization folded into the Conv before it (constant float weights, the Conv
 //     output read by nothing else): Y = (W * s) X + (B - mean) * s + beta with
 //     s = scale / sqrt(var + eps). The Conv becomes a FusedConv whose attribute w_scale holds
@@ -27,6 +29,7 @@
 // When a com.ortlite node is written, the model imports the com.ortlite domain.
 #include "graph/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <new>
@@ -118,6 +121,7 @@ class Optimizer {
     eliminate_dead_nodes();  // nothing dead is folded
     eliminate_noop_casts();
     fold_constants(m_);
+    push_transposes();
     fold_batch_norms();
     fuse_gelu();
     fuse_convs();
@@ -300,6 +304,241 @@ class Optimizer {
       dead_[static_cast<size_t>(i)] = 1;
     }
     if (!alias.empty()) compact();
+  }
+
+  // ---- Transposes pushed down and cancelled --------------------------------------------
+
+  // A model exported from an NHWC framework wraps every Conv in a Transpose to NCHW and one
+  // back, with the bias, normalization and activation in NHWC between them. A Transpose read
+  // only by an elementwise node moves below it (a constant operand is transposed once,
+  // here, by the inverse permutation; an operand that is the same Transpose of another value
+  // is replaced by that value), and two Transposes in a row become one, or none when they
+  // compose to the identity. Between two Convs the pair then meets and vanishes, and the
+  // Conv's bias and activation can be fused.
+  static bool transparent_unary(const Node& n) {
+    static const char* const kOps[] = {
+        "Relu",     "LeakyRelu", "Sigmoid",     "Tanh",      "Exp",
+        "Log",      "Neg",       "Abs",         "Sqrt",      "Elu",
+        "Selu",     "Softplus",  "HardSigmoid", "HardSwish", "Erf",
+        "Floor",    "Ceil",      "Round",       "Sign",      "Not",
+        "Cast",     "Identity",  "Reciprocal",  "Celu",      "ThresholdedRelu",
+        "Softsign", "Mish",      "Gelu"};
+    if (!default_domain(n.domain) || n.outputs.size() != 1) return false;
+    for (const char* op : kOps)
+      if (n.op_type == op) return n.inputs.size() == 1;
+    return false;
+  }
+  static bool transparent_binary(const Node& n) {
+    static const char* const kOps[] = {"Add", "Sub", "Mul", "Div", "Pow", "PRelu"};
+    if (!default_domain(n.domain) || n.outputs.size() != 1 || n.inputs.size() != 2) return false;
+    for (const char* op : kOps)
+      if (n.op_type == op) return true;
+    return false;
+  }
+
+  // The permutation of a Transpose node with an explicit, valid perm attribute.
+  static bool perm_of(const Node& n, std::vector<int64_t>& perm) {
+    if (!is_op(n, "Transpose") || n.inputs.size() != 1 || n.outputs.size() != 1 ||
+        n.inputs[0].empty())
+      return false;
+    const Attribute* a = n.find_attr("perm");
+    if (!a || a->type != AttrType::kInts || a->ints.empty() || a->ints.size() > 8) return false;
+    perm = a->ints;
+    std::vector<char> seen(perm.size(), 0);
+    for (int64_t v : perm) {
+      if (v < 0 || v >= static_cast<int64_t>(perm.size()) || seen[static_cast<size_t>(v)])
+        return false;
+      seen[static_cast<size_t>(v)] = 1;
+    }
+    return true;
+  }
+
+  // c (rank <= perm's, numpy-broadcast against the transposed value) as the constant c'
+  // with Transpose(c', perm) == c broadcast the same way: c left-padded with ones to the
+  // rank, then permuted by the inverse permutation. A one-element c stays as it is.
+  bool untransposed_constant(const std::string& name, const std::vector<int64_t>& perm,
+                             std::string& out) {
+    const Tensor* c = constant(name);
+    if (!c || c->dtype() == DataType::kString || c->dtype() == DataType::kUndefined ||
+        c->rank() > perm.size() || c->numel() > (int64_t(1) << 20))
+      return false;
+    if (c->numel() == 1 && c->rank() <= 1) {
+      out = name;
+      return true;
+    }
+    const size_t r = perm.size();
+    Shape cs(r - c->rank(), 1);
+    for (size_t i = 0; i < c->rank(); ++i) cs.push_back(c->dim(i));
+    std::vector<int64_t> inv(r);
+    for (size_t k = 0; k < r; ++k) inv[static_cast<size_t>(perm[k])] = static_cast<int64_t>(k);
+    Shape os(r);
+    for (size_t j = 0; j < r; ++j) os[j] = cs[static_cast<size_t>(inv[j])];
+    Tensor t = new_constant(c->dtype(), os);
+    // Output axis j walks input axis inv[j].
+    std::vector<int64_t> in_stride(r, 1), idx(r, 0);
+    for (size_t k = r - 1; k-- > 0;) in_stride[k] = in_stride[k + 1] * cs[k + 1];
+    const size_t es = dtype_size(c->dtype());
+    const char* src = static_cast<const char*>(c->raw_data());
+    char* dst = static_cast<char*>(t.raw_data());
+    for (int64_t e = 0; e < t.numel(); ++e) {
+      int64_t off = 0;
+      for (size_t j = 0; j < r; ++j) off += idx[j] * in_stride[static_cast<size_t>(inv[j])];
+      std::memcpy(dst + static_cast<size_t>(e) * es, src + static_cast<size_t>(off) * es, es);
+      for (size_t j = r; j-- > 0;) {
+        if (++idx[j] < os[j]) break;
+        idx[j] = 0;
+      }
+    }
+    out = unique_name(name + "_untransposed");
+    g_.initializers.emplace_back(out, t);  // constants_ is rebuilt before its next use
+    return true;
+  }
+
+  // A Transpose read only by Transposes (of the same rank; two or more, as where an NHWC
+  // value feeds two Convs) folds into each of them: Transpose(Transpose(x, p), q) is
+  // Transpose(x, p[q[k]]), and an identity composition reads x itself.
+  bool compose_into_readers(size_t i, const std::vector<int64_t>& perm) {
+    const std::string x = g_.nodes[i].inputs[0], t = g_.nodes[i].outputs[0];
+    if (pinned_.count(t)) return false;
+    auto it = readers_.find(t);
+    if (it == readers_.end() || it->second.size() < 2) return false;
+    for (int r : it->second) {
+      std::vector<int64_t> q;
+      if (dead_[static_cast<size_t>(r)] || !perm_of(g_.nodes[static_cast<size_t>(r)], q) ||
+          q.size() != perm.size())
+        return false;
+    }
+    std::vector<int> readers = it->second;
+    std::sort(readers.begin(), readers.end());
+    readers.erase(std::unique(readers.begin(), readers.end()), readers.end());
+    for (int r : readers) {
+      Node& e = g_.nodes[static_cast<size_t>(r)];
+      std::vector<int64_t> q, c(perm.size());
+      perm_of(e, q);
+      bool identity = true;
+      for (size_t k = 0; k < q.size(); ++k) {
+        c[k] = perm[static_cast<size_t>(q[k])];
+        identity = identity && c[k] == static_cast<int64_t>(k);
+      }
+      e.inputs[0] = x;
+      if (identity) {
+        e.op_type = "Identity";
+        e.attributes.clear();
+      } else {
+        for (Attribute& a : e.attributes)
+          if (a.name == "perm") a.ints = c;
+      }
+    }
+    dead_[i] = 1;
+    return true;
+  }
+
+  void push_transposes() {
+    if (!well_formed()) return;
+    bool any = false;
+    for (int round = 0; round < 4096; ++round) {
+      index();
+      bool changed = false;
+      for (size_t i = 0; i < g_.nodes.size() && !changed; ++i) {
+        if (dead_[i]) continue;
+        std::vector<int64_t> perm;
+        if (!perm_of(g_.nodes[i], perm)) continue;
+        const std::string x = g_.nodes[i].inputs[0], t = g_.nodes[i].outputs[0];
+        if (compose_into_readers(i, perm)) {
+          changed = true;
+          continue;
+        }
+        const int r = sole_reader(t);
+        if (r < 0) continue;
+        Node& e = g_.nodes[static_cast<size_t>(r)];
+        std::vector<int64_t> q;
+        if (perm_of(e, q) && q.size() == perm.size()) {
+          // Transpose(Transpose(x, p), q) = Transpose(x, p[q[k]]).
+          std::vector<int64_t> c(q.size());
+          bool identity = true;
+          for (size_t k = 0; k < q.size(); ++k) {
+            c[k] = perm[static_cast<size_t>(q[k])];
+            identity = identity && c[k] == static_cast<int64_t>(k);
+          }
+          const std::string u = e.outputs[0];
+          dead_[i] = 1;
+          if (identity && !pinned_.count(u)) {
+            dead_[static_cast<size_t>(r)] = 1;
+            for (Node& n : g_.nodes)
+              for (std::string& in : n.inputs)
+                if (in == u) in = x;
+          } else if (identity) {
+            e.op_type = "Identity";
+            e.attributes.clear();
+            e.inputs[0] = x;
+          } else {
+            e.inputs[0] = x;
+            for (Attribute& a : e.attributes)
+              if (a.name == "perm") a.ints = c;
+          }
+          changed = true;
+          continue;
+        }
+        std::vector<std::string> ins = e.inputs;
+        if (transparent_unary(e)) {
+          ins[0] = x;
+        } else if (transparent_binary(e)) {
+          const size_t k = e.inputs[0] == t ? 1 : 0;
+          const std::string& other = e.inputs[k];
+          if (e.op_type == "PRelu" && k == 0) continue;  // the slope must stay the second
+          ins[1 - k] = x;
+          auto pit = producer_.find(other);
+          std::vector<int64_t> p2;
+          if (other == t) {
+            ins[k] = x;
+          } else if (pit != producer_.end() &&
+                     perm_of(g_.nodes[static_cast<size_t>(pit->second)], p2) && p2 == perm) {
+            // The same Transpose of another value: e reads that value. The Transpose stays
+            // for its other readers (an NHWC shortcut that also feeds the next Conv's
+            // Transpose, which it then meets alone).
+            ins[k] = g_.nodes[static_cast<size_t>(pit->second)].inputs[0];
+            if (sole_reader(other) == r) dead_[static_cast<size_t>(pit->second)] = 1;
+          } else if (!untransposed_constant(other, perm, ins[k])) {
+            continue;
+          }
+        } else {
+          continue;
+        }
+        // e reads the untransposed values and the Transpose moves below it, keeping e's
+        // output name (a graph output stays one).
+        Node& tr = g_.nodes[i];
+        const std::string u = e.outputs[0];
+        const std::string u2 = unique_name(u + "_untransposed");
+        e.inputs = ins;
+        e.outputs[0] = u2;
+        tr.inputs[0] = u2;
+        tr.outputs[0] = u;
+        changed = true;
+      }
+      if (!changed) break;
+      any = true;
+      compact();
+    }
+    if (!any) return;
+    // The identities the compositions left (their output no graph output, no subgraph read).
+    index();
+    std::unordered_map<std::string, std::string> alias;
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      const Node& n = g_.nodes[i];
+      if (!is_op(n, "Identity") || n.inputs.size() != 1 || n.outputs.size() != 1 ||
+          n.inputs[0].empty() || pinned_.count(n.outputs[0]))
+        continue;
+      alias[n.outputs[0]] = n.inputs[0];
+      dead_[i] = 1;
+    }
+    auto resolve = [&alias](std::string v) {
+      for (auto it = alias.find(v); it != alias.end(); it = alias.find(v)) v = it->second;
+      return v;
+    };
+    for (Node& n : g_.nodes)
+      for (std::string& in : n.inputs)
+        if (!in.empty()) in = resolve(in);
+    compact();
   }
 
   // Node indices in an order where every node follows its producers; false on a cycle.
