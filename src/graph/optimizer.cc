@@ -8,6 +8,7 @@
 //     initializers of the same names, within caps on the memory they take.
 //  1b. Transposes pushed down through elementwise nodes and cancelled (push_transposes):
 //     NHWC models run without the per-call layout transposes around each Conv.
+//  1c. Add / Sub / Mul / Div by a per-channel constant after a Conv folded into its W and B.
 //  2. BatchNormalization folded into the Conv before it (constant float weights, the Conv
 //     output read by nothing else): Y = (W * s) X + (B - mean) * s + beta with
 //     s = scale / sqrt(var + eps). The Conv becomes a FusedConv whose attribute w_scale holds
@@ -122,6 +123,7 @@ class Optimizer {
     eliminate_noop_casts();
     fold_constants(m_);
     push_transposes();
+    fold_conv_affine();
     fold_batch_norms();
     fuse_gelu();
     fuse_convs();
@@ -199,6 +201,82 @@ class Optimizer {
     for (int k = 1; names_.count(name); ++k) name = base + "_" + std::to_string(k);
     names_.insert(name);
     return name;
+  }
+
+  // ---- Per-channel affine ops into Conv --------------------------------------------------
+
+  // A Conv (constant float W, constant or no B) whose output only an Add, Sub, Mul or Div
+  // with a constant reads, the constant a scalar or one value per output channel ([M, 1..]
+  // or [1, M, 1..]), takes that op into W and B: a normalization written as separate nodes
+  // (an NHWC export's Add bias, Sub mean, Mul scale, Add beta) costs one pass over the output
+  // per op otherwise. Repeats down the chain.
+  void fold_conv_affine() {
+    index();
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (dead_[i] || !is_op(g_.nodes[i], "Conv")) continue;
+      for (int step = 0; step < 16; ++step) {
+        Node& conv = g_.nodes[i];
+        if (conv.outputs.size() != 1 || conv.inputs.size() < 2 || conv.inputs.size() > 3) break;
+        const Tensor* W = constant(conv.inputs[1]);
+        if (!W || W->dtype() != DataType::kFloat || W->rank() < 3 || W->dim(0) <= 0) break;
+        const int64_t M = W->dim(0);
+        const bool has_b = conv.inputs.size() == 3 && !conv.inputs[2].empty();
+        const Tensor* B = has_b ? constant(conv.inputs[2]) : nullptr;
+        if (has_b && (!B || B->dtype() != DataType::kFloat || B->rank() != 1 || B->dim(0) != M))
+          break;
+        const int r = sole_reader(conv.outputs[0]);
+        if (r < 0) break;
+        const Node& e = g_.nodes[static_cast<size_t>(r)];
+        const bool add = is_op(e, "Add"), sub = is_op(e, "Sub"), mul = is_op(e, "Mul"),
+                   div = is_op(e, "Div");
+        if (!(add || sub || mul || div) || e.inputs.size() != 2 || e.outputs.size() != 1) break;
+        const size_t k = e.inputs[0] == conv.outputs[0] ? 1 : 0;
+        if (e.inputs[1 - k] != conv.outputs[0] || e.inputs[k] == conv.outputs[0]) break;
+        if ((sub || div) && k != 1) break;  // c - conv, c / conv: not affine in W
+        const Tensor* c = constant(e.inputs[k]);
+        if (!c || c->dtype() != DataType::kFloat || c->rank() > W->rank()) break;
+        // Per channel: every dim 1 but axis 1 of the output (axis rank(c) - rank(W) + 1 of c).
+        bool ok = c->numel() == 1 || c->numel() == M;
+        if (ok && c->numel() == M && M > 1) {
+          const int64_t axis =
+              static_cast<int64_t>(c->rank()) - static_cast<int64_t>(W->rank()) + 1;
+          ok = axis >= 0 && c->dim(static_cast<size_t>(axis)) == M;
+        }
+        if (!ok) break;
+        const float* cv = c->data<float>();
+        auto cm = [&](int64_t m) { return c->numel() == 1 ? cv[0] : cv[m]; };
+        if (div)
+          for (int64_t m = 0; m < M && ok; ++m) ok = cm(m) != 0.f && std::isfinite(cm(m));
+        if (!ok) break;
+        Tensor B2 = new_constant(DataType::kFloat, {M});
+        float* b2 = B2.data<float>();
+        for (int64_t m = 0; m < M; ++m) {
+          const float b = B ? B->data<float>()[m] : 0.f;
+          b2[m] = add ? b + cm(m) : sub ? b - cm(m) : mul ? b * cm(m) : b / cm(m);
+        }
+        const std::string base = conv.name.empty() ? e.outputs[0] : conv.name;
+        if (mul || div) {
+          Tensor W2 = new_constant(DataType::kFloat, W->shape());
+          const int64_t per = W->numel() / M;
+          const float* w = W->data<float>();
+          float* w2 = W2.data<float>();
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t j = 0; j < per; ++j)
+              w2[m * per + j] = mul ? w[m * per + j] * cm(m) : w[m * per + j] / cm(m);
+          const std::string wname = unique_name(base + "_W_affine");
+          g_.initializers.emplace_back(wname, W2);
+          conv.inputs[1] = wname;
+        }
+        const std::string bname = unique_name(base + "_B_affine");
+        g_.initializers.emplace_back(bname, B2);
+        conv.inputs.resize(3);
+        conv.inputs[2] = bname;
+        conv.outputs[0] = e.outputs[0];
+        dead_[static_cast<size_t>(r)] = 1;
+        index();  // the new initializers, and the Conv's new output
+      }
+    }
+    compact();
   }
 
   // ---- BatchNormalization into Conv ------------------------------------------------------
