@@ -7,6 +7,7 @@
 #include <memory>
 #include <new>
 #include <pthread.h>
+#include <sched.h>
 #include <unordered_set>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -42,6 +43,10 @@ bool spin_until(const Pred& ready, bool spin = true) {
       cpu_relax();
     }
     if (std::chrono::steady_clock::now() >= deadline) return ready();
+    // Lets another runnable thread have the core: on a loaded machine a spinning worker
+    // would otherwise take its time from the thread it is waiting for (the caller, or a
+    // worker holding the last chunk), and two threads ran slower than one.
+    sched_yield();
   }
 }
 
