@@ -37,7 +37,8 @@ enum class ActKind : int {
   kHardSigmoid,
   kTanh,
   kGelu,
-  kHardSwish
+  kHardSwish,
+  kSilu  // x * sigmoid(x) (Swish with beta 1, YOLO's SiLU): Sigmoid and Mul fused
 };
 
 struct ActSpec {
@@ -66,6 +67,7 @@ inline ActSpec load_act(const KernelInfo& info, const std::string& prefix = "") 
       {"HardSwish", ActKind::kHardSwish, 0},
       {"Tanh", ActKind::kTanh, 0},
       {"Gelu", ActKind::kGelu, 0},
+      {"Silu", ActKind::kSilu, 0},
   };
   for (const Entry& e : kTable) {
     if (name != e.name) continue;
@@ -123,6 +125,23 @@ __attribute__((always_inline)) inline void apply_act(const ActSpec& a, T* y, int
         for (int64_t i = 0; i < n; ++i)
           y[i] = y[i] >= T(0) ? T(1) / (T(1) + std::exp(-y[i]))
                               : std::exp(y[i]) / (T(1) + std::exp(y[i]));
+      }
+      return;
+    case ActKind::kSilu:
+      if constexpr (std::is_same_v<T, float>) {
+        // The Sigmoid kernel's function, then the product, as the unfused nodes compute it.
+        float s[256];
+        for (int64_t i0 = 0; i0 < n; i0 += 256) {
+          const int64_t m = std::min<int64_t>(256, n - i0);
+          fast::unary(fast::UnaryFn::kSigmoid, y + i0, s, m);
+          for (int64_t i = 0; i < m; ++i) y[i0 + i] *= s[i];
+        }
+      } else {
+        for (int64_t i = 0; i < n; ++i) {
+          const T sg = y[i] >= T(0) ? T(1) / (T(1) + std::exp(-y[i]))
+                                    : std::exp(y[i]) / (T(1) + std::exp(y[i]));
+          y[i] *= sg;
+        }
       }
       return;
     case ActKind::kTanh:

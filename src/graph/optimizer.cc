@@ -15,7 +15,8 @@
 //     s: the kernel scales W while it prepares it at load, so no second copy of W is made.
 //  3. erf-GELU, 0.5 x (1 + erf(x / sqrt 2)) spelled as Div/Erf/Add/Mul/Mul, becomes one
 //     com.ortlite Gelu node.
-//  4. Conv [+ Add] [+ activation] becomes com.ortlite FusedConv (conv.cc).
+//  4. Conv [+ Add] [+ activation, or x * Sigmoid(x) as Silu] becomes com.ortlite FusedConv
+//     (conv.cc).
 //  5. A 1x1 Conv / FusedConv (stride 1, no padding, no summed input) whose output only a
 //     depthwise Conv / FusedConv (float weights, no summed input) reads becomes one
 //     com.ortlite FusedExpandDepthwise (conv.cc), which makes and consumes the expanded
@@ -782,6 +783,29 @@ class Optimizer {
     return a;
   }
 
+  // The Mul of x * Sigmoid(x) when v (x) is read by exactly that Sigmoid and that Mul, and
+  // the Sigmoid's output only by the Mul (SiLU, as YOLO exports write it); -1 otherwise.
+  int silu(const std::string& v, int& sig) const {
+    if (v.empty() || pinned_.count(v)) return -1;
+    auto it = readers_.find(v);
+    if (it == readers_.end() || it->second.size() != 2 || it->second[0] == it->second[1]) return -1;
+    for (int pass = 0; pass < 2; ++pass) {
+      const int s = it->second[pass], m = it->second[1 - pass];
+      if (dead_[s] || dead_[m]) return -1;
+      const Node& sn = g_.nodes[s];
+      const Node& mn = g_.nodes[m];
+      if (!is_op(sn, "Sigmoid") || sn.inputs.size() != 1 || sn.outputs.size() != 1) continue;
+      if (!is_op(mn, "Mul") || mn.inputs.size() != 2 || mn.outputs.size() != 1) continue;
+      const std::string& so = sn.outputs[0];
+      const bool pair =
+          (mn.inputs[0] == v && mn.inputs[1] == so) || (mn.inputs[1] == v && mn.inputs[0] == so);
+      if (!pair || sole_reader(so) != m) continue;
+      sig = s;
+      return m;
+    }
+    return -1;
+  }
+
   // ---- Conv -----------------------------------------------------------------------------
 
   void fuse_convs() {
@@ -805,8 +829,15 @@ class Optimizer {
           k = sole_reader(cur);
         }
       }
-      const Activation act = activation(k);
-      if (!act.name.empty()) {
+      Activation act = activation(k);
+      int sig = -1;
+      const int mul = act.name.empty() ? silu(cur, sig) : -1;
+      if (mul >= 0) {
+        act.name = "Silu";
+        gone.push_back(sig);
+        gone.push_back(mul);
+        cur = g_.nodes[mul].outputs[0];
+      } else if (!act.name.empty()) {
         gone.push_back(k);
         cur = g_.nodes[k].outputs[0];
       } else if (gone.empty()) {

@@ -120,6 +120,35 @@ def test_conv_activation(act, extra, depthwise):
     assert "FusedConv node 'conv'" in error_text(model, {"x": randn((1, c + 1, 9, 9), 3)})
 
 
+@pytest.mark.parametrize("order", ["x_first", "sigmoid_first"])
+@pytest.mark.parametrize("depthwise", [False, True])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_conv_silu(order, depthwise, threads):
+    """Conv -> x * Sigmoid(x) (YOLO's SiLU) becomes one FusedConv with activation Silu."""
+    g = G()
+    c = 16
+    w = g.const("w", randn((c, 1 if depthwise else c, 3, 3), 1, 0.5))
+    y = g.node("Conv", ["x", w, g.const("b", randn((c,), 2))], ["conv"], kernel_shape=[3, 3],
+               pads=[1, 1, 1, 1], group=c if depthwise else 1)
+    s = g.node("Sigmoid", [y], ["sig"])
+    g.node("Mul", [y, s] if order == "x_first" else [s, y], ["out"])
+    model = g.model([("x", (2, c, 20, 24))], ["out"])
+    check_levels(model, {"x": randn((2, c, 20, 24), 3, 4.0)}, threads=threads)
+    assert "FusedConv node 'conv'" in error_text(model, {"x": randn((2, c + 1, 20, 24), 3)})
+
+
+def test_conv_silu_not_fused_when_the_sigmoid_is_read_elsewhere():
+    g = G()
+    w = g.const("w", randn((8, 8, 3, 3), 1, 0.5))
+    y = g.node("Conv", ["x", w], ["conv"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    s = g.node("Sigmoid", [y], ["sig"])
+    g.node("Mul", [y, s], ["out"])
+    model = g.model([("x", (1, 8, 9, 9))], ["out", "sig"])
+    check_levels(model, {"x": randn((1, 8, 9, 9), 3)})
+    err = error_text(model, {"x": randn((1, 9, 9, 9), 3)})
+    assert "Conv node 'conv'" in err and "FusedConv" not in err
+
+
 @pytest.mark.parametrize("z_shape", [(1, 32, 8, 8), (1, 32, 1, 1), (1, 1, 8, 8), (2, 32, 8, 8)])
 def test_conv_add_broadcast(z_shape):
     # Z of the conv's shape is added in the epilogue; one that broadcasts, or that makes the
