@@ -193,84 +193,89 @@ void pack_a(const void* A, bool is_signed, int64_t M, int64_t K, int64_t lda, Pa
   }
 }
 
-void pack_b(const void* B, bool is_signed, int64_t K, int64_t N, int64_t ldb, PackedB* out) {
+void pack_b_begin(bool is_signed, int64_t K, int64_t N, PackedB* out) {
   out->K = K;
   out->N = N;
   out->K4 = (K + 3) / 4;
   out->N16 = (N + 15) / 16;
   out->is_signed = is_signed;
-  const int64_t K4 = out->K4;
-  out->data.resize(static_cast<size_t>(out->N16 * K4 * 64));
+  out->data.resize(static_cast<size_t>(out->N16 * out->K4 * 64));
   out->colsum.assign(static_cast<size_t>(out->N16 * 16), 0);
-  const uint8_t* src = static_cast<const uint8_t*>(B);
-  const uint8_t flip = is_signed ? 0x00 : 0x80;
-  static const uint8_t kZero[16] = {};
+}
+
+void pack_b_group(const uint8_t* const rows[4], int64_t k4, PackedB* out, int16_t* s16) {
+  const int64_t N = out->N, K4 = out->K4;
+  const uint8_t flip = out->is_signed ? 0x00 : 0x80;
   for (int64_t p = 0; p < out->N16; ++p) {
     const int64_t j0 = p * 16, w = std::min<int64_t>(16, N - j0);
-    int8_t* d = out->data.data() + p * K4 * 64;
-    int32_t* cs = out->colsum.data() + j0;
+    int8_t* d = out->data.data() + (p * K4 + k4) * 64;
+    int16_t* cs = s16 + j0;
+    // A partial panel's rows are copied into zero-padded rows (flipped while copied, so
+    // that the padding stays 0); missing rows read as zero bytes.
     uint8_t tail[4][16];
+    const uint8_t* r8[4];
+    for (int t = 0; t < 4; ++t) {
+      if (!rows[t]) {
+        std::memset(tail[t], flip, 16);
+      } else if (w < 16) {
+        std::memset(tail[t], flip, 16);
+        std::memcpy(tail[t], rows[t] + j0, static_cast<size_t>(w));
+      }
+      r8[t] = (rows[t] && w == 16) ? rows[t] + j0 : tail[t];
+    }
 #if defined(__SSE2__)
-    __m128i s16[2] = {_mm_setzero_si128(), _mm_setzero_si128()};
-    auto flush = [&]() {
-      for (int h = 0; h < 2; ++h) {
-        alignas(16) int16_t v[8];
-        _mm_store_si128(reinterpret_cast<__m128i*>(v), s16[h]);
-        for (int j = 0; j < 8; ++j) cs[8 * h + j] += v[j];
-        s16[h] = _mm_setzero_si128();
-      }
-    };
-#endif
-    for (int64_t k4 = 0; k4 < K4; ++k4) {
-      // The four rows of this group: missing ones read as zero bytes; a partial panel's rows
-      // are copied, already flipped, into zero-padded rows.
-      const uint8_t* rows[4];
-      for (int t = 0; t < 4; ++t) {
-        const int64_t k = 4 * k4 + t;
-        if (k >= K) {
-          rows[t] = nullptr;
-        } else if (w == 16) {
-          rows[t] = src + k * ldb + j0;
-        } else {
-          std::memset(tail[t], 0, 16);
-          for (int64_t j = 0; j < w; ++j)
-            tail[t][j] = static_cast<uint8_t>(src[k * ldb + j0 + j] ^ flip);
-          rows[t] = tail[t];
-        }
-      }
-      const bool flipped_here = w == 16;  // tails are flipped while copied
-#if defined(__SSE2__)
-      const __m128i fv = _mm_set1_epi8(static_cast<char>(flipped_here ? flip : 0));
-      __m128i r[4];
-      for (int t = 0; t < 4; ++t) {
-        r[t] = rows[t]
-                   ? _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[t])), fv)
-                   : _mm_loadu_si128(reinterpret_cast<const __m128i*>(kZero));
-        // Column sums: the bytes sign-extended to int16.
-        s16[0] = _mm_add_epi16(s16[0], _mm_srai_epi16(_mm_unpacklo_epi8(r[t], r[t]), 8));
-        s16[1] = _mm_add_epi16(s16[1], _mm_srai_epi16(_mm_unpackhi_epi8(r[t], r[t]), 8));
-      }
-      if ((k4 & 31) == 31 || k4 + 1 == K4) flush();  // |partial| <= 32 * 4 * 128 < 2^15
-      const __m128i a01l = _mm_unpacklo_epi8(r[0], r[1]), a01h = _mm_unpackhi_epi8(r[0], r[1]);
-      const __m128i a23l = _mm_unpacklo_epi8(r[2], r[3]), a23h = _mm_unpackhi_epi8(r[2], r[3]);
-      __m128i* o = reinterpret_cast<__m128i*>(d + k4 * 64);
-      _mm_storeu_si128(o + 0, _mm_unpacklo_epi16(a01l, a23l));
-      _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(a01l, a23l));
-      _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(a01h, a23h));
-      _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(a01h, a23h));
+    const __m128i fv = _mm_set1_epi8(static_cast<char>(flip));
+    __m128i r[4];
+    __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(cs));
+    __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(cs + 8));
+    for (int t = 0; t < 4; ++t) {
+      r[t] = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r8[t])), fv);
+      // Column sums: the bytes sign-extended to int16.
+      lo = _mm_add_epi16(lo, _mm_srai_epi16(_mm_unpacklo_epi8(r[t], r[t]), 8));
+      hi = _mm_add_epi16(hi, _mm_srai_epi16(_mm_unpackhi_epi8(r[t], r[t]), 8));
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(cs), lo);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(cs + 8), hi);
+    const __m128i a01l = _mm_unpacklo_epi8(r[0], r[1]), a01h = _mm_unpackhi_epi8(r[0], r[1]);
+    const __m128i a23l = _mm_unpacklo_epi8(r[2], r[3]), a23h = _mm_unpackhi_epi8(r[2], r[3]);
+    __m128i* o = reinterpret_cast<__m128i*>(d);
+    _mm_storeu_si128(o + 0, _mm_unpacklo_epi16(a01l, a23l));
+    _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(a01l, a23l));
+    _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(a01h, a23h));
+    _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(a01h, a23h));
 #else
-      for (int t = 0; t < 4; ++t) {
-        for (int j = 0; j < 16; ++j) {
-          const uint8_t v =
-              rows[t] ? static_cast<uint8_t>(rows[t][j] ^ (flipped_here ? flip : 0)) : 0;
-          d[k4 * 64 + j * 4 + t] = static_cast<int8_t>(v);
-        }
-      }
+    for (int t = 0; t < 4; ++t) {
       for (int j = 0; j < 16; ++j) {
-        const int8_t* g = d + k4 * 64 + 4 * j;
-        cs[j] += g[0] + g[1] + g[2] + g[3];
+        const int8_t v = static_cast<int8_t>(r8[t][j] ^ flip);
+        d[j * 4 + t] = v;
+        cs[j] = static_cast<int16_t>(cs[j] + v);
       }
+    }
 #endif
+  }
+}
+
+void pack_b_flush(PackedB* out, int16_t* s16) {
+  const int64_t n = out->N16 * 16;
+  for (int64_t j = 0; j < n; ++j) {
+    out->colsum[static_cast<size_t>(j)] += s16[j];
+    s16[j] = 0;
+  }
+}
+
+void pack_b(const void* B, bool is_signed, int64_t K, int64_t N, int64_t ldb, PackedB* out) {
+  pack_b_begin(is_signed, K, N, out);
+  const uint8_t* src = static_cast<const uint8_t*>(B);
+  std::vector<int16_t> s16(static_cast<size_t>(out->N16 * 16), 0);
+  for (int64_t k4 = 0; k4 < out->K4; ++k4) {
+    const uint8_t* rows[4];
+    for (int t = 0; t < 4; ++t) {
+      const int64_t k = 4 * k4 + t;
+      rows[t] = k < K ? src + k * ldb : nullptr;
+    }
+    pack_b_group(rows, k4, out, s16.data());
+    if ((k4 & (kPackFlushGroups - 1)) == kPackFlushGroups - 1 || k4 + 1 == out->K4) {
+      pack_b_flush(out, s16.data());
     }
   }
 }
@@ -297,21 +302,25 @@ void gemm(const PackedA& A, const PackedB& B, const int32_t* za, int64_t za_step
   const int64_t lda = 4 * A.K4, panel_stride = K4 * 64;
   constexpr int64_t kNB = 64;  // columns per kernel call (4 panels)
   const int64_t col_blocks = (N + kNB - 1) / kNB;
-  // Row blocks short enough that a task stays a few hundred microseconds at most.
-  const int64_t mb = std::max<int64_t>(ks.mr, std::min<int64_t>(M, 96) / ks.mr * ks.mr);
-  const int64_t row_blocks = (M + mb - 1) / mb;
+  // Row blocks short enough that a task stays a few hundred microseconds at most, of
+  // balanced sizes; within a block, tiles of balanced heights (32 rows at 6 a tile: 6 6 5 5
+  // 5 5, not 6 6 6 6 6 2, whose last tile would reuse each B load for 2 rows only).
+  const int64_t row_blocks = (M + 95) / 96, mb = (M + row_blocks - 1) / row_blocks;
   const double cost = static_cast<double>(mb) * kNB * static_cast<double>(K4) * 4.0;
   parallel_for(pool, row_blocks * col_blocks, cost, [&](int64_t s, int64_t e) {
     for (int64_t t = s; t < e; ++t) {
       const int64_t cb = t % col_blocks, rb = t / col_blocks;
       const int64_t j0 = cb * kNB, cols = std::min(kNB, N - j0);
       const int nv = static_cast<int>((cols + 15) / 16);
-      const int64_t i1 = std::min(M, (rb + 1) * mb);
-      for (int64_t i = rb * mb; i < i1; i += ks.mr) {
-        const int rows = static_cast<int>(std::min<int64_t>(ks.mr, i1 - i));
+      const int64_t i0 = rb * mb, i1 = std::min(M, i0 + mb);
+      const int64_t tiles = (i1 - i0 + ks.mr - 1) / ks.mr;
+      const int64_t base = (i1 - i0) / tiles, extra = (i1 - i0) % tiles;
+      for (int64_t ti = 0, i = i0; ti < tiles; ++ti) {
+        const int rows = static_cast<int>(base + (ti < extra ? 1 : 0));
         ks.fn(A.data.data() + i * lda, lda, rows, B.data.data() + (j0 / 16) * panel_stride,
               panel_stride, nv, K4, C + i * ldc + j0, ldc, static_cast<int>(cols),
               A.rowsum.data() + i, zap.data() + i, zbp.data() + j0, ct.data() + j0);
+        i += rows;
       }
     }
   });

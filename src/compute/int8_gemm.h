@@ -42,6 +42,16 @@ void pack_a(const void* A, bool is_signed, int64_t M, int64_t K, int64_t lda, Pa
 // B: K x N, row stride ldb.
 void pack_b(const void* B, bool is_signed, int64_t K, int64_t N, int64_t ldb, PackedB* out);
 
+// B packed from rows the caller builds (the im2col rows of a convolution, say) without a
+// K x N buffer: pack_b_begin sizes out; pack_b_group adds rows k = 4 k4 .. 4 k4 + 3 (each
+// N bytes of the source type; null past K) and their column sums to s16 (int16, out->N16 * 16
+// zeroed values); pack_b_flush moves s16 into out->colsum and zeroes it, at least every
+// kPackFlushGroups groups (|sum| <= 32 * 4 * 128 fits int16) and after the last.
+constexpr int64_t kPackFlushGroups = 32;
+void pack_b_begin(bool is_signed, int64_t K, int64_t N, PackedB* out);
+void pack_b_group(const uint8_t* const rows[4], int64_t k4, PackedB* out, int16_t* s16);
+void pack_b_flush(PackedB* out, int16_t* s16);
+
 // C[M x N] (row stride ldc) = (A - za) x (B - zb). za[i * za_step] is row i's zero point in
 // A's own type's value (e.g. 200 for uint8, -3 for int8); zb[j * zb_step] column j's. A null
 // pointer means 0. Large products are split into row / column blocks over the pool.

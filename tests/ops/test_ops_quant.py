@@ -549,6 +549,11 @@ CONV_CASES = [
     ((1, 2, 9, 9), (3, 2, 3, 3), {"strides": [2, 2], "dilations": [2, 1], "pads": [1, 0, 2, 1]}),
     ((1, 3, 10), (5, 3, 4), {"auto_pad": "SAME_UPPER"}),
     ((2, 4, 5, 5), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),
+    # Depthwise with a channel multiplier of 2, stride 2, dilation, uneven padding.
+    ((1, 3, 11, 9), (6, 1, 3, 3), {"group": 3, "strides": [2, 2], "dilations": [1, 2],
+                                   "pads": [1, 0, 2, 1]}),
+    # 2-D im2col rows longer than a vector, stride 2, padding on every side.
+    ((1, 5, 12, 40), (7, 5, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
     ((1, 8, 4, 4), (5, 8, 1, 1), {}),
     ((1, 2, 4, 4, 4), (3, 2, 2, 2, 2), {"strides": [1, 2, 1]}),
 ]

@@ -450,3 +450,78 @@ def test_bad_types():
     ints = {k: v.astype(np.int32) for k, v in arrays.items()}
     with pytest.raises(ortlite.InvalidArgument, match="'X' must be"):
         load("RNN", ints, {"hidden_size": 4}).run(None, ints)
+
+
+# ---------------------------------------------------------------------------------------
+# com.microsoft DynamicQuantizeLSTM, as onnxruntime's quantize_dynamic writes it from LSTM.
+#
+# Both runtimes quantize X (all steps at once) and H_{t-1} (per step) to uint8 with
+# DynamicQuantizeLinear's scale and zero point and multiply exactly in integers, so the
+# outputs agree to float rounding (1e-5) as long as the quantized operands are the same.
+# With sequence_lens in both directions, onnxruntime's H_{t-1} range differs in some steps
+# (rows already past their length): an element then quantizes one step apart, which moves
+# a gate input by h_scale * |w| <= (2 / 255) * 0.5 ~ 4e-3 for these weights; 2e-2 covers a
+# few such steps compounding over the sequence.
+
+
+def dq_lstm_model(S, B, I, H, direction, states, lens, seed, tmp_path):
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    rng = np.random.default_rng(seed)
+    D = 2 if direction == "bidirectional" else 1
+    inits = [numpy_helper.from_array(rng.uniform(-0.5, 0.5, s).astype(F32), n)
+             for n, s in (("W", (D, 4 * H, I)), ("R", (D, 4 * H, H)), ("B", (D, 8 * H)))]
+    gi = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [S, B, I])]
+    feeds = {"X": rng.uniform(-2, 2, (S, B, I)).astype(F32)}
+    if lens:
+        gi.append(helper.make_tensor_value_info("seq", TensorProto.INT32, [B]))
+        feeds["seq"] = rng.integers(1, S + 1, B).astype(np.int32)
+    if states:
+        for n in ("h0", "c0"):
+            gi.append(helper.make_tensor_value_info(n, TensorProto.FLOAT, [D, B, H]))
+            feeds[n] = rng.uniform(-1, 1, (D, B, H)).astype(F32)
+    ins = ["X", "W", "R", "B", "seq" if lens else "", "h0" if states else "",
+           "c0" if states else ""]
+    node = helper.make_node("LSTM", ins, ["Y", "Yh", "Yc"], hidden_size=H, direction=direction)
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Yh", "Yc")]
+    m = helper.make_model(helper.make_graph([node], "g", gi, outs, inits),
+                          opset_imports=[helper.make_opsetid("", 14)])
+    m.ir_version = 8
+    fp, qp = tmp_path / "f.onnx", tmp_path / "q.onnx"
+    onnx.save(m, str(fp))
+    quantize_dynamic(str(fp), str(qp), weight_type=QuantType.QInt8)
+    q = onnx.load(str(qp))
+    assert [n.op_type for n in q.graph.node] == ["DynamicQuantizeLSTM"]
+    return q, feeds
+
+
+@pytest.mark.parametrize("S,B,I,H,direction,states,lens", [
+    (1, 1, 8, 16, "forward", False, False),
+    (7, 1, 8, 16, "forward", False, False),
+    (7, 3, 10, 20, "forward", True, False),
+    (7, 3, 10, 20, "forward", False, True),
+    (7, 3, 10, 20, "reverse", True, True),
+    (1, 3, 6, 8, "reverse", False, True),
+    (7, 3, 10, 20, "bidirectional", True, False),
+    (7, 3, 10, 20, "bidirectional", True, True),
+    (7, 3, 32, 64, "bidirectional", False, True),
+])
+def test_dynamic_quantize_lstm_vs_ort(S, B, I, H, direction, states, lens, tmp_path):
+    m, feeds = dq_lstm_model(S, B, I, H, direction, states, lens, 1, tmp_path)
+    atol = 2e-2 if (lens and direction == "bidirectional") else 1e-5
+    assert_same(run_lite(m, feeds), run_ort(m, feeds), rtol=0, atol=atol)
+
+
+def test_dynamic_quantize_lstm_weights_given_at_run_time(tmp_path):
+    # W, R and their scales / zero points as graph inputs: packed per run.
+    m, feeds = dq_lstm_model(7, 3, 10, 20, "forward", True, False, 2, tmp_path)
+    expected = run_ort(m, feeds)
+    g = m.graph
+    for init in list(g.initializer):
+        arr = numpy_helper.to_array(init)
+        feeds[init.name] = arr
+        g.input.append(helper.make_tensor_value_info(init.name, NP_TO_ONNX[arr.dtype],
+                                                     list(arr.shape)))
+    del g.initializer[:]
+    assert_same(run_lite(m, feeds), expected, rtol=0, atol=1e-5)

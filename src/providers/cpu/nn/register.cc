@@ -45,6 +45,7 @@
 //   RNN                                 rnn.cc
 //   GRU                                 rnn.cc
 //   LSTM                                rnn.cc
+//   DynamicQuantizeLSTM (com.microsoft) rnn.cc
 //   Gelu (com.ortlite)                  fused_ops.cc
 //   FusedMatMul (com.ortlite)           fused_ops.cc
 //   FusedGemm (com.ortlite)             fused_ops.cc

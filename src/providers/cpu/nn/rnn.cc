@@ -14,6 +14,14 @@
 //  - LSTM input_forget: f = 1 - i.
 //  - sequence_lens: steps at or past a row's length are zero in Y; Y_h / Y_c hold the state
 //    after the row's last step, and zeros for a length of 0 (initial_h is not passed through).
+//
+// com.microsoft DynamicQuantizeLSTM (what onnxruntime's quantize_dynamic writes for LSTM) is
+// the same LSTM with 8-bit W and R, given transposed ([num_directions, input_size, 4 *
+// hidden_size] and [num_directions, hidden_size, 4 * hidden_size]) with a scale and zero
+// point per direction or per column. As onnxruntime does, each product's float operand (all
+// of X at once, H_{t-1} per step) is quantized to uint8 with DynamicQuantizeLinear's scale
+// and zero point, multiplied on the 8-bit integer GEMM and scaled back by
+// x_scale * w_scale[column]; the gates are those of LSTM.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -24,6 +32,7 @@
 
 #include "compute/fast_kernels.h"
 #include "compute/gemm.h"
+#include "compute/int8_gemm.h"
 #include "providers/cpu/nn/nn_common.h"
 
 namespace ortlite {
@@ -151,18 +160,58 @@ void activate(const Activation& a, T clip, T* x, int64_t n) {
 
 // ---- weights ------------------------------------------------------------------------------
 
-// n consecutive rows (each k long) of one direction of W or R, packed or raw.
+// DynamicQuantizeLSTM's W or R of one direction: k x n bytes (the transposed layout)
+// packed for the 8-bit GEMM, with each column's zero point and scale.
+struct QuantWeights {
+  int8gemm::PackedB packed;
+  std::vector<int32_t> zero_point;
+  std::vector<float> scale;
+};
+
+// C[M, n] (row stride ldc) = A[M, k] * w with A (rows contiguous) quantized to uint8 as
+// DynamicQuantizeLinear does, and the int32 products scaled by a_scale * w.scale[j].
+void mul_quant(int64_t M, const float* A, const QuantWeights& w, float* C, int64_t ldc,
+               ThreadPool* pool) {
+  const int64_t K = w.packed.K, N = w.packed.N;
+  float mn = 0.0f, mx = 0.0f;
+  int8gemm::min_max(A, M * K, &mn, &mx);
+  const float scale = mx == mn ? 1.0f : (mx - mn) / 255.0f;
+  const float initial_zp = 0.0f - mn / scale;
+  const float zp = static_cast<float>(
+      std::nearbyint(std::isnan(initial_zp) ? 255.0f : std::clamp(initial_zp, 0.0f, 255.0f)));
+  std::vector<uint8_t> q(static_cast<size_t>(M * K));
+  int8gemm::quantize_u8(A, M * K, scale, zp, q.data());
+  int8gemm::PackedA pa;
+  int8gemm::pack_a(q.data(), false, M, K, K, &pa);
+  std::vector<int32_t> acc(static_cast<size_t>(M * N));
+  const int32_t za = static_cast<int32_t>(zp);
+  int8gemm::gemm(pa, w.packed, &za, 0, w.zero_point.data(), 1, acc.data(), N, pool);
+  std::vector<float> mult(static_cast<size_t>(N));
+  for (int64_t j = 0; j < N; ++j) mult[j] = scale * w.scale[j];
+  for (int64_t i = 0; i < M; ++i) {
+    const int32_t* a = acc.data() + i * N;
+    float* c = C + i * ldc;
+    for (int64_t j = 0; j < N; ++j) c[j] = static_cast<float>(a[j]) * mult[j];
+  }
+}
+
+// n consecutive rows (each k long) of one direction of W or R, packed or raw, or its 8-bit
+// form (DynamicQuantizeLSTM).
 template <typename T>
 struct WeightRef {
   const PackedGemmMatrix<T>* packed = nullptr;
   const T* raw = nullptr;  // the first of the n rows, row-major
   int64_t n = 0, k = 0;
+  const QuantWeights* quant = nullptr;
 };
 
-// C[M, n] (row stride ldc) = A[M, k] * w^T.
+// C[M, n] (row stride ldc) = A[M, k] * w^T (rows of A contiguous for a quantized w).
 template <typename T>
 void mul_wt(int64_t M, const T* A, int64_t lda, const WeightRef<T>& w, T* C, int64_t ldc,
             ThreadPool* pool) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (w.quant) return mul_quant(M, A, *w.quant, C, ldc, pool);
+  }
   if (w.packed) {
     gemm_packed_b<T>(false, M, A, lda, *w.packed, T(1), T(0), C, ldc, pool);
   } else {
@@ -194,12 +243,16 @@ struct RunData {
   int64_t S, B, I, H;
   const PackedSet<T>* packed_w;  // null when W is not the constant packed at load
   const PackedSet<T>* packed_r;  // same for R
+  // DynamicQuantizeLSTM: the 8-bit W and R per direction (w and r are then null).
+  const std::vector<QuantWeights>* quant_w = nullptr;
+  const std::vector<QuantWeights>* quant_r = nullptr;
 };
 
 class Recurrent final : public Kernel {
  public:
-  Recurrent(const KernelInfo& info, CellType cell)
+  Recurrent(const KernelInfo& info, CellType cell, bool quantized = false)
       : cell_(cell),
+        quantized_(quantized),
         gates_(cell == CellType::kRnn   ? 1
                : cell == CellType::kGru ? 3
                                         : 4) {
@@ -241,7 +294,11 @@ class Recurrent final : public Kernel {
       linear_before_reset_ = info.attr_int("linear_before_reset", 0) != 0;
     if (cell_ == CellType::kLstm) input_forget_ = info.attr_int("input_forget", 0) != 0;
     load_activations(info);
-    pack_constants(info);
+    if (quantized_) {
+      pack_quant_constants(info);
+    } else {
+      pack_constants(info);
+    }
   }
 
   void compute(KernelContext& ctx) const override;
@@ -249,6 +306,7 @@ class Recurrent final : public Kernel {
  private:
   void load_activations(const KernelInfo& info);
   void pack_constants(const KernelInfo& info);
+  void pack_quant_constants(const KernelInfo& info);
   template <typename T>
   void run(const RunData<T>& d, ThreadPool* pool) const;
   template <typename T>
@@ -271,6 +329,7 @@ class Recurrent final : public Kernel {
   }
 
   CellType cell_;
+  bool quantized_;  // DynamicQuantizeLSTM
   int64_t gates_;
   int64_t num_dir_ = 1;
   bool reverse_ = false;  // direction == "reverse"
@@ -286,7 +345,72 @@ class Recurrent final : public Kernel {
   PackedSet<double> packed_f64_;
   DataType packed_w_dtype_ = DataType::kUndefined, packed_r_dtype_ = DataType::kUndefined;
   Shape packed_w_shape_, packed_r_shape_;
+  std::vector<QuantWeights> quant_w_, quant_r_;  // constant 8-bit W / R, packed at load
 };
+
+// DynamicQuantizeLSTM's W or R ([D, K, N] int8 / uint8) with its scale and zero point ([D]
+// or [D, N]; the zero point may be absent), per direction. Returns an empty message when
+// they are valid, else what is wrong.
+std::string quant_weights(const Tensor& w, const Tensor& scale, const Tensor* zp, int64_t D,
+                          int64_t K, int64_t N, const char* name, std::vector<QuantWeights>* out) {
+  const std::string n(name);
+  if (w.dtype() != DataType::kInt8 && w.dtype() != DataType::kUInt8)
+    return "input '" + n + "' must be int8 or uint8, got " + dtype_name(w.dtype());
+  if (w.shape() != Shape{D, K, N})
+    return "input '" + n + "' must have shape " + shape_to_string(Shape{D, K, N}) + ", got " +
+           shape_to_string(w.shape());
+  if (scale.dtype() != DataType::kFloat)
+    return "input '" + n + "_scale' must be float, got " + dtype_name(scale.dtype());
+  const bool per_column = scale.shape() == Shape{D, N};
+  if (!per_column && scale.shape() != Shape{D} && !(D == 1 && scale.rank() == 0))
+    return "input '" + n + "_scale' must have shape " + shape_to_string(Shape{D}) + " or " +
+           shape_to_string(Shape{D, N}) + ", got " + shape_to_string(scale.shape());
+  if (zp && (zp->dtype() != w.dtype() || zp->shape() != scale.shape()))
+    return "input '" + n + "_zero_point' must have the type of '" + n + "' and the shape of '" + n +
+           "_scale', got " + dtype_name(zp->dtype()) + " " + shape_to_string(zp->shape());
+  const bool is_signed = w.dtype() == DataType::kInt8;
+  const uint8_t* wd = static_cast<const uint8_t*>(w.raw_data());
+  const float* sd = scale.data<float>();
+  const uint8_t* zd = zp ? static_cast<const uint8_t*>(zp->raw_data()) : nullptr;
+  out->assign(static_cast<size_t>(D), QuantWeights{});
+  for (int64_t d = 0; d < D; ++d) {
+    QuantWeights& q = (*out)[static_cast<size_t>(d)];
+    int8gemm::pack_b(wd + d * K * N, is_signed, K, N, N, &q.packed);
+    q.scale.resize(static_cast<size_t>(N));
+    q.zero_point.resize(static_cast<size_t>(N));
+    for (int64_t j = 0; j < N; ++j) {
+      const int64_t at = per_column ? d * N + j : d;
+      q.scale[static_cast<size_t>(j)] = sd[at];
+      const uint8_t z = zd ? zd[at] : 0;
+      q.zero_point[static_cast<size_t>(j)] =
+          is_signed ? static_cast<int32_t>(static_cast<int8_t>(z)) : static_cast<int32_t>(z);
+    }
+  }
+  return "";
+}
+
+// Inputs of DynamicQuantizeLSTM past LSTM's eight.
+constexpr size_t kWScale = 8, kWZeroPoint = 9, kRScale = 10, kRZeroPoint = 11;
+
+void Recurrent::pack_quant_constants(const KernelInfo& info) {
+  auto constant = [&](size_t i) { return info.has_input(i) ? info.constant_input(i) : nullptr; };
+  const Tensor* w = constant(1);
+  const Tensor* r = constant(2);
+  const Tensor* ws = constant(kWScale);
+  const Tensor* rs = constant(kRScale);
+  const Tensor* wz = constant(kWZeroPoint);
+  const Tensor* rz = constant(kRZeroPoint);
+  const bool wz_ok = !info.has_input(kWZeroPoint) || wz;
+  const bool rz_ok = !info.has_input(kRZeroPoint) || rz;
+  if (!w || !r || !ws || !rs || !wz_ok || !rz_ok || w->rank() != 3 || r->rank() != 3) return;
+  const int64_t D = num_dir_, I = w->dim(1), H = r->dim(1), N = gates_ * H;
+  if (H <= 0 || (hidden_ > 0 && H != hidden_)) return;
+  std::vector<QuantWeights> qw, qr;
+  if (!quant_weights(*w, *ws, wz, D, I, N, "W", &qw).empty()) return;
+  if (!quant_weights(*r, *rs, rz, D, H, N, "R", &qr).empty()) return;
+  quant_w_ = std::move(qw);
+  quant_r_ = std::move(qr);
+}
 
 void Recurrent::load_activations(const KernelInfo& info) {
   acts_per_dir_ = cell_ == CellType::kRnn ? 1 : cell_ == CellType::kGru ? 2 : 3;
@@ -405,6 +529,9 @@ void Recurrent::compute(KernelContext& ctx) const {
   const Tensor* c0 = cell_ == CellType::kLstm ? ctx.input(6) : nullptr;
   const Tensor* P = cell_ == CellType::kLstm ? ctx.input(7) : nullptr;
   const DataType dt = X.dtype();
+  if (quantized_ && dt != DataType::kFloat)
+    ctx.fail(StatusCode::kInvalidArgument,
+             std::string("input 'X' must be float, got ") + dtype_name(dt));
   if (!dtype_is_float(dt))
     ctx.fail(
         StatusCode::kInvalidArgument,
@@ -415,8 +542,10 @@ void Recurrent::compute(KernelContext& ctx) const {
                                                  dtype_name(t->dtype()) + "; expected " +
                                                  dtype_name(dt) + " like 'X'");
   };
-  same_type(&W, "W");
-  same_type(&R, "R");
+  if (!quantized_) {
+    same_type(&W, "W");
+    same_type(&R, "R");
+  }
   same_type(Bias, "B");
   same_type(h0, "initial_h");
   same_type(c0, "initial_c");
@@ -432,9 +561,13 @@ void Recurrent::compute(KernelContext& ctx) const {
   const int64_t D = num_dir_, G = gates_;
   if (R.rank() != 3)
     ctx.fail(StatusCode::kInvalidArgument,
-             "input 'R' must be 3-D [num_directions, " + std::to_string(G) +
-                 "*hidden_size, hidden_size], got " + shape_to_string(R.shape()));
-  const int64_t H = hidden_ > 0 ? hidden_ : R.dim(2);
+             "input 'R' must be 3-D " +
+                 std::string(
+                     quantized_
+                         ? "[num_directions, hidden_size, " + std::to_string(G) + "*hidden_size]"
+                         : "[num_directions, " + std::to_string(G) + "*hidden_size, hidden_size]") +
+                 ", got " + shape_to_string(R.shape()));
+  const int64_t H = hidden_ > 0 ? hidden_ : quantized_ ? R.dim(1) : R.dim(2);
   if (H <= 0)
     ctx.fail(StatusCode::kInvalidArgument,
              "hidden size taken from input 'R' " + shape_to_string(R.shape()) + " is 0");
@@ -443,12 +576,41 @@ void Recurrent::compute(KernelContext& ctx) const {
     ctx.fail(StatusCode::kInvalidArgument, "hidden size " + std::to_string(H) + " is too large");
   const std::string hs_note =
       hidden_ > 0 ? " (attribute 'hidden_size' = " + std::to_string(hidden_) + ")" : "";
-  if (W.shape() != Shape{D, G * H, I})
-    ctx.fail(StatusCode::kInvalidArgument, "input 'W' must have shape " + shape_str({D, G * H, I}) +
-                                               hs_note + ", got " + shape_to_string(W.shape()));
-  if (R.shape() != Shape{D, G * H, H})
-    ctx.fail(StatusCode::kInvalidArgument, "input 'R' must have shape " + shape_str({D, G * H, H}) +
-                                               hs_note + ", got " + shape_to_string(R.shape()));
+  // DynamicQuantizeLSTM: the 8-bit weights, packed at load or here.
+  std::vector<QuantWeights> run_qw, run_qr;
+  const std::vector<QuantWeights>* qw = nullptr;
+  const std::vector<QuantWeights>* qr = nullptr;
+  if (quantized_) {
+    const bool at_load =
+        !quant_w_.empty() && W.shape() == Shape{D, I, G * H} && R.shape() == Shape{D, H, G * H};
+    if (at_load) {
+      qw = &quant_w_;
+      qr = &quant_r_;
+    } else {
+      for (size_t i : {kWScale, kRScale})
+        if (!ctx.input(i))
+          ctx.fail(
+              StatusCode::kInvalidArgument,
+              std::string("input '") + (i == kWScale ? "W_scale" : "R_scale") + "' is required");
+      std::string err =
+          quant_weights(W, *ctx.input(kWScale), ctx.input(kWZeroPoint), D, I, G * H, "W", &run_qw);
+      if (err.empty())
+        err = quant_weights(R, *ctx.input(kRScale), ctx.input(kRZeroPoint), D, H, G * H, "R",
+                            &run_qr);
+      if (!err.empty()) ctx.fail(StatusCode::kInvalidArgument, err + hs_note);
+      qw = &run_qw;
+      qr = &run_qr;
+    }
+  } else {
+    if (W.shape() != Shape{D, G * H, I})
+      ctx.fail(StatusCode::kInvalidArgument, "input 'W' must have shape " +
+                                                 shape_str({D, G * H, I}) + hs_note + ", got " +
+                                                 shape_to_string(W.shape()));
+    if (R.shape() != Shape{D, G * H, H})
+      ctx.fail(StatusCode::kInvalidArgument, "input 'R' must have shape " +
+                                                 shape_str({D, G * H, H}) + hs_note + ", got " +
+                                                 shape_to_string(R.shape()));
+  }
   if (Bias && Bias->shape() != Shape{D, 2 * G * H})
     ctx.fail(StatusCode::kInvalidArgument, "input 'B' must have shape " +
                                                shape_str({D, 2 * G * H}) + hs_note + ", got " +
@@ -501,6 +663,29 @@ void Recurrent::compute(KernelContext& ctx) const {
   ThreadPool* pool = ctx.thread_pool();
 
   auto raw = [](const Tensor* t) -> const void* { return t ? t->raw_data() : nullptr; };
+  if (quantized_) {
+    RunData<float> d{X.data<float>(),
+                     nullptr,
+                     nullptr,
+                     static_cast<const float*>(raw(Bias)),
+                     static_cast<const float*>(raw(h0)),
+                     static_cast<const float*>(raw(c0)),
+                     static_cast<const float*>(raw(P)),
+                     std::move(lens),
+                     Y ? Y->data<float>() : nullptr,
+                     Yh ? Yh->data<float>() : nullptr,
+                     Yc ? Yc->data<float>() : nullptr,
+                     S,
+                     B,
+                     I,
+                     H,
+                     nullptr,
+                     nullptr,
+                     qw,
+                     qr};
+    run<float>(d, pool);
+    return;
+  }
   if (dt == DataType::kFloat || dt == DataType::kDouble) {
     auto go = [&](auto tag) {
       using T = decltype(tag);
@@ -593,12 +778,16 @@ void Recurrent::run_direction(const RunData<T>& d, int64_t dir, ThreadPool* pool
   const bool gru_split = cell_ == CellType::kGru && !linear_before_reset_;
   const size_t udir = static_cast<size_t>(dir);
 
-  // Weight views for this direction.
-  WeightRef<T> w{d.packed_w ? &d.packed_w->w[udir] : nullptr, d.w + dir * GH * I, GH, I};
-  const T* r_base = d.r + dir * GH * H;
+  // Weight views for this direction (the float W and R are null when quantized).
+  const bool quant = d.quant_w != nullptr;
+  WeightRef<T> w{d.packed_w ? &d.packed_w->w[udir] : nullptr, quant ? nullptr : d.w + dir * GH * I,
+                 GH, I, quant ? &(*d.quant_w)[udir] : nullptr};
+  const T* r_base = quant ? nullptr : d.r + dir * GH * H;
   const int64_t n1 = gru_split ? 2 * H : GH;
-  WeightRef<T> r1{d.packed_r ? &d.packed_r->r1[udir] : nullptr, r_base, n1, H};
-  WeightRef<T> r2{d.packed_r && gru_split ? &d.packed_r->r2[udir] : nullptr, r_base + n1 * H, H, H};
+  WeightRef<T> r1{d.packed_r ? &d.packed_r->r1[udir] : nullptr, r_base, n1, H,
+                  quant ? &(*d.quant_r)[udir] : nullptr};
+  WeightRef<T> r2{d.packed_r && gru_split ? &d.packed_r->r2[udir] : nullptr,
+                  quant ? nullptr : r_base + n1 * H, H, H};
 
   // Wb + Rb, except that GRU with linear_before_reset keeps Rbh apart (it is scaled by r).
   std::vector<T> bias(static_cast<size_t>(GH), T(0)), rbh;
@@ -633,7 +822,7 @@ void Recurrent::run_direction(const RunData<T>& d, int64_t dir, ThreadPool* pool
   for (int64_t l : d.lens) max_len = std::max(max_len, l);
   // R is read once per step: a non-constant R is packed once per run.
   PackedGemmMatrix<T> run_r1, run_r2;
-  if (max_len > 1 && B > 0 && !r1.packed) {
+  if (max_len > 1 && B > 0 && !r1.packed && !quant) {
     run_r1 = pack_gemm_b<T>(true, H, n1, r_base, H);
     r1.packed = &run_r1;
     if (gru_split) {
@@ -790,9 +979,9 @@ void Recurrent::run_direction(const RunData<T>& d, int64_t dir, ThreadPool* pool
 }
 
 template <CellType kCell>
-KernelFactory recurrent_factory() {
-  return [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
-    return std::make_unique<Recurrent>(info, kCell);
+KernelFactory recurrent_factory(bool quantized = false) {
+  return [quantized](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+    return std::make_unique<Recurrent>(info, kCell, quantized);
   };
 }
 
@@ -809,6 +998,8 @@ void register_rnn(KernelRegistry& r) {
     r.add("", name, 14, 21, f);
     r.add("", name, 22, kMaxOpset, f);
   }
+  r.add("com.microsoft", "DynamicQuantizeLSTM", 1, kMaxOpset,
+        recurrent_factory<CellType::kLstm>(true));
 }
 
 }  // namespace nn

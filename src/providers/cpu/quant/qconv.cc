@@ -16,6 +16,10 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "compute/int8_gemm.h"
 #include "providers/cpu/nn/nn_common.h"
 #include "providers/cpu/quant/quant_common.h"
@@ -44,6 +48,11 @@ std::vector<uint8_t>& col_scratch() {
 
 int8gemm::PackedB& b_scratch() {
   thread_local int8gemm::PackedB buf;
+  return buf;
+}
+
+std::vector<int32_t>& acc_scratch() {
+  thread_local std::vector<int32_t> buf;
   return buf;
 }
 
@@ -112,6 +121,140 @@ void im2col_u8(const uint8_t* x, const SpatialGeometry& g, int64_t Cg, int64_t p
   }
 }
 
+// A 2-D convolution's geometry as plain numbers.
+struct Conv2d {
+  int64_t IH, IW, OH, OW, KH, KW, sh, sw, dh, dw, ph, pw;
+  explicit Conv2d(const SpatialGeometry& g)
+      : IH(g.in[0]),
+        IW(g.in[1]),
+        OH(g.out[0]),
+        OW(g.out[1]),
+        KH(g.kernel[0]),
+        KW(g.kernel[1]),
+        sh(g.stride[0]),
+        sw(g.stride[1]),
+        dh(g.dilation[0]),
+        dw(g.dilation[1]),
+        ph(g.pad_begin[0]),
+        pw(g.pad_begin[1]) {}
+};
+
+// d[o - a0] = s[o * sw] for o in [a0, a1); s has `avail` readable bytes from s[0].
+void copy_strided(const uint8_t* s, int64_t sw, int64_t a0, int64_t a1, int64_t avail, uint8_t* d) {
+  if (sw == 1) {
+    std::memcpy(d, s + a0, static_cast<size_t>(a1 - a0));
+    return;
+  }
+  int64_t o = a0;
+#if defined(__SSE2__)
+  if (sw == 2) {
+    // The even bytes of 32: the low byte of each 16-bit lane, packed.
+    const __m128i lo = _mm_set1_epi16(0x00FF);
+    for (; o + 16 <= a1 && 2 * o + 32 <= avail; o += 16) {
+      const __m128i v0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 2 * o));
+      const __m128i v1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 2 * o + 16));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + (o - a0)),
+                       _mm_packus_epi16(_mm_and_si128(v0, lo), _mm_and_si128(v1, lo)));
+    }
+  }
+#else
+  (void)avail;
+#endif
+  for (; o < a1; ++o) d[o - a0] = s[o * sw];
+}
+
+// One im2col row of a 2-D convolution: tap (kh, kw) of the channel plane xc at output
+// positions [p0, p0 + pc) into dst[0, pc), `pad` where the tap falls in the padding. Index
+// math once per output row; the bytes move by memcpy or a vector gather (stride 2).
+void tap_row(const uint8_t* xc, const Conv2d& c, int64_t kh, int64_t kw, int64_t p0, int64_t pc,
+             uint8_t pad, uint8_t* dst) {
+  const int64_t off = kw * c.dw - c.pw;
+  int64_t vlo, vhi;
+  nn::valid_range(off, c.sw, c.IW, c.OW, vlo, vhi);
+  int64_t oh = p0 / c.OW, ow = p0 % c.OW;
+  for (int64_t q = 0; q < pc; ++oh, ow = 0) {
+    const int64_t run = std::min(pc - q, c.OW - ow), o1 = ow + run;
+    const int64_t ih = oh * c.sh + kh * c.dh - c.ph;
+    uint8_t* d = dst + q;  // output column ow of this row
+    if (ih < 0 || ih >= c.IH) {
+      std::memset(d, pad, static_cast<size_t>(run));
+    } else {
+      const int64_t a0 = std::clamp(vlo, ow, o1), a1 = std::clamp(vhi, a0, o1);
+      std::memset(d, pad, static_cast<size_t>(a0 - ow));
+      // Row ih from column off: s[o * sw] is the tap of output column o.
+      const uint8_t* s = xc + ih * c.IW + off;
+      if (a1 > a0) copy_strided(s, c.sw, a0, a1, c.IW - off, d + (a0 - ow));
+      std::memset(d + (a1 - ow), pad, static_cast<size_t>(o1 - a1));
+    }
+    q += run;
+  }
+}
+
+// The GEMM's B (int8gemm's packed layout) for output positions [p0, p0 + pc) of a 2-D
+// convolution, straight from x (Cg channel planes): four im2col rows at a time into a small
+// buffer, then interleaved into the panels, so the K x pc im2col matrix is never stored.
+void pack_conv2d(const uint8_t* x, const Conv2d& c, int64_t Cg, int64_t p0, int64_t pc, uint8_t pad,
+                 bool x_signed, int8gemm::PackedB* out) {
+  const int64_t ks = c.KH * c.KW, K = Cg * ks, plane = c.IH * c.IW;
+  int8gemm::pack_b_begin(x_signed, K, pc, out);
+  const int64_t W = out->N16 * 16;
+  thread_local std::vector<uint8_t> rows_buf;
+  thread_local std::vector<int16_t> s16;
+  rows_buf.resize(static_cast<size_t>(4 * W));
+  s16.assign(static_cast<size_t>(W), 0);
+  for (int64_t k4 = 0; k4 < out->K4; ++k4) {
+    const uint8_t* rows[4];
+    for (int t = 0; t < 4; ++t) {
+      const int64_t k = 4 * k4 + t;
+      if (k >= K) {
+        rows[t] = nullptr;
+        continue;
+      }
+      uint8_t* r = rows_buf.data() + t * W;
+      const int64_t ci = k / ks, tap = k % ks;
+      tap_row(x + ci * plane, c, tap / c.KW, tap % c.KW, p0, pc, pad, r);
+      rows[t] = r;
+    }
+    int8gemm::pack_b_group(rows, k4, out, s16.data());
+    if ((k4 & (int8gemm::kPackFlushGroups - 1)) == int8gemm::kPackFlushGroups - 1 ||
+        k4 + 1 == out->K4) {
+      int8gemm::pack_b_flush(out, s16.data());
+    }
+  }
+}
+
+// One input channel per group (depthwise, with any channel multiplier) in 2-D: for output
+// channel planes, y[oh, ow] = sum over taps of (w - zw) * (x - zx), in int32 straight from x
+// (a GEMM of one row would be all overhead). Padding contributes nothing. Rows [r0, r1) of
+// the plane into y, from row r0.
+template <typename T>
+void depthwise_rows(const T* x, const Conv2d& c, const int32_t* wt, int32_t zx, int64_t r0,
+                    int64_t r1, int32_t* y) {
+  const int64_t OW = c.OW;
+  for (int64_t oh = r0; oh < r1; ++oh) {
+    int32_t* yr = y + (oh - r0) * OW;
+    std::fill(yr, yr + OW, 0);
+    for (int64_t kh = 0; kh < c.KH; ++kh) {
+      const int64_t ih = oh * c.sh + kh * c.dh - c.ph;
+      if (ih < 0 || ih >= c.IH) continue;
+      const T* xr = x + ih * c.IW;
+      for (int64_t kw = 0; kw < c.KW; ++kw) {
+        const int32_t wv = wt[kh * c.KW + kw];
+        const int64_t off = kw * c.dw - c.pw;
+        int64_t vlo, vhi;
+        nn::valid_range(off, c.sw, c.IW, OW, vlo, vhi);
+        const T* s = xr + off;
+        if (c.sw == 1) {
+          for (int64_t o = vlo; o < vhi; ++o) yr[o] += wv * (static_cast<int32_t>(s[o]) - zx);
+        } else {
+          const int64_t sw = c.sw;
+          for (int64_t o = vlo; o < vhi; ++o) yr[o] += wv * (static_cast<int32_t>(s[o * sw]) - zx);
+        }
+      }
+    }
+  }
+}
+
 // w's zero point per output channel; false when it is neither single nor [M].
 bool weight_zero_points(const Tensor* zw, int64_t M, std::vector<double>* out) {
   out->assign(static_cast<size_t>(M), 0.0);
@@ -156,11 +299,14 @@ class QConvBase : public Kernel {
     return r;
   }
 
-  // Checks x / w / their zero points, computes c[N * M * P] = conv(x - zx, w - zw) wrapped
-  // to int32 into c = alloc(output shape [N, M, out...]) and returns that shape.
-  template <typename Alloc>
+  // Checks x / w / their zero points and computes conv(x - zx, w - zw) wrapped to int32 for
+  // the output shape [N, M, out...], which it returns. alloc(shape) returns where the sums go
+  // (int32, N * M * P of them) or null: then they are handed over in blocks instead, as
+  // epi(n, m0, mc, p0, pc, c, ldc) with c[i * ldc + j] the sum of output channel m0 + i at
+  // position p0 + j (i < mc, j < pc), while they are still in cache.
+  template <typename Alloc, typename Epi>
   Shape accumulate(const KernelContext& ctx, const Tensor& x, const Tensor* zx, const Tensor& w,
-                   const Tensor* zw, Alloc&& alloc) const {
+                   const Tensor* zw, Alloc&& alloc, Epi&& epi) const {
     if (!is_int8_type(x.dtype()) || !is_int8_type(w.dtype())) {
       ctx.fail(StatusCode::kInvalidArgument, std::string("inputs 'x' and 'w' must be uint8 or ") +
                                                  "int8, got " + dtype_name(x.dtype()) + " and " +
@@ -225,7 +371,13 @@ class QConvBase : public Kernel {
     const int64_t Kg = Cg * ksize;
     if (total == 0) return yshape;
     if (Kg == 0) {
-      std::fill(c, c + total, 0);
+      if (c) {
+        std::fill(c, c + total, 0);
+      } else {
+        const std::vector<int32_t> zeros(static_cast<size_t>(P), 0);
+        for (int64_t n = 0; n < N; ++n)
+          epi(n, int64_t(0), M, int64_t(0), P, zeros.data(), int64_t(0));
+      }
       return yshape;
     }
 
@@ -233,30 +385,37 @@ class QConvBase : public Kernel {
     const uint8_t pad = static_cast<uint8_t>(zxv);  // x's zero point as a byte of its type
     std::vector<int32_t> zwi(zwv.size());
     for (size_t m = 0; m < zwv.size(); ++m) zwi[m] = static_cast<int32_t>(zwv[m]);
+    const bool x_signed = x.dtype() == DataType::kInt8;
+    const uint8_t* xd = static_cast<const uint8_t*>(x.raw_data());
+    ThreadPool* pool = ctx.thread_pool();
+    const int nthreads = pool ? pool->num_threads() : 1;
+
+    if (Cg == 1 && g.rank == 2) {
+      depthwise(c, epi, x, w, zxv, zwi, g, N, M, Mg, P, pool);
+      return yshape;
+    }
+
     const bool use_packed =
         !packed_.empty() && w.dtype() == packed_dtype_ && w.shape() == packed_shape_;
     std::vector<int8gemm::PackedA> local;
     if (!use_packed) local = pack_weights(w);
     const std::vector<int8gemm::PackedA>& wp = use_packed ? packed_ : local;
-    const bool x_signed = x.dtype() == DataType::kInt8;
-    const uint8_t* xd = static_cast<const uint8_t*>(x.raw_data());
+    const bool fast2d = g.rank == 2 && !pointwise;
+    const Conv2d c2(g);
 
-    int64_t chunk = P;
-    if (!pointwise) {
-      // Bounded im2col buffer; whole rows of the last output axis when they fit.
-      constexpr int64_t kMaxColElems = int64_t(1) << 20;
+    // Blocks of output positions whose packed B (Kg x chunk bytes) stays in L2 next to the
+    // weights while the GEMM passes over it.
+    constexpr int64_t kMaxBlockBytes = int64_t(96) << 10;
+    int64_t chunk = std::max<int64_t>(16, kMaxBlockBytes / Kg / 16 * 16);
+    if (!fast2d && !pointwise) {
+      // The generic im2col goes through a buffer: whole rows of the last output axis when
+      // they fit.
       const int64_t out_l = g.out[g.rank - 1];
-      chunk = std::max<int64_t>(1, std::min<int64_t>(P, kMaxColElems / Kg));
-      if (chunk >= out_l) {
-        chunk -= chunk % out_l;
-      } else if (chunk > 64) {
-        chunk -= chunk % 64;
-      }
+      if (chunk >= out_l) chunk -= chunk % out_l;
     }
+    chunk = std::min(chunk, P);
     const int64_t nchunks = (P + chunk - 1) / chunk;
     const int64_t tasks = N * group_ * nchunks;
-    ThreadPool* pool = ctx.thread_pool();
-    const int nthreads = pool ? pool->num_threads() : 1;
     const bool par_tasks = nthreads > 1 && tasks >= 2 * static_cast<int64_t>(nthreads);
     auto run_task = [&](int64_t t, ThreadPool* tp) {
       const int64_t n = t / (group_ * nchunks);
@@ -264,17 +423,26 @@ class QConvBase : public Kernel {
       const int64_t p0 = (t % nchunks) * chunk;
       const int64_t pc = std::min(chunk, P - p0);
       const uint8_t* xg = xd + (n * C + gi * Cg) * in_size;
-      int32_t* yg = c + (n * M + gi * Mg) * P;
       int8gemm::PackedB& pb = b_scratch();
       if (pointwise) {
         int8gemm::pack_b(xg + p0, x_signed, Kg, pc, in_size, &pb);
+      } else if (fast2d) {
+        pack_conv2d(xg, c2, Cg, p0, pc, pad, x_signed, &pb);
       } else {
         std::vector<uint8_t>& col = col_scratch();
         if (col.size() < static_cast<size_t>(Kg * pc)) col.resize(static_cast<size_t>(Kg * pc));
         im2col_u8(xg, g, Cg, p0, pc, pad, col.data());
         int8gemm::pack_b(col.data(), x_signed, Kg, pc, pc, &pb);
       }
-      int8gemm::gemm(wp[gi], pb, zwi.data() + gi * Mg, 1, &zxv, 0, yg + p0, P, tp);
+      if (c) {
+        int8gemm::gemm(wp[gi], pb, zwi.data() + gi * Mg, 1, &zxv, 0, c + (n * M + gi * Mg) * P + p0,
+                       P, tp);
+      } else {
+        std::vector<int32_t>& acc = acc_scratch();
+        acc.resize(static_cast<size_t>(Mg * pc));
+        int8gemm::gemm(wp[gi], pb, zwi.data() + gi * Mg, 1, &zxv, 0, acc.data(), pc, tp);
+        epi(n, gi * Mg, Mg, p0, pc, acc.data(), pc);
+      }
     };
     if (par_tasks) {
       parallel_for(pool, tasks, 2.0 * static_cast<double>(Mg) * Kg * chunk,
@@ -285,6 +453,54 @@ class QConvBase : public Kernel {
       for (int64_t t = 0; t < tasks; ++t) run_task(t, pool);
     }
     return yshape;
+  }
+
+  // The Cg == 1 convolution in 2-D (depthwise_rows), output planes in row blocks.
+  template <typename Epi>
+  static void depthwise(int32_t* c, Epi& epi, const Tensor& x, const Tensor& w, int32_t zx,
+                        const std::vector<int32_t>& zw, const SpatialGeometry& g, int64_t N,
+                        int64_t M, int64_t Mg, int64_t P, ThreadPool* pool) {
+    const Conv2d c2(g);
+    const int64_t ks = c2.KH * c2.KW, plane = c2.IH * c2.IW;
+    // w - zw as int32, per output channel and tap.
+    std::vector<int32_t> wt(static_cast<size_t>(M * ks));
+    const bool w_signed = w.dtype() == DataType::kInt8;
+    const uint8_t* wb = static_cast<const uint8_t*>(w.raw_data());
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t k = 0; k < ks; ++k) {
+        const uint8_t b = wb[m * ks + k];
+        const int32_t v = w_signed ? static_cast<int32_t>(static_cast<int8_t>(b)) : b;
+        wt[m * ks + k] = v - zw[m];
+      }
+    }
+    // Rows per task: about 4096 outputs.
+    const int64_t rb = std::max<int64_t>(1, std::min<int64_t>(c2.OH, 4096 / c2.OW));
+    const int64_t nrb = (c2.OH + rb - 1) / rb;
+    const bool x_signed = x.dtype() == DataType::kInt8;
+    const uint8_t* xd = static_cast<const uint8_t*>(x.raw_data());
+    parallel_for(pool, N * M * nrb, 2.0 * static_cast<double>(ks * rb * c2.OW),
+                 [&](int64_t s, int64_t e) {
+                   for (int64_t t = s; t < e; ++t) {
+                     const int64_t nm = t / nrb, r0 = (t % nrb) * rb;
+                     const int64_t r1 = std::min(c2.OH, r0 + rb);
+                     const int64_t n = nm / M, m = nm % M;
+                     // Output channel m reads input channel m / Mg.
+                     const uint8_t* xc = xd + (n * (M / Mg) + m / Mg) * plane;
+                     std::vector<int32_t>& acc = acc_scratch();
+                     int32_t* y = c ? c + nm * P + r0 * c2.OW : nullptr;
+                     if (!y) {
+                       acc.resize(static_cast<size_t>((r1 - r0) * c2.OW));
+                       y = acc.data();
+                     }
+                     if (x_signed) {
+                       depthwise_rows(reinterpret_cast<const int8_t*>(xc), c2, wt.data() + m * ks,
+                                      zx, r0, r1, y);
+                     } else {
+                       depthwise_rows(xc, c2, wt.data() + m * ks, zx, r0, r1, y);
+                     }
+                     if (!c) epi(n, m, int64_t(1), r0 * c2.OW, (r1 - r0) * c2.OW, y, int64_t(0));
+                   }
+                 });
   }
 
  private:
@@ -302,9 +518,10 @@ class ConvInteger final : public QConvBase {
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
     const Tensor& w = ctx.required_input(1);
-    accumulate(ctx, x, ctx.input(2), w, ctx.input(3), [&](const Shape& s) {
-      return ctx.allocate_output(0, DataType::kInt32, s).data<int32_t>();
-    });
+    accumulate(
+        ctx, x, ctx.input(2), w, ctx.input(3),
+        [&](const Shape& s) { return ctx.allocate_output(0, DataType::kInt32, s).data<int32_t>(); },
+        [](int64_t, int64_t, int64_t, int64_t, int64_t, const int32_t*, int64_t) {});
   }
 };
 
@@ -348,14 +565,7 @@ class QLinearConv final : public QConvBase {
                                                  dtype_name(bias->dtype()) + " " +
                                                  shape_to_string(bias->shape()));
     }
-    std::vector<int32_t> c;
-    const Shape yshape = accumulate(ctx, x, zx, w, zw, [&](const Shape& s) {
-      c.resize(static_cast<size_t>(shape_size(s)));
-      return c.data();
-    });
     const DataType qt = zy ? zy->dtype() : x.dtype();
-    Tensor& y = ctx.allocate_output(0, qt, yshape);
-    if (c.empty()) return;
     const float xsv = static_cast<float>(tensor_values(xs, "x_scale")[0]);
     const float ysv = static_cast<float>(tensor_values(ys, "y_scale")[0]);
     const std::vector<double> wsv = tensor_values(ws, "w_scale");
@@ -363,18 +573,26 @@ class QLinearConv final : public QConvBase {
     for (int64_t m = 0; m < M; ++m)
       mult[m] = xsv * static_cast<float>(wsv[wsv.size() == 1 ? 0 : m]) / ysv;
     const int32_t* bd = bias ? bias->data<int32_t>() : nullptr;
-    const double yz = zy ? tensor_values(*zy, "y_zero_point")[0] : 0.0;
-    const int64_t P = static_cast<int64_t>(c.size()) / (yshape[0] * M);
+    const int32_t yz = zy ? static_cast<int32_t>(tensor_values(*zy, "y_zero_point")[0]) : 0;
     const bool q_signed = qt == DataType::kInt8;
-    uint8_t* yd = static_cast<uint8_t*>(y.raw_data());
-    parallel_for(ctx.thread_pool(), yshape[0] * M, 2.0 * static_cast<double>(P),
-                 [&](int64_t s, int64_t e) {
-                   for (int64_t nm = s; nm < e; ++nm) {
-                     const int64_t m = nm % M;
-                     int8gemm::requantize(c.data() + nm * P, P, bd ? bd[m] : 0, &mult[m], 0,
-                                          static_cast<int32_t>(yz), q_signed, yd + nm * P);
-                   }
-                 });
+    uint8_t* yd = nullptr;
+    int64_t P = 0;
+    // The sums of each block are requantized while still in cache.
+    accumulate(
+        ctx, x, zx, w, zw,
+        [&](const Shape& s) -> int32_t* {
+          yd = static_cast<uint8_t*>(ctx.allocate_output(0, qt, s).raw_data());
+          P = shape_size(s) / std::max<int64_t>(1, s[0] * s[1]);
+          return nullptr;
+        },
+        [&](int64_t n, int64_t m0, int64_t mc, int64_t p0, int64_t pc, const int32_t* acc,
+            int64_t ldc) {
+          for (int64_t i = 0; i < mc; ++i) {
+            const int64_t m = m0 + i;
+            int8gemm::requantize(acc + i * ldc, pc, bd ? bd[m] : 0, &mult[m], 0, yz, q_signed,
+                                 yd + (n * M + m) * P + p0);
+          }
+        });
   }
 };
 
