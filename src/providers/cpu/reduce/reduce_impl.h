@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "providers/cpu/reduce/reduce_simd.h"
 #include "providers/cpu/tensor/cast_convert.h"
 #include "ortlite/kernel.h"
 #include "ortlite/thread_pool.h"
@@ -121,8 +122,12 @@ inline T from_double(double d) {
 
 // ---- ops ------------------------------------------------------------------------------
 // Every op: In, Acc, Out; kIdempotent (seeded by the first element instead of an identity);
-// kUsesParam (reads the per-output parameter p: LogSumExp's max); identity(), first(x),
-// step(acc, x, p), combine(a, b), finalize(acc, count, p), empty_value().
+// kUsesParam (reads the per-output parameter p: LogSumExp's max); kVec (the vectorized loop
+// of reduce_simd.h that computes its steps over a contiguous float / double run, if any);
+// identity(), first(x), step(acc, x, p), combine(a, b), finalize(acc, count, p),
+// empty_value().
+
+enum class VecKind { kNone, kSum, kSumSquare, kSumAbs, kMax, kMin };
 
 template <typename T>
 struct SumOp {
@@ -131,6 +136,7 @@ struct SumOp {
   using Out = T;
   static constexpr bool kIdempotent = false;
   static constexpr bool kUsesParam = false;
+  static constexpr VecKind kVec = VecKind::kSum;
   static Acc identity() { return Acc(0); }
   static Acc first(T x) { return to_acc<Acc>(x); }
   static Acc step(Acc a, T x, double) { return acc_add(a, to_acc<Acc>(x)); }
@@ -156,6 +162,7 @@ struct MeanOp : SumOp<T> {
 template <typename T>
 struct SumSquareOp : SumOp<T> {
   using Acc = sum_acc_t<T>;
+  static constexpr VecKind kVec = VecKind::kSumSquare;
   static Acc step(Acc a, T x, double) {
     const Acc v = to_acc<Acc>(x);
     return acc_add(a, acc_mul(v, v));
@@ -165,6 +172,7 @@ struct SumSquareOp : SumOp<T> {
 template <typename T>
 struct L1Op : SumOp<T> {
   using Acc = sum_acc_t<T>;
+  static constexpr VecKind kVec = VecKind::kSumAbs;
   static Acc step(Acc a, T x, double) {
     const Acc v = to_acc<Acc>(x);
     if constexpr (std::is_floating_point_v<Acc>)
@@ -206,6 +214,7 @@ struct LogSumExpOp {
   using Out = T;
   static constexpr bool kIdempotent = false;
   static constexpr bool kUsesParam = true;
+  static constexpr VecKind kVec = VecKind::kNone;
   static Acc identity() { return 0.0; }
   static Acc first(T x) { return to_acc<double>(x); }
   static Acc step(Acc a, T x, double p) {
@@ -229,6 +238,7 @@ struct LogSumExpOp {
 template <typename T>
 struct ProdOp : SumOp<T> {
   using Acc = sum_acc_t<T>;
+  static constexpr VecKind kVec = VecKind::kNone;
   static Acc identity() { return Acc(1); }
   static Acc step(Acc a, T x, double) { return acc_mul(a, to_acc<Acc>(x)); }
   static Acc combine(Acc a, Acc b) { return acc_mul(a, b); }
@@ -245,6 +255,7 @@ struct ExtremumOp {
   using Out = OutT;
   static constexpr bool kIdempotent = true;
   static constexpr bool kUsesParam = false;
+  static constexpr VecKind kVec = kMax ? VecKind::kMax : VecKind::kMin;
   static Acc identity() { return Acc(); }
   static Acc first(T x) { return static_cast<Acc>(x); }
   static Acc pick(Acc a, Acc v) {
@@ -325,11 +336,68 @@ class Odometer {
   int64_t offset_ = 0;
 };
 
+// The vectorized loop kVec over a contiguous float / double run x[0..n), n >= 1.
+template <VecKind kVec>
+inline double vec_reduce(const double* x, int64_t n) {
+  if constexpr (kVec == VecKind::kSum) return simd::sum_f64(x, n);
+  if constexpr (kVec == VecKind::kSumSquare) return simd::sum_sq_f64(x, n);
+  if constexpr (kVec == VecKind::kSumAbs) return simd::sum_abs_f64(x, n);
+  if constexpr (kVec == VecKind::kMax) return simd::max_f64(x, n);
+  return simd::min_f64(x, n);
+}
+// The sums in double, max / min in float.
+template <VecKind kVec>
+inline auto vec_reduce(const float* x, int64_t n) {
+  if constexpr (kVec == VecKind::kSum)
+    return simd::sum_f32(x, n);
+  else if constexpr (kVec == VecKind::kSumSquare)
+    return simd::sum_sq_f32(x, n);
+  else if constexpr (kVec == VecKind::kSumAbs)
+    return simd::sum_abs_f32(x, n);
+  else if constexpr (kVec == VecKind::kMax)
+    return simd::max_f32(x, n);
+  else
+    return simd::min_f32(x, n);
+}
+
+// int32 / int64: the sums (wrapping) and max / min.
+template <VecKind kVec, typename T>
+inline T vec_reduce_int(const T* x, int64_t n) {
+  constexpr bool k32 = std::is_same_v<T, int32_t>;
+  if constexpr (kVec == VecKind::kSum) {
+    if constexpr (k32)
+      return simd::sum_i32(x, n);
+    else
+      return simd::sum_i64(x, n);
+  } else if constexpr (kVec == VecKind::kMax) {
+    if constexpr (k32)
+      return simd::max_i32(x, n);
+    else
+      return simd::max_i64(x, n);
+  } else {
+    if constexpr (k32)
+      return simd::min_i32(x, n);
+    else
+      return simd::min_i64(x, n);
+  }
+}
+
 // acc combined with x[0..n), with several independent lanes for throughput.
 template <class Op>
 inline typename Op::Acc accumulate(typename Op::Acc acc, const typename Op::In* x, int64_t n,
                                    double p) {
   using Acc = typename Op::Acc;
+  using In = typename Op::In;
+  if constexpr (Op::kVec != VecKind::kNone &&
+                (std::is_same_v<In, float> || std::is_same_v<In, double>)) {
+    if (n >= 16) return Op::combine(acc, static_cast<Acc>(vec_reduce<Op::kVec>(x, n)));
+  }
+  if constexpr ((Op::kVec == VecKind::kSum || Op::kVec == VecKind::kMax ||
+                 Op::kVec == VecKind::kMin) &&
+                (std::is_same_v<In, int32_t> ||
+                 std::is_same_v<In, int64_t>)&&std::is_same_v<Acc, In>) {
+    if (n >= 16) return Op::combine(acc, vec_reduce_int<Op::kVec>(x, n));
+  }
   int64_t i = 0;
   if (n >= 32) {
     constexpr int L = 4;

@@ -1,0 +1,283 @@
+#include "providers/cpu/reduce/reduce_simd.h"
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "compute/simd.h"
+
+namespace ortlite {
+namespace reduce {
+namespace simd {
+
+namespace {
+
+typedef double v8df __attribute__((vector_size(64)));
+typedef int64_t v8di __attribute__((vector_size(64)));
+typedef float v8sf_in __attribute__((vector_size(32)));
+
+enum Term { kPlain, kSquare, kAbs };
+
+template <Term kTerm>
+ORTLITE_NN_INLINE double term(double v) {
+  if constexpr (kTerm == kSquare) return v * v;
+  if constexpr (kTerm == kAbs) return v < 0 ? -v : v;
+  return v;
+}
+
+// Vectors are passed by reference: passing 64-byte vectors by value changes the ABI
+// between the clones.
+template <Term kTerm>
+ORTLITE_NN_INLINE void add_term8(v8df& acc, const float* p) {
+  v8sf_in f;
+  std::memcpy(&f, p, sizeof(f));
+  v8df v = __builtin_convertvector(f, v8df);
+  if constexpr (kTerm == kSquare) v = v * v;
+  if constexpr (kTerm == kAbs) {
+    const v8di mask = ~(v8di{} + (int64_t{1} << 63));
+    v = reinterpret_cast<v8df>(reinterpret_cast<v8di>(v) & mask);
+  }
+  acc += v;
+}
+template <Term kTerm>
+ORTLITE_NN_INLINE void add_term8(v8df& acc, const double* p) {
+  v8df v;
+  std::memcpy(&v, p, sizeof(v));
+  if constexpr (kTerm == kSquare) v = v * v;
+  if constexpr (kTerm == kAbs) {
+    const v8di mask = ~(v8di{} + (int64_t{1} << 63));
+    v = reinterpret_cast<v8df>(reinterpret_cast<v8di>(v) & mask);
+  }
+  acc += v;
+}
+
+// Four 8-lane double accumulators over blocks of 32, one over the blocks of 8 that remain,
+// then the scalar tail.
+template <Term kTerm, typename T>
+ORTLITE_NN_INLINE double sum_body(const T* x, int64_t n) {
+  v8df a0 = {}, a1 = {}, a2 = {}, a3 = {};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    add_term8<kTerm>(a0, x + i);
+    add_term8<kTerm>(a1, x + i + 8);
+    add_term8<kTerm>(a2, x + i + 16);
+    add_term8<kTerm>(a3, x + i + 24);
+  }
+  for (; i + 8 <= n; i += 8) add_term8<kTerm>(a0, x + i);
+  const v8df a = (a0 + a1) + (a2 + a3);
+  double s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+  for (; i < n; ++i) s += term<kTerm>(static_cast<double>(x[i]));
+  return s;
+}
+
+template <typename T>
+struct Vec;
+template <>
+struct Vec<float> {
+  typedef float v __attribute__((vector_size(64)));
+  static constexpr int kLanes = 16;
+};
+template <>
+struct Vec<double> {
+  typedef double v __attribute__((vector_size(64)));
+  static constexpr int kLanes = 8;
+};
+
+// Max (kMax) or min of x[0..n), n >= 1: two vector accumulators seeded with x[0]. NaNs are
+// detected by summing x - x (0 for finite x, NaN for NaN and infinities, so the rare
+// infinity only costs a rescan); a NaN anywhere returns the first one.
+template <bool kMax, typename T>
+ORTLITE_NN_INLINE T extremum_body(const T* x, int64_t n) {
+  using V = typename Vec<T>::v;
+  constexpr int W = Vec<T>::kLanes;
+  V m0 = V{} + x[0], m1 = m0;
+  V z0 = {}, z1 = {};
+  int64_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    V v0, v1;
+    std::memcpy(&v0, x + i, sizeof(V));
+    std::memcpy(&v1, x + i + W, sizeof(V));
+    if constexpr (kMax) {
+      m0 = v0 > m0 ? v0 : m0;
+      m1 = v1 > m1 ? v1 : m1;
+    } else {
+      m0 = v0 < m0 ? v0 : m0;
+      m1 = v1 < m1 ? v1 : m1;
+    }
+    z0 += v0 - v0;
+    z1 += v1 - v1;
+  }
+  const V z = z0 + z1;
+  T zs = 0;
+  T r = x[0];
+  for (int l = 0; l < W; ++l) {
+    zs += z[l];
+    const T a = m0[l], b = m1[l];
+    if constexpr (kMax) {
+      r = a > r ? a : r;
+      r = b > r ? b : r;
+    } else {
+      r = a < r ? a : r;
+      r = b < r ? b : r;
+    }
+  }
+  bool any_nan = zs != zs;
+  for (; i < n; ++i) {
+    const T v = x[i];
+    any_nan = any_nan || v != v;
+    if constexpr (kMax)
+      r = v > r ? v : r;
+    else
+      r = v < r ? v : r;
+  }
+  if (any_nan) {
+    for (int64_t j = 0; j < n; ++j)
+      if (x[j] != x[j]) return x[j];
+  }
+  return r;
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+// sum_body over float with AVX-512 intrinsics: GCC splits the generic 8-lane float -> double
+// conversion into two halves. Same lanes and order of additions as sum_body.
+template <Term kTerm>
+__attribute__((target("avx512f"), always_inline)) inline void add_term_avx512(__m512d& acc,
+                                                                              const float* p) {
+  __m512d v = _mm512_maskz_cvtps_pd(
+      0xFF, _mm256_loadu_ps(p));  // (maskz: GCC 12 warns on the unmasked form)
+  if constexpr (kTerm == kSquare) v = _mm512_mul_pd(v, v);
+  if constexpr (kTerm == kAbs)
+    v = _mm512_castsi512_pd(_mm512_and_epi64(_mm512_castpd_si512(v), _mm512_set1_epi64(INT64_MAX)));
+  acc = _mm512_add_pd(acc, v);
+}
+
+template <Term kTerm>
+__attribute__((target("avx512f"))) double sum_f32_avx512(const float* x, int64_t n) {
+  __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    add_term_avx512<kTerm>(a0, x + i);
+    add_term_avx512<kTerm>(a1, x + i + 8);
+    add_term_avx512<kTerm>(a2, x + i + 16);
+    add_term_avx512<kTerm>(a3, x + i + 24);
+  }
+  for (; i + 8 <= n; i += 8) add_term_avx512<kTerm>(a0, x + i);
+  double a[8];
+  _mm512_storeu_pd(a, _mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)));
+  double s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+  for (; i < n; ++i) s += term<kTerm>(static_cast<double>(x[i]));
+  return s;
+}
+
+bool has_avx512f() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  return has;
+}
+#endif
+
+ORTLITE_NN_CLONES double sum_f32_generic(const float* x, int64_t n) {
+  return sum_body<kPlain>(x, n);
+}
+ORTLITE_NN_CLONES double sum_sq_f32_generic(const float* x, int64_t n) {
+  return sum_body<kSquare>(x, n);
+}
+ORTLITE_NN_CLONES double sum_abs_f32_generic(const float* x, int64_t n) {
+  return sum_body<kAbs>(x, n);
+}
+
+}  // namespace
+
+double sum_f32(const float* x, int64_t n) {
+#if defined(__GNUC__) && defined(__x86_64__)
+  if (has_avx512f()) return sum_f32_avx512<kPlain>(x, n);
+#endif
+  return sum_f32_generic(x, n);
+}
+double sum_sq_f32(const float* x, int64_t n) {
+#if defined(__GNUC__) && defined(__x86_64__)
+  if (has_avx512f()) return sum_f32_avx512<kSquare>(x, n);
+#endif
+  return sum_sq_f32_generic(x, n);
+}
+double sum_abs_f32(const float* x, int64_t n) {
+#if defined(__GNUC__) && defined(__x86_64__)
+  if (has_avx512f()) return sum_f32_avx512<kAbs>(x, n);
+#endif
+  return sum_abs_f32_generic(x, n);
+}
+ORTLITE_NN_CLONES512 double sum_f64(const double* x, int64_t n) {
+  return sum_body<kPlain>(x, n);
+}
+ORTLITE_NN_CLONES512 double sum_sq_f64(const double* x, int64_t n) {
+  return sum_body<kSquare>(x, n);
+}
+ORTLITE_NN_CLONES512 double sum_abs_f64(const double* x, int64_t n) {
+  return sum_body<kAbs>(x, n);
+}
+ORTLITE_NN_CLONES512 float max_f32(const float* x, int64_t n) {
+  return extremum_body<true>(x, n);
+}
+ORTLITE_NN_CLONES512 float min_f32(const float* x, int64_t n) {
+  return extremum_body<false>(x, n);
+}
+ORTLITE_NN_CLONES512 double max_f64(const double* x, int64_t n) {
+  return extremum_body<true>(x, n);
+}
+ORTLITE_NN_CLONES512 double min_f64(const double* x, int64_t n) {
+  return extremum_body<false>(x, n);
+}
+
+namespace {
+
+// Plain loops the vectorizer turns into lane-wise reductions (integer addition and max / min
+// are associative, so the lane split changes no result).
+template <typename T>
+ORTLITE_NN_INLINE T wrap_sum_body(const T* x, int64_t n) {
+  using U = std::make_unsigned_t<T>;
+  U s = 0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<U>(x[i]);
+  return static_cast<T>(s);
+}
+template <bool kMax, typename T>
+ORTLITE_NN_INLINE T int_extremum_body(const T* x, int64_t n) {
+  T m = x[0];
+  for (int64_t i = 1; i < n; ++i) {
+    if constexpr (kMax)
+      m = x[i] > m ? x[i] : m;
+    else
+      m = x[i] < m ? x[i] : m;
+  }
+  return m;
+}
+
+}  // namespace
+
+ORTLITE_NN_CLONES512 int32_t sum_i32(const int32_t* x, int64_t n) {
+  return wrap_sum_body(x, n);
+}
+ORTLITE_NN_CLONES512 int64_t sum_i64(const int64_t* x, int64_t n) {
+  return wrap_sum_body(x, n);
+}
+ORTLITE_NN_CLONES512 int32_t max_i32(const int32_t* x, int64_t n) {
+  return int_extremum_body<true>(x, n);
+}
+ORTLITE_NN_CLONES512 int32_t min_i32(const int32_t* x, int64_t n) {
+  return int_extremum_body<false>(x, n);
+}
+ORTLITE_NN_CLONES512 int64_t max_i64(const int64_t* x, int64_t n) {
+  return int_extremum_body<true>(x, n);
+}
+ORTLITE_NN_CLONES512 int64_t min_i64(const int64_t* x, int64_t n) {
+  return int_extremum_body<false>(x, n);
+}
+
+}  // namespace simd
+}  // namespace reduce
+}  // namespace ortlite
