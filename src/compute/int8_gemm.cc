@@ -45,7 +45,7 @@ void generic_kernel(const uint8_t* a, int64_t lda, int rows, const int8_t* b, in
 }
 
 struct Isa {
-  bool avx2 = false, avxvnni = false, avx512vnni = false, avx512 = false;
+  bool avx2 = false, avxvnni = false, avx512vnni = false, avx512 = false, amx = false;
 };
 
 Isa isa() {
@@ -58,17 +58,27 @@ Isa isa() {
   r.avx512 = r.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
   r.avx512vnni = r.avx512 && __builtin_cpu_supports("avx512vnni");
 #endif
+  bool allow_amx = true;
   if (const char* env = std::getenv("ORTLITE_INT8_ISA")) {
     const std::string s(env);
     if (s == "generic") r.avx2 = r.avxvnni = r.avx512vnni = r.avx512 = false;
     if (s == "avx2") r.avxvnni = r.avx512vnni = r.avx512 = false;
     if (s == "avxvnni") r.avx512vnni = r.avx512 = false;
+    allow_amx = s == "amx";
   }
+  // The tile state is asked for only where the kernels would use it.
+  r.amx = allow_amx && r.avx512 && detail::amx_usable();
   return r;
 }
 
-detail::KernelSet select() {
-  const Isa i = isa();
+const Isa& cpu() {
+  static const Isa i = isa();
+  return i;
+}
+
+// The best kernel set without AMX.
+detail::KernelSet select_vector() {
+  const Isa& i = cpu();
   const bool avx2 = i.avx2, avxvnni = i.avxvnni, avx512vnni = i.avx512vnni;
   detail::KernelSet k;
   if (avx512vnni) k = detail::avx512vnni_kernel();
@@ -78,8 +88,13 @@ detail::KernelSet select() {
   return k;
 }
 
+const detail::KernelSet& vector_kernels() {
+  static const detail::KernelSet k = select_vector();
+  return k;
+}
+
 const detail::KernelSet& kernels() {
-  static const detail::KernelSet k = select();
+  static const detail::KernelSet k = cpu().amx ? detail::amx_kernel() : vector_kernels();
   return k;
 }
 
@@ -137,7 +152,7 @@ void quantize_u8_generic(const float* x, int64_t n, float scale, float zp, uint8
 
 detail::Helpers select_helpers() {
   detail::Helpers h;
-  if (isa().avx512) h = detail::avx512_helpers();
+  if (cpu().avx512) h = detail::avx512_helpers();
   if (!h.requantize) h = {requantize_generic, min_max_generic, quantize_u8_generic};
   return h;
 }
@@ -165,6 +180,7 @@ void quantize_u8(const float* x, int64_t n, float scale, float zp, uint8_t* y) {
 const char* isa_name() {
   const detail::KernelFn fn = kernels().fn;
   if (fn == generic_kernel) return "generic";
+  if (fn == detail::amx_kernel().fn) return "amx";
   if (fn == detail::avx512vnni_kernel().fn) return "avx512vnni";
   if (fn == detail::avx2_kernel(true).fn) return "avxvnni";
   return "avx2";
@@ -298,9 +314,9 @@ void gemm(const PackedA& A, const PackedB& B, const int32_t* za, int64_t za_step
   if (K == 0) {
     std::fill(zap.begin(), zap.end(), 0);  // no products: every sum is 0
   }
-  const detail::KernelSet& ks = kernels();
+  const detail::KernelSet& ks = M < kAmxMinRows ? vector_kernels() : kernels();
   const int64_t lda = 4 * A.K4, panel_stride = K4 * 64;
-  constexpr int64_t kNB = 64;  // columns per kernel call (4 panels)
+  const int64_t kNB = 16 * ks.nvmax;  // columns per kernel call
   const int64_t col_blocks = (N + kNB - 1) / kNB;
   // Row blocks short enough that a task stays a few hundred microseconds at most, of
   // balanced sizes; within a block, tiles of balanced heights (32 rows at 6 a tile: 6 6 5 5

@@ -69,12 +69,14 @@ void requantize(const int32_t* c, int64_t n, int32_t bias, const float* mult, in
 void min_max(const float* x, int64_t n, float* mn, float* mx);
 void quantize_u8(const float* x, int64_t n, float scale, float zp, uint8_t* y);
 
-// The kernel set in use: "avx512vnni", "avxvnni", "avx2" or "generic". ORTLITE_INT8_ISA caps
-// it with the same names (an unsupported set is still never chosen).
+// The kernel set in use: "amx", "avx512vnni", "avxvnni", "avx2" or "generic" (with "amx",
+// products of fewer than kAmxMinRows rows still run on the best of the others).
+// ORTLITE_INT8_ISA caps it with the same names (an unsupported set is still never chosen).
+constexpr int64_t kAmxMinRows = 8;
 const char* isa_name();
 
 namespace detail {
-// One micro-tile: rows x (16 * nv) columns, nv <= 4 (panels at b + v * panel_stride bytes),
+// One micro-tile: rows x (16 * nv) columns, nv <= nvmax (panels at b + v * panel_stride bytes),
 // cols valid columns of those. rsa / zap per row, zbp / ct per column (ct = colsum - K zbp).
 using KernelFn = void (*)(const uint8_t* a, int64_t lda, int rows, const int8_t* b,
                           int64_t panel_stride, int nv, int64_t K4, int32_t* c, int64_t ldc,
@@ -82,9 +84,14 @@ using KernelFn = void (*)(const uint8_t* a, int64_t lda, int rows, const int8_t*
                           const int32_t* ct);
 struct KernelSet {
   KernelFn fn = nullptr;
-  int mr = 1;  // rows per call at most
+  int mr = 1;     // rows per call at most
+  int nvmax = 4;  // 16-column panels per call at most
 };
 KernelSet avx512vnni_kernel();  // fn null when not compiled
+// AMX (tdpbusd on 16 x 16 tiles, int8_gemm_amx.cc); amx_usable() checks the CPU, the OS and
+// asks Linux for the tile state (once: the answer holds for the process).
+KernelSet amx_kernel();
+bool amx_usable();
 
 // AVX-512 (F, BW) versions of the element-wise helpers above; null when not compiled.
 struct Helpers {

@@ -881,7 +881,7 @@ def test_int8_gemm_threads_vs_numpy(threads):
     np.testing.assert_array_equal(run_threads(m, inputs, threads)[0], mm_exact(A, B, za, zb))
 
 
-@pytest.mark.parametrize("isa", ["generic", "avx2", "avxvnni", "avx512vnni"])
+@pytest.mark.parametrize("isa", ["generic", "avx2", "avxvnni", "avx512vnni", "amx"])
 def test_int8_gemm_kernel_sets_vs_numpy(isa, tmp_path):
     # Each kernel set the CPU runs (ORTLITE_INT8_ISA only caps the choice), in a fresh
     # process since the choice is made once.
@@ -895,7 +895,10 @@ def test_int8_gemm_kernel_sets_vs_numpy(isa, tmp_path):
         import helpers
         from helpers import run_lite
         rng = np.random.default_rng(1)
-        for (M, K, N) in [(1, 7, 3), (5, 33, 65), (13, 256, 40), (6, 1001, 17)]:
+        # Past 7 rows the AMX tiles run: full and partial row tiles (16, 32 a call), K in
+        # and past whole 64-byte tile steps, and more than one 256-column call.
+        for (M, K, N) in [(1, 7, 3), (5, 33, 65), (13, 256, 40), (6, 1001, 17), (8, 4, 16),
+                          (17, 65, 33), (32, 64, 257), (33, 129, 300), (40, 1000, 31)]:
             for adt, bdt in [(np.uint8, np.uint8), (np.uint8, np.int8), (np.int8, np.uint8),
                              (np.int8, np.int8)]:
                 ia, ib = np.iinfo(adt), np.iinfo(bdt)
