@@ -23,6 +23,13 @@
 //     value in blocks of rows and channels that stay in cache.
 //  6. MatMul [* scalar] [+ bias] [+ activation] becomes com.ortlite FusedMatMul, and
 //     Gemm + activation com.ortlite FusedGemm (fused_ops.cc).
+//  7. Integer products scaled back to float, as dynamic quantization writes them:
+//     ConvInteger [+ Add of an int32 bias per output channel] + Cast to float + Mul by one
+//     float [+ activation, or x * Sigmoid(x)] becomes com.ortlite ConvIntegerToFloat
+//     (qconv.cc); MatMulInteger + Cast to
+//     float + Mul by one float [+ Add of a constant bias per column] becomes com.microsoft
+//     MatMulIntegerToFloat with b_scale 1 (qmatmul.cc). The float operations and their
+//     order are those of the nodes replaced.
 //
 // A fusion only removes values that have exactly one reader, are no graph output and are
 // not read from inside a subgraph; the surviving node keeps the first node's name and the
@@ -131,6 +138,7 @@ class Optimizer {
     fuse_expand_depthwise();
     fuse_matmuls();
     fuse_gemms();
+    fuse_integer_to_float();
     finish();
   }
 
@@ -1032,6 +1040,164 @@ class Optimizer {
       index();
     }
     compact();
+  }
+
+  // ---- integer products scaled to float ---------------------------------------------------
+
+  // Whether v holds one float at run time (rank <= 1): a one-element float constant, the
+  // scale output of a DynamicQuantizeLinear, or a Mul of two such values.
+  bool single_float(const std::string& v, int depth = 0) const {
+    if (v.empty() || depth > 2) return false;
+    if (const Tensor* t = constant(v))
+      return t->dtype() == DataType::kFloat && t->numel() == 1 && t->rank() <= 1;
+    auto it = producer_.find(v);
+    if (it == producer_.end()) return false;
+    const Node& n = g_.nodes[it->second];
+    if (is_op(n, "DynamicQuantizeLinear")) return n.outputs.size() > 1 && n.outputs[1] == v;
+    return is_op(n, "Mul") && n.inputs.size() == 2 && single_float(n.inputs[0], depth + 1) &&
+           single_float(n.inputs[1], depth + 1);
+  }
+
+  // The shape v has at run time when it is a constant or a Reshape to a constant shape of
+  // positive sizes and at most one -1 (left as -1: any size there); false otherwise.
+  bool known_shape(const std::string& v, Shape& s) const {
+    if (const Tensor* t = constant(v)) {
+      s = t->shape();
+      return true;
+    }
+    auto it = producer_.find(v);
+    if (it == producer_.end()) return false;
+    const Node& n = g_.nodes[it->second];
+    if (!is_op(n, "Reshape") || n.inputs.size() != 2) return false;
+    const Tensor* t = constant(n.inputs[1]);
+    if (!t || t->dtype() != DataType::kInt64 || t->rank() != 1) return false;
+    s.assign(t->data<int64_t>(), t->data<int64_t>() + t->numel());
+    int unknown = 0;
+    for (int64_t d : s) {
+      if (d == 0 || d < -1) return false;
+      unknown += d == -1;
+    }
+    return unknown <= 1;
+  }
+
+  // Whether a value of shape s broadcast against a rank-r result gives one value per index
+  // of axis `axis` (size n) and changes nothing else: right-aligned, n (or -1, which the
+  // kernel checks) at that axis, 1 at every other one.
+  static bool along_axis(const Shape& s, size_t r, size_t axis, int64_t n) {
+    if (s.size() > r || s.size() + axis < r) return false;
+    for (size_t d = 0; d < s.size(); ++d) {
+      const bool at = d + r - s.size() == axis;
+      if (!(at ? s[d] == n || s[d] == -1 : s[d] == 1)) return false;
+    }
+    return true;
+  }
+
+  // The sole reader k of v when it is a Cast to float.
+  int cast_to_float(const std::string& v) const {
+    const int k = sole_reader(v);
+    if (k < 0 || !is_op(g_.nodes[k], "Cast") || g_.nodes[k].inputs.size() != 1 ||
+        g_.nodes[k].outputs.size() != 1)
+      return -1;
+    const Attribute* to = g_.nodes[k].find_attr("to");
+    return to && to->type == AttrType::kInt && to->i == 1 ? k : -1;
+  }
+
+  void fuse_integer_to_float() {
+    index();
+    bool ms_domain = false;
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (dead_[i]) continue;
+      const Node& q = g_.nodes[i];
+      const bool conv = is_op(q, "ConvInteger"), mm = is_op(q, "MatMulInteger");
+      if ((!conv && !mm) || q.outputs.size() != 1 || q.inputs.size() < 2 || q.inputs.size() > 4)
+        continue;
+      const Tensor* w = constant(q.inputs[1]);
+      if (!w || (conv && w->rank() < 3) || (mm && w->rank() != 2)) continue;
+      std::vector<int> gone;
+      std::string cur = q.outputs[0], ibias, fbias;
+      int k = sole_reader(cur);
+      Shape bs;
+      if (conv && is_binary(k, "Add")) {
+        const std::string z = other_input(g_.nodes[k], cur);
+        if (!z.empty() && known_shape(z, bs) && along_axis(bs, w->rank(), 1, w->dim(0))) {
+          ibias = z;
+          gone.push_back(k);
+          cur = g_.nodes[k].outputs[0];
+        }
+      }
+      k = cast_to_float(cur);
+      if (k < 0) continue;
+      gone.push_back(k);
+      cur = g_.nodes[k].outputs[0];
+      k = sole_reader(cur);
+      if (!is_binary(k, "Mul")) continue;
+      const std::string scale = other_input(g_.nodes[k], cur);
+      if (!single_float(scale)) continue;
+      gone.push_back(k);
+      cur = g_.nodes[k].outputs[0];
+      if (mm) {
+        k = sole_reader(cur);
+        if (is_binary(k, "Add")) {
+          const std::string z = other_input(g_.nodes[k], cur);
+          const Tensor* b = constant(z);
+          if (b && b->dtype() == DataType::kFloat && b->rank() == 1 && b->dim(0) == w->dim(1)) {
+            fbias = z;
+            gone.push_back(k);
+            cur = g_.nodes[k].outputs[0];
+          }
+        }
+      }
+      Activation act;
+      if (conv) {
+        k = sole_reader(cur);
+        act = activation(k);
+        int sig = -1;
+        const int mul = act.name.empty() ? silu(cur, sig) : -1;
+        if (mul >= 0) {
+          act.name = "Silu";
+          gone.push_back(sig);
+          gone.push_back(mul);
+          cur = g_.nodes[mul].outputs[0];
+        } else if (!act.name.empty()) {
+          gone.push_back(k);
+          cur = g_.nodes[k].outputs[0];
+        }
+      }
+      Node f;
+      f.name = q.name;
+      f.outputs = {cur};
+      std::vector<std::string> in = q.inputs;
+      in.resize(4);
+      if (conv) {
+        f.op_type = "ConvIntegerToFloat";
+        f.domain = kDomain;
+        f.inputs = {in[0], in[1], in[2], in[3], ibias, scale};
+        f.attributes = q.attributes;
+        if (!act.name.empty()) f.attributes.push_back(string_attr("activation", act.name));
+        if (!act.params.empty())
+          f.attributes.push_back(floats_attr("activation_params", act.params));
+        used_domain_ = true;
+      } else {
+        Tensor one = new_constant(DataType::kFloat, Shape{});
+        *one.data<float>() = 1.0f;
+        const std::string oname = unique_name((q.name.empty() ? cur : q.name) + "_b_scale");
+        g_.initializers.emplace_back(oname, one);
+        f.op_type = "MatMulIntegerToFloat";
+        f.domain = "com.microsoft";
+        f.inputs = {in[0], in[1], scale, oname, in[2], in[3]};
+        if (!fbias.empty()) f.inputs.push_back(fbias);
+        ms_domain = true;
+      }
+      for (int d : gone) dead_[d] = 1;
+      g_.nodes[i] = std::move(f);
+      index();
+    }
+    compact();
+    if (ms_domain) {
+      bool have = false;
+      for (const OpsetImport& o : m_.opset_imports) have = have || o.domain == "com.microsoft";
+      if (!have) m_.opset_imports.push_back(OpsetImport{"com.microsoft", 1});
+    }
   }
 
   // ---- bookkeeping ----------------------------------------------------------------------

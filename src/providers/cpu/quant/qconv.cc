@@ -11,6 +11,15 @@
 // the int32 bias and requantizes like onnxruntime (x_scale * w_scale[m] / y_scale in float,
 // times the sum in float, rounded half to even, plus y_zero_point, saturated). A constant w is
 // packed once at load, per group (its zero point may still vary per run).
+//
+// com.ortlite ConvIntegerToFloat is the optimizer's fusion of ConvInteger [+ Add of an int32
+// bias per output channel] + Cast to float + Mul by a single float (the dynamic quantization
+// of a Conv as onnxruntime's quantize_dynamic writes it): inputs x, w, x_zero_point,
+// w_zero_point, bias (int32, one per output channel or one for all, optional), scale (one
+// float);
+// y = act(float(sum + bias[m]) * scale), the unfused nodes' operations in their order,
+// applied to each block of sums while it is in cache; the activation (attributes
+// activation / activation_params, as FusedConv's: compute/activation.h) is optional.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -20,6 +29,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "compute/activation.h"
 #include "compute/int8_gemm.h"
 #include "providers/cpu/nn/nn_common.h"
 #include "providers/cpu/quant/quant_common.h"
@@ -28,6 +38,7 @@ namespace ortlite {
 namespace quant {
 namespace {
 
+using nn::ActSpec;
 using nn::SpatialAttrs;
 using nn::SpatialGeometry;
 
@@ -525,6 +536,57 @@ class ConvInteger final : public QConvBase {
   }
 };
 
+class ConvIntegerToFloat final : public QConvBase {
+ public:
+  explicit ConvIntegerToFloat(const KernelInfo& info)
+      : QConvBase(info, 1), act_(nn::load_act(info)) {}
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& x = ctx.required_input(0);
+    const Tensor& w = ctx.required_input(1);
+    const Tensor* bias = ctx.input(4);
+    const Tensor& scale = ctx.required_input(5);
+    const int64_t M = w.rank() > 0 ? w.dim(0) : 0;
+    if (bias && (bias->dtype() != DataType::kInt32 || (bias->numel() != M && bias->numel() != 1))) {
+      ctx.fail(StatusCode::kInvalidArgument,
+               "input 'bias' must be int32 with 1 or " + std::to_string(M) +
+                   " elements (one per output channel), got " + dtype_name(bias->dtype()) + " " +
+                   shape_to_string(bias->shape()));
+    }
+    if (scale.dtype() != DataType::kFloat || scale.numel() != 1) {
+      ctx.fail(StatusCode::kInvalidArgument, "input 'scale' must be a single float, got " +
+                                                 std::string(dtype_name(scale.dtype())) + " " +
+                                                 shape_to_string(scale.shape()));
+    }
+    const float sv = *scale.data<float>();
+    const int32_t* bd = bias ? bias->data<int32_t>() : nullptr;
+    float* yd = nullptr;
+    int64_t P = 0;
+    accumulate(
+        ctx, x, ctx.input(2), w, ctx.input(3),
+        [&](const Shape& s) -> int32_t* {
+          yd = ctx.allocate_output(0, DataType::kFloat, s).data<float>();
+          P = shape_size(s) / std::max<int64_t>(1, s[0] * s[1]);
+          return nullptr;
+        },
+        [&](int64_t n, int64_t m0, int64_t mc, int64_t p0, int64_t pc, const int32_t* acc,
+            int64_t ldc) {
+          for (int64_t i = 0; i < mc; ++i) {
+            const int64_t m = m0 + i;
+            const uint32_t b = bd ? static_cast<uint32_t>(bd[bias->numel() == 1 ? 0 : m]) : 0u;
+            const int32_t* a = acc + i * ldc;
+            float* y = yd + (n * M + m) * P + p0;
+            for (int64_t j = 0; j < pc; ++j)
+              y[j] = static_cast<float>(static_cast<int32_t>(static_cast<uint32_t>(a[j]) + b)) * sv;
+            nn::apply_act(act_, y, pc);
+          }
+        });
+  }
+
+ private:
+  ActSpec act_;
+};
+
 class QLinearConv final : public QConvBase {
  public:
   explicit QLinearConv(const KernelInfo& info) : QConvBase(info, 3) {}
@@ -601,6 +663,7 @@ class QLinearConv final : public QConvBase {
 void register_qconv(KernelRegistry& r) {
   r.add("", "QLinearConv", 10, kMaxOpset, make_factory<QLinearConv>());
   r.add("", "ConvInteger", 10, kMaxOpset, make_factory<ConvInteger>());
+  r.add("com.ortlite", "ConvIntegerToFloat", 1, kMaxOpset, make_factory<ConvIntegerToFloat>());
 }
 
 }  // namespace quant

@@ -8,6 +8,12 @@
 // QLinearMatMul requantizes like onnxruntime: multiplier a_scale * b_scale / y_scale in
 // float, times the int32 sum in float, rounded half to even, plus y_zero_point, saturated.
 // A constant 2-D b is packed once at load (its zero point may still vary per run).
+//
+// com.microsoft MatMulIntegerToFloat (what onnxruntime's quantize_dynamic and its own graph
+// fusion write): y = float(sum) * (a_scale * b_scale[column]) + bias[column], a_scale per
+// tensor or per row as a's zero point, b_scale per tensor or per column, bias [N]. ortlite's
+// optimizer writes it for MatMulInteger + Cast to float + Mul by a scalar [+ Add of a bias],
+// with b_scale 1: the same float operations in the same order.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -312,6 +318,72 @@ class QLinearMatMul final : public QMatMulBase {
   }
 };
 
+class MatMulIntegerToFloat final : public QMatMulBase {
+ public:
+  explicit MatMulIntegerToFloat(const KernelInfo& info) : QMatMulBase(info, 1) {}
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& a = ctx.required_input(0);
+    const Tensor& b = ctx.required_input(1);
+    const Tensor& as = ctx.required_input(2);
+    const Tensor& bs = ctx.required_input(3);
+    const Tensor* za = ctx.input(4);
+    const Tensor* zb = ctx.input(5);
+    const Tensor* bias = ctx.input(6);
+    check_int8(ctx, a, "A");
+    check_int8(ctx, b, "B");
+    check_zero_point(ctx, za, a, "a_zero_point", "A");
+    check_zero_point(ctx, zb, b, "b_zero_point", "B");
+    if (as.dtype() != DataType::kFloat || bs.dtype() != DataType::kFloat) {
+      ctx.fail(StatusCode::kInvalidArgument,
+               std::string("inputs 'a_scale' and 'b_scale' must be float, got ") +
+                   dtype_name(as.dtype()) + " and " + dtype_name(bs.dtype()));
+    }
+    const Plan p = make_plan(ctx, a.shape(), b.shape());
+    const int64_t M = p.M, N = p.N;
+    if (bias && (bias->dtype() != DataType::kFloat || bias->numel() != N ||
+                 (bias->rank() > 0 && bias->dim(bias->rank() - 1) != N))) {
+      ctx.fail(StatusCode::kInvalidArgument,
+               "input 'bias' must be float with " + std::to_string(N) +
+                   " elements (one per column of 'B'), got " + dtype_name(bias->dtype()) + " " +
+                   shape_to_string(bias->shape()));
+    }
+    const std::vector<double> sa = row_param(ctx, as, p, "a_scale", a.shape());
+    const std::vector<double> sb = col_param(ctx, bs, p, "b_scale", b.shape());
+    Tensor& y = ctx.allocate_output(0, DataType::kFloat, p.out);
+    const int64_t total = p.batches * M * N;
+    if (total == 0) return;
+    std::vector<int32_t> acc(static_cast<size_t>(total));
+    const int32_t* c = acc.data();
+    accumulate(ctx, a, za, b, zb, p, acc.data());
+    const float* bd = bias ? bias->data<float>() : nullptr;
+    float* yd = y.data<float>();
+    parallel_for(ctx.thread_pool(), p.batches * M, 2.0 * static_cast<double>(N),
+                 [&](int64_t s, int64_t e) {
+                   std::vector<float> mult(static_cast<size_t>(N));
+                   float last_av = 0.0f;
+                   int64_t last_b = -1;
+                   for (int64_t row = s; row < e; ++row) {
+                     const int64_t n = row / M, m = row % M;
+                     const float av = static_cast<float>(sa[p.a_index[n] * M + m]);
+                     if (p.b_index[n] != last_b || !(av == last_av)) {
+                       const double* bsv = sb.data() + p.b_index[n] * N;
+                       for (int64_t j = 0; j < N; ++j) mult[j] = av * static_cast<float>(bsv[j]);
+                       last_av = av;
+                       last_b = p.b_index[n];
+                     }
+                     const int32_t* cr = c + row * N;
+                     float* yr = yd + row * N;
+                     // Two roundings, as Mul then Add: the loops are kept apart so no
+                     // contraction into a fused multiply-add changes the result.
+                     for (int64_t j = 0; j < N; ++j) yr[j] = static_cast<float>(cr[j]) * mult[j];
+                     if (bd)
+                       for (int64_t j = 0; j < N; ++j) yr[j] += bd[j];
+                   }
+                 });
+  }
+};
+
 }  // namespace
 
 void register_qmatmul(KernelRegistry& r) {
@@ -319,6 +391,8 @@ void register_qmatmul(KernelRegistry& r) {
   r.add("", "QLinearMatMul", 10, 20, make_factory<QLinearMatMul>());
   r.add("", "QLinearMatMul", 21, kMaxOpset, make_factory<QLinearMatMul>());
   r.add("", "MatMulInteger", 10, kMaxOpset, make_factory<MatMulInteger>());
+  r.add("com.microsoft", "MatMulIntegerToFloat", 1, kMaxOpset,
+        make_factory<MatMulIntegerToFloat>());
 }
 
 }  // namespace quant
