@@ -314,7 +314,8 @@ void gemm(const PackedA& A, const PackedB& B, const int32_t* za, int64_t za_step
   if (K == 0) {
     std::fill(zap.begin(), zap.end(), 0);  // no products: every sum is 0
   }
-  const detail::KernelSet& ks = M < kAmxMinRows ? vector_kernels() : kernels();
+  const detail::KernelSet& ks =
+      M < kAmxMinRows || K4 < kAmxMinK4 ? vector_kernels() : kernels();
   const int64_t lda = 4 * A.K4, panel_stride = K4 * 64;
   const int64_t kNB = 16 * ks.nvmax;  // columns per kernel call
   const int64_t col_blocks = (N + kNB - 1) / kNB;

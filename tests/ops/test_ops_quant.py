@@ -895,10 +895,10 @@ def test_int8_gemm_kernel_sets_vs_numpy(isa, tmp_path):
         import helpers
         from helpers import run_lite
         rng = np.random.default_rng(1)
-        # Past 7 rows the AMX tiles run: full and partial row tiles (16, 32 a call), K in
-        # and past whole 64-byte tile steps, and more than one 256-column call.
-        for (M, K, N) in [(1, 7, 3), (5, 33, 65), (13, 256, 40), (6, 1001, 17), (8, 4, 16),
-                          (17, 65, 33), (32, 64, 257), (33, 129, 300), (40, 1000, 31)]:
+        # From 8 rows and K 128 the AMX tiles run: full and partial row tiles (16, 32 a
+        # call), K in and past whole 64-byte tile steps, more than one 256-column call.
+        for (M, K, N) in [(1, 7, 3), (5, 33, 65), (13, 256, 40), (6, 1001, 17), (8, 128, 16),
+                          (17, 129, 33), (32, 192, 257), (33, 257, 300), (40, 1000, 31)]:
             for adt, bdt in [(np.uint8, np.uint8), (np.uint8, np.int8), (np.int8, np.uint8),
                              (np.int8, np.int8)]:
                 ia, ib = np.iinfo(adt), np.iinfo(bdt)
@@ -947,6 +947,10 @@ INT8_CONV_CASES = [
     ((2, 8, 10, 9), (12, 8, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
     ((1, 8, 7, 7), (6, 4, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
     ((1, 6, 8, 8), (10, 3, 1, 1), {"group": 2, "strides": [2, 2]}),
+    # One input channel feeding many outputs (a first layer over a grey image: the GEMM,
+    # not the depthwise loop), and a depthwise conv with a channel multiplier of 8.
+    ((1, 1, 20, 37), (24, 1, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 2, 9, 9), (16, 1, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
 ]
 
 

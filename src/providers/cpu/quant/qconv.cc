@@ -401,7 +401,9 @@ class QConvBase : public Kernel {
     ThreadPool* pool = ctx.thread_pool();
     const int nthreads = pool ? pool->num_threads() : 1;
 
-    if (Cg == 1 && g.rank == 2) {
+    // One input channel per group: a direct loop, unless each input channel feeds many outputs
+    // (a first layer over one grey channel): then the GEMM shares each tap across them.
+    if (Cg == 1 && g.rank == 2 && Mg < 8) {
       depthwise(c, epi, x, w, zxv, zwi, g, N, M, Mg, P, pool);
       return yshape;
     }
