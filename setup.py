@@ -263,7 +263,7 @@ def _with_cxx(cmd):
 def _blas_config():
     """OpenBLAS from the scipy-openblas32 wheel (a build and runtime dependency), or None
     when ORTLITE_BLAS=0 or the wheel is missing: ortlite then multiplies matrices with its
-    own kernels only. The extension finds the library at run time through its rpath: the
+    own kernels only. The extension dlopens the library on its first large product: from the
     wheel's folder next to ortlite/ in the same site-packages, or the copy it was built
     against (an in-place build). Importing scipy_openblas32 in Python is not needed (it
     would add its own import time to `import ortlite`)."""
@@ -277,12 +277,13 @@ def _blas_config():
         print("ortlite: building without a BLAS (pip install scipy-openblas32)", file=sys.stderr)
         return None
     lib_dir = scipy_openblas32.get_lib_dir()
+    lib = "lib" + scipy_openblas32.get_library() + ".so"
+    # Not linked: dlopened on the first product large enough for it (compute/blas.cc), so
+    # `import ortlite` does not pay for loading it.
     return {
         "include_dirs": [scipy_openblas32.get_include_dir()],
-        "library_dirs": [lib_dir],
-        "libraries": [scipy_openblas32.get_library()],
-        "runtime_library_dirs": ["$ORIGIN/../scipy_openblas32/lib", lib_dir],
-        "define_macros": [("ORTLITE_HAVE_BLAS", "1")],
+        "define_macros": [("ORTLITE_HAVE_BLAS", "1"), ("ORTLITE_BLAS_LIB", f'"{lib}"'),
+                          ("ORTLITE_BLAS_DIR", f'"{lib_dir}"')],
     }
 
 

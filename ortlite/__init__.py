@@ -28,22 +28,11 @@ def _explain_missing_extension():
 
 
 def _load_extension():
-    # The extension links OpenBLAS (the scipy-openblas32 wheel), which starts its worker
-    # threads when it loads unless OPENBLAS_NUM_THREADS says otherwise. ortlite splits
-    # products over its own pool, so those threads would only spin against it: load with
-    # the variable set to 1, then restore the caller's environment.
-    saved = _os.environ.get("OPENBLAS_NUM_THREADS")
-    _os.environ["OPENBLAS_NUM_THREADS"] = "1"
     try:
         from ortlite import _ortlite as ext
     except ImportError:
         _explain_missing_extension()
         raise
-    finally:
-        if saved is None:
-            del _os.environ["OPENBLAS_NUM_THREADS"]
-        else:
-            _os.environ["OPENBLAS_NUM_THREADS"] = saved
     return ext
 
 

@@ -7,6 +7,10 @@
 
 #ifdef ORTLITE_HAVE_BLAS
 #include <cblas.h>
+#include <dlfcn.h>
+
+#include <vector>
+#include <string>
 #endif
 
 namespace ortlite::blas {
@@ -26,6 +30,67 @@ bool env_enabled() {
   return !(env && std::strcmp(env, "own") == 0);
 }
 
+// The library's entry points, resolved when the first product large enough for it comes.
+struct Api {
+  decltype(&scipy_cblas_sgemm) sgemm = nullptr;
+  decltype(&scipy_cblas_dgemm) dgemm = nullptr;
+  decltype(&scipy_openblas_set_num_threads) set_num_threads = nullptr;
+  decltype(&scipy_openblas_get_config) get_config = nullptr;
+};
+
+void* open_library() {
+  // Next to ortlite/ in the same site-packages (an installed ortlite), else the copy the
+  // extension was built against (an in-place build): the places the rpath used to name.
+  std::vector<std::string> candidates;
+  Dl_info self{};
+  if (dladdr(reinterpret_cast<void*>(&open_library), &self) && self.dli_fname) {
+    std::string dir = self.dli_fname;
+    dir = dir.substr(0, dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/'));
+    const size_t up = dir.find_last_of('/');
+    if (up != std::string::npos)
+      candidates.push_back(dir.substr(0, up) + "/scipy_openblas32/lib/" ORTLITE_BLAS_LIB);
+  }
+  candidates.push_back(ORTLITE_BLAS_DIR "/" ORTLITE_BLAS_LIB);
+  // OpenBLAS starts its worker threads when it loads unless OPENBLAS_NUM_THREADS says
+  // otherwise; ortlite splits products over its own pool, so it loads with the variable set
+  // to 1, then restores the caller's environment.
+  const char* prev = std::getenv("OPENBLAS_NUM_THREADS");
+  const std::string saved = prev ? prev : "";
+  setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  void* h = nullptr;
+  for (const std::string& c : candidates) {
+    h = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (h) break;
+  }
+  if (prev) {
+    setenv("OPENBLAS_NUM_THREADS", saved.c_str(), 1);
+  } else {
+    unsetenv("OPENBLAS_NUM_THREADS");
+  }
+  return h;
+}
+
+const Api& api() {
+  static const Api a = [] {
+    Api r;
+    if (!env_enabled()) return r;
+    void* h = open_library();
+    if (!h) return r;
+    r.sgemm = reinterpret_cast<decltype(r.sgemm)>(dlsym(h, "scipy_cblas_sgemm"));
+    r.dgemm = reinterpret_cast<decltype(r.dgemm)>(dlsym(h, "scipy_cblas_dgemm"));
+    r.set_num_threads =
+        reinterpret_cast<decltype(r.set_num_threads)>(dlsym(h, "scipy_openblas_set_num_threads"));
+    r.get_config = reinterpret_cast<decltype(r.get_config)>(dlsym(h, "scipy_openblas_get_config"));
+    if (!r.sgemm || !r.dgemm || !r.set_num_threads || !r.get_config) return Api{};
+    // OpenBLAS's own threads stay idle: ortlite's pool does the splitting. (The library is
+    // the scipy-openblas32 wheel's, which numpy does not use; the wheel's library has no
+    // per-thread setting, so this is process-wide for that library.)
+    r.set_num_threads(1);
+    return r;
+  }();
+  return a;
+}
+
 bool fits_int(int64_t v) {
   return v >= 0 && v <= INT_MAX;
 }
@@ -33,9 +98,9 @@ bool fits_int(int64_t v) {
 template <typename T, typename Call>
 bool run(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
          const T* B, int64_t ldb, T* C, int64_t ldc, ThreadPool* pool, const Call& call) {
-  if (!enabled() || M <= 0 || N <= 0 || K <= 0) return false;
+  if (M <= 0 || N <= 0 || K <= 0) return false;
   const double work = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
-  if (work < kMinWork) return false;
+  if (work < kMinWork || !enabled()) return false;
   for (int64_t v : {M, N, K, lda, ldb, ldc})
     if (!fits_int(v)) return false;
   const int64_t threads = pool ? pool->num_threads() : 1;
@@ -73,19 +138,11 @@ CBLAS_TRANSPOSE tr(bool t) {
 }  // namespace
 
 bool enabled() {
-  static const bool on = [] {
-    if (!env_enabled()) return false;
-    // OpenBLAS's own threads stay idle: ortlite's pool does the splitting. (The library is
-    // the scipy-openblas32 wheel's, which numpy does not use; the wheel's library has no
-    // per-thread setting, so this is process-wide for that library.)
-    scipy_openblas_set_num_threads(1);
-    return true;
-  }();
-  return on;
+  return api().sgemm != nullptr;
 }
 
 const char* description() {
-  static const char* d = enabled() ? scipy_openblas_get_config() : "none";
+  static const char* d = enabled() ? api().get_config() : "none";
   return d;
 }
 
@@ -96,10 +153,10 @@ bool gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha
   return run<float>(transA, transB, M, N, K, A, lda, B, ldb, C, ldc, pool,
                     [&](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
                         int64_t la, const float* b, int64_t lb, float* c, int64_t lc) {
-                      scipy_cblas_sgemm(CblasRowMajor, tr(ta), tr(tb), static_cast<int>(m),
-                                        static_cast<int>(n), static_cast<int>(k), alpha, a,
-                                        static_cast<int>(la), b, static_cast<int>(lb), beta, c,
-                                        static_cast<int>(lc));
+                      api().sgemm(CblasRowMajor, tr(ta), tr(tb), static_cast<int>(m),
+                                  static_cast<int>(n), static_cast<int>(k), alpha, a,
+                                  static_cast<int>(la), b, static_cast<int>(lb), beta, c,
+                                  static_cast<int>(lc));
                     });
 }
 
@@ -110,10 +167,10 @@ bool gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, double alph
   return run<double>(transA, transB, M, N, K, A, lda, B, ldb, C, ldc, pool,
                      [&](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a,
                          int64_t la, const double* b, int64_t lb, double* c, int64_t lc) {
-                       scipy_cblas_dgemm(CblasRowMajor, tr(ta), tr(tb), static_cast<int>(m),
-                                         static_cast<int>(n), static_cast<int>(k), alpha, a,
-                                         static_cast<int>(la), b, static_cast<int>(lb), beta, c,
-                                         static_cast<int>(lc));
+                       api().dgemm(CblasRowMajor, tr(ta), tr(tb), static_cast<int>(m),
+                                   static_cast<int>(n), static_cast<int>(k), alpha, a,
+                                   static_cast<int>(la), b, static_cast<int>(lb), beta, c,
+                                   static_cast<int>(lc));
                      });
 }
 

@@ -1,7 +1,10 @@
 // The tuned BLAS behind ortlite's dense matrix multiply: OpenBLAS from the scipy-openblas32
 // wheel (symbols prefixed scipy_, so it never clashes with numpy's or another library's
-// BLAS in the same process). Built in when setup.py finds the wheel (ORTLITE_HAVE_BLAS);
-// the environment variable ORTLITE_GEMM=own (read once) turns it off at run time.
+// BLAS in the same process). Built in when setup.py finds the wheel (ORTLITE_HAVE_BLAS), but
+// not linked: the library is dlopened on the first product large enough for it (the
+// wheel's copy next to ortlite/ in site-packages, else the one built against), so importing
+// ortlite does not load it; when it cannot be opened ortlite's own kernels do the work. The
+// environment variable ORTLITE_GEMM=own (read once) turns it off at run time.
 //
 // OpenBLAS is set to one thread (process-wide, for this library only); ortlite's intra-op pool
 // splits a large product into column (or row) blocks, one sgemm per block, so the BLAS never starts
