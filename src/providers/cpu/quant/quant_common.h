@@ -18,6 +18,7 @@ void register_quantize_linear(KernelRegistry& r);  // quantize_linear.cc: Quanti
                                                    // DequantizeLinear, DynamicQuantizeLinear
 void register_qmatmul(KernelRegistry& r);          // qmatmul.cc: QLinearMatMul, MatMulInteger
 void register_qconv(KernelRegistry& r);            // qconv.cc: QLinearConv, ConvInteger
+void register_matmul_nbits(KernelRegistry& r);     // matmul_nbits.cc: com.microsoft MatMulNBits
 
 // ---- quantized integer types -------------------------------------------------------------
 

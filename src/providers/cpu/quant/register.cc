@@ -11,6 +11,9 @@
 //   MatMulInteger          qmatmul.cc
 //   QLinearConv            qconv.cc
 //   ConvInteger            qconv.cc
+//   ConvIntegerToFloat     qconv.cc (com.ortlite, written by the optimizer)
+//   MatMulIntegerToFloat   qmatmul.cc (com.microsoft)
+//   MatMulNBits            matmul_nbits.cc (com.microsoft)
 
 #include "providers/cpu/quant/quant_common.h"
 #include "ortlite/kernel.h"
@@ -21,6 +24,7 @@ void register_quant_kernels(KernelRegistry& r) {
   quant::register_quantize_linear(r);
   quant::register_qmatmul(r);
   quant::register_qconv(r);
+  quant::register_matmul_nbits(r);
 }
 
 }  // namespace ortlite
