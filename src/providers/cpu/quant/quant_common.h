@@ -19,6 +19,7 @@ void register_quantize_linear(KernelRegistry& r);  // quantize_linear.cc: Quanti
 void register_qmatmul(KernelRegistry& r);          // qmatmul.cc: QLinearMatMul, MatMulInteger
 void register_qconv(KernelRegistry& r);            // qconv.cc: QLinearConv, ConvInteger
 void register_matmul_nbits(KernelRegistry& r);     // matmul_nbits.cc: com.microsoft MatMulNBits
+void register_gather_block_quantized(KernelRegistry& r);  // com.microsoft GatherBlockQuantized
 
 // ---- quantized integer types -------------------------------------------------------------
 

@@ -14,6 +14,7 @@
 //   ConvIntegerToFloat     qconv.cc (com.ortlite, written by the optimizer)
 //   MatMulIntegerToFloat   qmatmul.cc (com.microsoft)
 //   MatMulNBits            matmul_nbits.cc (com.microsoft)
+//   GatherBlockQuantized   gather_block_quantized.cc (com.microsoft)
 
 #include "providers/cpu/quant/quant_common.h"
 #include "ortlite/kernel.h"
@@ -25,6 +26,7 @@ void register_quant_kernels(KernelRegistry& r) {
   quant::register_qmatmul(r);
   quant::register_qconv(r);
   quant::register_matmul_nbits(r);
+  quant::register_gather_block_quantized(r);
 }
 
 }  // namespace ortlite
