@@ -7,7 +7,7 @@ CCACHE := $(shell command -v ccache 2>/dev/null)
 BUILD_ENV := $(if $(CCACHE),CC="ccache gcc" CXX="ccache g++",)
 PYTEST_ARGS ?=
 
-.PHONY: all venv build install demo test clean format bench bench-real bench-ops
+.PHONY: all venv build install demo test clean format bench bench-real bench-ops bench-tools
 
 all: build
 
@@ -81,6 +81,13 @@ bench-real: build
 BENCH_OPS_ARGS ?=
 bench-ops: build
 	$(PY) tools/bench_ops.py $(BENCH_OPS_ARGS)
+
+# Models written by onnxruntime's own tools (quantize_dynamic, quantize_static QDQ and
+# QOperator, MatMulNBitsQuantizer, float16) from seeded float models (tools/tool_models.py),
+# ortlite vs onnxruntime at 1 thread. BENCH_TOOLS_ARGS: --quick, --only, --write-docs.
+BENCH_TOOLS_ARGS ?=
+bench-tools: build
+	$(PY) tools/bench_tools.py $(BENCH_TOOLS_ARGS)
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
