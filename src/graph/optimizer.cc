@@ -23,6 +23,12 @@
 //     value in blocks of rows and channels that stay in cache.
 //  6. MatMul [* scalar] [+ bias] [+ activation] becomes com.ortlite FusedMatMul, and
 //     Gemm + activation com.ortlite FusedGemm (fused_ops.cc).
+//  0b. (level >= 2, ORT_ENABLE_EXTENDED, as onnxruntime's QDQ fusions) QDQ groups run as the
+//     integer operators they stand for: DequantizeLinear(x) and DequantizeLinear of a
+//     constant W [and of a constant int32 bias] into Conv, its output read only by a
+//     QuantizeLinear, become one QLinearConv; the same around MatMul, one QLinearMatMul.
+//     The result is the integer operator's (requantized from the exact int32 sums), not the
+//     float path's: it can differ from it by one quantization step, as onnxruntime's does.
 //  7. Integer products scaled back to float, as dynamic quantization writes them:
 //     ConvInteger [+ Add of an int32 bias per output channel] + Cast to float + Mul by one
 //     float [+ activation, or x * Sigmoid(x)] becomes com.ortlite ConvIntegerToFloat
@@ -124,11 +130,15 @@ struct Activation {
 
 class Optimizer {
  public:
-  explicit Optimizer(Model& m) : m_(m), g_(m.graph) {}
+  Optimizer(Model& m, int level) : m_(m), g_(m.graph), level_(level) {}
 
   void run() {
     eliminate_dead_nodes();  // nothing dead is folded
     eliminate_noop_casts();
+    if (level_ >= 2) {
+      fuse_qdq();  // before folding turns the weights' DequantizeLinear to float
+      eliminate_dead_nodes();
+    }
     fold_constants(m_);
     push_transposes();
     fold_conv_affine();
@@ -1042,6 +1052,105 @@ class Optimizer {
     compact();
   }
 
+  // ---- QDQ groups to QLinearConv / QLinearMatMul ------------------------------------------
+
+  // The DequantizeLinear producing v: per-tensor or per-axis (`axis` as given), no blocks,
+  // three inputs (the zero point present); -1 otherwise.
+  int dequantize_of(const std::string& v) const {
+    auto it = producer_.find(v);
+    if (it == producer_.end() || dead_[it->second]) return -1;
+    const Node& n = g_.nodes[it->second];
+    if (!is_op(n, "DequantizeLinear") || n.inputs.size() != 3 || n.inputs[2].empty() ||
+        n.outputs.size() != 1)
+      return -1;
+    const Attribute* bs = n.find_attr("block_size");
+    if (bs && bs->i != 0) return -1;
+    return it->second;
+  }
+
+  // A one-value constant (scale or zero point), or any value when `runtime_ok`.
+  bool single_const(const std::string& v) const {
+    const Tensor* t = constant(v);
+    return t && t->numel() == 1;
+  }
+
+  static int64_t axis_attr(const Node& n, int64_t dflt) {
+    const Attribute* a = n.find_attr("axis");
+    return a && a->type == AttrType::kInt ? a->i : dflt;
+  }
+
+  void fuse_qdq() {
+    index();
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (dead_[i]) continue;
+      const Node& op = g_.nodes[i];
+      const bool conv = is_op(op, "Conv"), mm = is_op(op, "MatMul");
+      if ((!conv && !mm) || op.outputs.size() != 1 || op.inputs.size() < 2 ||
+          op.inputs.size() > (conv ? 3u : 2u))
+        continue;
+      const int dx = dequantize_of(op.inputs[0]), dw = dequantize_of(op.inputs[1]);
+      if (dx < 0 || dw < 0) continue;
+      const Node& X = g_.nodes[dx];
+      const Node& W = g_.nodes[dw];
+      // Activations per tensor; weights constant, per tensor or per output channel (Conv:
+      // axis 0 of W; MatMul: one per column, axis 1 of a 2-D W).
+      if (!single_const(X.inputs[1]) || !single_const(X.inputs[2])) continue;
+      const Tensor* wq = constant(W.inputs[0]);
+      const Tensor* ws = constant(W.inputs[1]);
+      const Tensor* wz = constant(W.inputs[2]);
+      if (!wq || !ws || !wz || ws->numel() != wz->numel() ||
+          (wq->dtype() != DataType::kInt8 && wq->dtype() != DataType::kUInt8))
+        continue;
+      if (ws->numel() > 1) {
+        const int64_t ax = axis_attr(W, 1), r = static_cast<int64_t>(wq->rank());
+        const int64_t want = conv ? 0 : 1;
+        if (ws->rank() != 1 || (ax < 0 ? ax + r : ax) != want || r < 2 || (mm && r != 2) ||
+            ws->numel() != wq->dim(static_cast<size_t>(want)))
+          continue;
+      }
+      std::string bq;
+      if (conv && op.inputs.size() == 3 && !op.inputs[2].empty()) {
+        const int db = dequantize_of(op.inputs[2]);
+        if (db < 0) continue;
+        const Node& B = g_.nodes[db];
+        const Tensor* b = constant(B.inputs[0]);
+        const Tensor* bz = constant(B.inputs[2]);
+        if (!b || b->dtype() != DataType::kInt32 || b->rank() != 1 || !bz) continue;
+        bool zero = true;
+        for (int64_t k = 0; k < bz->numel() && zero; ++k) zero = bz->data<int32_t>()[k] == 0;
+        if (!zero) continue;
+        bq = B.inputs[0];
+      }
+      const int q = sole_reader(op.outputs[0]);
+      if (q < 0) continue;
+      const Node& Q = g_.nodes[q];
+      if (!is_op(Q, "QuantizeLinear") || Q.inputs.size() != 3 || Q.inputs[2].empty() ||
+          Q.outputs.size() != 1 || !single_const(Q.inputs[1]) || !single_const(Q.inputs[2]))
+        continue;
+      const Attribute* qs = Q.find_attr("saturate");
+      const Attribute* qd = Q.find_attr("output_dtype");
+      const Attribute* qb = Q.find_attr("block_size");
+      if ((qs && qs->i != 1) || (qd && qd->i != 0) || (qb && qb->i != 0)) continue;
+      const Tensor* yz = constant(Q.inputs[2]);
+      const Tensor* xz = constant(X.inputs[2]);
+      if (!is_int8(yz->dtype()) || !is_int8(xz->dtype())) continue;
+      Node f;
+      f.name = op.name;
+      f.outputs = Q.outputs;
+      f.op_type = conv ? "QLinearConv" : "QLinearMatMul";
+      f.inputs = {X.inputs[0], X.inputs[1], X.inputs[2], W.inputs[0],
+                  W.inputs[1], W.inputs[2], Q.inputs[1], Q.inputs[2]};
+      if (!bq.empty()) f.inputs.push_back(bq);
+      if (conv) f.attributes = op.attributes;
+      dead_[q] = 1;
+      g_.nodes[i] = std::move(f);
+      index();
+    }
+    compact();
+  }
+
+  static bool is_int8(DataType t) { return t == DataType::kInt8 || t == DataType::kUInt8; }
+
   // ---- integer products scaled to float ---------------------------------------------------
 
   // Whether v holds one float at run time (rank <= 1): a one-element float constant, the
@@ -1316,13 +1425,14 @@ class Optimizer {
   std::unordered_set<std::string> names_;   // every value name, for new initializers
   std::vector<char> dead_;
   bool used_domain_ = false;
+  int level_ = 1;
 };
 
 }  // namespace
 
 void optimize_graph(Model& model, int level) {
   if (level < 1) return;
-  Optimizer(model).run();
+  Optimizer(model, level).run();
 }
 
 }  // namespace ortlite

@@ -213,6 +213,27 @@ void pack_conv2d(const uint8_t* x, const Conv2d& c, int64_t Cg, int64_t p0, int6
   thread_local std::vector<int16_t> s16;
   rows_buf.resize(static_cast<size_t>(4 * W));
   s16.assign(static_cast<size_t>(W), 0);
+  // A whole small plane: the channels copied once into planes padded with `pad`, so that
+  // each im2col row is a plain (strided) copy per output row, without the bounds and
+  // padding runs per row and tap.
+  const int64_t PH = (c.OH - 1) * c.sh + (c.KH - 1) * c.dh + 1;
+  const int64_t PW = (c.OW - 1) * c.sw + (c.KW - 1) * c.dw + 1;
+  const int64_t PP = PH * PW;
+  const bool padded = p0 == 0 && pc == c.OH * c.OW && Cg * PP <= (int64_t(1) << 20);
+  thread_local std::vector<uint8_t> xp;
+  if (padded) {
+    xp.assign(static_cast<size_t>(Cg * PP + 64), pad);
+    for (int64_t ci = 0; ci < Cg; ++ci) {
+      for (int64_t r = 0; r < PH; ++r) {
+        const int64_t ih = r - c.ph;
+        if (ih < 0 || ih >= c.IH) continue;
+        const int64_t c0 = std::max<int64_t>(0, c.pw), c1 = std::min(PW, c.IW + c.pw);
+        if (c1 > c0)
+          std::memcpy(xp.data() + ci * PP + r * PW + c0, x + ci * plane + ih * c.IW + (c0 - c.pw),
+                      static_cast<size_t>(c1 - c0));
+      }
+    }
+  }
   for (int64_t k4 = 0; k4 < out->K4; ++k4) {
     const uint8_t* rows[4];
     for (int t = 0; t < 4; ++t) {
@@ -222,8 +243,30 @@ void pack_conv2d(const uint8_t* x, const Conv2d& c, int64_t Cg, int64_t p0, int6
         continue;
       }
       uint8_t* r = rows_buf.data() + t * W;
-      const int64_t ci = k / ks, tap = k % ks;
-      tap_row(x + ci * plane, c, tap / c.KW, tap % c.KW, p0, pc, pad, r);
+      const int64_t ci = k / ks, tap = k % ks, kh = tap / c.KW, kw = tap % c.KW;
+      if (padded) {
+        const uint8_t* src = xp.data() + ci * PP + kh * c.dh * PW + kw * c.dw;
+        const int64_t avail = Cg * PP + 64 - (src - xp.data());
+        for (int64_t oh = 0; oh < c.OH; ++oh) {
+          const uint8_t* sr = src + oh * c.sh * PW;
+          uint8_t* dr = r + oh * c.OW;
+#if defined(__SSE2__)
+          if (c.sw == 1 && c.OW >= 16) {
+            // 16 bytes at a time, the last 16 overlapping the ones before.
+            for (int64_t o = 0;; o += 16) {
+              const int64_t at = std::min(o, c.OW - 16);
+              _mm_storeu_si128(reinterpret_cast<__m128i*>(dr + at),
+                               _mm_loadu_si128(reinterpret_cast<const __m128i*>(sr + at)));
+              if (at + 16 >= c.OW) break;
+            }
+            continue;
+          }
+#endif
+          copy_strided(sr, c.sw, 0, c.OW, avail - oh * c.sh * PW, dr);
+        }
+      } else {
+        tap_row(x + ci * plane, c, kh, kw, p0, pc, pad, r);
+      }
       rows[t] = r;
     }
     int8gemm::pack_b_group(rows, k4, out, s16.data());
