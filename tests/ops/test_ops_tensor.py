@@ -740,6 +740,36 @@ def test_pad_default_value_and_large():
     check("Pad", [("x", s, False), ints("p", [])], opset=13, expected=[s], ort=False)
 
 
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge", "wrap"])
+@pytest.mark.parametrize("shape,pads", [
+    ((1, 7, 5, 1), [0, 2, 2, 0, 0, 2, 2, 0]),      # trailing size-1 dim: rows of 9
+    ((2, 5, 3, 4), [0, 1, 2, 0, 0, 3, 1, 0]),      # trailing dim of 4 folded into blocks
+    ((2, 5, 3, 4), [1, 0, 0, 0, 2, 0, 0, 0]),      # only the outermost dim padded
+    ((3, 6, 5), [0, -1, 2, 1, 2, -1]),             # crops and pads on the same dims
+    ((4, 9), [0, 0, 0, 0]),                        # nothing padded: a copy
+    ((2, 3, 4, 5, 6), [0, 1, 0, 2, 0, 0, 2, 0, 1, 0])])
+def test_pad_folded_rows(mode, shape, pads):
+    x = data(shape, np.float32)
+    opset = 19 if mode == "wrap" else 18
+    ins = [("x", x, False), ints("p", pads)]
+    if mode == "constant":
+        ins.append(("c", np.array(-2.5, np.float32), False))
+    check("Pad", ins, attrs={"mode": mode}, opset=opset, expected=[np_pad(x, pads, mode, -2.5)],
+          ort=ort_pad_ok(x.shape, pads, mode))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16, np.uint8, np.bool_, object])
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect"])
+def test_pad_folded_rows_dtypes(dtype, mode):
+    x = data([2, 3, 4, 3], dtype)
+    pads = [0, 2, 1, 0, 1, 1, 2, 0]
+    cval = data([], dtype, 5)
+    ins = [("x", x, False), ints("p", pads)]
+    if mode == "constant":
+        ins.append(("c", cval, False))
+    check("Pad", ins, attrs={"mode": mode}, opset=18, expected=[np_pad(x, pads, mode, cval)])
+
+
 def test_pad_errors():
     x = data([3, 4], np.float32)
     expect_error("Pad", [("x", x, False), ints("p", [1, 1])], opset=13)  # length
