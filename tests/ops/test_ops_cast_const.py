@@ -83,6 +83,35 @@ def test_cast_float_special_values(src):
             assert_same([got], run_ort(m, {"x": x}), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("src", [np.float32, np.float64], ids=tname)
+@pytest.mark.parametrize("n", [7, 16, 37, 133])
+def test_cast_float_special_values_vector_and_tail(src, n):
+    """The vector conversions (whole vectors) and the scalar tail give the same results:
+    special and boundary values at every position, for lengths with and without a tail."""
+    vals = [np.nan, np.inf, -np.inf, -0.0, 0.0, 0.4, -0.6, 1e10, -1e10, 300.5, -200.5,
+            70000.2, 5e9, -5e9, 2e19, 9.3e18, -9.3e18, 2 ** 31, -(2 ** 31), 2 ** 31 - 128,
+            -(2 ** 31) - 256, 2 ** 63, -(2 ** 63), 2 ** 62, 127.9, -128.9, 255.5, 256.0,
+            32767.5, -32769.0, 65535.9, 1e-30]
+    r = np.random.default_rng(n)
+    with np.errstate(over="ignore"):
+        x = np.array(vals, np.float64)[r.integers(0, len(vals), n)].astype(src)
+    for dst in NUMERIC:
+        m = cast_model(src, dst)
+        got = run_ortlite(m, {"x": x})[0]
+        assert got.dtype == np.dtype(dst) and got.shape == x.shape
+        if X86 or np.dtype(dst).kind in "fb":
+            assert_same([got], run_ort(m, {"x": x}), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("src", [np.int32, np.uint32, np.int64, np.uint64], ids=tname)
+def test_cast_int_to_bool_vector_and_tail(src):
+    info = np.iinfo(src)
+    vals = np.array([0, 1, info.max, info.min, 2 ** 31 if info.max > 2 ** 32 else 2, 0, 0],
+                    dtype=src)
+    x = vals[np.random.default_rng(1).integers(0, len(vals), 16 * 3 + 5)]
+    compare_cast(src, np.bool_, x)
+
+
 def test_cast_integer_extremes():
     x = np.array([np.iinfo(np.int64).max, np.iinfo(np.int64).min, -1, 2 ** 40 + 3, 255, 256],
                  np.int64)
