@@ -501,6 +501,29 @@ def test_range(dtype):
         check_against_ort(m, range_feeds(dtype, s, l, d), rtol=0, atol=0)
 
 
+LONG_FLOAT_RANGE_CASES = [(0.0, 1000.0, 1.0), (-500.5, 500.0, 0.25), (100.0, -100.0, -0.5),
+                          (2.0 ** -20, 1.0, 2.0 ** -12), (16777000.0, 16777300.0, 1.0),
+                          (1e7, 1e7 + 2000.0, 3.0), (0.0, 300.0, 0.1), (-3.0, 70.0, 0.7),
+                          (8388000.0, 8388700.0, 1.0), (0.0, 1e6, 1000.5), (0.0, 7.0, 0.125)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=tname)
+def test_range_long_float(dtype):
+    """Ranges long enough for the vector loop; exact steps (integers, dyadic fractions) and
+    inexact ones (the running sum, as onnxruntime)."""
+    m = range_model(dtype)
+    for s, l, d in LONG_FLOAT_RANGE_CASES:
+        check_against_ort(m, range_feeds(dtype, s, l, d), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [np.int16, np.int32, np.int64], ids=tname)
+def test_range_long_int(dtype):
+    m = range_model(dtype)
+    for s, l, d in [(-1000, 1000, 3), (5, -300, -7), (0, 1000, 1), (0, 64, 1), (0, 65, 1),
+                    (-20000, 20000, 9)]:
+        check_against_ort(m, range_feeds(dtype, s, l, d), rtol=0, atol=0)
+
+
 def test_range_int_extremes():
     m = range_model(np.int64)
     check_against_ort(m, range_feeds(np.int64, 2 ** 62, -(2 ** 62), -(2 ** 62)))
