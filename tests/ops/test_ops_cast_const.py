@@ -453,6 +453,20 @@ def test_constant_of_shape(opset):
             check_against_ort(m, {"s": np.array(shape, np.int64)}, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("value", [np.array([0.5], np.float32), np.array([-1], np.int64),
+                                   np.array([0], np.float32), np.array([0x01020304], np.int32),
+                                   np.array([7], np.uint8), np.array([-1.5], np.float16),
+                                   np.array([1e300], np.float64), np.array([True])],
+                         ids=lambda v: f"{v.dtype}-{v[0]}")
+def test_constant_of_shape_fill_lengths(value):
+    """Fills of every length around the vector widths (memset for one repeated byte, 64-byte
+    stores and a masked tail otherwise)."""
+    m = cos_model(value, 20)
+    for n in (1, 3, 15, 16, 17, 31, 64, 65, 100, 255, 256, 257, 1000, 5001):
+        got = run_ortlite(m, {"s": np.array([n], np.int64)})[0]
+        np.testing.assert_array_equal(got, np.full(n, value[0], value.dtype))
+
+
 def test_constant_of_shape_initializer_shape():
     m = cos_model(np.array([4], np.int32), 20, shape_feed=False, shape=[2, 2])
     check_against_ort(m, {}, rtol=0, atol=0)
