@@ -620,6 +620,19 @@ def test_tile_dtypes(dtype):
     check("Tile", [("x", x, False), ints("r", [2, 2])], opset=13, expected=[np.tile(x, (2, 2))])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int64, np.int8, np.uint16,
+                                   np.float64, np.bool_, object])
+@pytest.mark.parametrize("n", [3, 16, 17, 70, 3136])
+def test_expand_broadcast_rows(dtype, n):
+    """Rows that repeat one element (filled, not copied), of lengths around the vector
+    widths; zeros and repeated-byte values too."""
+    x = data([5, 1], dtype, 3)
+    if np.dtype(dtype) != object:
+        x[0, 0] = 0
+    check("Expand", [("x", x, False), ints("s", [2, 5, n])], opset=13,
+          expected=[np.broadcast_to(x, (2, 5, n))])
+
+
 def test_tile_errors():
     x = data([2, 3], np.float32)
     expect_error("Tile", [("x", x, False), ints("r", [2, -1])], opset=13)
