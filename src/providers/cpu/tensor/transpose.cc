@@ -36,42 +36,26 @@ bool batched_2d(const Shape& in, const std::vector<int64_t>& perm, int64_t* B, i
 }
 
 // dst[b][c][r] = src[b][r][c] for 4-byte elements, in 16 x 16 tiles (transposed in
-// registers with AVX-512) grouped in 64 x 64 blocks, so that the 64 destination rows a
-// block writes stay in L1 until their 256-byte pieces are complete; split over the thread
-// pool by bands of 64 rows.
+// registers with AVX-512), split over the thread pool by rows of tiles.
 void transpose_2d_u32(const uint32_t* src, uint32_t* dst, int64_t B, int64_t R, int64_t C,
                       ThreadPool* pool) {
-  constexpr int64_t kBand = 64;
-  const int64_t bands = (R + kBand - 1) / kBand;
+  const int64_t tiles_r = (R + 15) / 16;
   const bool vec = nn::cvx::available();
-  parallel_for(pool, B * bands, kBand * static_cast<double>(C), [&](int64_t t0, int64_t t1) {
+  parallel_for(pool, B * tiles_r, 16.0 * static_cast<double>(C), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t b = t / bands, rb = (t % bands) * kBand;
-      const int64_t re = std::min(R, rb + kBand);
-      const uint32_t* s = src + b * R * C;
-      uint32_t* d = dst + b * R * C;
-      for (int64_t cb = 0; cb < C; cb += kBand) {
-        const int64_t ce = std::min(C, cb + kBand);
-        // The band's rows are kBand separate streams, more than the hardware prefetcher
-        // follows: fetch the next block's pieces while this one is transposed.
-        if (ce < C) {
-          const int64_t pe = std::min(C, ce + kBand);
-          for (int64_t r = rb; r < re; ++r)
-            for (int64_t c = ce; c < pe; c += 16) __builtin_prefetch(s + r * C + c);
+      const int64_t b = t / tiles_r, r0 = (t % tiles_r) * 16;
+      const int rows = static_cast<int>(std::min<int64_t>(16, R - r0));
+      const uint32_t* s = src + b * R * C + r0 * C;
+      uint32_t* d = dst + b * R * C + r0;
+      for (int64_t c0 = 0; c0 < C; c0 += 16) {
+        const int cols = static_cast<int>(std::min<int64_t>(16, C - c0));
+        if (vec) {
+          nn::cvx::transpose16(reinterpret_cast<const float*>(s + c0), C, rows, cols,
+                               reinterpret_cast<float*>(d + c0 * R), R);
+          continue;
         }
-        for (int64_t r0 = rb; r0 < re; r0 += 16) {
-          const int rows = static_cast<int>(std::min<int64_t>(16, re - r0));
-          for (int64_t c0 = cb; c0 < ce; c0 += 16) {
-            const int cols = static_cast<int>(std::min<int64_t>(16, ce - c0));
-            if (vec) {
-              nn::cvx::transpose16(reinterpret_cast<const float*>(s + r0 * C + c0), C, rows, cols,
-                                   reinterpret_cast<float*>(d + c0 * R + r0), R);
-              continue;
-            }
-            for (int c = 0; c < cols; ++c)
-              for (int r = 0; r < rows; ++r) d[(c0 + c) * R + r0 + r] = s[(r0 + r) * C + c0 + c];
-          }
-        }
+        for (int c = 0; c < cols; ++c)
+          for (int r = 0; r < rows; ++r) d[(c0 + c) * R + r] = s[r * C + c0 + c];
       }
     }
   });
