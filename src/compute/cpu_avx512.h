@@ -1,9 +1,10 @@
 // Run-time dispatch to AVX-512 code in a build for the baseline x86-64 (setup.py adds no
 // -march unless ORTLITE_NATIVE=1): functions marked ORTLITE_AVX512 compile with AVX-512
-// F/BW/VL/DQ enabled and may be called only when cpu_has_avx512() is true.
+// F/BW/VL/DQ enabled and may be called only when cpu_has_avx512() is true. Defining
+// ORTLITE_NO_AVX512_DISPATCH compiles the portable paths only (as on other architectures).
 #pragma once
 
-#if defined(__GNUC__) && defined(__x86_64__)
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(ORTLITE_NO_AVX512_DISPATCH)
 #include <immintrin.h>
 #define ORTLITE_HAVE_AVX512_DISPATCH 1
 #define ORTLITE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
