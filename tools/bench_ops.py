@@ -471,7 +471,9 @@ def tensor_cases():
                             ("NHWC->NCHW 1x56x56x64", (1, 56, 56, 64), [0, 3, 1, 2]),
                             ("heads 1x128x12x64 (0,2,1,3)", (1, 128, 12, 64), [0, 2, 1, 3]),
                             ("last two 1x12x128x64", (1, 12, 128, 64), [0, 1, 3, 2]),
-                            ("2-D 1000x512", (1000, 512), [1, 0])]:
+                            ("2-D 1000x512", (1000, 512), [1, 0]),
+                            ("NCHW->NHWC 1x3x224x224", (1, 3, 224, 224), [0, 2, 3, 1]),
+                            ("NHWC->NCHW 1x8x8x3 (tiny)", (1, 8, 8, 3), [0, 3, 1, 2])]:
         rng = _rng(label)
         out.append(Case("Transpose", label, [("x", f32(rng, *xs), False)], dict(perm=perm)))
     for label, xs, shape in [("1x128x768->1x128x12x64", (1, 128, 768), [1, 128, 12, 64]),
@@ -519,7 +521,14 @@ def tensor_cases():
                                ("i64->f32 1x1536", (1, 1536), np.float32, np.int64),
                                ("f32->f16 1x128x768", (1, 128, 768), np.float16, np.float32),
                                ("bool->f32 1x256x80x80", (1, 256, 80, 80), np.float32, np.bool_),
-                               ("f32->f32 1x1000", (1, 1000), np.float32, np.float32)]:
+                               ("f32->f32 1x1000", (1, 1000), np.float32, np.float32),
+                               ("f64->i64 1x64x56x56", (1, 64, 56, 56), np.int64, np.float64),
+                               ("f32->i32 1x64x56x56", (1, 64, 56, 56), np.int32, np.float32),
+                               ("f32->u8 1x3x224x224", (1, 3, 224, 224), np.uint8, np.float32),
+                               ("f32->bool 1x64x56x56", (1, 64, 56, 56), np.bool_, np.float32),
+                               ("i64->bool 1x64x56x56", (1, 64, 56, 56), np.bool_, np.int64),
+                               ("i64->f32 1x64x56x56", (1, 64, 56, 56), np.float32, np.int64),
+                               ("f32->i64 1x16 (tiny)", (1, 16), np.int64, np.float32)]:
         rng = _rng(label)
         seed = int(rng.integers(1 << 62))
         x = Lazy(lambda xs=xs, src=src, seed=seed: (
@@ -561,7 +570,15 @@ def tensor_cases():
                                    [0, 0, 64, 0, 0, 64],
                                    "reflect"),
                                   ("edge 1x76x32x1", (1, 76, 32, 1), [0, 2, 2, 0, 0, 2, 2, 0],
-                                   "edge")]:
+                                   "edge"),
+                                  ("reflect 1x64x80x80", (1, 64, 80, 80), [0, 0, 1, 1, 0, 0, 1, 1],
+                                   "reflect"),
+                                  ("edge 1x32x40x40", (1, 32, 40, 40), [0, 0, 2, 2, 0, 0, 2, 2],
+                                   "edge"),
+                                  ("constant 0 1x64x56x56 (HW)", (1, 64, 56, 56),
+                                   [0, 0, 1, 1, 0, 0, 1, 1], "constant"),
+                                  ("constant 1x2x3x4 (tiny)", (1, 2, 3, 4),
+                                   [0, 0, 1, 1, 0, 0, 1, 1], "constant")]:
         rng = _rng(label)
         out.append(Case("Pad", label, [("x", f32(rng, *xs), False), ("p", i64(*pads), True)],
                         dict(mode=mode)))
@@ -573,7 +590,8 @@ def tensor_cases():
             ("d", np.array(depth, np.int64), True), ("v", np.array([0, 1], np.float32), True)],
             dict(axis=-1), outs=[np.float32]))
     for label, lim, dt in [("int64 0..100", 100, np.int64), ("int64 0..100000", 100000, np.int64),
-                           ("float 0..10000", 10000, np.float32)]:
+                           ("float 0..10000", 10000, np.float32),
+                           ("float 0..100", 100, np.float32)]:
         out.append(Case("Range", label, [("s", np.array(0, dt), False),
                                          ("l", np.array(lim, dt), False),
                                          ("d", np.array(1, dt), False)]))

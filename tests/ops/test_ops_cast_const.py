@@ -83,6 +83,35 @@ def test_cast_float_special_values(src):
             assert_same([got], run_ort(m, {"x": x}), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("src", [np.float32, np.float64], ids=tname)
+@pytest.mark.parametrize("n", [7, 16, 37, 133])
+def test_cast_float_special_values_vector_and_tail(src, n):
+    """The vector conversions (whole vectors) and the scalar tail give the same results:
+    special and boundary values at every position, for lengths with and without a tail."""
+    vals = [np.nan, np.inf, -np.inf, -0.0, 0.0, 0.4, -0.6, 1e10, -1e10, 300.5, -200.5,
+            70000.2, 5e9, -5e9, 2e19, 9.3e18, -9.3e18, 2 ** 31, -(2 ** 31), 2 ** 31 - 128,
+            -(2 ** 31) - 256, 2 ** 63, -(2 ** 63), 2 ** 62, 127.9, -128.9, 255.5, 256.0,
+            32767.5, -32769.0, 65535.9, 1e-30]
+    r = np.random.default_rng(n)
+    with np.errstate(over="ignore"):
+        x = np.array(vals, np.float64)[r.integers(0, len(vals), n)].astype(src)
+    for dst in NUMERIC:
+        m = cast_model(src, dst)
+        got = run_ortlite(m, {"x": x})[0]
+        assert got.dtype == np.dtype(dst) and got.shape == x.shape
+        if X86 or np.dtype(dst).kind in "fb":
+            assert_same([got], run_ort(m, {"x": x}), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("src", [np.int32, np.uint32, np.int64, np.uint64], ids=tname)
+def test_cast_int_to_bool_vector_and_tail(src):
+    info = np.iinfo(src)
+    vals = np.array([0, 1, info.max, info.min, 2 ** 31 if info.max > 2 ** 32 else 2, 0, 0],
+                    dtype=src)
+    x = vals[np.random.default_rng(1).integers(0, len(vals), 16 * 3 + 5)]
+    compare_cast(src, np.bool_, x)
+
+
 def test_cast_integer_extremes():
     x = np.array([np.iinfo(np.int64).max, np.iinfo(np.int64).min, -1, 2 ** 40 + 3, 255, 256],
                  np.int64)
@@ -424,6 +453,20 @@ def test_constant_of_shape(opset):
             check_against_ort(m, {"s": np.array(shape, np.int64)}, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("value", [np.array([0.5], np.float32), np.array([-1], np.int64),
+                                   np.array([0], np.float32), np.array([0x01020304], np.int32),
+                                   np.array([7], np.uint8), np.array([-1.5], np.float16),
+                                   np.array([1e300], np.float64), np.array([True])],
+                         ids=lambda v: f"{v.dtype}-{v[0]}")
+def test_constant_of_shape_fill_lengths(value):
+    """Fills of every length around the vector widths (memset for one repeated byte, 64-byte
+    stores and a masked tail otherwise)."""
+    m = cos_model(value, 20)
+    for n in (1, 3, 15, 16, 17, 31, 64, 65, 100, 255, 256, 257, 1000, 5001):
+        got = run_ortlite(m, {"s": np.array([n], np.int64)})[0]
+        np.testing.assert_array_equal(got, np.full(n, value[0], value.dtype))
+
+
 def test_constant_of_shape_initializer_shape():
     m = cos_model(np.array([4], np.int32), 20, shape_feed=False, shape=[2, 2])
     check_against_ort(m, {}, rtol=0, atol=0)
@@ -469,6 +512,29 @@ def test_range(dtype):
     m = range_model(dtype)
     cases = RANGE_CASES + (FLOAT_RANGE_CASES if np.dtype(dtype).kind == "f" else [])
     for s, l, d in cases:
+        check_against_ort(m, range_feeds(dtype, s, l, d), rtol=0, atol=0)
+
+
+LONG_FLOAT_RANGE_CASES = [(0.0, 1000.0, 1.0), (-500.5, 500.0, 0.25), (100.0, -100.0, -0.5),
+                          (2.0 ** -20, 1.0, 2.0 ** -12), (16777000.0, 16777300.0, 1.0),
+                          (1e7, 1e7 + 2000.0, 3.0), (0.0, 300.0, 0.1), (-3.0, 70.0, 0.7),
+                          (8388000.0, 8388700.0, 1.0), (0.0, 1e6, 1000.5), (0.0, 7.0, 0.125)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=tname)
+def test_range_long_float(dtype):
+    """Ranges long enough for the vector loop; exact steps (integers, dyadic fractions) and
+    inexact ones (the running sum, as onnxruntime)."""
+    m = range_model(dtype)
+    for s, l, d in LONG_FLOAT_RANGE_CASES:
+        check_against_ort(m, range_feeds(dtype, s, l, d), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [np.int16, np.int32, np.int64], ids=tname)
+def test_range_long_int(dtype):
+    m = range_model(dtype)
+    for s, l, d in [(-1000, 1000, 3), (5, -300, -7), (0, 1000, 1), (0, 64, 1), (0, 65, 1),
+                    (-20000, 20000, 9)]:
         check_against_ort(m, range_feeds(dtype, s, l, d), rtol=0, atol=0)
 
 

@@ -720,6 +720,29 @@ def test_where(dtype):
                     "b": rand((3,), dtype, 2)}, ref=np.where, out_dtype=dtype, opset=9)
 
 
+# Shapes whose inner spans hold whole vectors and tails, every operand contiguous or a
+# broadcast element: (c, x, y).
+WHERE_VECTOR_SHAPES = [
+    ((2, 133), (2, 133), (2, 133)),
+    ((1, 1, 70), (3, 5, 70), ()),        # mask broadcast over rows, scalar y
+    ((), (150,), (150,)),                # scalar condition
+    ((3, 200), (), (3, 200)),            # scalar x
+    ((4, 67), (), ()),                   # both values scalars
+    ((5, 1), (5, 129), (1, 129)),        # condition broadcast along the row
+    ((2, 3, 1), (1, 3, 257), (2, 1, 257)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.float16, np.float32, np.int64,
+                                   np.float64, np.bool_], ids=lambda d: np.dtype(d).name)
+def test_where_vector_spans(dtype):
+    for i, (sc, sx, sy) in enumerate(WHERE_VECTOR_SHAPES):
+        feeds = {"c": rand(sc, np.bool_, i), "a": rand(sx, dtype, i + 1),
+                 "b": rand(sy, dtype, i + 2)}
+        actual = run_ortlite(model1("Where", feeds, None, 17, dtype, None), feeds)[0]
+        np.testing.assert_array_equal(actual, np.where(*feeds.values()).astype(dtype))
+
+
 def test_where_large_and_string():
     feeds = {"c": rand((100, 1, 200), np.bool_, 1), "a": rand((40, 200), F32, 2),
              "b": rand((100, 40, 1), F32, 3)}

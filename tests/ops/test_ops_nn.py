@@ -1663,6 +1663,18 @@ def test_resize_nearest_fast_matches_ort(ctm, shape, how, value, nearest_mode):
         check_against_reference(mi, {"X": xi}, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("w", [1, 5, 8, 9, 16, 17, 20, 37])
+@pytest.mark.parametrize("dtype", [F32, np.int32, np.uint8])
+def test_resize_nearest_2x_rows(w, dtype):
+    """Integer 2x upscales (rows written straight from registers for 4-byte elements, a
+    masked tail for every width); 3x height repeats a row three times."""
+    x = rand((2, 3, 5, w), dtype=dtype, seed=w)
+    for value in ([1, 1, 2, 2], [1, 1, 3, 2], [1, 1, 1, 2]):
+        m = resize_model(x, "nearest", "asymmetric", "scales", value, "floor")
+        expected = np.repeat(np.repeat(x, value[2], axis=2), value[3], axis=3)
+        np.testing.assert_array_equal(run_ortlite(m, {"X": x})[0], expected)
+
+
 @pytest.mark.parametrize("ctm", RESIZE_CTMS)
 @pytest.mark.parametrize("shape,how,value", RESIZE_SHAPES)
 def test_resize_linear_fast_matches_ort(ctm, shape, how, value):

@@ -620,6 +620,19 @@ def test_tile_dtypes(dtype):
     check("Tile", [("x", x, False), ints("r", [2, 2])], opset=13, expected=[np.tile(x, (2, 2))])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int64, np.int8, np.uint16,
+                                   np.float64, np.bool_, object])
+@pytest.mark.parametrize("n", [3, 16, 17, 70, 3136])
+def test_expand_broadcast_rows(dtype, n):
+    """Rows that repeat one element (filled, not copied), of lengths around the vector
+    widths; zeros and repeated-byte values too."""
+    x = data([5, 1], dtype, 3)
+    if np.dtype(dtype) != object:
+        x[0, 0] = 0
+    check("Expand", [("x", x, False), ints("s", [2, 5, n])], opset=13,
+          expected=[np.broadcast_to(x, (2, 5, n))])
+
+
 def test_tile_errors():
     x = data([2, 3], np.float32)
     expect_error("Tile", [("x", x, False), ints("r", [2, -1])], opset=13)
@@ -738,6 +751,36 @@ def test_pad_default_value_and_large():
     # A scalar pads to itself (onnxruntime refuses rank 0).
     s = np.array(2.0, np.float32)
     check("Pad", [("x", s, False), ints("p", [])], opset=13, expected=[s], ort=False)
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge", "wrap"])
+@pytest.mark.parametrize("shape,pads", [
+    ((1, 7, 5, 1), [0, 2, 2, 0, 0, 2, 2, 0]),      # trailing size-1 dim: rows of 9
+    ((2, 5, 3, 4), [0, 1, 2, 0, 0, 3, 1, 0]),      # trailing dim of 4 folded into blocks
+    ((2, 5, 3, 4), [1, 0, 0, 0, 2, 0, 0, 0]),      # only the outermost dim padded
+    ((3, 6, 5), [0, -1, 2, 1, 2, -1]),             # crops and pads on the same dims
+    ((4, 9), [0, 0, 0, 0]),                        # nothing padded: a copy
+    ((2, 3, 4, 5, 6), [0, 1, 0, 2, 0, 0, 2, 0, 1, 0])])
+def test_pad_folded_rows(mode, shape, pads):
+    x = data(shape, np.float32)
+    opset = 19 if mode == "wrap" else 18
+    ins = [("x", x, False), ints("p", pads)]
+    if mode == "constant":
+        ins.append(("c", np.array(-2.5, np.float32), False))
+    check("Pad", ins, attrs={"mode": mode}, opset=opset, expected=[np_pad(x, pads, mode, -2.5)],
+          ort=ort_pad_ok(x.shape, pads, mode))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16, np.uint8, np.bool_, object])
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect"])
+def test_pad_folded_rows_dtypes(dtype, mode):
+    x = data([2, 3, 4, 3], dtype)
+    pads = [0, 2, 1, 0, 1, 1, 2, 0]
+    cval = data([], dtype, 5)
+    ins = [("x", x, False), ints("p", pads)]
+    if mode == "constant":
+        ins.append(("c", cval, False))
+    check("Pad", ins, attrs={"mode": mode}, opset=18, expected=[np_pad(x, pads, mode, cval)])
 
 
 def test_pad_errors():
@@ -1197,6 +1240,11 @@ def test_bitcast_errors():
     ((1, 56, 56, 256), [0, 3, 1, 2]), ((2, 64, 7, 9), [0, 2, 3, 1]), ((17, 33), [1, 0]),
     ((3, 5, 1), [0, 2, 1]), ((2, 3, 31, 18), [0, 1, 3, 2]), ((4, 5, 6, 7, 3), [0, 3, 4, 1, 2]),
     ((1, 1, 16, 16), [0, 1, 3, 2]), ((2, 15, 17), [2, 0, 1]), ((6, 4, 5), [1, 2, 0]),
+    # 2..4 channels <-> planes (whole-vector permutes), with tails and several chunks
+    ((1, 224, 224, 3), [0, 3, 1, 2]), ((1, 3, 37, 45), [0, 2, 3, 1]), ((2, 13, 11, 4), [0, 3, 1, 2]),
+    ((2, 4, 1029), [0, 2, 1]), ((3, 2, 7), [0, 2, 1]), ((2, 2100, 2), [0, 2, 1]),
+    ((5, 16, 3), [0, 2, 1]), ((3, 48), [1, 0]), ((4, 2051), [1, 0]), ((2, 17), [1, 0]),
+    ((130, 75), [1, 0]), ((2, 67, 129), [0, 2, 1]),
 ])
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint32, np.float16, np.int64])
 @pytest.mark.parametrize("threads", [1, 2])

@@ -5,6 +5,8 @@
 #include <string>
 #include <type_traits>
 
+#include "compute/cpu_avx512.h"
+
 #include "providers/cpu/math/math_kernels.h"
 
 namespace ortlite {
@@ -22,11 +24,78 @@ inline T pick(bool c, const T& x, const T& y) {
   }
 }
 
+#if defined(ORTLITE_HAVE_AVX512_DISPATCH)
+// One span with AVX-512 blends: SC / SX / SY are the inner strides (1: contiguous, 0: one
+// broadcast element). Whole vectors only; returns how many elements it wrote (the caller
+// finishes the span with pick()).
+template <typename T>
+ORTLITE_AVX512 inline __m512i broadcast512(T v) {
+  if constexpr (sizeof(T) == 1) return _mm512_set1_epi8(static_cast<char>(v));
+  if constexpr (sizeof(T) == 2) return _mm512_set1_epi16(static_cast<short>(v));
+  if constexpr (sizeof(T) == 4) return _mm512_set1_epi32(static_cast<int>(v));
+  if constexpr (sizeof(T) == 8) return _mm512_set1_epi64(static_cast<long long>(v));
+}
+
+template <typename T, int SC, int SX, int SY>
+ORTLITE_AVX512 int64_t where_span_avx512(const bool* c, const T* x, const T* y, T* o, int64_t n) {
+  constexpr int kLanes = 64 / static_cast<int>(sizeof(T));
+  const __m512i xb = SX ? _mm512_setzero_si512() : broadcast512(x[0]);
+  const __m512i yb = SY ? _mm512_setzero_si512() : broadcast512(y[0]);
+  const uint64_t cb = SC ? 0 : (c[0] ? ~uint64_t{0} : 0);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const __m512i xv = SX ? _mm512_loadu_si512(x + i) : xb;
+    const __m512i yv = SY ? _mm512_loadu_si512(y + i) : yb;
+    __m512i r;
+    if constexpr (sizeof(T) == 1) {
+      const __mmask64 k =
+          SC ? _mm512_test_epi8_mask(_mm512_loadu_si512(c + i), _mm512_loadu_si512(c + i)) : cb;
+      r = _mm512_mask_blend_epi8(k, yv, xv);
+    } else if constexpr (sizeof(T) == 2) {
+      const __m256i cv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + i));
+      const __mmask32 k = SC ? _mm256_test_epi8_mask(cv, cv) : static_cast<__mmask32>(cb);
+      r = _mm512_mask_blend_epi16(k, yv, xv);
+    } else if constexpr (sizeof(T) == 4) {
+      const __m128i cv = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c + i));
+      const __mmask16 k = SC ? _mm_test_epi8_mask(cv, cv) : static_cast<__mmask16>(cb);
+      r = _mm512_mask_blend_epi32(k, yv, xv);
+    } else {
+      const __m128i cv = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(c + i));
+      const __mmask8 k = SC ? _mm_test_epi8_mask(cv, cv) : static_cast<__mmask8>(cb);
+      r = _mm512_mask_blend_epi64(k, yv, xv);
+    }
+    _mm512_storeu_si512(o + i, r);
+  }
+  return i;
+}
+
+// The instance for strides (sc, sx, sy), each 0 or 1.
+template <typename T>
+using WhereSpanFn = int64_t (*)(const bool*, const T*, const T*, T*, int64_t);
+template <typename T>
+WhereSpanFn<T> where_span_fn(int64_t sc, int64_t sx, int64_t sy) {
+  static const WhereSpanFn<T> table[8] = {
+      where_span_avx512<T, 0, 0, 0>, where_span_avx512<T, 0, 0, 1>, where_span_avx512<T, 0, 1, 0>,
+      where_span_avx512<T, 0, 1, 1>, where_span_avx512<T, 1, 0, 0>, where_span_avx512<T, 1, 0, 1>,
+      where_span_avx512<T, 1, 1, 0>, where_span_avx512<T, 1, 1, 1>};
+  return table[sc * 4 + sx * 2 + sy];
+}
+#endif
+
 template <typename T>
 void where_run(ThreadPool* pool, const ew::BroadcastPlan<3>& p, const bool* c, const T* x,
                const T* y, T* o) {
   if (p.total == 0) return;
   const int64_t sc = p.inner_stride[0], sx = p.inner_stride[1], sy = p.inner_stride[2];
+  // The vector spans: fixed-width types, strides 0 or 1 (always, for the inner dim of a
+  // broadcast plan), spans of at least one vector.
+  [[maybe_unused]] int64_t (*vec)(const bool*, const T*, const T*, T*, int64_t) = nullptr;
+#if defined(ORTLITE_HAVE_AVX512_DISPATCH)
+  if constexpr (std::is_integral_v<T>) {
+    if (cpu_has_avx512() && sc <= 1 && sx <= 1 && sy <= 1 && sc >= 0 && sx >= 0 && sy >= 0)
+      vec = where_span_fn<T>(sc, sx, sy);
+  }
+#endif
   parallel_for(pool, p.total, 1.0, [&](int64_t begin, int64_t end) {
     ew::for_each_span<3>(p, begin, end,
                          [&](int64_t oo, const std::array<int64_t, 3>& io, int64_t len) {
@@ -34,11 +103,11 @@ void where_run(ThreadPool* pool, const ew::BroadcastPlan<3>& p, const bool* c, c
                            const T* px = x + io[1];
                            const T* py = y + io[2];
                            T* po = o + oo;
+                           int64_t i = vec ? vec(pc, px, py, po, len) : 0;
                            if (sc == 1 && sx == 1 && sy == 1) {
-                             for (int64_t i = 0; i < len; ++i) po[i] = pick(pc[i], px[i], py[i]);
+                             for (; i < len; ++i) po[i] = pick(pc[i], px[i], py[i]);
                            } else {
-                             for (int64_t i = 0; i < len; ++i)
-                               po[i] = pick(pc[i * sc], px[i * sx], py[i * sy]);
+                             for (; i < len; ++i) po[i] = pick(pc[i * sc], px[i * sx], py[i * sy]);
                            }
                          });
   });

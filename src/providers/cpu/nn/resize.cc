@@ -13,6 +13,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "compute/cpu_avx512.h"
 #include "compute/simd.h"
 #include "providers/cpu/nn/nn_common.h"
 
@@ -60,10 +61,38 @@ ORTLITE_NN_CLONES void repeat_row(const U* src, U* dst, int64_t in, int64_t k) {
     for (int64_t j = 0; j < k; ++j) dst[i * k + j] = src[i];
 }
 
+#if defined(ORTLITE_HAVE_AVX512_DISPATCH)
+// A 2x width upscale of one source row of 4-byte elements written to `copies` output rows
+// (ld apart) straight from registers: the rows of a 2x height upscale, without copying
+// the first one back.
+ORTLITE_AVX512 void repeat2_rows_u32(const uint32_t* src, uint32_t* dst, int64_t in, int64_t copies,
+                                     int64_t ld) {
+  const __m512i ilo = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  const __m512i ihi = _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+  for (int64_t i = 0; i < in; i += 16) {
+    const int64_t n = std::min<int64_t>(16, in - i);
+    const __mmask16 m = static_cast<__mmask16>((1u << n) - 1);
+    const __m512i a = _mm512_maskz_loadu_epi32(m, src + i);
+    const __m512i lo = _mm512_maskz_permutexvar_epi32(0xFFFF, ilo, a);
+    const __m512i hi = _mm512_maskz_permutexvar_epi32(0xFFFF, ihi, a);
+    // Output elements [2i, 2i + 2n): the first 16 from lo, the rest from hi.
+    const __mmask16 mlo = static_cast<__mmask16>(n >= 8 ? 0xFFFFu : (1u << (2 * n)) - 1);
+    const __mmask16 mhi = static_cast<__mmask16>(n >= 16 ? 0xFFFFu
+                                                 : n > 8 ? (1u << (2 * n - 16)) - 1
+                                                         : 0);
+    for (int64_t c = 0; c < copies; ++c) {
+      uint32_t* d = dst + c * ld + 2 * i;
+      _mm512_mask_storeu_epi32(d, mlo, lo);
+      _mm512_mask_storeu_epi32(d + 16, mhi, hi);
+    }
+  }
+}
+#endif
+
+// k: the integer upscale of the width (upscale_factor of tw, computed once per call), or 0.
 template <typename U, typename Table>
 void nearest_plane(const U* x, int64_t iw_n, U* y, int64_t oh_n, int64_t ow_n, const Table& th,
-                   const Table& tw, U ev) {
-  const int64_t k = tw.resized && !tw.any_ex ? upscale_factor(tw.i0.data(), ow_n, iw_n) : 0;
+                   const Table& tw, U ev, int64_t k) {
   for (int64_t yo = 0; yo < oh_n; ++yo) {
     U* dst = y + yo * ow_n;
     const size_t h = static_cast<size_t>(yo);
@@ -76,6 +105,20 @@ void nearest_plane(const U* x, int64_t iw_n, U* y, int64_t oh_n, int64_t ow_n, c
       continue;
     }
     const U* src = x + th.i0[h] * iw_n;
+#if defined(ORTLITE_HAVE_AVX512_DISPATCH)
+    if constexpr (sizeof(U) == 4) {
+      if (k == 2 && cpu_has_avx512()) {
+        int64_t copies = 1;  // following rows with the same source row
+        while (yo + copies < oh_n && !th.ex[h + static_cast<size_t>(copies)] &&
+               th.i0[h + static_cast<size_t>(copies)] == th.i0[h])
+          ++copies;
+        repeat2_rows_u32(reinterpret_cast<const uint32_t*>(src), reinterpret_cast<uint32_t*>(dst),
+                         iw_n, copies, ow_n);
+        yo += copies - 1;
+        continue;
+      }
+    }
+#endif
     if (!tw.resized) {
       std::memcpy(dst, src, static_cast<size_t>(ow_n) * sizeof(U));
     } else if (k) {
@@ -475,10 +518,11 @@ class Resize final : public Kernel {
       if constexpr (sizeof(U) == sizeof(float)) {
         if (is_float) std::memcpy(&evu, &ev, sizeof(float));
       }
+      const int64_t k = tw.resized && !tw.any_ex ? upscale_factor(tw.i0.data(), ow_n, iw_n) : 0;
       parallel_for(pool, outer, cost, [&](int64_t o0, int64_t o1) {
         for (int64_t o = o0; o < o1; ++o) {
           nearest_plane<U>(xp + o * ih_n * iw_n, iw_n, yp + o * oh_n * ow_n, oh_n, ow_n, th, tw,
-                           evu);
+                           evu, k);
         }
       });
     };

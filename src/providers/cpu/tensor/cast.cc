@@ -15,6 +15,7 @@
 #include <immintrin.h>
 #endif
 
+#include "compute/cpu_avx512.h"
 #include "providers/cpu/tensor/cast_convert.h"
 #include "providers/cpu/tensor/creation_kernels.h"
 #include "providers/cpu/tensor/tensor_kernels.h"
@@ -166,6 +167,104 @@ std::string quoted_prefix(const std::string& s) {
   return "'" + q + "'";
 }
 
+// The vector part of a float / double -> integer or bool conversion, with the results of
+// convert() (x86 cvtt: truncation; NaN and out-of-range give the int32 / int64 minimum,
+// which the narrower integer targets then wrap; x != 0 for bool). Converts a multiple of
+// the vector width from the start and returns how many; the caller converts the rest with
+// convert(), so every length also runs the portable loop on its tail.
+#if defined(ORTLITE_HAVE_AVX512_DISPATCH)
+template <typename To, typename From>
+ORTLITE_AVX512 int64_t cast_avx512(const From* s, To* d, int64_t n) {
+  // (The maskz forms with a full mask: the plain ones start from an "undefined" register,
+  // which gcc 12 reports as maybe-uninitialized.)
+  int64_t i = 0;
+  constexpr bool kToSmallInt = std::is_same_v<To, int32_t> || std::is_same_v<To, int16_t> ||
+                               std::is_same_v<To, uint16_t> || std::is_same_v<To, int8_t> ||
+                               std::is_same_v<To, uint8_t>;
+  if constexpr (std::is_same_v<From, float> && kToSmallInt) {
+    for (; i + 16 <= n; i += 16) {
+      const __m512i v = _mm512_maskz_cvttps_epi32(0xFFFF, _mm512_loadu_ps(s + i));
+      if constexpr (sizeof(To) == 4) {
+        _mm512_storeu_si512(d + i, v);
+      } else if constexpr (sizeof(To) == 2) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i),
+                            _mm512_maskz_cvtepi32_epi16(0xFFFF, v));
+      } else {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm512_maskz_cvtepi32_epi8(0xFFFF, v));
+      }
+    }
+  } else if constexpr (std::is_same_v<From, double> && std::is_same_v<To, int32_t>) {
+    for (; i + 8 <= n; i += 8) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i),
+                          _mm512_maskz_cvttpd_epi32(0xFF, _mm512_loadu_pd(s + i)));
+    }
+  } else if constexpr (std::is_same_v<From, float> && std::is_same_v<To, int64_t>) {
+    for (; i + 8 <= n; i += 8)
+      _mm512_storeu_si512(d + i, _mm512_cvttps_epi64(_mm256_loadu_ps(s + i)));
+  } else if constexpr (std::is_same_v<From, double> && std::is_same_v<To, int64_t>) {
+    for (; i + 8 <= n; i += 8)
+      _mm512_storeu_si512(d + i, _mm512_cvttpd_epi64(_mm512_loadu_pd(s + i)));
+  } else if constexpr (std::is_same_v<To, bool>) {
+    // 16 results per step, from a 16-bit mask of the nonzero elements.
+    for (; i + 16 <= n; i += 16) {
+      __mmask16 k;
+      if constexpr (std::is_same_v<From, float>) {
+        k = _mm512_cmp_ps_mask(_mm512_loadu_ps(s + i), _mm512_setzero_ps(), _CMP_NEQ_UQ);
+      } else if constexpr (std::is_same_v<From, double>) {
+        const unsigned lo =
+            _mm512_cmp_pd_mask(_mm512_loadu_pd(s + i), _mm512_setzero_pd(), _CMP_NEQ_UQ);
+        const unsigned hi =
+            _mm512_cmp_pd_mask(_mm512_loadu_pd(s + i + 8), _mm512_setzero_pd(), _CMP_NEQ_UQ);
+        k = static_cast<__mmask16>(lo | (hi << 8));
+      } else if constexpr (std::is_integral_v<From> && sizeof(From) == 4) {
+        const __m512i v = _mm512_loadu_si512(s + i);
+        k = _mm512_test_epi32_mask(v, v);
+      } else {
+        static_assert(std::is_integral_v<From> && sizeof(From) == 8, "see kSimdCast");
+        const __m512i a = _mm512_loadu_si512(s + i);
+        const __m512i b = _mm512_loadu_si512(s + i + 8);
+        const unsigned lo = _mm512_test_epi64_mask(a, a);
+        const unsigned hi = _mm512_test_epi64_mask(b, b);
+        k = static_cast<__mmask16>(lo | (hi << 8));
+      }
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm_maskz_set1_epi8(k, 1));
+    }
+  }
+  return i;
+}
+#endif
+
+// The pairs cast_avx512 converts: float / double -> integers and bool, 32- and 64-bit
+// integers -> bool. (The other pairs vectorize well enough from the plain loop.)
+template <typename To, typename From>
+constexpr bool kSimdCast =
+    ((std::is_same_v<From, float> &&
+      (std::is_same_v<To, int64_t> || std::is_same_v<To, int32_t> || std::is_same_v<To, int16_t> ||
+       std::is_same_v<To, uint16_t> || std::is_same_v<To, int8_t> || std::is_same_v<To, uint8_t> ||
+       std::is_same_v<To, bool>)) ||
+     (std::is_same_v<From, double> &&
+      (std::is_same_v<To, int64_t> || std::is_same_v<To, int32_t> || std::is_same_v<To, bool>)) ||
+     (std::is_integral_v<From> && (sizeof(From) == 4 || sizeof(From) == 8) &&
+      std::is_same_v<To, bool>));
+
+// The vector part of a conversion, with the results of convert() (x86 cvtt: truncation;
+// NaN and out-of-range give the int32 / int64 minimum, which the narrower integer targets
+// then wrap; x != 0 for bool). Converts a multiple of the vector width from the start and
+// returns how many; the caller converts the rest with convert(), so the portable loop
+// also runs on every tail.
+template <typename To, typename From>
+int64_t cast_simd(const From* s, To* d, int64_t n) {
+#if defined(ORTLITE_HAVE_AVX512_DISPATCH)
+  if constexpr (kSimdCast<To, From>) {
+    if (cpu_has_avx512()) return cast_avx512<To, From>(s, d, n);
+  }
+#endif
+  (void)s;
+  (void)d;
+  (void)n;
+  return 0;
+}
+
 // Numeric -> numeric.
 template <typename To, typename From>
 void cast_numeric(const From* src, To* dst, int64_t n, ThreadPool* pool) {
@@ -185,7 +284,8 @@ void cast_numeric(const From* src, To* dst, int64_t n, ThreadPool* pool) {
       // Local restrict pointers, so that byte-sized elements vectorize (see run_unary).
       const From* __restrict s = src + b;
       To* __restrict d = dst + b;
-      for (int64_t i = 0; i < e - b; ++i) d[i] = convert<To, From>(s[i]);
+      for (int64_t i = cast_simd<To, From>(s, d, e - b); i < e - b; ++i)
+        d[i] = convert<To, From>(s[i]);
     });
   }
 }

@@ -2,6 +2,9 @@
 // modes constant, reflect, edge and (19+) wrap. Negative pads crop (first, before the
 // padding is applied, as onnxruntime does). Pads of reflect/wrap wider than the dim repeat
 // the reflection / cycle (numpy.pad semantics).
+// Trailing dims without pads fold into blocks; each output row is then written once: the
+// constant (or the edge / reflected / wrapped blocks), one copy of the source run, and the
+// tail.
 #include <algorithm>
 #include <cstring>
 
@@ -101,28 +104,30 @@ class Pad final : public Kernel {
       tensor_ops::copy_elements(dt, data.raw_data(), y.raw_data(), 1);
       return;
     }
-    const std::vector<int64_t> in_strides = tensor_ops::dense_strides(in);
-    const std::vector<int64_t> out_strides = tensor_ops::dense_strides(out);
-    const size_t es = dtype_size(dt);
-
-    if (mode_ == PadMode::kConstant) {
-      bool grows = false;
-      for (size_t i = 0; i < in.size(); ++i) grows = grows || pb[i] > 0 || pe[i] > 0;
-      if (grows) fill_parallel(ctx, dt, fill.raw_data(), y.raw_data(), y.numel());
-      int64_t src_off = 0, dst_off = 0;
-      for (size_t i = 0; i < in.size(); ++i) {
-        src_off += crop[i] * in_strides[i];
-        dst_off += std::max<int64_t>(pb[i], 0) * out_strides[i];
-      }
-      tensor_ops::strided_copy(dt, static_cast<const char*>(data.raw_data()) + src_off * es,
-                               in_strides, static_cast<char*>(y.raw_data()) + dst_off * es,
-                               out_strides, Shape(len.begin(), len.end()), ctx.thread_pool());
+    // Trailing dims that are neither padded nor cropped fold into a block of `blk`
+    // elements, so that the rows below are as long as possible (a pad of [N, H, W, 1] on H
+    // and W copies rows of W elements, not single elements).
+    size_t nd = in.size();
+    int64_t blk = 1;
+    while (nd > 0 && pb[nd - 1] == 0 && pe[nd - 1] == 0) {
+      blk *= in[nd - 1];
+      --nd;
+    }
+    if (nd == 0) {  // nothing padded or cropped
+      tensor_ops::parallel_copy(dt, data.raw_data(), y.raw_data(), y.numel(), ctx.thread_pool());
       return;
     }
-
-    // Source index of every output position, per dim.
-    std::vector<std::vector<int64_t>> map(in.size());
-    for (size_t i = 0; i < in.size(); ++i) {
+    // Strides of the folded input, in elements.
+    std::vector<int64_t> in_strides(nd);
+    int64_t st = blk;
+    for (size_t d = nd; d-- > 0;) {
+      in_strides[d] = st;
+      st *= in[d];
+    }
+    // Source index of every output position of dims [0, nd - 1), -1 for the constant.
+    const size_t last = nd - 1;
+    std::vector<std::vector<int64_t>> map(nd);
+    for (size_t i = 0; i < nd; ++i) {
       const int64_t n = len[i];
       const int64_t lead = std::max<int64_t>(pb[i], 0);
       map[i].resize(static_cast<size_t>(out[i]));
@@ -147,52 +152,77 @@ class Pad final : public Kernel {
               r = ((rel % n) + n) % n;
               break;
             case PadMode::kConstant:
+              r = -1;
               break;
           }
         }
-        map[i][static_cast<size_t>(o)] = crop[i] + r;
+        map[i][static_cast<size_t>(o)] = r < 0 ? -1 : crop[i] + r;
       }
     }
-    const size_t last = in.size() - 1;
-    const int64_t row_len = out[last];
+    const int64_t row_len = out[last] * blk;  // elements per output row
     const int64_t rows = y.numel() / row_len;
     const int64_t lead = std::max<int64_t>(pb[last], 0);
-    const int64_t mid = len[last];  // output positions [lead, lead + mid) copy a whole run
+    const int64_t mid = len[last];  // row positions [lead, lead + mid) copy one run
+    const int64_t tail = out[last] - lead - mid;
+    const bool constant = mode_ == PadMode::kConstant;
     tensor_ops::dispatch_storage(dt, [&](auto tag) {
       using T = decltype(tag);
       const T* src = static_cast<const T*>(data.raw_data());
       T* dst = static_cast<T*>(y.raw_data());
-      parallel_for(
-          ctx.thread_pool(), rows, static_cast<double>(row_len), [&](int64_t b, int64_t e) {
-            std::vector<int64_t> idx(last, 0);
-            int64_t rem = b;
-            for (size_t d = last; d-- > 0;) {
-              idx[d] = rem % out[d];
-              rem /= out[d];
-            }
-            for (int64_t row = b; row < e; ++row) {
-              int64_t base = 0;
-              for (size_t d = 0; d < last; ++d) {
-                base += map[d][static_cast<size_t>(idx[d])] * in_strides[d];
-              }
-              const T* s = src + base;
-              T* o = dst + row * row_len;
-              const std::vector<int64_t>& m = map[last];
-              for (int64_t j = 0; j < lead; ++j) o[j] = s[m[static_cast<size_t>(j)]];
-              if constexpr (std::is_same_v<T, std::string>) {
-                for (int64_t j = 0; j < mid; ++j) o[lead + j] = s[crop[last] + j];
-              } else {
-                if (mid > 0) {
-                  std::memcpy(o + lead, s + crop[last], static_cast<size_t>(mid) * sizeof(T));
-                }
-              }
-              for (int64_t j = lead + mid; j < row_len; ++j) o[j] = s[m[static_cast<size_t>(j)]];
-              for (size_t d = last; d-- > 0;) {
-                if (++idx[d] < out[d]) break;
-                idx[d] = 0;
-              }
-            }
-          });
+      const T value = constant ? *static_cast<const T*>(fill.raw_data()) : T{};
+      auto copy = [](const T* s, T* o, int64_t n) {
+        if constexpr (std::is_same_v<T, std::string>) {
+          std::copy_n(s, n, o);
+        } else {
+          if (n > 0) std::memcpy(o, s, static_cast<size_t>(n) * sizeof(T));
+        }
+      };
+      // Lead or tail positions [j0, j1) of a row in a non-constant mode.
+      const std::vector<int64_t>& m = map[last];
+      auto gather = [&](const T* s, T* o, int64_t j0, int64_t j1) {
+        if (blk == 1) {
+          for (int64_t j = j0; j < j1; ++j) o[j] = s[m[static_cast<size_t>(j)]];
+        } else {
+          for (int64_t j = j0; j < j1; ++j)
+            copy(s + m[static_cast<size_t>(j)] * blk, o + j * blk, blk);
+        }
+      };
+      parallel_for(ctx.thread_pool(), rows, static_cast<double>(row_len),
+                   [&](int64_t b, int64_t e) {
+                     std::vector<int64_t> idx(last, 0);
+                     int64_t rem = b;
+                     for (size_t d = last; d-- > 0;) {
+                       idx[d] = rem % out[d];
+                       rem /= out[d];
+                     }
+                     for (int64_t row = b; row < e; ++row) {
+                       T* o = dst + row * row_len;
+                       int64_t base = 0;
+                       bool pad_row = false;
+                       for (size_t d = 0; d < last; ++d) {
+                         const int64_t k = map[d][static_cast<size_t>(idx[d])];
+                         pad_row = pad_row || k < 0;
+                         base += k * in_strides[d];
+                       }
+                       if (pad_row) {
+                         std::fill_n(o, row_len, value);
+                       } else if (constant) {
+                         const T* s = src + base;
+                         std::fill_n(o, lead * blk, value);
+                         copy(s + crop[last] * blk, o + lead * blk, mid * blk);
+                         std::fill_n(o + (lead + mid) * blk, tail * blk, value);
+                       } else {
+                         const T* s = src + base;
+                         gather(s, o, 0, lead);
+                         copy(s + crop[last] * blk, o + lead * blk, mid * blk);
+                         gather(s, o, lead + mid, out[last]);
+                       }
+                       for (size_t d = last; d-- > 0;) {
+                         if (++idx[d] < out[d]) break;
+                         idx[d] = 0;
+                       }
+                     }
+                   });
     });
   }
 
@@ -222,18 +252,6 @@ class Pad final : public Kernel {
     }
     tensor_ops::copy_elements(dt, cv->raw_data(), fill.raw_data(), 1);
     return fill;
-  }
-
-  static void fill_parallel(const KernelContext& ctx, DataType dt, const void* value, void* dst,
-                            int64_t n) {
-    constexpr int64_t kChunk = 1 << 15;
-    const size_t es = dtype_size(dt);
-    const int64_t chunks = (n + kChunk - 1) / kChunk;
-    parallel_for(ctx.thread_pool(), chunks, static_cast<double>(kChunk), [&](int64_t b, int64_t e) {
-      const int64_t first = b * kChunk;
-      const int64_t end = std::min(n, e * kChunk);
-      tensor_ops::fill_elements(dt, value, static_cast<char*>(dst) + first * es, end - first);
-    });
   }
 
   int64_t opset_;

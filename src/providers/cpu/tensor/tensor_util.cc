@@ -4,6 +4,9 @@
 #include <cstring>
 #include <limits>
 #include <sstream>
+#include <type_traits>
+
+#include "compute/cpu_avx512.h"
 
 #include "providers/cpu/tensor/tensor_kernels.h"
 
@@ -19,6 +22,53 @@ inline void copy_run(const T* src, T* dst, int64_t n) {
   } else {
     if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(T));
   }
+}
+
+#if defined(ORTLITE_HAVE_AVX512_DISPATCH)
+// `bytes` bytes of a repeating 8-byte pattern, 64-byte stores (a masked one at the end).
+ORTLITE_AVX512 void fill_pattern_avx512(char* d, uint64_t pattern, size_t bytes) {
+  const __m512i v = _mm512_set1_epi64(static_cast<long long>(pattern));
+  size_t i = 0;
+  for (; i + 256 <= bytes; i += 256) {
+    _mm512_storeu_si512(d + i, v);
+    _mm512_storeu_si512(d + i + 64, v);
+    _mm512_storeu_si512(d + i + 128, v);
+    _mm512_storeu_si512(d + i + 192, v);
+  }
+  for (; i + 64 <= bytes; i += 64) _mm512_storeu_si512(d + i, v);
+  if (i < bytes) _mm512_mask_storeu_epi8(d + i, (~uint64_t{0}) >> (64 - (bytes - i)), v);
+}
+#endif
+
+// n copies of v: memset when its bytes are all equal (0, -1, any 1-byte value), else, with
+// AVX-512, 64-byte stores of the element repeated to 8 bytes.
+template <typename T>
+void fill_run(T* d, const T& v, int64_t n) {
+  if constexpr (std::is_trivially_copyable_v<T> && sizeof(T) <= 8) {
+    if (n < 16) {
+      for (int64_t i = 0; i < n; ++i) d[i] = v;
+      return;
+    }
+    unsigned char b[sizeof(T)];
+    std::memcpy(b, &v, sizeof(T));
+    bool same = true;
+    for (size_t k = 1; k < sizeof(T); ++k) same = same && b[k] == b[0];
+    const size_t bytes = static_cast<size_t>(n) * sizeof(T);
+    if (same) {
+      std::memset(d, b[0], bytes);
+      return;
+    }
+#if defined(ORTLITE_HAVE_AVX512_DISPATCH)
+    if (cpu_has_avx512()) {
+      uint64_t pattern = 0;
+      for (size_t k = 0; k < 8; k += sizeof(T))
+        std::memcpy(reinterpret_cast<char*>(&pattern) + k, &v, sizeof(T));
+      fill_pattern_avx512(reinterpret_cast<char*>(d), pattern, bytes);
+      return;
+    }
+#endif
+  }
+  for (int64_t i = 0; i < n; ++i) d[i] = v;
 }
 
 // Coalesced dims of a strided copy.
@@ -155,8 +205,7 @@ void strided_copy_typed(const T* src, T* dst, const Dims& dm, ThreadPool* pool) 
       if (si == 1 && di == 1) {
         copy_run(sp, dp, len);
       } else if (si == 0 && di == 1) {
-        const T v = sp[0];
-        for (int64_t j = 0; j < len; ++j) dp[j] = v;
+        fill_run(dp, sp[0], len);
       } else {
         for (int64_t j = 0; j < len; ++j) dp[j * di] = sp[j * si];
       }
@@ -199,9 +248,7 @@ void fill_elements(DataType dt, const void* value, void* dst, int64_t count) {
   if (count <= 0) return;
   dispatch_storage(dt, [&](auto tag) {
     using T = decltype(tag);
-    const T v = *static_cast<const T*>(value);
-    T* d = static_cast<T*>(dst);
-    for (int64_t i = 0; i < count; ++i) d[i] = v;
+    fill_run(static_cast<T*>(dst), *static_cast<const T*>(value), count);
   });
 }
 

@@ -1,7 +1,11 @@
 // Transpose: a strided copy (tensor_util.cc) that memcpys rows when the permutation keeps
 // the innermost dim and tiles the copy for the 2-D transpose pattern. A permutation that
-// only moves size-1 dims is a reshape of the input (no copy).
+// only moves size-1 dims is a reshape of the input (no copy). With 2..4 channels
+// (NHWC <-> NCHW of images) the 4-byte copy permutes whole vectors (AVX-512, at run time).
+#include <algorithm>
 #include <cstring>
+
+#include "compute/cpu_avx512.h"
 
 #include "compute/conv_avx512.h"
 #include "providers/cpu/tensor/tensor_kernels.h"
@@ -57,6 +61,131 @@ void transpose_2d_u32(const uint32_t* src, uint32_t* dst, int64_t B, int64_t R, 
   });
 }
 
+#if defined(ORTLITE_HAVE_AVX512_DISPATCH)
+// K (2..4) vectors of 16 lanes in, K out: output lane L of vector v is lane lane[v][L] of
+// input vector id[v][L]. Done as two two-source permutes (inputs 0/1 and 2/3) and a blend.
+struct Shuffle4 {
+  __m512i idx[4];
+  __mmask16 hi[4];  // lanes taken from inputs 2/3
+};
+
+ORTLITE_AVX512 Shuffle4 make_shuffle(int K, bool deinterleave) {
+  Shuffle4 sh{};
+  for (int v = 0; v < K; ++v) {
+    alignas(64) int32_t idx[16];
+    unsigned hi = 0;
+    for (int L = 0; L < 16; ++L) {
+      // Deinterleave (rows of K channels -> K planes): output v lane L is element K*L + v of
+      // the 16*K inputs. Interleave (K planes -> rows): output element 16v + L is plane
+      // (16v + L) % K, position (16v + L) / K.
+      const int e = deinterleave ? K * L + v : 16 * v + L;
+      const int id = deinterleave ? e / 16 : e % K;
+      const int lane = deinterleave ? e % 16 : e / K;
+      idx[L] = (id & 1) * 16 + lane;
+      if (id >= 2) hi |= 1u << L;
+    }
+    sh.idx[v] = _mm512_load_si512(idx);
+    sh.hi[v] = static_cast<__mmask16>(hi);
+  }
+  return sh;
+}
+
+template <int K>
+ORTLITE_AVX512 inline void shuffle_block(const Shuffle4& sh, const __m512* in, __m512* out) {
+#pragma GCC unroll 4
+  for (int v = 0; v < K; ++v) {
+    const __m512 lo = _mm512_permutex2var_ps(in[0], sh.idx[v], in[1]);
+    if constexpr (K <= 2) {
+      out[v] = lo;
+    } else {
+      const __m512 hi = _mm512_permutex2var_ps(in[2], sh.idx[v], in[K == 4 ? 3 : 2]);
+      out[v] = _mm512_mask_blend_ps(sh.hi[v], lo, hi);
+    }
+  }
+}
+
+// dst[c][r] = src[r][c] with C = K channels per row: rows [r0, r1), 16 at a time (the
+// rest is left to the caller); returns the end of the rows done.
+template <int K>
+ORTLITE_AVX512 int64_t deinterleave_rows(const float* src, float* dst, int64_t R, int64_t r0,
+                                         int64_t r1) {
+  const Shuffle4 sh = make_shuffle(K, true);
+  int64_t r = r0;
+  for (; r + 16 <= r1; r += 16) {
+    __m512 in[K], out[K];
+#pragma GCC unroll 4
+    for (int v = 0; v < K; ++v) in[v] = _mm512_loadu_ps(src + r * K + 16 * v);
+    shuffle_block<K>(sh, in, out);
+#pragma GCC unroll 4
+    for (int v = 0; v < K; ++v) _mm512_storeu_ps(dst + v * R + r, out[v]);
+  }
+  return r;
+}
+
+// dst[c][r] = src[r][c] with R = K rows (planes): columns [c0, c1), 16 at a time.
+template <int K>
+ORTLITE_AVX512 int64_t interleave_cols(const float* src, float* dst, int64_t C, int64_t c0,
+                                       int64_t c1) {
+  const Shuffle4 sh = make_shuffle(K, false);
+  int64_t c = c0;
+  for (; c + 16 <= c1; c += 16) {
+    __m512 in[K], out[K];
+#pragma GCC unroll 4
+    for (int v = 0; v < K; ++v) in[v] = _mm512_loadu_ps(src + v * C + c);
+    shuffle_block<K>(sh, in, out);
+#pragma GCC unroll 4
+    for (int v = 0; v < K; ++v) _mm512_storeu_ps(dst + c * K + 16 * v, out[v]);
+  }
+  return c;
+}
+#endif
+
+// A batch of R x C -> C x R transposes of 4-byte elements where R or C is 2..4 (RGB / RGBA
+// planes <-> pixels, pairs): permutes across whole vectors instead of 16 x 16 tiles that
+// would be mostly empty. Returns false when it does not apply (then nothing is written).
+bool transpose_2d_small(const uint32_t* src, uint32_t* dst, int64_t B, int64_t R, int64_t C,
+                        ThreadPool* pool) {
+  const bool narrow_c = C >= 2 && C <= 4;  // deinterleave: rows of C channels -> planes
+  const bool narrow_r = !narrow_c && R >= 2 && R <= 4;
+  if (!narrow_c && !narrow_r) return false;
+#if defined(ORTLITE_HAVE_AVX512_DISPATCH)
+  if (!cpu_has_avx512()) return false;
+  const int64_t len = narrow_c ? R : C;  // the long dim, split in chunks
+  constexpr int64_t kChunk = 1024;
+  const int64_t chunks = (len + kChunk - 1) / kChunk;
+  const int K = static_cast<int>(narrow_c ? C : R);
+  parallel_for(pool, B * chunks, static_cast<double>(kChunk * K), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t / chunks;
+      const int64_t lo = (t % chunks) * kChunk, hi = std::min(len, lo + kChunk);
+      const float* s = reinterpret_cast<const float*>(src + b * R * C);
+      float* d = reinterpret_cast<float*>(dst + b * R * C);
+      int64_t done = lo;
+      if (narrow_c) {
+        done = K == 2   ? deinterleave_rows<2>(s, d, R, lo, hi)
+               : K == 3 ? deinterleave_rows<3>(s, d, R, lo, hi)
+                        : deinterleave_rows<4>(s, d, R, lo, hi);
+        for (int64_t r = done; r < hi; ++r)
+          for (int64_t c = 0; c < C; ++c) d[c * R + r] = s[r * C + c];
+      } else {
+        done = K == 2   ? interleave_cols<2>(s, d, C, lo, hi)
+               : K == 3 ? interleave_cols<3>(s, d, C, lo, hi)
+                        : interleave_cols<4>(s, d, C, lo, hi);
+        for (int64_t c = done; c < hi; ++c)
+          for (int64_t r = 0; r < R; ++r) d[c * R + r] = s[r * C + c];
+      }
+    }
+  });
+  return true;
+#else
+  (void)src;
+  (void)dst;
+  (void)B;
+  (void)pool;
+  return false;
+#endif
+}
+
 class Transpose final : public Kernel {
  public:
   explicit Transpose(const KernelInfo& info) { attrs_.load(info); }
@@ -84,6 +213,9 @@ class Transpose final : public Kernel {
     int64_t B, R, C;
     if (dtype_size(data.dtype()) == 4 && data.dtype() != DataType::kString &&
         batched_2d(in, perm, &B, &R, &C) && R > 1 && C > 1) {
+      if (transpose_2d_small(static_cast<const uint32_t*>(data.raw_data()),
+                             static_cast<uint32_t*>(y.raw_data()), B, R, C, ctx.thread_pool()))
+        return;
       transpose_2d_u32(static_cast<const uint32_t*>(data.raw_data()),
                        static_cast<uint32_t*>(y.raw_data()), B, R, C, ctx.thread_pool());
       return;
