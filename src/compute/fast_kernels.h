@@ -1,6 +1,9 @@
 // Float32 loops over the vectorizable functions of fast_math.h, compiled for SSE2 (the
-// baseline), AVX2 + FMA and AVX-512, and picked by a run-time CPU check. FMA contraction
-// stays off (-std=c++17), so every variant gives bit-identical results.
+// baseline) and AVX2 + FMA (FMA contraction off: the two give bit-identical results), plus
+// AVX-512 versions written with intrinsics (fast_avx512.cc: FMA, so they differ by
+// rounding), picked by a run-time CPU check. The environment variable
+// ORTLITE_FAST_ISA=sse2|avx2|avx512, read once, caps the choice (for tests; a level the
+// CPU lacks is not taken).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +13,7 @@ namespace fast {
 
 enum class UnaryFn : int {
   kExp,
+  kLog,  // ln x; 0 -> -inf, negative -> NaN
   kSigmoid,
   kTanh,
   kErf,
@@ -24,6 +28,10 @@ void unary(UnaryFn fn, const float* x, float* y, int64_t n);
 // y[i] = exp(x[i] - shift) for i < n; returns the sum of the y[i] (Softmax's numerator and
 // denominator in one pass). x and y may be the same array.
 float exp_sum(const float* x, float shift, float* y, int64_t n);
+
+// Softmax (log = false) or LogSoftmax (log = true) of one contiguous row of n > 0 values.
+// x and y may be the same array only when log is false.
+void softmax(const float* x, float* y, int64_t n, bool log);
 
 // The instruction set unary() uses: "avx512", "avx2" or "sse2".
 const char* isa();

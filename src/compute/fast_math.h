@@ -75,7 +75,7 @@ inline float tanh(float x) {
   p = p * z - 5.37397155531e-2f;
   p = p * z + 1.33314422036e-1f;
   p = p * z - 3.33332819422e-1f;
-  const float small = (p * z) * x + x;
+  const float small = copy_sign((p * z) * x + x, x);     // tanh(-0) = -0
   const float e = fast::exp(2.0f * std::min(ax, 9.5f));  // NaN stays NaN
   const float large = copy_sign(1.0f - 2.0f / (e + 1.0f), x);
   return select(ax < 0.625f, small, large);
@@ -146,6 +146,19 @@ inline float log_positive(float x) {
   y = y + e * -2.12194440e-4f;
   y = y - 0.5f * z;
   return (t + y) + e * 0.693359375f;
+}
+
+// ln x for every float: subnormals scaled by 2^23 first; 0 -> -inf, +inf -> +inf,
+// negative -> NaN, NaN -> NaN.
+inline float log(float x) {
+  const bool sub = x < 1.17549435e-38f;  // subnormal, zero or negative
+  const float xs = select(sub, x * 8388608.0f, x);
+  const float r = log_positive(xs) - select(sub, 15.9423851528787421f, 0.0f);  // 23 ln 2
+  const float inf = as_float(0x7f800000u);
+  float y = select(x == inf, inf, r);
+  y = select(x == 0.0f, -inf, y);
+  y = select(x < 0.0f, as_float(0x7fc00000u), y);
+  return select(x != x, x, y);
 }
 
 // ln(1 + u) for 0 <= u <= 2^100: log(w) u / (w - 1) with w = 1 + u, which cancels the

@@ -1283,3 +1283,125 @@ def test_rounding_ops_match_numpy_on_special_values(op, ref, dtype):
     want = ref(x)
     np.testing.assert_array_equal(got, want)
     assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
+# The float exp / log / tanh / sigmoid / erf / Gelu / Softmax loops (src/compute/fast_*.cc)
+# on every instruction-set path: ORTLITE_FAST_ISA caps the run-time choice, so each path
+# runs in its own process (on a CPU without the instruction set the lower path is taken).
+_FAST_ISA_SCRIPT = r"""
+import sys
+import numpy as np
+import ortlite
+from onnx import TensorProto, helper
+
+def model(op, attrs, opset):
+    node = helper.make_node(op, ["x"], ["y"], **attrs)
+    g = helper.make_graph([node], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 9
+    return m.SerializeToString()
+
+data = dict(np.load(sys.argv[1]))
+out = {}
+for key in [k for k in data if k.startswith("x_")]:
+    op, attr = key[2:].split("_")
+    attrs = {"approximate": "tanh"} if attr == "tanh" else ({"axis": -1} if op.endswith("max") else {})
+    s = ortlite.InferenceSession(model(op, attrs, 20), providers=["CPUExecutionProvider"])
+    x = data[key]
+    # the whole sweep, then every length 1..33 and 64 + 1..33 (the masked tails)
+    out["y_" + key[2:]] = s.run(None, {"x": x})[0]
+    for n in list(range(1, 34)) + [64 + k for k in range(1, 34)]:
+        out[f"t{n}_" + key[2:]] = s.run(None, {"x": x[..., 7:7 + n]})[0]
+np.savez(sys.argv[2], **out)
+"""
+
+_SPECIAL = np.array([0.0, -0.0, 1e-45, -1e-45, 1e-40, -1e-40, 1e-30, -1e-30, 1.0, -1.0, 0.625,
+                     20.0, -20.0, 88.72, 88.73, 89.0, -87.5, -103.0, -104.0, -105.0, 1e30, -1e30,
+                     np.inf, -np.inf, np.nan], F32)
+
+
+def _fast_sweep(lo, hi, n=60000, seed=0):
+    r = np.random.default_rng(seed)
+    return np.concatenate([np.linspace(lo, hi, n), r.uniform(lo, hi, n), _SPECIAL]).astype(F32)
+
+
+def _ulps(got, ref):
+    """|got - ref| in float32 ulps of ref (ref in float64; the subnormal spacing below)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        sp = np.maximum(np.spacing(np.abs(ref).astype(F32)).astype(F64), 2.0 ** -149)
+        return np.abs(got.astype(F64) - ref) / sp
+
+
+def _gelu_tanh64(x):
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+# op key: (input, float64 oracle, max ulps, extra absolute tolerance)
+_FAST_CASES = {
+    "Exp_": (_fast_sweep(-104, 89), np.exp, 3, 0),
+    "Log_": (np.concatenate([_fast_sweep(1e-6, 10), np.exp(np.linspace(-103, 88, 20000)),
+                             np.float32(2.0) ** np.arange(-149, 128, 0.37),
+                             -_fast_sweep(0, 10, 100)]).astype(F32), np.log, 3, 0),
+    "Tanh_": (_fast_sweep(-12, 12), np.tanh, 4, 0),
+    "Sigmoid_": (_fast_sweep(-105, 30), lambda v: 1 / (1 + np.exp(-v)), 4, 0),
+    "Erf_": (_fast_sweep(-6, 6), _erf, 4, 0),
+    # Gelu: 1 + erf(x / sqrt 2) cancels for negative x on the SSE2 / AVX2 paths
+    "Gelu_none": (_fast_sweep(-8, 8), lambda v: 0.5 * v * (1 + _erf(v / math.sqrt(2))), 4, 3e-7),
+    "Gelu_tanh": (_fast_sweep(-8, 8), _gelu_tanh64, 4, 3e-7),
+    "Sqrt_": (np.abs(_fast_sweep(0, 1e6)), np.sqrt, 0.5, 0),
+}
+
+
+def _softmax64(x, log):
+    m = np.max(x, axis=-1, keepdims=True)
+    e = np.exp(x - m)
+    s = np.sum(e, axis=-1, keepdims=True)
+    return (x - m - np.log(s)) if log else e / s
+
+
+@pytest.mark.parametrize("isa", ["sse2", "avx2", "avx512"])
+def test_fast_float_functions_each_isa(isa, tmp_path):
+    import os
+    import subprocess
+    import sys
+    feeds = {"x_" + k: v[0] for k, v in _FAST_CASES.items()}
+    sm = np.random.default_rng(1).uniform(-30, 30, (5, 1000)).astype(F32)
+    feeds["x_Softmax_"] = sm
+    feeds["x_LogSoftmax_"] = sm
+    np.savez(tmp_path / "in.npz", **feeds)
+    env = dict(os.environ, ORTLITE_FAST_ISA=isa)
+    r = subprocess.run([sys.executable, "-c", _FAST_ISA_SCRIPT, str(tmp_path / "in.npz"),
+                        str(tmp_path / "out.npz")], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    out = np.load(tmp_path / "out.npz")
+    for key, (x, f, max_ulp, atol) in _FAST_CASES.items():
+        with np.errstate(all="ignore"):
+            ref = f(x.astype(F64))
+        for name in [k for k in out.files if k.endswith("_" + key)]:
+            got = out[name]
+            n = got.shape[-1]
+            sel = slice(None) if name.startswith("y_") else slice(7, 7 + n)
+            xr, rr = x[sel], ref[sel]
+            assert np.array_equal(np.isnan(got), np.isnan(rr)), (isa, name, xr[np.isnan(got)
+                                                                              != np.isnan(rr)])
+            ok = ~np.isnan(rr)
+            err = _ulps(got[ok], rr[ok])
+            with np.errstate(invalid="ignore"):
+                bad = (err > max_ulp) & (np.abs(got[ok] - rr[ok]) > atol)
+            assert not bad.any(), (isa, name, xr[ok][bad][:5], got[ok][bad][:5], rr[ok][bad][:5],
+                                   err[bad].max())
+            # the sign of a zero result: that of x (tanh, erf, Gelu and sqrt of +-0)
+            if key in ("Tanh_", "Erf_", "Gelu_none", "Gelu_tanh", "Sqrt_"):
+                z = ok & (rr == 0)
+                assert np.array_equal(np.signbit(got[z]), np.signbit(xr[z])), (isa, name)
+    for op, log in (("Softmax", False), ("LogSoftmax", True)):
+        key = op + "_"
+        for name in [k for k in out.files if k.endswith("_" + key)]:
+            got = out[name]
+            sel = slice(None) if name.startswith("y_") else slice(7, 7 + got.shape[-1])
+            ref = _softmax64(sm[..., sel].astype(F64), log)
+            # x - max rounds to float first: up to 60 * 2^-24 relative for the spread of 60
+            np.testing.assert_allclose(got, ref, rtol=1e-5, atol=2e-6 if log else 1e-37,
+                                       err_msg=f"{isa} {name}")

@@ -127,6 +127,10 @@ struct FastExpOp : ExpOp {
   using ExpOp::ExpOp;
   static constexpr fast::UnaryFn kFast = fast::UnaryFn::kExp;
 };
+struct FastLogOp : LogOp {
+  using LogOp::LogOp;
+  static constexpr fast::UnaryFn kFast = fast::UnaryFn::kLog;
+};
 struct FastErfOp : ErfOp {
   using ErfOp::ErfOp;
   static constexpr fast::UnaryFn kFast = fast::UnaryFn::kErf;
@@ -202,7 +206,7 @@ void register_unary_kernels(KernelRegistry& r) {
   r.add_versions("Sign", {9, 13}, make_factory<UnaryKernel<SignOp, ew::kTNumeric>>());
   r.add_versions("Sqrt", {6, 13}, make_factory<UnaryKernel<FastSqrtOp, kF>>());
   r.add_versions("Exp", {6, 13}, make_factory<UnaryKernel<FastExpOp, kF>>());
-  r.add_versions("Log", {6, 13}, make_factory<UnaryKernel<LogOp, kF>>());
+  r.add_versions("Log", {6, 13}, make_factory<UnaryKernel<FastLogOp, kF>>());
   r.add_versions("Reciprocal", {6, 13}, make_factory<UnaryKernel<ReciprocalOp, kF>>());
   r.add_versions("Floor", {6, 13}, make_factory<UnaryKernel<FastFloorOp, kF>>());
   r.add_versions("Ceil", {6, 13}, make_factory<UnaryKernel<FastCeilOp, kF>>());

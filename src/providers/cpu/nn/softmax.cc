@@ -62,30 +62,10 @@ ORTLITE_NN_INLINE void exp8(const v8sf& x, v8sf& out) {
   out = x != x ? x : (x < lo ? zero : res);
 }
 
-// Softmax / LogSoftmax of one contiguous float row.
-ORTLITE_NN_CLONES void softmax_row_f32(const float* x, float* y, int64_t n, bool log) {
-  const float ninf = -std::numeric_limits<float>::infinity();
-  int64_t i = 0;
-  v8sf vm = v8sf{} + ninf;
-  for (; i + 8 <= n; i += 8) {
-    v8sf v;
-    load8(x + i, v);
-    vm = v > vm ? v : vm;
-  }
-  float m = ninf;
-  for (int j = 0; j < 8; ++j) m = vm[j] > m ? vm[j] : m;
-  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
-  // exp(x - m) into y and its sum in one pass, by the vectorized exp of fast_kernels
-  // (AVX-512 where the CPU has it: the exponential is most of the work). Three passes
-  // (subtract, exp, sum) took 60 us for 64 rows of 1024 (onnxruntime 29).
-  const float sum = fast::exp_sum(x, m, y, n);
-  if (log) {
-    const float lse = m + std::log(sum);
-    for (i = 0; i < n; ++i) y[i] = x[i] - lse;
-  } else {
-    const float inv = 1.0f / sum;
-    for (i = 0; i < n; ++i) y[i] *= inv;
-  }
+// Softmax / LogSoftmax of one contiguous float row: fast::softmax (AVX-512 where the CPU
+// has it: the maximum, exp(x - max) with its sum in one pass, the normalization).
+void softmax_row_f32(const float* x, float* y, int64_t n, bool log) {
+  fast::softmax(x, y, n, log);
 }
 
 // A [dim x inner] float block, normalized along dim for every inner position; mx and sum
