@@ -1,0 +1,292 @@
+"""com.microsoft operators (src/providers/cpu/contrib): the fused ops onnxruntime's transformers
+optimizer writes (layer norms, GELUs, FusedMatMul, EmbedLayerNormalization, Attention,
+MultiHeadAttention). One-node models compared with onnxruntime's CPU kernels, bad inputs
+checked for typed errors, and a small BERT-like model put through
+onnxruntime.transformers.optimizer run end to end."""
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import ortlite
+from helpers import NP_TO_ONNX, assert_same, run_lite, run_ort
+
+MS = "com.microsoft"
+F16, F32, F64, I32 = np.float16, np.float32, np.float64, np.int32
+TOL = dict(rtol=1e-4, atol=1e-5)
+
+
+def build(op, inputs, outputs, attrs=None, consts=(), domain=MS, opset=16, out_types=None):
+    """One node. inputs: list of (name, array) with None for an omitted input; arrays named
+    in `consts` become initializers. outputs: names, "" omitted."""
+    names = [n if a is not None else "" for n, a in inputs]
+    while names and not names[-1]:
+        names.pop()
+    node = helper.make_node(op, names, list(outputs), domain=domain, **(attrs or {}))
+    arrays = {n: a for n, a in inputs if a is not None}
+    first = next(a for _, a in inputs if a is not None)
+    out_types = out_types or {}
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info(n, NP_TO_ONNX[a.dtype], list(a.shape))
+         for n, a in arrays.items() if n not in consts],
+        [helper.make_tensor_value_info(o, out_types.get(o, NP_TO_ONNX[first.dtype]), None)
+         for o in outputs if o],
+        initializer=[numpy_helper.from_array(arrays[n], n) for n in consts if n in arrays])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
+                                                    helper.make_opsetid(MS, 1)])
+    model.ir_version = 8
+    return model, {n: a for n, a in arrays.items() if n not in consts}
+
+
+def check(op, inputs, outputs=("Y",), attrs=None, consts=(), domain=MS, opset=16,
+          out_types=None, threads=None, compare=None, **tol):
+    """Runs both runtimes; compares the outputs at the indices in `compare` (default all)."""
+    model, feeds = build(op, inputs, outputs, attrs, consts, domain, opset, out_types)
+    expected = run_ort(model, feeds)
+    actual = run_lite(model, feeds, threads)
+    idx = compare if compare is not None else range(len(expected))
+    assert_same([actual[i] for i in idx], [expected[i] for i in idx], **(tol or TOL))
+    return actual
+
+
+def lite_error(op, inputs, outputs=("Y",), attrs=None, domain=MS, opset=16, out_types=None):
+    """The ortlite exception of loading + running the node (it must raise one)."""
+    model, feeds = build(op, inputs, outputs, attrs, (), domain, opset, out_types)
+    with pytest.raises(ortlite.OrtliteError) as e:
+        run_lite(model, feeds)
+    return e.value
+
+
+def rnd(rng, *shape, dtype=F32, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(dtype)
+
+
+# ---- SkipLayerNormalization / SkipSimplifiedLayerNormalization -------------------------
+
+def np_skip_ln(x, skip, gamma, beta, bias, eps, simplified):
+    v = x.astype(F64) + skip.astype(F64) + (0 if bias is None else bias.astype(F64))
+    if simplified:
+        inv = 1 / np.sqrt((v * v).mean(-1, keepdims=True) + eps)
+        return v * inv * gamma, None, inv, v
+    mean = v.mean(-1, keepdims=True)
+    inv = 1 / np.sqrt(((v - mean) ** 2).mean(-1, keepdims=True) + eps)
+    y = (v - mean) * inv * gamma + (0 if beta is None else beta)
+    return y, mean, inv, v
+
+
+@pytest.mark.parametrize("B,S,H", [(1, 1, 64), (2, 7, 128), (3, 16, 768)])
+@pytest.mark.parametrize("beta,bias", [(True, True), (True, False), (False, True), (False, False)])
+def test_skip_layer_norm(B, S, H, beta, bias):
+    rng = np.random.default_rng(B * 100 + S + H)
+    x, s = rnd(rng, B, S, H), rnd(rng, B, S, H)
+    g, b, bi = rnd(rng, H), rnd(rng, H), rnd(rng, H)
+    ins = [("x", x), ("skip", s), ("gamma", g), ("beta", b if beta else None),
+           ("bias", bi if bias else None)]
+    out = check("SkipLayerNormalization", ins, ("Y", "", "", "sum"), {"epsilon": 1e-12},
+                consts=("gamma", "beta", "bias"))
+    # mean and inv_std_var (onnxruntime's CPU kernel leaves them unset): against numpy.
+    model, feeds = build("SkipLayerNormalization", ins, ("Y", "mean", "inv", "sum"),
+                         {"epsilon": 1e-12}, out_types={"mean": TensorProto.FLOAT,
+                                                       "inv": TensorProto.FLOAT})
+    y, mean, inv, total = run_lite(model, feeds)
+    ry, rmean, rinv, rsum = np_skip_ln(x, s, g, b if beta else None, bi if bias else None,
+                                       1e-12, False)
+    np.testing.assert_allclose(y, ry, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(mean, rmean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(inv, rinv, rtol=1e-5)
+    assert mean.shape == (B, S, 1) and mean.dtype == F32
+    np.testing.assert_allclose(out[1], total, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("skip_shape", ["same", "2d", "batch1"])
+def test_skip_layer_norm_broadcast_skip_and_2d_input(skip_shape):
+    rng = np.random.default_rng(3)
+    x = rnd(rng, 3, 5, 64)
+    s = {"same": rnd(rng, 3, 5, 64), "2d": rnd(rng, 5, 64), "batch1": rnd(rng, 1, 5, 64)}[skip_shape]
+    g, b = rnd(rng, 64), rnd(rng, 64)
+    check("SkipLayerNormalization", [("x", x), ("skip", s), ("gamma", g), ("beta", b)],
+          ("Y", "", "", "sum"), {"epsilon": 1e-5})
+    x2 = rnd(rng, 6, 32)
+    check("SkipLayerNormalization", [("x", x2), ("skip", rnd(rng, 6, 32)), ("gamma", rnd(rng, 32))])
+
+
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_skip_simplified_layer_norm(dtype):
+    rng = np.random.default_rng(4)
+    x, s, g, bi = (rnd(rng, 2, 9, 96, dtype=dtype), rnd(rng, 2, 9, 96, dtype=dtype),
+                   rnd(rng, 96, dtype=dtype), rnd(rng, 96, dtype=dtype))
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype == F16 else TOL
+    check("SkipSimplifiedLayerNormalization", [("x", x), ("skip", s), ("gamma", g), ("bias", bi)],
+          ("Y", "", "", "sum"), {"epsilon": 1e-6}, **tol)
+    model, feeds = build("SkipSimplifiedLayerNormalization",
+                         [("x", x), ("skip", s), ("gamma", g), ("bias", bi)],
+                         ("Y", "", "inv"), {"epsilon": 1e-6}, out_types={"inv": TensorProto.FLOAT})
+    y, inv = run_lite(model, feeds)
+    ry, _, rinv, _ = np_skip_ln(x, s, g, None, bi, 1e-6, True)
+    np.testing.assert_allclose(inv, rinv, rtol=1e-2 if dtype == F16 else 1e-5)
+
+
+def test_skip_layer_norm_float16():
+    rng = np.random.default_rng(5)
+    x, s, g, b = (rnd(rng, 2, 4, 64, dtype=F16), rnd(rng, 2, 4, 64, dtype=F16),
+                  rnd(rng, 64, dtype=F16), rnd(rng, 64, dtype=F16))
+    check("SkipLayerNormalization", [("x", x), ("skip", s), ("gamma", g), ("beta", b)],
+          ("Y", "", "", "sum"), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("simplified", [False, True])
+def test_skip_layer_norm_double_against_numpy(simplified):
+    # onnxruntime's schemas take no double here; ortlite's kernels do.
+    rng = np.random.default_rng(5)
+    x, s, g, b, bi = (rnd(rng, 2, 4, 64, dtype=F64), rnd(rng, 2, 4, 64, dtype=F64),
+                      rnd(rng, 64, dtype=F64), rnd(rng, 64, dtype=F64), rnd(rng, 64, dtype=F64))
+    op = "SkipSimplifiedLayerNormalization" if simplified else "SkipLayerNormalization"
+    ins = ([("x", x), ("skip", s), ("gamma", g), ("bias", bi)] if simplified else
+           [("x", x), ("skip", s), ("gamma", g), ("beta", b), ("bias", bi)])
+    model, feeds = build(op, ins, ("Y", "", "", "sum"), {"epsilon": 1e-6})
+    y, total = run_lite(model, feeds)
+    ry, _, _, rsum = np_skip_ln(x, s, g, None if simplified else b, bi, 1e-6, simplified)
+    assert y.dtype == F64
+    np.testing.assert_allclose(y, ry, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(total, rsum, rtol=1e-12)
+
+
+def test_skip_layer_norm_bad_inputs():
+    rng = np.random.default_rng(6)
+    x = rnd(rng, 2, 4, 64)
+    e = lite_error("SkipLayerNormalization", [("x", x), ("skip", rnd(rng, 2, 4, 32)),
+                                              ("gamma", rnd(rng, 64))])
+    assert isinstance(e, ortlite.InvalidArgument) and "skip" in str(e)
+    e = lite_error("SkipLayerNormalization", [("x", x), ("skip", x), ("gamma", rnd(rng, 63))])
+    assert isinstance(e, ortlite.InvalidArgument) and "gamma" in str(e)
+    e = lite_error("SkipLayerNormalization", [("x", x), ("skip", x), ("gamma", rnd(rng, 64)),
+                                              ("beta", rnd(rng, 2, 32))])
+    assert isinstance(e, ortlite.InvalidArgument) and "beta" in str(e)
+    e = lite_error("SkipLayerNormalization", [("x", rnd(rng, 2, 2, 4, 64)),
+                                              ("skip", rnd(rng, 2, 2, 4, 64)),
+                                              ("gamma", rnd(rng, 64))])
+    assert isinstance(e, ortlite.InvalidArgument) and "2-D or 3-D" in str(e)
+    e = lite_error("SkipLayerNormalization", [("x", x), ("skip", x.astype(F64)),
+                                              ("gamma", rnd(rng, 64))])
+    assert isinstance(e, ortlite.InvalidArgument) and "skip" in str(e)
+
+
+# ---- SimplifiedLayerNormalization / LayerNormalization before opset 17 ---------------------
+
+@pytest.mark.parametrize("axis", [-1, 1])
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_simplified_layer_norm(axis, dtype):
+    rng = np.random.default_rng(7)
+    x = rnd(rng, 2, 6, 64, dtype=dtype)
+    g = rnd(rng, *x.shape[axis:] if axis > 0 else (64,), dtype=dtype)
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype == F16 else TOL
+    check("SimplifiedLayerNormalization", [("x", x), ("scale", g)], ("Y", "inv"),
+          {"axis": axis, "epsilon": 1e-6}, domain="", out_types={"inv": TensorProto.FLOAT}, **tol)
+
+
+@pytest.mark.parametrize("opset", [11, 16])
+@pytest.mark.parametrize("dtype", [F32, F64, F16])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_layer_norm_before_opset_17(opset, dtype, with_bias):
+    rng = np.random.default_rng(8)
+    x = rnd(rng, 3, 5, 64, dtype=dtype)
+    ins = [("x", x), ("scale", rnd(rng, 64, dtype=dtype)),
+           ("B", rnd(rng, 64, dtype=dtype) if with_bias else None)]
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype == F16 else TOL
+    check("LayerNormalization", ins, ("Y", "mean", "inv"), {"epsilon": 1e-5}, domain="",
+          opset=opset, out_types={"mean": TensorProto.FLOAT, "inv": TensorProto.FLOAT}, **tol)
+    check("LayerNormalization", [("x", x), ("scale", rnd(rng, 5, 64, dtype=dtype))], ("Y",),
+          {"axis": 1}, domain="", opset=opset, **tol)
+
+
+def test_layer_norm_family_bad_inputs():
+    rng = np.random.default_rng(9)
+    e = lite_error("LayerNormalization", [("x", rnd(rng, 2, 8)), ("scale", rnd(rng, 7))],
+                   domain="", opset=12)
+    assert isinstance(e, ortlite.InvalidArgument) and "Scale" in str(e)
+    e = lite_error("SimplifiedLayerNormalization", [("x", rnd(rng, 2, 8)), ("scale", rnd(rng, 8))],
+                   attrs={"axis": 3}, domain="")
+    assert isinstance(e, ortlite.InvalidArgument) and "axis" in str(e)
+
+
+# ---- Gelu family -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(1, 1, 64), (2, 13, 768), (3, 5, 3072)])
+def test_gelu_bias_gelu_fast_gelu(shape):
+    rng = np.random.default_rng(sum(shape))
+    x = rnd(rng, *shape, scale=3.0)
+    b = rnd(rng, shape[-1])
+    check("Gelu", [("x", x)])
+    check("BiasGelu", [("x", x), ("b", b)], consts=("b",))
+    check("FastGelu", [("x", x)])
+    check("FastGelu", [("x", x), ("b", b)], consts=("b",))
+    check("QuickGelu", [("x", x)])
+    check("QuickGelu", [("x", x)], attrs={"alpha": 1.5})
+
+
+def test_gelu_family_double_and_float16_against_float():
+    rng = np.random.default_rng(10)
+    x = rnd(rng, 4, 64, scale=2.0).astype(F16).astype(F32)
+    b = rnd(rng, 64).astype(F16).astype(F32)
+    for op, ins in [("Gelu", [("x", x)]), ("BiasGelu", [("x", x), ("b", b)]),
+                    ("FastGelu", [("x", x), ("b", b)]), ("QuickGelu", [("x", x)])]:
+        model, feeds = build(op, ins, ("Y",))
+        (ref,) = run_ort(model, feeds)
+        for dt, tol in ((F64, 1e-5), (F16, 4e-3)):
+            model, feeds = build(op, [(n, a.astype(dt)) for n, a in ins], ("Y",))
+            (y,) = run_lite(model, feeds)
+            assert y.dtype == dt
+            np.testing.assert_allclose(y.astype(F32), ref, rtol=tol, atol=tol)
+
+
+def test_gelu_family_bad_inputs():
+    rng = np.random.default_rng(11)
+    x = rnd(rng, 2, 64)
+    e = lite_error("BiasGelu", [("x", x), ("b", rnd(rng, 32))])
+    assert isinstance(e, ortlite.InvalidArgument) and "bias" in str(e)
+    e = lite_error("FastGelu", [("x", x), ("b", rnd(rng, 2, 64))])
+    assert isinstance(e, ortlite.InvalidArgument) and "bias" in str(e)
+    e = lite_error("Gelu", [("x", np.arange(4, dtype=I32))], out_types={"Y": TensorProto.INT32})
+    assert isinstance(e, ortlite.NotImplemented) and "int32" in str(e)
+
+
+# ---- FusedMatMul ----------------------------------------------------------------------------
+
+MM_CASES = [
+    # A shape, B shape, attributes (shapes before any transpose)
+    ((64, 32), (32, 48), {}),
+    ((2, 12, 16, 64), (2, 12, 64, 16), {"alpha": 0.125}),
+    ((2, 12, 16, 64), (2, 12, 16, 64), {"transB": 1, "alpha": 0.125}),
+    ((3, 64, 16), (64, 24), {"transA": 1}),
+    ((3, 16, 64), (24, 64), {"transB": 1}),
+    ((2, 1, 7, 8), (3, 8, 5), {}),
+    ((4, 2, 3, 5), (2, 3, 5, 6), {"transBatchA": 1}),
+    ((5, 2, 3, 4), (2, 3, 5, 6), {"transBatchA": 1, "transA": 1}),
+    ((2, 3, 4, 5), (6, 2, 3, 5), {"transBatchB": 1, "transB": 1, "alpha": 2.0}),
+    ((8,), (8, 5), {"transA": 1}),
+    ((2, 4, 8), (8,), {}),
+]
+
+
+@pytest.mark.parametrize("a_shape,b_shape,attrs", MM_CASES)
+def test_fused_matmul(a_shape, b_shape, attrs):
+    rng = np.random.default_rng(len(a_shape) * 10 + len(b_shape))
+    a, b = rnd(rng, *a_shape), rnd(rng, *b_shape)
+    check("FusedMatMul", [("A", a), ("B", b)], attrs=attrs)
+    if "transBatchA" not in attrs and "transBatchB" not in attrs:  # FusedMatMul's only
+        check("TransposeMatMul", [("A", a), ("B", b)], attrs=attrs)
+
+
+def test_fused_matmul_constant_weight_and_threads():
+    rng = np.random.default_rng(12)
+    a, w = rnd(rng, 2, 32, 64), rnd(rng, 96, 64)
+    check("FusedMatMul", [("A", a), ("W", w)], attrs={"transB": 1}, consts=("W",), threads=2)
+
+
+def test_fused_matmul_bad_inputs():
+    rng = np.random.default_rng(13)
+    e = lite_error("FusedMatMul", [("A", rnd(rng, 4, 8)), ("B", rnd(rng, 4, 8))])
+    assert isinstance(e, ortlite.InvalidArgument) and "inner dimensions" in str(e)
+    e = lite_error("FusedMatMul", [("A", rnd(rng, 2, 4, 8)), ("B", rnd(rng, 3, 8, 2))])
+    assert isinstance(e, ortlite.InvalidArgument) and "broadcast" in str(e)
