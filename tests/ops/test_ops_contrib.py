@@ -290,3 +290,80 @@ def test_fused_matmul_bad_inputs():
     assert isinstance(e, ortlite.InvalidArgument) and "inner dimensions" in str(e)
     e = lite_error("FusedMatMul", [("A", rnd(rng, 2, 4, 8)), ("B", rnd(rng, 3, 8, 2))])
     assert isinstance(e, ortlite.InvalidArgument) and "broadcast" in str(e)
+
+
+# ---- EmbedLayerNormalization -------------------------------------------------------------
+
+def embed_inputs(rng, B, S, H, V=50, P=None, G=2, segment=True, mask=True, position_ids=None):
+    P = P or max(64, S)
+    ids = rng.integers(0, V, size=(B, S)).astype(I32)
+    m = np.ones((B, S), I32)
+    for b in range(B):
+        m[b, rng.integers(1, S + 1):] = 0  # right padding
+    ins = [("input_ids", ids),
+           ("segment_ids", rng.integers(0, G, size=(B, S)).astype(I32) if segment else None),
+           ("word", rnd(rng, V, H)), ("pos", rnd(rng, P, H)),
+           ("seg", rnd(rng, G, H) if segment else None),
+           ("gamma", rnd(rng, H)), ("beta", rnd(rng, H)), ("mask", m if mask else None)]
+    if position_ids is not None:
+        ins.append(("position_ids", position_ids))
+    return ins
+
+
+EMB_OUT = {"mask_index": TensorProto.INT32, "Y": TensorProto.FLOAT, "sum": TensorProto.FLOAT}
+
+
+@pytest.mark.parametrize("B,S,H", [(1, 1, 64), (2, 16, 128), (3, 128, 64), (2, 7, 768)])
+@pytest.mark.parametrize("segment,mask", [(True, True), (False, True), (True, False)])
+def test_embed_layer_norm(B, S, H, segment, mask):
+    rng = np.random.default_rng(B * 1000 + S + H)
+    ins = embed_inputs(rng, B, S, H, segment=segment, mask=mask)
+    check("EmbedLayerNormalization", ins, ("Y", "mask_index", "sum"), {"epsilon": 1e-12},
+          consts=("word", "pos", "seg", "gamma", "beta"), out_types=EMB_OUT)
+
+
+@pytest.mark.parametrize("broadcast", [True, False])
+def test_embed_layer_norm_position_ids_and_mask_index_type(broadcast):
+    rng = np.random.default_rng(20)
+    B, S, H = 2, 9, 64
+    pid = rng.integers(0, 64, size=(1 if broadcast else B, S)).astype(I32)
+    ins = embed_inputs(rng, B, S, H, position_ids=pid)
+    check("EmbedLayerNormalization", ins, ("Y", "mask_index", "sum"), out_types=EMB_OUT)
+    # Y alone, and mask_index_type 0 with a mask_index output (onnxruntime 1.23 aborts
+    # loading either node): the outputs of mask_index_type 1 with mask_index.
+    ins = embed_inputs(rng, B, S, H)
+    model, feeds = build("EmbedLayerNormalization", ins, ("Y", "mask_index"), out_types=EMB_OUT)
+    expected = run_ort(model, feeds)
+    model, feeds = build("EmbedLayerNormalization", ins, ("Y", "mask_index"),
+                         {"mask_index_type": 0}, out_types=EMB_OUT)
+    assert_same(run_lite(model, feeds), expected, **TOL)
+    model, feeds = build("EmbedLayerNormalization", ins, ("Y",), out_types=EMB_OUT)
+    assert_same(run_lite(model, feeds), expected[:1], **TOL)
+
+
+def test_embed_layer_norm_bad_inputs():
+    rng = np.random.default_rng(21)
+    ins = embed_inputs(rng, 2, 5, 64)
+    ids = ins[0][1].copy()
+    ids[1, 3] = 50
+    e = lite_error("EmbedLayerNormalization", [("input_ids", ids)] + ins[1:], out_types=EMB_OUT)
+    assert isinstance(e, ortlite.InvalidArgument) and "input_ids[1, 3] = 50" in str(e)
+    seg = ins[1][1].copy()
+    seg[0, 0] = -1
+    e = lite_error("EmbedLayerNormalization", ins[:1] + [("segment_ids", seg)] + ins[2:], out_types=EMB_OUT)
+    assert isinstance(e, ortlite.InvalidArgument) and "segment_ids" in str(e)
+    e = lite_error("EmbedLayerNormalization", embed_inputs(rng, 2, 70, 64, P=64),  # S > P
+                   out_types=EMB_OUT)
+    assert isinstance(e, ortlite.InvalidArgument) and "position_ids" in str(e)
+    bad = list(ins)
+    bad[3] = ("pos", rnd(rng, 64, 32))
+    e = lite_error("EmbedLayerNormalization", bad, out_types=EMB_OUT)
+    assert isinstance(e, ortlite.InvalidArgument) and "position_embedding" in str(e)
+    bad = list(ins)
+    bad[7] = ("mask", np.ones((2, 4), I32))
+    e = lite_error("EmbedLayerNormalization", bad, out_types=EMB_OUT)
+    assert isinstance(e, ortlite.InvalidArgument) and "mask" in str(e)
+    bad = list(ins)
+    bad[0] = ("input_ids", ins[0][1].astype(np.int64))
+    e = lite_error("EmbedLayerNormalization", bad, out_types=EMB_OUT)
+    assert isinstance(e, ortlite.InvalidArgument) and "int32" in str(e)

@@ -13,6 +13,7 @@
 //   QuickGelu (com.microsoft)                         gelu.cc
 //   FusedMatMul (com.microsoft)                       fused_matmul.cc
 //   TransposeMatMul (com.microsoft)                   fused_matmul.cc
+//   EmbedLayerNormalization (com.microsoft)           embed_layer_norm.cc
 //
 // LayerNormalization here is the default-domain op at opsets 1-16 (onnxruntime's former
 // contrib op); opset 17 on is nn/normalization.cc.
@@ -26,6 +27,7 @@ namespace contrib {
 void register_layer_norm(KernelRegistry& r);
 void register_gelu(KernelRegistry& r);
 void register_fused_matmul(KernelRegistry& r);
+void register_embed_layer_norm(KernelRegistry& r);
 
 }  // namespace contrib
 
@@ -33,6 +35,7 @@ void register_contrib_kernels(KernelRegistry& r) {
   contrib::register_layer_norm(r);
   contrib::register_gelu(r);
   contrib::register_fused_matmul(r);
+  contrib::register_embed_layer_norm(r);
 }
 
 }  // namespace ortlite
