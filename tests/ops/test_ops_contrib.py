@@ -367,3 +367,210 @@ def test_embed_layer_norm_bad_inputs():
     bad[0] = ("input_ids", ins[0][1].astype(np.int64))
     e = lite_error("EmbedLayerNormalization", bad, out_types=EMB_OUT)
     assert isinstance(e, ortlite.InvalidArgument) and "int32" in str(e)
+
+
+# ---- Attention ---------------------------------------------------------------------------
+
+def lengths_mask(rng, B, T, left=False):
+    lens = rng.integers(1, T + 1, size=B)
+    m = np.zeros((B, T), I32)
+    for b, n in enumerate(lens):
+        if left:
+            m[b, T - n:] = 1
+        else:
+            m[b, :n] = 1
+    return m, lens.astype(I32)
+
+
+def attention_inputs(rng, B, S, Din, sizes, mask=None, past=None, attn_bias=None):
+    return [("input", rnd(rng, B, S, Din)), ("weights", rnd(rng, Din, sum(sizes), scale=0.2)),
+            ("bias", rnd(rng, sum(sizes), scale=0.2)), ("mask_index", mask), ("past", past),
+            ("attention_bias", attn_bias)]
+
+
+ATT_OUT = {"Y": TensorProto.FLOAT, "present": TensorProto.FLOAT}
+
+
+@pytest.mark.parametrize("B,S,hidden,heads", [(1, 1, 64, 2), (2, 16, 128, 4), (3, 7, 64, 4),
+                                               (2, 32, 768, 12), (1, 128, 64, 2)])
+@pytest.mark.parametrize("mask_kind", ["none", "lengths", "raw2d", "raw3d", "start_end"])
+def test_attention_masks(B, S, hidden, heads, mask_kind):
+    rng = np.random.default_rng(B * 7 + S * 3 + hidden + len(mask_kind))
+    raw, lens = lengths_mask(rng, B, S, left=mask_kind == "start_end")
+    mask = {"none": None, "lengths": lens, "raw2d": raw,
+            "raw3d": np.broadcast_to(raw[:, None, :], (B, S, S)).copy()
+                     * (rng.random((B, S, S)) > 0.2).astype(I32),
+            "start_end": np.concatenate([np.full(B, S, I32), S - lens]).astype(I32)}[mask_kind]
+    if mask_kind == "raw3d":
+        mask[:, :, 0] = 1  # every query sees one key
+    ins = attention_inputs(rng, B, S, hidden, [hidden] * 3, mask)
+    check("Attention", ins, ("Y",), {"num_heads": heads}, consts=("weights", "bias"),
+          out_types=ATT_OUT)
+
+
+@pytest.mark.parametrize("attrs", [{"unidirectional": 1}, {"scale": 0.3},
+                                   {"mask_filter_value": -1000.0},
+                                   {"qkv_hidden_sizes": [64, 64, 32]}])
+def test_attention_attributes(attrs):
+    rng = np.random.default_rng(30)
+    B, S, hidden, heads = 2, 10, 64, 4
+    raw, _ = lengths_mask(rng, B, S)
+    sizes = attrs.get("qkv_hidden_sizes", [hidden] * 3)
+    ins = attention_inputs(rng, B, S, hidden, sizes, raw)
+    check("Attention", ins, ("Y",), {"num_heads": heads, **attrs}, out_types=ATT_OUT, threads=2)
+
+
+@pytest.mark.parametrize("unidirectional", [0, 1])
+@pytest.mark.parametrize("S,P", [(1, 5), (4, 3), (3, 0)])
+def test_attention_past_present(unidirectional, S, P):
+    rng = np.random.default_rng(31 + S + P)
+    B, hidden, heads = 2, 64, 4
+    past = rnd(rng, 2, B, heads, P, hidden // heads)
+    raw, _ = lengths_mask(rng, B, P + S)
+    raw[:, -1] = 1
+    ins = attention_inputs(rng, B, S, hidden, [hidden] * 3, raw, past)
+    check("Attention", ins, ("Y", "present"), {"num_heads": heads, "unidirectional": unidirectional},
+          consts=("weights",), out_types=ATT_OUT)
+
+
+@pytest.mark.parametrize("bias_shape", ["full", "broadcast"])
+def test_attention_bias_input(bias_shape):
+    rng = np.random.default_rng(32)
+    B, S, hidden, heads = 2, 6, 64, 4
+    shape = (B, heads, S, S) if bias_shape == "full" else (1, 1, S, S)
+    raw, _ = lengths_mask(rng, B, S)
+    ins = attention_inputs(rng, B, S, hidden, [hidden] * 3, raw, attn_bias=rnd(rng, *shape))
+    check("Attention", ins, ("Y",), {"num_heads": heads}, out_types=ATT_OUT)
+
+
+def test_attention_4d_mask_matches_the_equivalent_3d_mask():
+    # onnxruntime's CPU kernel takes no 4-D (Megatron) mask: compared with the same mask in 3-D.
+    rng = np.random.default_rng(33)
+    B, S, hidden, heads, M = 2, 5, 64, 4, 8
+    m4 = (rng.random((B, 1, M, M)) > 0.3).astype(I32)
+    m4[:, :, :, 0] = 1
+    ins = attention_inputs(rng, B, S, hidden, [hidden] * 3, m4)
+    model, feeds = build("Attention", ins, ("Y",), {"num_heads": heads}, out_types=ATT_OUT)
+    actual = run_lite(model, feeds)
+    ins3 = [(n, m4[:, 0, :S, :S].copy() if n == "mask_index" else a) for n, a in ins]
+    model, feeds = build("Attention", ins3, ("Y",), {"num_heads": heads}, out_types=ATT_OUT)
+    assert_same(actual, run_ort(model, feeds), **TOL)
+
+
+def test_attention_bad_inputs():
+    rng = np.random.default_rng(34)
+    B, S, hidden, heads = 2, 4, 64, 4
+    ins = attention_inputs(rng, B, S, hidden, [hidden] * 3)
+    bad = [(n, rnd(rng, 32, 192) if n == "weights" else a) for n, a in ins]
+    e = lite_error("Attention", bad, attrs={"num_heads": heads}, out_types=ATT_OUT)
+    assert isinstance(e, ortlite.InvalidArgument) and "weights" in str(e)
+    bad = [(n, np.ones((B, S + 1), I32) if n == "mask_index" else a) for n, a in ins]
+    e = lite_error("Attention", bad, attrs={"num_heads": heads}, out_types=ATT_OUT)
+    assert isinstance(e, ortlite.InvalidArgument) and "mask_index" in str(e)
+    bad = [(n, np.ones(3 * B + 2, I32) if n == "mask_index" else a) for n, a in ins]
+    e = lite_error("Attention", bad, attrs={"num_heads": heads}, out_types=ATT_OUT)
+    assert isinstance(e, ortlite.NotImplemented) and "3B + 2" in str(e)
+    bad = [(n, rnd(rng, 2, B, heads, 3, 8) if n == "past" else a) for n, a in ins]
+    e = lite_error("Attention", bad, ("Y", "present"), attrs={"num_heads": heads},
+                   out_types=ATT_OUT)
+    assert isinstance(e, ortlite.InvalidArgument) and "past" in str(e)
+    e = lite_error("Attention", ins, attrs={"num_heads": 5}, out_types=ATT_OUT)
+    assert isinstance(e, ortlite.InvalidArgument) and "num_heads" in str(e)
+    e = lite_error("Attention", ins, attrs={"num_heads": heads, "qkv_hidden_sizes": [64, 64, 62]},
+                   out_types=ATT_OUT)
+    assert isinstance(e, ortlite.InvalidGraph) and "qkv_hidden_sizes" in str(e)
+    e = lite_error("Attention", ins, attrs={"num_heads": heads, "qkv_hidden_sizes": [64, 64, 60]},
+                   out_types=ATT_OUT)
+    assert isinstance(e, ortlite.InvalidArgument) and "qkv_hidden_sizes" in str(e)
+    e = lite_error("Attention", ins, attrs={"num_heads": heads, "do_rotary": 1}, out_types=ATT_OUT)
+    assert isinstance(e, ortlite.NotImplemented) and "do_rotary" in str(e)
+    bad = [(n, rnd(rng, B, heads, S, S + 1) if n == "attention_bias" else a) for n, a in ins]
+    e = lite_error("Attention", bad, attrs={"num_heads": heads}, out_types=ATT_OUT)
+    assert isinstance(e, ortlite.InvalidArgument) and "attention_bias" in str(e)
+
+
+# ---- MultiHeadAttention ------------------------------------------------------------------
+
+MHA_OUT = {"Y": TensorProto.FLOAT, "present_key": TensorProto.FLOAT,
+           "present_value": TensorProto.FLOAT}
+
+
+def mha_inputs(rng, B, S, L, D, Dv, bias=True, mask=None, attn_bias=None, past=None):
+    pk, pv = past if past is not None else (None, None)
+    return [("query", rnd(rng, B, S, D)), ("key", rnd(rng, B, L, D)), ("value", rnd(rng, B, L, Dv)),
+            ("bias", rnd(rng, 2 * D + Dv) if bias else None), ("key_padding_mask", mask),
+            ("attention_bias", attn_bias), ("past_key", pk), ("past_value", pv)]
+
+
+@pytest.mark.parametrize("B,S,L,D,Dv,heads", [(1, 1, 1, 64, 64, 2), (2, 8, 12, 128, 64, 4),
+                                               (3, 16, 16, 768, 768, 12), (2, 5, 3, 64, 32, 8)])
+@pytest.mark.parametrize("mask_kind", ["none", "lengths", "raw2d", "raw3d"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_multi_head_attention(B, S, L, D, Dv, heads, mask_kind, bias):
+    rng = np.random.default_rng(B + S * 5 + L * 7 + D + Dv + heads + len(mask_kind) + bias)
+    raw, lens = lengths_mask(rng, B, L)
+    mask = {"none": None, "lengths": lens, "raw2d": raw,
+            "raw3d": np.broadcast_to(raw[:, None, :], (B, S, L)).copy()}[mask_kind]
+    check("MultiHeadAttention", mha_inputs(rng, B, S, L, D, Dv, bias, mask), ("Y",),
+          {"num_heads": heads}, out_types=MHA_OUT)
+
+
+@pytest.mark.parametrize("attrs", [{"unidirectional": 1}, {"scale": 0.5},
+                                   {"mask_filter_value": -500.0}])
+def test_multi_head_attention_attributes_and_bias(attrs):
+    rng = np.random.default_rng(40)
+    B, S, D, heads = 2, 6, 64, 4
+    raw, _ = lengths_mask(rng, B, S)
+    ins = mha_inputs(rng, B, S, S, D, D, True, raw, attn_bias=rnd(rng, 1, heads, S, S))
+    check("MultiHeadAttention", ins, ("Y",), {"num_heads": heads, **attrs}, out_types=MHA_OUT)
+
+
+@pytest.mark.parametrize("S,P", [(1, 6), (3, 4)])
+def test_multi_head_attention_past_present(S, P):
+    rng = np.random.default_rng(41 + S)
+    B, D, heads = 2, 64, 4
+    H = D // heads
+    past = (rnd(rng, B, heads, P, H), rnd(rng, B, heads, P, H))
+    raw, _ = lengths_mask(rng, B, P + S)
+    ins = mha_inputs(rng, B, S, S, D, D, True, raw, past=past)
+    check("MultiHeadAttention", ins, ("Y", "present_key", "present_value"), {"num_heads": heads},
+          out_types=MHA_OUT)
+    check("MultiHeadAttention", ins, ("Y", "present_key", "present_value"),
+          {"num_heads": heads, "unidirectional": 1}, out_types=MHA_OUT)
+
+
+def test_multi_head_attention_bnsh_key_value_and_self_attention():
+    rng = np.random.default_rng(42)
+    B, S, L, D, heads = 2, 4, 9, 64, 4
+    H = D // heads
+    ins = [("query", rnd(rng, B, S, D)), ("key", rnd(rng, B, heads, L, H)),
+           ("value", rnd(rng, B, heads, L, H))]
+    check("MultiHeadAttention", ins, ("Y", "present_key", "present_value"), {"num_heads": heads},
+          out_types=MHA_OUT)
+    raw, _ = lengths_mask(rng, B, L)
+    check("MultiHeadAttention", ins + [("bias", None), ("key_padding_mask", raw)], ("Y",),
+          {"num_heads": heads}, out_types=MHA_OUT)
+
+
+def test_multi_head_attention_bad_inputs():
+    rng = np.random.default_rng(43)
+    B, S, D, heads = 2, 4, 64, 4
+    ins = mha_inputs(rng, B, S, S, D, D, True)
+    bad = [(n, rnd(rng, B, S, 32) if n == "key" else a) for n, a in ins]
+    e = lite_error("MultiHeadAttention", bad, attrs={"num_heads": heads}, out_types=MHA_OUT)
+    assert isinstance(e, ortlite.InvalidArgument) and "key" in str(e)
+    bad = [(n, rnd(rng, 100) if n == "bias" else a) for n, a in ins]
+    e = lite_error("MultiHeadAttention", bad, attrs={"num_heads": heads}, out_types=MHA_OUT)
+    assert isinstance(e, ortlite.InvalidArgument) and "bias" in str(e)
+    bad = [(n, np.ones((B, S + 2), I32) if n == "key_padding_mask" else a) for n, a in ins]
+    e = lite_error("MultiHeadAttention", bad, attrs={"num_heads": heads}, out_types=MHA_OUT)
+    assert isinstance(e, ortlite.InvalidArgument) and "key_padding_mask" in str(e)
+    packed = [("query", rnd(rng, B, S, heads, 3, D // heads))]
+    e = lite_error("MultiHeadAttention", packed, attrs={"num_heads": heads}, out_types=MHA_OUT)
+    assert isinstance(e, ortlite.NotImplemented) and "packed" in str(e)
+    bad = ins[:6] + [("past_key", rnd(rng, B, heads, 3, 16)), ("past_value", rnd(rng, B, heads, 2, 16))]
+    e = lite_error("MultiHeadAttention", bad, ("Y", "present_key", "present_value"),
+                   attrs={"num_heads": heads}, out_types=MHA_OUT)
+    assert isinstance(e, ortlite.InvalidArgument) and "past_value" in str(e)
+    e = lite_error("MultiHeadAttention", ins, attrs={"num_heads": 3}, out_types=MHA_OUT)
+    assert isinstance(e, ortlite.InvalidArgument) and "num_heads" in str(e)

@@ -14,6 +14,8 @@
 //   FusedMatMul (com.microsoft)                       fused_matmul.cc
 //   TransposeMatMul (com.microsoft)                   fused_matmul.cc
 //   EmbedLayerNormalization (com.microsoft)           embed_layer_norm.cc
+//   Attention (com.microsoft)                         attention.cc
+//   MultiHeadAttention (com.microsoft)                attention.cc
 //
 // LayerNormalization here is the default-domain op at opsets 1-16 (onnxruntime's former
 // contrib op); opset 17 on is nn/normalization.cc.
@@ -28,6 +30,7 @@ void register_layer_norm(KernelRegistry& r);
 void register_gelu(KernelRegistry& r);
 void register_fused_matmul(KernelRegistry& r);
 void register_embed_layer_norm(KernelRegistry& r);
+void register_attention(KernelRegistry& r);
 
 }  // namespace contrib
 
@@ -36,6 +39,7 @@ void register_contrib_kernels(KernelRegistry& r) {
   contrib::register_gelu(r);
   contrib::register_fused_matmul(r);
   contrib::register_embed_layer_norm(r);
+  contrib::register_attention(r);
 }
 
 }  // namespace ortlite
