@@ -16,8 +16,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "providers/cpu/contrib/contrib_common.h"
+#include "providers/shared/broadcast_shape.h"
+#include "providers/shared/norm_attrs.h"
 
 namespace ortlite {
 namespace contrib {
@@ -175,13 +178,9 @@ class AxisLayerNorm final : public Kernel {
     if (norm == 0 && X.numel() != 0)
       ctx.fail(StatusCode::kInvalidArgument, "the normalized dimensions are empty");
     const int64_t rows = norm ? X.numel() / norm : 0;
-    for (const auto& p : {std::make_pair(&S, "Scale"), std::make_pair(B, "B")}) {
-      if (p.first && p.first->numel() != norm)
-        ctx.fail(StatusCode::kInvalidArgument,
-                 std::string(p.second) + " " + shape_to_string(p.first->shape()) + " must have " +
-                     std::to_string(norm) + " elements (X.shape[axis:] of X " +
-                     shape_to_string(X.shape()) + ")");
-    }
+    const Shape norm_shape(X.shape().begin() + axis, X.shape().end());
+    nn::check_norm_param(ctx, S, norm_shape, "Scale");
+    if (B) nn::check_norm_param(ctx, *B, norm_shape, "B");
     Tensor& Y = ctx.allocate_output(0, X.dtype(), X.shape());
     Shape stat_shape = X.shape();
     for (size_t d = static_cast<size_t>(axis); d < X.rank(); ++d) stat_shape[d] = 1;
@@ -195,26 +194,51 @@ class AxisLayerNorm final : public Kernel {
                          : nullptr;
     if (X.numel() == 0) return;
     if (X.dtype() == DataType::kDouble) {
-      run<double>(ctx, X, S, B, Y, rows, norm, mean_out, inv_out);
+      run<double>(ctx, X, S, B, Y, norm_shape, rows, norm, mean_out, inv_out);
     } else {
-      run<float>(ctx, X, S, B, Y, rows, norm, mean_out, inv_out);
+      run<float>(ctx, X, S, B, Y, norm_shape, rows, norm, mean_out, inv_out);
     }
   }
 
  private:
   template <typename T>
   void run(KernelContext& ctx, const Tensor& X, const Tensor& S, const Tensor* B, Tensor& Y,
-           int64_t rows, int64_t norm, float* mean_out, float* inv_out) const {
-    RealIn<T> x(&X), s(&S), b(B);
+           const Shape& norm_shape, int64_t rows, int64_t norm, float* mean_out,
+           float* inv_out) const {
+    RealIn<T> x(&X), sin(&S), bin(B);
     RealOut<T> y(&Y);
+    const std::vector<T> s = expand(sin.get(), S.shape(), norm_shape);
+    const std::vector<T> b = B ? expand(bin.get(), B->shape(), norm_shape) : std::vector<T>();
     parallel_for(ctx.thread_pool(), rows, 5.0 * static_cast<double>(norm),
                  [&](int64_t r0, int64_t r1) {
                    for (int64_t r = r0; r < r1; ++r)
                      norm_row(x.get() + r * norm, y.get() + r * norm, norm, simplified_,
-                              static_cast<double>(epsilon_), s.get(), b.get(),
+                              static_cast<double>(epsilon_), s.data(), B ? b.data() : nullptr,
                               mean_out ? mean_out + r : nullptr, inv_out ? inv_out + r : nullptr);
                  });
     y.commit();
+  }
+
+  // p (broadcasting unidirectionally to `target`) as a dense row of shape_size(target) values.
+  template <typename T>
+  static std::vector<T> expand(const T* p, const Shape& pshape, const Shape& target) {
+    const int64_t n = shape_size(target);
+    if (shape_size(pshape) == n) return std::vector<T>(p, p + n);
+    const std::vector<int64_t> st = broadcast_strides(pshape, target);
+    std::vector<T> out(static_cast<size_t>(n));
+    std::vector<int64_t> idx(target.size(), 0);
+    int64_t off = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = p[off];
+      for (size_t d = target.size(); d-- > 0;) {
+        ++idx[d];
+        off += st[d];
+        if (idx[d] < target[d]) break;
+        off -= st[d] * idx[d];
+        idx[d] = 0;
+      }
+    }
+    return out;
   }
 
   bool simplified_;
