@@ -9,7 +9,7 @@
 //                      present_key?, present_value?)
 //     key / value [B, L, D] / [B, L, Dv] (bias added, past_key / past_value [B, N, P, H]
 //     prepended, present_* = [B, N, P + L, H]), or [B, N, L, H] used as they are (no bias,
-//     no past); key and value absent: self-attention on the query.
+//     no past).
 //
 // Per batch and head: softmax(scale Q K^T + mask + attention_bias) V, scale 1 / sqrt(H) unless
 // the scale attribute says otherwise. The mask (mask_index / key_padding_mask, int32) is one of
@@ -288,11 +288,11 @@ class Attention final : public Kernel {
     if (bias) check_vector(ctx, *bias, Dtot, "bias");
     AttnDims d;
     d.B = B, d.N = N, d.S = S, d.L = S, d.H = Dq / N, d.Hv = Dv / N;
+    if ((past || wants_output(ctx, 1)) && Dq != Dv)
+      ctx.fail(StatusCode::kInvalidArgument,
+               "past / present need equal Q, K and V hidden sizes, got " + std::to_string(Dq) +
+                   ", " + std::to_string(Dk) + ", " + std::to_string(Dv));
     if (past) {
-      if (Dq != Dv)
-        ctx.fail(StatusCode::kInvalidArgument, "past needs equal Q, K and V hidden sizes, got " +
-                                                   std::to_string(Dq) + ", " + std::to_string(Dk) +
-                                                   ", " + std::to_string(Dv));
       const Shape& p = past->shape();
       if (p.size() != 5 || p[0] != 2 || p[1] != B || p[2] != N || p[4] != d.H)
         ctx.fail(StatusCode::kInvalidArgument,
@@ -306,7 +306,6 @@ class Attention final : public Kernel {
 
     float* out = ctx.allocate_output(0, DataType::kFloat, Shape{B, S, Dv}).data<float>();
     float* present = float_output(ctx, 1, Shape{2, B, N, d.T, d.H});
-    if (B * S == 0 || Dv == 0) return;
     ThreadPool* pool = ctx.thread_pool();
 
     // qkv = input @ weights + bias: [B * S, Dtot].
@@ -317,6 +316,8 @@ class Attention final : public Kernel {
         std::memcpy(qkv.data() + r * Dtot, bp, static_cast<size_t>(Dtot) * sizeof(float));
     if (Din == 0) {
       if (!bp) std::fill(qkv.begin(), qkv.end(), 0.f);
+    } else if (B * S == 0) {
+      // no rows to project (present still gets the past)
     } else if (!packed_.empty() && packed_shape_ == W.shape()) {
       gemm_packed_b<float>(false, B * S, X.data<float>(), Din, packed_, 1.f, bp ? 1.f : 0.f,
                            qkv.data(), Dtot, pool);
@@ -341,6 +342,7 @@ class Attention final : public Kernel {
       k = bnsh_view(dst, N, d.T, d.H);
       v = bnsh_view(dst + half, N, d.T, d.H);
     }
+    if (B * S == 0 || Dv == 0) return;
     const float scale =
         attrs_.scale == 0.f ? 1.f / std::sqrt(static_cast<float>(d.H)) : attrs_.scale;
     attention_core(d, scale, q, k, v, m, attn_bias, out, pool);
@@ -389,11 +391,14 @@ class MultiHeadAttention final : public Kernel {
       ctx.fail(StatusCode::kInvalidArgument, "query hidden size " + std::to_string(D) +
                                                  " is not a multiple of num_heads " +
                                                  std::to_string(N));
-    if (!Kt != !Vt) ctx.fail(StatusCode::kInvalidArgument, "key and value must be given together");
+    if (!Kt || !Vt)
+      ctx.fail(StatusCode::kInvalidArgument,
+               "key and value are required (a query without them would be packed QKV "
+               "[B, S, N, 3, H], which is not supported)");
     if (!past_k != !past_v)
       ctx.fail(StatusCode::kInvalidArgument, "past_key and past_value must be given together");
-    const Tensor& K = Kt ? *Kt : Qt;
-    const Tensor& V = Vt ? *Vt : Qt;
+    const Tensor& K = *Kt;
+    const Tensor& V = *Vt;
     AttnDims d;
     d.B = B, d.N = N, d.S = S, d.H = D / N;
     const bool bnsh = K.rank() == 4;
