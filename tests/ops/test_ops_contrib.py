@@ -200,6 +200,18 @@ def test_layer_norm_before_opset_17(opset, dtype, with_bias):
           {"axis": 1}, domain="", opset=opset, **tol)
 
 
+def test_layer_norm_before_opset_17_broadcasts_scale_and_bias():
+    # As ortlite's LayerNormalization-17 (docs/compatibility.md): against numpy.
+    rng = np.random.default_rng(81)
+    x, s, b = rnd(rng, 3, 5, 64), rnd(rng, 1, 64), rnd(rng, 5, 1)
+    model, feeds = build("LayerNormalization", [("x", x), ("s", s), ("b", b)], ("Y",),
+                         {"axis": 1, "epsilon": 1e-5}, domain="", opset=16)
+    (y,) = run_lite(model, feeds)
+    x64 = x.astype(F64).reshape(3, -1)
+    ref = (x64 - x64.mean(1, keepdims=True)) / np.sqrt(x64.var(1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(y, ref.reshape(x.shape) * s + b, rtol=1e-5, atol=1e-5)
+
+
 def test_layer_norm_family_bad_inputs():
     rng = np.random.default_rng(9)
     e = lite_error("LayerNormalization", [("x", rnd(rng, 2, 8)), ("scale", rnd(rng, 7))],
@@ -482,6 +494,9 @@ def test_attention_bad_inputs():
     e = lite_error("Attention", ins, attrs={"num_heads": heads, "qkv_hidden_sizes": [64, 64, 60]},
                    out_types=ATT_OUT)
     assert isinstance(e, ortlite.InvalidArgument) and "qkv_hidden_sizes" in str(e)
+    e = lite_error("Attention", attention_inputs(rng, B, S, hidden, [64, 64, 32]), ("Y", "present"),
+                   attrs={"num_heads": heads, "qkv_hidden_sizes": [64, 64, 32]}, out_types=ATT_OUT)
+    assert isinstance(e, ortlite.InvalidArgument) and "present" in str(e)
     e = lite_error("Attention", ins, attrs={"num_heads": heads, "do_rotary": 1}, out_types=ATT_OUT)
     assert isinstance(e, ortlite.NotImplemented) and "do_rotary" in str(e)
     bad = [(n, rnd(rng, B, heads, S, S + 1) if n == "attention_bias" else a) for n, a in ins]
@@ -574,3 +589,157 @@ def test_multi_head_attention_bad_inputs():
     assert isinstance(e, ortlite.InvalidArgument) and "past_value" in str(e)
     e = lite_error("MultiHeadAttention", ins, attrs={"num_heads": 3}, out_types=MHA_OUT)
     assert isinstance(e, ortlite.InvalidArgument) and "num_heads" in str(e)
+    e = lite_error("MultiHeadAttention", ins[:1], attrs={"num_heads": heads}, out_types=MHA_OUT)
+    assert isinstance(e, ortlite.InvalidArgument) and "key and value are required" in str(e)
+
+
+# ---- end to end: a BERT-like model through onnxruntime's transformers optimizer -----------
+
+def make_bert(layers=2, hidden=64, heads=4, inter=128, vocab=100, max_pos=32, seed=0, opset=14):
+    """A seeded float BERT encoder in the shape exporters write (decomposed layer norms, erf
+    GELU, the additive mask from a 0/1 attention_mask), opset < 17."""
+    rng = np.random.default_rng(seed)
+    H = hidden // heads
+    nodes, inits = [], []
+
+    def const(name, arr):
+        inits.append(numpy_helper.from_array(np.asarray(arr), name))
+        return name
+
+    def weight(name, *shape):
+        return const(name, (rng.standard_normal(shape) * 0.1).astype(F32))
+
+    def node(op, ins, out, **kw):
+        nodes.append(helper.make_node(op, ins, [out], name=out + "_node", **kw))
+        return out
+
+    def layer_norm(x, p):
+        g = const(p + "_g", (1 + 0.1 * rng.standard_normal(hidden)).astype(F32))
+        b = weight(p + "_b", hidden)
+        m = node("ReduceMean", [x], p + "_mean", axes=[-1])
+        d = node("Sub", [x, m], p + "_sub")
+        pw = node("Pow", [d, const(p + "_two", np.array(2.0, F32))], p + "_pow")
+        v = node("ReduceMean", [pw], p + "_var", axes=[-1])
+        ve = node("Add", [v, const(p + "_eps", np.array(1e-12, F32))], p + "_ve")
+        dv = node("Div", [d, node("Sqrt", [ve], p + "_sqrt")], p + "_div")
+        return node("Add", [node("Mul", [dv, g], p + "_mul"), b], p + "_out")
+
+    const("axes0", np.array([0], np.int64))
+    const("axes1", np.array([1], np.int64))
+    const("axes2", np.array([2], np.int64))
+    const("shape_heads", np.array([0, 0, heads, H], np.int64))
+    const("shape_hidden", np.array([0, 0, hidden], np.int64))
+    const("one", np.array(1.0, F32))
+    const("neg", np.array(-10000.0, F32))
+    const("sqrt_h", np.array(np.sqrt(H), F32))
+    const("sqrt2", np.array(np.sqrt(2.0), F32))
+    const("half", np.array(0.5, F32))
+    # Embeddings; position ids 0 .. seq-1 from the input's shape.
+    seq = node("Gather", [node("Shape", ["input_ids"], "ids_shape"),
+                          const("idx1", np.array(1, np.int64))], "seq_len", axis=0)
+    pos = node("Unsqueeze", [node("Range", [const("zero_i", np.array(0, np.int64)), seq,
+                                            const("one_i", np.array(1, np.int64))], "pos_range"),
+                             "axes0"], "pos_ids")
+    e = node("Add", [node("Gather", [weight("word_emb", vocab, hidden), "input_ids"], "emb_w"),
+                     node("Gather", [weight("pos_emb", max_pos, hidden), pos], "emb_p")], "emb_1")
+    e = node("Add", [e, node("Gather", [weight("seg_emb", 2, hidden), "token_type_ids"],
+                             "emb_s")], "emb_2")
+    x = layer_norm(e, "emb_ln")
+    m = node("Unsqueeze", [node("Unsqueeze", ["attention_mask", "axes1"], "mask_u0"), "axes2"],
+             "mask_u1")
+    m = node("Mul", [node("Sub", ["one", node("Cast", [m], "mask_f", to=TensorProto.FLOAT)],
+                          "mask_sub"), "neg"], "mask_add")
+    for layer in range(layers):
+        p = f"l{layer}_"
+
+        def dense(inp, name, n_in, n_out):
+            mm = node("MatMul", [inp, weight(p + name + "_w", n_in, n_out)], p + name + "_mm")
+            return node("Add", [mm, weight(p + name + "_b", n_out)], p + name + "_add")
+
+        def heads_of(name, perm):
+            rs = node("Reshape", [dense(x, name, hidden, hidden), "shape_heads"], p + name + "_rs")
+            return node("Transpose", [rs], p + name + "_tr", perm=perm)
+
+        q, k, v = (heads_of("q", [0, 2, 1, 3]), heads_of("k", [0, 2, 3, 1]),
+                   heads_of("v", [0, 2, 1, 3]))
+        s = node("Div", [node("MatMul", [q, k], p + "qk"), "sqrt_h"], p + "qk_div")
+        s = node("Softmax", [node("Add", [s, m], p + "qk_add")], p + "probs", axis=3)
+        c = node("Transpose", [node("MatMul", [s, v], p + "ctx")], p + "ctx_tr", perm=[0, 2, 1, 3])
+        c = node("Reshape", [c, "shape_hidden"], p + "ctx_rs")
+        x = layer_norm(node("Add", [dense(c, "o", hidden, hidden), x], p + "res1"), p + "ln1")
+        f = dense(x, "f1", hidden, inter)
+        g = node("Erf", [node("Div", [f, "sqrt2"], p + "gelu_div")], p + "gelu_erf")
+        g = node("Mul", [node("Mul", [f, node("Add", [g, "one"], p + "gelu_add")], p + "gelu_mul"),
+                         "half"], p + "gelu")
+        x = layer_norm(node("Add", [dense(g, "f2", inter, hidden), x], p + "res2"), p + "ln2")
+    node("Identity", [x], "last_hidden_state")
+    inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "seq"])
+              for n in ("input_ids", "attention_mask", "token_type_ids")]
+    out = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT,
+                                         ["batch", "seq", hidden])]
+    model = helper.make_model(helper.make_graph(nodes, "bert", inputs, out, initializer=inits),
+                              opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.fixture
+def transformers_optimizer(monkeypatch):
+    """onnxruntime.transformers.optimizer; its opt_level 1 path imports torch only to read
+    torch.version.hip, so a stand-in module serves when torch is not installed."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        import types
+        stub = types.ModuleType("torch")
+        stub.version = types.SimpleNamespace(hip=None, cuda=None)
+        monkeypatch.setitem(__import__("sys").modules, "torch", stub)
+    from onnxruntime.transformers import optimizer
+    return optimizer
+
+
+def bert_feeds(B=3, S=16, seed=1):
+    rng = np.random.default_rng(seed)
+    mask = np.ones((B, S), np.int64)
+    mask[1, 10:] = 0
+    mask[2 % B, 3:] = 0
+    return {"input_ids": rng.integers(0, 100, (B, S)).astype(np.int64),
+            "attention_mask": mask,
+            "token_type_ids": rng.integers(0, 2, (B, S)).astype(np.int64)}
+
+
+@pytest.mark.parametrize("variant", ["level0", "level1", "fast_gelu_plain_layer_norm"])
+def test_bert_optimized_by_onnxruntime_transformers(tmp_path, transformers_optimizer, variant):
+    import onnx
+    from onnxruntime.transformers.fusion_options import FusionOptions
+
+    src = str(tmp_path / "bert.onnx")
+    onnx.save(make_bert(), src)
+    options = FusionOptions("bert")
+    expected_ops = {"EmbedLayerNormalization", "Attention", "SkipLayerNormalization", "BiasGelu"}
+    if variant == "fast_gelu_plain_layer_norm":
+        options.enable_gelu_approximation = True
+        options.enable_embed_layer_norm = False
+        options.enable_skip_layer_norm = False
+        # The layer norms become default-domain LayerNormalization nodes at opset 14, the mask
+        # a ReduceSum of key lengths.
+        expected_ops = {"Attention", "FastGelu", "LayerNormalization"}
+    opt = transformers_optimizer.optimize_model(
+        src, model_type="bert", num_heads=4, hidden_size=64,
+        opt_level=1 if variant == "level1" else 0, optimization_options=options)
+    dst = str(tmp_path / "bert_opt.onnx")
+    opt.save_model_to_file(dst)
+    ops = {n.op_type for n in opt.model.graph.node}
+    fused = {n.op_type for n in opt.model.graph.node if n.domain == MS}
+    assert fused == expected_ops - {"LayerNormalization"}, fused
+    assert expected_ops <= ops and not {"Softmax", "Erf", "ReduceMean"} & ops, ops
+
+    feeds = bert_feeds()
+    expected = run_ort(open(dst, "rb").read(), feeds)
+    actual = run_lite(open(dst, "rb").read(), feeds)
+    assert_same(actual, expected, rtol=1e-4, atol=2e-5)
+    assert_same(run_lite(open(dst, "rb").read(), feeds, threads=2), expected, rtol=1e-4, atol=2e-5)
+    # ... and the fused model computes what the original one does (FastGelu approximates).
+    approx = dict(rtol=1e-2, atol=2e-3) if options.enable_gelu_approximation else dict(
+        rtol=1e-3, atol=1e-4)
+    assert_same(actual, run_ort(make_bert(), feeds), **approx)
