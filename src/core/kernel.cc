@@ -156,6 +156,9 @@ void KernelContext::fail(StatusCode code, const std::string& message) const {
 
 // ---- Registry -------------------------------------------------------------------------
 
+// src/providers/cpu/contrib: onnxruntime's com.microsoft operators.
+void register_contrib_kernels(KernelRegistry& r);
+
 namespace {
 bool same_domain(const std::string& a, const std::string& b) {
   auto norm = [](const std::string& d) -> const std::string& {
@@ -177,6 +180,7 @@ const KernelRegistry& KernelRegistry::instance() {
     register_controlflow_kernels(r);
     register_quant_kernels(r);
     register_ml_kernels(r);
+    register_contrib_kernels(r);
     // Device providers' kernels (the CUDA ones: g++ wrappers; the device code is in the
     // separately loaded CUDA library).
     cuda_provider_entry().register_kernels(r);
