@@ -40,6 +40,7 @@ _ortlite = _load_extension()
 from ortlite._ortlite import *  # noqa: F401,F403  (the native API: types, errors, functions)
 from ortlite._ortlite import __version__  # noqa: F401
 from ortlite._ortlite import NEWEST_OPSET  # noqa: F401  (the newest default-domain opset)
+from ortlite._device import OrtDevice  # noqa: F401
 
 
 class GraphOptimizationLevel(_enum.IntEnum):

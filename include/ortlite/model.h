@@ -80,7 +80,8 @@ struct Node {
 struct Dim {
   bool has_value = false;
   int64_t value = 0;
-  std::string param;  // dim_param
+  std::string param;       // dim_param
+  std::string denotation;  // Dimension.denotation (DATA_BATCH, ...), may be empty
 };
 
 // TypeProto, reduced to what ortlite uses.

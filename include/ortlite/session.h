@@ -17,6 +17,15 @@
 
 namespace ortlite {
 
+// SessionOptions.add_free_dimension_override_by_name / _by_denotation: a symbolic dimension
+// of the graph's inputs fixed to a value.
+struct FreeDimensionOverride {
+  bool by_denotation =
+      false;  // `id` is a dimension denotation (case-insensitive), else a dim_param
+  std::string id;
+  int64_t value = 0;
+};
+
 struct SessionConfig {
   int intra_op_num_threads = 0;  // 0: one per core (at most 8)
   int inter_op_num_threads = 0;
@@ -32,6 +41,13 @@ struct SessionConfig {
   // places the main graph's nodes that a device provider's kernel accepts on that device
   // (docs/cuda.md); the CPU runs the rest.
   std::vector<std::pair<std::string, std::map<std::string, std::string>>> providers;
+  // Applied at load as onnxruntime's FreeDimensionOverrideTransformer does: a dimension of a
+  // graph input (not an initializer) whose denotation or dim_param matches becomes that
+  // value (get_inputs() reports it, a feed of another size is InvalidArgument). A dimension
+  // matched by both with different values, or a fixed dimension matched with another
+  // value: InvalidArgument at load. For one id the first override given wins. Graph
+  // outputs' dimensions named by a dim_param override get the value too.
+  std::vector<FreeDimensionOverride> free_dimension_overrides;
   // Records a profile of initialization and of every run (Session::end_profiling).
   bool enable_profiling = false;
   std::string profile_file_prefix = "onnxruntime_profile_";

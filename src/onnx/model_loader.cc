@@ -74,11 +74,18 @@ std::string real_path(const std::string& p, int* err) {
   return s;
 }
 
-// External data for a model loaded from a file: `location` must name a file inside the
-// model's directory. Each file is mapped once per load and shared by its tensors.
+// External data for a model loaded from a file, checked as onnxruntime checks it: the
+// location as written must be relative and have no '..' component, and the file it resolves
+// to (symbolic links followed) must lie under the model's directory or under the directory
+// of the file the model path resolves to. The second root is what makes the Hugging Face
+// cache layout load: snapshots/<rev>/model.onnx and snapshots/<rev>/model.onnx_data are both
+// links into blobs/, so the data resolves next to the model's real file. A link that leads
+// anywhere else is refused. Each file is mapped once per load and shared by its tensors.
 class FileExternalData : public onnx_reader::ExternalDataSource {
  public:
-  explicit FileExternalData(std::string base_dir) : base_dir_(std::move(base_dir)) {}
+  // `model_real_dir`: the directory of the model file's resolved path, or empty.
+  FileExternalData(std::string base_dir, std::string model_real_dir)
+      : base_dir_(std::move(base_dir)), model_real_dir_(std::move(model_real_dir)) {}
 
   BufferPtr load(const onnx_reader::ExternalDataRef& ref) override {
     const std::string& loc = ref.location;
@@ -104,10 +111,16 @@ class FileExternalData : public onnx_reader::ExternalDataSource {
     if (real == real_base_)
       ORTLITE_THROW(kInvalidGraph, who, ": external data location '", loc,
                     "' names the model directory itself, not a file");
-    std::string root = real_base_ == "/" ? real_base_ : real_base_ + "/";
-    if (real.compare(0, root.size(), root) != 0 || real.size() == root.size())
-      ORTLITE_THROW(kInvalidGraph, who, ": external data location '", loc, "' resolves to '", real,
-                    "', outside the model directory '", real_base_, "' (through a symbolic link?)");
+    if (!strictly_under(real, real_base_) &&
+        (model_real_dir_.empty() || !strictly_under(real, model_real_dir_))) {
+      std::string allowed = "'" + real_base_ + "'";
+      if (!model_real_dir_.empty() && model_real_dir_ != real_base_)
+        allowed += " or, where the model file is a symbolic link, '" + model_real_dir_ + "'";
+      ORTLITE_THROW(kInvalidGraph, "External data path validation failed for ", who,
+                    ": external data location '", loc, "' resolves to '", real,
+                    "', outside the model directory (allowed: ", allowed,
+                    "; through a symbolic link?)");
+    }
 
     File& file = open_file(real, loc, who);
     uint64_t size = file.size;
@@ -134,6 +147,12 @@ class FileExternalData : public onnx_reader::ExternalDataSource {
     BufferPtr mapping;  // null for an empty file
     uint64_t size = 0;
   };
+
+  // Whether `path` is below `root` (both resolved), not `root` itself.
+  static bool strictly_under(const std::string& path, const std::string& root) {
+    const std::string prefix = root == "/" ? root : root + "/";
+    return path.size() > prefix.size() && path.compare(0, prefix.size(), prefix) == 0;
+  }
 
   static void check_location(const std::string& loc, const std::string& who) {
     if (loc.find('\0') != std::string::npos)
@@ -192,6 +211,7 @@ class FileExternalData : public onnx_reader::ExternalDataSource {
   }
 
   std::string base_dir_;
+  std::string model_real_dir_;
   std::string real_base_;
   std::map<std::string, File> files_;
 };
@@ -232,7 +252,11 @@ Model load_model_from_file(const std::string& path) {
     ORTLITE_THROW(kInvalidProtobuf, "Load model from ", path, " failed: the file is empty");
   size_t size = static_cast<size_t>(st.st_size);
   BufferPtr backing = map_fd(fd, size, path);
-  FileExternalData external(dirname_of(path));
+  // The model file may be a symbolic link (a Hugging Face cache snapshot): its data may sit
+  // next to the file it resolves to.
+  int real_err = 0;
+  const std::string real_model = real_path(path, &real_err);
+  FileExternalData external(dirname_of(path), real_model.empty() ? "" : dirname_of(real_model));
   try {
     return onnx_reader::parse_model(static_cast<const uint8_t*>(backing->data()), size, backing,
                                     &external, true);
@@ -247,7 +271,7 @@ Model load_model_from_buffer(BufferPtr bytes, const std::string& base_dir) {
   const uint8_t* data = static_cast<const uint8_t*>(bytes->data());
   size_t size = bytes->size();
   if (base_dir.empty()) return onnx_reader::parse_model(data, size, std::move(bytes), nullptr);
-  FileExternalData external(base_dir);
+  FileExternalData external(base_dir, "");
   return onnx_reader::parse_model(data, size, std::move(bytes), &external);
 }
 

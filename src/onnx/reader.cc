@@ -87,6 +87,9 @@ void parse_shape(pb::Reader r, TypeInfo& t) {
           dim.has_value = false;
           dim.value = 0;
           break;
+        case 3:
+          dim.denotation = d.read_string();
+          break;
         default:
           d.skip();
       }

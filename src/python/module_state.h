@@ -20,6 +20,7 @@ struct ModuleState {
   PyTypeObject* node_arg_type;
   PyTypeObject* model_metadata_type;
   PyTypeObject* buffer_owner_type;
+  PyTypeObject* io_binding_type;
 
   // The IntEnum classes of ortlite/__init__.py (registered after import, may be NULL);
   // SessionOptions getters return members of them.
@@ -53,5 +54,6 @@ int run_options_setup_types(PyObject* module);
 int session_options_setup_types(PyObject* module);
 int node_arg_setup_types(PyObject* module);
 int session_setup_types(PyObject* module);
+int io_binding_setup_types(PyObject* module);
 
 }  // namespace ortlite::py

@@ -194,7 +194,6 @@ ProviderChoice choose_providers(ModuleState*, PyObject* providers, PyObject* pro
   choice.names = Ref::steal(PyList_New(0));
   choice.options = Ref::steal(PyDict_New());
   if (!choice.names || !choice.options) throw PythonErrorSet{};
-  std::vector<std::string> unavailable;
   for (size_t i = 0; i < names.size(); ++i) {
     const std::string& name = names[i];
     if (!is_known(name)) {
@@ -212,8 +211,9 @@ ProviderChoice choose_providers(ModuleState*, PyObject* providers, PyObject* pro
         throw PythonErrorSet{};
       continue;
     }
+    // A known provider that cannot run here is skipped with a warning, as onnxruntime does;
+    // when none is left the session runs on the CPU (appended below).
     if (!is_available(name)) {
-      unavailable.push_back(name);
       if (PyErr_WarnFormat(PyExc_UserWarning, 1,
                            "Specified provider '%s' is not in available provider names."
                            "Available providers: %s (%s: %s)",
@@ -232,20 +232,8 @@ ProviderChoice choose_providers(ModuleState*, PyObject* providers, PyObject* pro
         PyDict_SetItem(choice.options.get(), key.get(), options[i].get()) < 0)
       throw PythonErrorSet{};
   }
-  if (PyList_GET_SIZE(choice.names.get()) == 0) {
-    if (!unavailable.empty()) {
-      std::string requested, why;
-      for (const std::string& u : unavailable) {
-        requested += (requested.empty() ? "'" : ", '") + u + "'";
-        why += "; " + u + ": " + unavailable_reason(u);
-      }
-      ORTLITE_THROW(kEPFail, "None of the requested execution providers (", requested,
-                    ") is available", why, ". Available providers: ", available_text(),
-                    ". Add 'CPUExecutionProvider' to providers to run on the CPU.");
-    }
-  }
   // The CPU is always the last resort (onnxruntime appends it too): nodes without a kernel
-  // of the chosen providers run there.
+  // of the chosen providers run there, and it runs everything when none of them is usable.
   Ref cpu = Ref::steal(PyUnicode_FromString(kCpuProvider));
   if (!cpu) throw PythonErrorSet{};
   const int has_cpu = PyDict_Contains(choice.options.get(), cpu.get());

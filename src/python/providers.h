@@ -17,8 +17,9 @@ struct ProviderChoice {
 // Normalizes InferenceSession's providers / provider_options as onnxruntime does
 // (names or (name, options dict) tuples; options values become str), then:
 //   - an unknown name: ValueError naming it and the available providers;
-//   - a known provider this build does not have (CUDAExecutionProvider, ...): a warning,
-//     and it is skipped; when nothing else was requested: EPFail;
+//   - a known provider this build or machine cannot run (CUDAExecutionProvider without a
+//     device, ...): a UserWarning saying why, and it is skipped; when nothing else was
+//     requested the session runs on the CPU, as onnxruntime falls back;
 //   - None or []: CPUExecutionProvider.
 // Throws PythonErrorSet / ortlite::Error.
 ProviderChoice choose_providers(ModuleState* st, PyObject* providers, PyObject* provider_options);

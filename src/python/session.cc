@@ -15,6 +15,7 @@
 #include "python/async_run.h"
 #include "python/errors.h"
 #include "python/gil.h"
+#include "python/io_binding.h"
 #include "python/node_arg.h"
 #include "python/providers.h"
 #include "python/run_helpers.h"
@@ -389,6 +390,31 @@ PyObject* session_get_profiling_start_time_ns(PyObject* self, PyObject*) {
   ORTLITE_PY_CATCH(st, nullptr)
 }
 
+PyObject* session_io_binding(PyObject* self, PyObject*) {
+  ModuleState* st = state_of(self);
+  if (!st) return nullptr;
+  try {
+    return io_binding_new(st, self);
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
+PyObject* session_run_with_iobinding(PyObject* self, PyObject* args, PyObject* kwds) {
+  ModuleState* st = state_of(self);
+  if (!st) return nullptr;
+  static const char* kwlist[] = {"iobinding", "run_options", nullptr};
+  PyObject* binding = nullptr;
+  PyObject* run_options = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:run_with_iobinding", const_cast<char**>(kwlist),
+                                   &binding, &run_options))
+    return nullptr;
+  try {
+    io_binding_run(st, self, binding, run_options);
+    Py_RETURN_NONE;
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
 PyObject* session_noop(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
@@ -415,6 +441,14 @@ PyMethodDef session_methods[] = {
                "list of outputs (or raises the ortlite error); asyncio.wrap_future works on it.\n"
                "The session, run options, feeds, callback and user_data stay alive until the\n"
                "callback has run.")},
+    {"io_binding", as_cfunc(session_io_binding), METH_NOARGS,
+     PyDoc_STR("io_binding($self, /)\n--\n\n"
+               "A new SessionIOBinding (IOBinding) of this session, for run_with_iobinding.")},
+    {"run_with_iobinding", as_cfunc(session_run_with_iobinding), METH_VARARGS | METH_KEYWORDS,
+     PyDoc_STR("run_with_iobinding($self, iobinding, run_options=None)\n--\n\n"
+               "Runs with the binding's inputs and computes its bound outputs, which\n"
+               "iobinding.get_outputs() / copy_outputs_to_cpu() then return. No output bound:\n"
+               "InvalidArgument.")},
     {"get_inputs", as_cfunc(session_get_inputs), METH_NOARGS,
      PyDoc_STR("get_inputs($self, /)\n--\n\nThe model's inputs (without initializers), as "
                "NodeArgs.")},

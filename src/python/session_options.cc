@@ -4,6 +4,7 @@
 #include <new>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "ortlite/status.h"
 #include "python/errors.h"
@@ -29,6 +30,7 @@ struct SessionOptionsData {
   std::string optimized_model_filepath;
   std::string profile_file_prefix = "onnxruntime_profile_";
   std::map<std::string, std::string> config_entries;
+  std::vector<FreeDimensionOverride> free_dimension_overrides;  // in the order given
 };
 
 struct SessionOptionsObject {
@@ -267,6 +269,47 @@ PyObject* add_initializer(PyObject* self, PyObject* args, PyObject* kwds) {
   Py_RETURN_NONE;
 }
 
+// add_free_dimension_override_by_name / _by_denotation(id: str, value: int).
+PyObject* add_free_dimension_override(PyObject* self, PyObject* args, bool by_denotation,
+                                      const char* format) {
+  ModuleState* st = state_of(self);
+  if (!st) return nullptr;
+  PyObject* id = nullptr;
+  PyObject* value = nullptr;
+  if (!PyArg_ParseTuple(args, format, &id, &value)) return nullptr;
+  if (!PyLong_Check(value) || PyBool_Check(value)) {
+    PyErr_Format(PyExc_TypeError, "the dimension value must be int, not %.100s",
+                 Py_TYPE(value)->tp_name);
+    return nullptr;
+  }
+  try {
+    FreeDimensionOverride o;
+    o.by_denotation = by_denotation;
+    if (!str_to_utf8(id, by_denotation ? "dim_denotation" : "dim_name", &o.id))
+      throw PythonErrorSet{};
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (v == -1 && PyErr_Occurred()) throw PythonErrorSet{};
+    if (overflow || v < 0)
+      ORTLITE_THROW(kInvalidArgument, "free dimension override '", o.id,
+                    "': the value must be a non-negative int64, got ",
+                    overflow ? "an overflow" : "", overflow ? "" : std::to_string(v));
+    o.value = static_cast<int64_t>(v);
+    data_of(self).free_dimension_overrides.push_back(std::move(o));
+    Py_RETURN_NONE;
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
+PyObject* add_free_dimension_override_by_name(PyObject* self, PyObject* args) {
+  return add_free_dimension_override(self, args, false, "OO:add_free_dimension_override_by_name");
+}
+
+PyObject* add_free_dimension_override_by_denotation(PyObject* self, PyObject* args) {
+  return add_free_dimension_override(self, args, true,
+                                     "OO:add_free_dimension_override_by_denotation");
+}
+
 PyGetSetDef session_options_getset[] = {
     {"intra_op_num_threads", get_int, set_int,
      PyDoc_STR("Threads for parallelism inside an operator (0: one per core, at most 8)."),
@@ -312,6 +355,20 @@ PyMethodDef session_options_methods[] = {
      PyDoc_STR("add_initializer($self, name, ort_value)\n--\n\n"
                "Adds or replaces the initializer `name` with an OrtValue. The OrtValue (and the\n"
                "array it views) stays alive as long as any session created with these options.")},
+    {"add_free_dimension_override_by_name", as_cfunc(add_free_dimension_override_by_name),
+     METH_VARARGS,
+     PyDoc_STR("add_free_dimension_override_by_name($self, dim_name, dim_value, /)\n--\n\n"
+               "Fixes the symbolic dimension `dim_name` (a dim_param) of the model's inputs to\n"
+               "`dim_value` (an int >= 0): get_inputs() reports it and a feed of another size is\n"
+               "InvalidArgument. For one name the first override given wins.")},
+    {"add_free_dimension_override_by_denotation",
+     as_cfunc(add_free_dimension_override_by_denotation), METH_VARARGS,
+     PyDoc_STR(
+         "add_free_dimension_override_by_denotation($self, dim_denotation, dim_value, /)\n"
+         "--\n\n"
+         "Fixes the input dimensions whose denotation (DATA_BATCH, DATA_CHANNEL, ...; compared\n"
+         "case-insensitively) is `dim_denotation` to `dim_value`. A fixed dimension with that\n"
+         "denotation and another size makes the session InvalidArgument.")},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -360,6 +417,7 @@ SessionConfig session_options_to_config(ModuleState* st, PyObject* opts, Ref* he
   config.config_entries = d.config_entries;
   config.enable_profiling = d.enable_profiling;
   config.profile_file_prefix = d.profile_file_prefix;
+  config.free_dimension_overrides = d.free_dimension_overrides;
   PyObject* inits = as_so(opts)->initializers;
   Ref values = Ref::steal(PyTuple_New(PyDict_GET_SIZE(inits)));
   if (!values) throw PythonErrorSet{};

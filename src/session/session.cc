@@ -81,6 +81,80 @@ int default_thread_count() {
   return static_cast<int>(std::clamp<unsigned>(hw == 0 ? 1 : hw, 1, 8));
 }
 
+std::string lower_ascii(std::string s) {
+  for (char& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return s;
+}
+
+// SessionConfig::free_dimension_overrides, applied to the graph's declared inputs (those
+// that are not initializers) and, by dim_param, to its declared outputs.
+void apply_free_dimension_overrides(Graph& g, const std::vector<FreeDimensionOverride>& overrides) {
+  if (overrides.empty()) return;
+  std::unordered_map<std::string, int64_t> by_name, by_denotation;
+  for (const FreeDimensionOverride& o : overrides) {
+    if (o.value < 0)
+      ORTLITE_THROW(kInvalidArgument, "free dimension override '", o.id, "' has a negative value ",
+                    o.value);
+    // emplace: for one id the first override given wins, as in onnxruntime.
+    if (o.by_denotation) {
+      by_denotation.emplace(lower_ascii(o.id), o.value);
+    } else {
+      by_name.emplace(o.id, o.value);
+    }
+  }
+  std::unordered_set<std::string> init_names;
+  for (const auto& init : g.initializers) init_names.insert(init.first);
+  for (ValueInfo& vi : g.inputs) {
+    if (init_names.count(vi.name) || vi.type.kind != TypeInfo::Kind::kTensor || !vi.type.has_shape)
+      continue;
+    for (size_t d = 0; d < vi.type.dims.size(); ++d) {
+      Dim& dim = vi.type.dims[d];
+      bool overridden = false;
+      int64_t value = 0;
+      if (!dim.denotation.empty()) {
+        auto it = by_denotation.find(lower_ascii(dim.denotation));
+        if (it != by_denotation.end()) {
+          overridden = true;
+          value = it->second;
+        }
+      }
+      if (!dim.has_value && !dim.param.empty()) {
+        auto it = by_name.find(dim.param);
+        if (it != by_name.end()) {
+          if (overridden && value != it->second)
+            ORTLITE_THROW(kInvalidArgument, "Conflicting free dimension overrides: dimension ", d,
+                          " of input '", vi.name, "' (dim_param '", dim.param, "', denotation '",
+                          dim.denotation, "') is overridden to ", value, " by denotation and to ",
+                          it->second, " by name");
+          overridden = true;
+          value = it->second;
+        }
+      }
+      if (!overridden) continue;
+      if (dim.has_value) {
+        if (dim.value != value)
+          ORTLITE_THROW(kInvalidArgument, "Invalid free dimension override: input '", vi.name,
+                        "' has a fixed dimension ", d, " of size ", dim.value,
+                        ", which does not equal the override ", value, " (denotation '",
+                        dim.denotation, "')");
+        continue;
+      }
+      dim.has_value = true;
+      dim.value = value;
+    }
+  }
+  for (ValueInfo& vi : g.outputs) {
+    if (vi.type.kind != TypeInfo::Kind::kTensor || !vi.type.has_shape) continue;
+    for (Dim& dim : vi.type.dims) {
+      if (dim.has_value || dim.param.empty()) continue;
+      auto it = by_name.find(dim.param);
+      if (it == by_name.end()) continue;
+      dim.has_value = true;
+      dim.value = it->second;
+    }
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<const Session> Session::create(Model model, const SessionConfig& config) {
@@ -96,6 +170,7 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
   Impl& im = *s->impl_;
 
   inline_model_functions(m);
+  apply_free_dimension_overrides(g, config.free_dimension_overrides);
 
   // Initializers added through SessionOptions replace those of the same name.
   for (const auto& [name, tensor] : config.added_initializers) {

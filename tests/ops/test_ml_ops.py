@@ -850,3 +850,80 @@ def test_large_tree_ensemble_v5_matches_onnxruntime_at_1_and_2_threads(shape, xt
         got = run_lite(data, {"X": x}, threads=threads)
         np.testing.assert_array_equal(got[0], one[0])
         assert_same(got, ort_threads(data, {"X": x}, threads), 1e-4, 1e-5)
+
+
+# One-leaf trees and each post_transform: single-target regressors, binary, two- and
+# three-class classifiers, checked against onnxruntime (NaN where it gives NaN).
+
+POSTS = ["NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT"]
+ONE_LEAF = dict(nodes_treeids=[0], nodes_nodeids=[0], nodes_featureids=[0], nodes_modes=["LEAF"],
+                nodes_values=[0.0], nodes_truenodeids=[0], nodes_falsenodeids=[0],
+                nodes_missing_value_tracks_true=[0], nodes_hitrates=[1.0])
+
+
+def one_leaf_regressor(post, n_targets, leaves, base=None):
+    attrs = dict(ONE_LEAF, target_treeids=[0] * len(leaves), target_nodeids=[0] * len(leaves),
+                 target_ids=[t for t, _ in leaves], target_weights=[w for _, w in leaves],
+                 n_targets=n_targets, post_transform=post, aggregate_function="SUM")
+    if base is not None:
+        attrs["base_values"] = base
+    return ml_model("TreeEnsembleRegressor", [("X", F)], [("Y", F)], ml_opset=3, **attrs)
+
+
+def one_leaf_classifier(post, n_classes, leaves):
+    attrs = dict(ONE_LEAF, class_treeids=[0] * len(leaves), class_nodeids=[0] * len(leaves),
+                 class_ids=[t for t, _ in leaves], class_weights=[w for _, w in leaves],
+                 classlabels_int64s=list(range(n_classes)), post_transform=post)
+    return ml_model("TreeEnsembleClassifier", [("X", F)], [("L", I64), ("P", F)], ml_opset=3,
+                    **attrs)
+
+
+ONE_LEAF_CASES = {
+    "reg_single_negative": lambda p: one_leaf_regressor(p, 1, [(0, -0.405)]),
+    "reg_single_positive": lambda p: one_leaf_regressor(p, 1, [(0, 0.3)]),
+    "reg_single_base": lambda p: one_leaf_regressor(p, 1, [(0, -0.405)], base=[0.1]),
+    "reg_two_targets": lambda p: one_leaf_regressor(p, 2, [(0, -0.405), (1, 0.2)]),
+    "reg_two_targets_one_weight": lambda p: one_leaf_regressor(p, 2, [(0, -0.405)]),
+    "clf_binary": lambda p: one_leaf_classifier(p, 2, [(1, -0.405)]),
+    "clf_binary_class0": lambda p: one_leaf_classifier(p, 2, [(0, 0.3)]),
+    "clf_two_classes": lambda p: one_leaf_classifier(p, 2, [(0, 0.3), (1, -0.405)]),
+    "clf_three_classes": lambda p: one_leaf_classifier(p, 3, [(0, 0.3), (2, -0.405)]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ONE_LEAF_CASES))
+@pytest.mark.parametrize("post", POSTS)
+def test_one_leaf_tree_post_transforms_match_onnxruntime(case, post):
+    data = ONE_LEAF_CASES[case](post)
+    x = np.array([[0.5], [1.0], [-2.0]], np.float32)
+    got = run_lite(data, {"X": x})
+    exp = run_ort(data, {"X": x})
+    if case == "clf_binary_class0" and post == "PROBIT":
+        # onnxruntime leaves the second score unwritten (NaN or whatever its buffer held
+        # before); ortlite writes 0 there.
+        np.testing.assert_array_equal(got[0], exp[0])
+        np.testing.assert_allclose(got[1][:, 0], exp[1][:, 0], rtol=1e-6)
+        assert (got[1][:, 1] == 0).all()
+        return
+    assert len(got) == len(exp)
+    for g, e in zip(got, exp):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        np.testing.assert_allclose(g, e, rtol=1e-6, equal_nan=True)
+
+
+def test_single_target_logistic_is_not_applied_like_onnxruntime_1_23():
+    # The ONNX specification applies the post transform; onnxruntime 1.23 applies only PROBIT
+    # to a single target (microsoft/onnxruntime#26596, fix proposed in #26896). ortlite
+    # follows onnxruntime, as models converted from scikit-learn / LightGBM are validated
+    # against it (docs/compatibility.md); with two targets LOGISTIC is applied.
+    x = np.zeros((1, 1), np.float32)
+    (y1,) = run_lite(one_leaf_regressor("LOGISTIC", 1, [(0, -0.405)]), {"X": x})
+    np.testing.assert_allclose(y1, [[-0.405]], rtol=1e-6)
+    (y2,) = run_lite(one_leaf_regressor("LOGISTIC", 2, [(0, -0.405)]), {"X": x})
+    np.testing.assert_allclose(y2, [[1 / (1 + np.exp(0.405)), 0.5]], rtol=1e-6)
+
+
+def test_one_class_classifier_is_refused_at_load():
+    # onnxruntime accepts a single class label and returns the raw score; ortlite refuses it.
+    with pytest.raises(ortlite.InvalidGraph, match="at least 2 class labels, got 1"):
+        ortlite.InferenceSession(one_leaf_classifier("LOGISTIC", 1, [(0, -0.405)]))
