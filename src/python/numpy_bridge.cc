@@ -82,10 +82,13 @@ DataType builtin_dtype_of_descr(PyArray_Descr* descr) {
     case 'O':
       return DataType::kString;
     case 'V':
-      // Unstructured void (np.void): each element's bytes are one string, as in
-      // onnxruntime. Structured and subarray dtypes have no ONNX type.
-      return !PyDataType_HASFIELDS(descr) && !PyDataType_HASSUBARRAY(descr) ? DataType::kString
-                                                                            : DataType::kUndefined;
+      // Unstructured np.void: each element's bytes are one string, as in onnxruntime.
+      // Structured and subarray dtypes have no ONNX type, and ml_dtypes' types (kind 'V'
+      // too, with scalar types of their own) are looked up by ml_dtype_of.
+      return descr->typeobj == &PyVoidArrType_Type && !PyDataType_HASFIELDS(descr) &&
+                     !PyDataType_HASSUBARRAY(descr)
+                 ? DataType::kString
+                 : DataType::kUndefined;
     default:
       return DataType::kUndefined;
   }
@@ -249,7 +252,7 @@ Tensor voids_to_tensor(PyArrayObject* a) {
 }
 
 Tensor strings_to_tensor(PyArrayObject* a) {
-  if (PyArray_DESCR(a)->kind == 'V') return voids_to_tensor(a);
+  if (PyArray_DESCR(a)->typeobj == &PyVoidArrType_Type) return voids_to_tensor(a);
   Ref obj = Ref::steal(
       PyArray_FromAny(reinterpret_cast<PyObject*>(a), PyArray_DescrFromType(NPY_OBJECT), 0, 0,
                       NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_ENSUREARRAY, nullptr));
