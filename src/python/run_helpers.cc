@@ -48,6 +48,11 @@ void check_array_item(PyArrayObject* a, const TypeInfo& seq, const std::string& 
                                   const char* ctype) {
   std::string detail;
   if (PyErr_Occurred()) {
+    // Only a conversion's own failures become the typed error; MemoryError,
+    // KeyboardInterrupt and the like propagate as they are.
+    if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_ValueError) &&
+        !PyErr_ExceptionMatches(PyExc_OverflowError))
+      throw PythonErrorSet{};
     PyObject *type = nullptr, *val = nullptr, *tb = nullptr;
     PyErr_Fetch(&type, &val, &tb);
     Ref t = Ref::steal(type), v = Ref::steal(val), b = Ref::steal(tb);

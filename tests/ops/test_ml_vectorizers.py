@@ -118,6 +118,23 @@ def test_dict_vectorizer_map_feed_errors_are_typed():
         s_sess.run(None, {"X": {1: 1.0}})
 
 
+def test_map_feed_passes_other_python_errors_through():
+    class Boom:
+        def __float__(self):
+            raise ZeroDivisionError("boom")
+
+    sess = ortlite.InferenceSession(dict_vectorizer(S, F, ["a"]))
+    with pytest.raises(ZeroDivisionError, match="boom"):
+        sess.run(None, {"X": {"a": Boom()}})
+
+    class Bad:
+        def __float__(self):
+            raise ValueError("not a number")
+
+    with pytest.raises(ortlite.InvalidArgument, match="not a number"):
+        sess.run(None, {"X": {"a": Bad()}})
+
+
 def test_dict_vectorizer_empty_dict_is_zeros():
     # onnxruntime refuses an empty dict ("Size of dictionary is empty"); it is a valid map.
     (y,) = ortlite.InferenceSession(dict_vectorizer(S, F, ["a", "b"])).run(None, {"X": {}})
