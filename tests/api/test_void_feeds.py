@@ -82,3 +82,13 @@ def test_void_feed_leaks_no_references():
     assert list(ov.numpy().ravel()) == ["must", "have", "same", "size"]
     del ov
     assert sys.getrefcount(x) == before[0]
+
+
+def test_ml_dtypes_arrays_are_not_taken_for_void():
+    # ml_dtypes' dtypes have numpy kind 'V' as np.void has; they keep their element types.
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    x = np.array([1.5, -2.0, 3.25], dtype=ml_dtypes.bfloat16)
+    assert x.dtype.kind == "V"
+    ov = ortlite.OrtValue.ortvalue_from_numpy(x)
+    assert ov.data_type() == "tensor(bfloat16)"
+    np.testing.assert_array_equal(ov.numpy().astype(np.float32), x.astype(np.float32))
