@@ -1,6 +1,8 @@
 """ortlite.backend against onnxruntime.backend: module functions, devices, the options the
 backend API refuses, and inputs passed as they are (a list of arrays is a sequence)."""
 
+import os
+
 import numpy as np
 import onnx
 import onnxruntime.backend as ort_backend
@@ -124,8 +126,6 @@ def test_backend_rep_passes_values_as_they_are():
 
 
 def test_onnx_loop13_seq_case_through_the_backend():
-    import os
-
     from onnx import numpy_helper
 
     case = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node",
@@ -153,3 +153,24 @@ def test_onnx_loop13_seq_case_through_the_backend():
     assert len(out[0]) == len(expected)
     for g, e in zip(out[0], expected):
         np.testing.assert_array_equal(g, e)
+
+
+def test_onnx_backend_runner_sequence_and_tfidf_cases():
+    import unittest
+
+    import onnx.backend.test
+
+    bt = onnx.backend.test.BackendTest(backend, __name__)
+    for pattern in (r"^test_loop13_seq_cpu$", r"^test_sequence_map_.*_cpu$",
+                    r"^test_tfidfvectorizer_.*_cpu$"):
+        bt.include(pattern)
+    suite = unittest.defaultTestLoader.loadTestsFromTestCase(bt.tests)
+    ids = [t.id() for t in suite]
+    with open(os.devnull, "w") as sink:
+        result = unittest.TextTestRunner(stream=sink, verbosity=0).run(suite)
+    assert result.wasSuccessful(), result.failures + result.errors
+    skipped = {t.id() for t, _ in result.skipped}
+    ran = [i for i in ids if i not in skipped]
+    assert any("loop13_seq" in i for i in ran), ran
+    assert sum("sequence_map" in i for i in ran) >= 10, ran
+    assert sum("tfidfvectorizer" in i for i in ran) == 7, ran
