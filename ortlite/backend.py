@@ -23,10 +23,10 @@ import ortlite
 MAX_OPSET = ortlite.NEWEST_OPSET
 
 
-# Options the backend API refuses, as onnxruntime's backend does: they make a session write
-# files (an optimized model, a profile) at paths that come with the model's kwargs, and the
-# backend API is what test runners drive with kwargs they do not vet. Set them on an
-# ortlite.InferenceSession directly instead.
+# Options the backend API refuses when set (to a true value or a non-empty path): they make
+# a session write files (an optimized model, a profile) at paths that come with the
+# model's kwargs, and the backend API is what test runners drive with kwargs they do not
+# vet. Set them on an ortlite.InferenceSession directly instead.
 _REFUSED_SESSION_OPTIONS = ("optimized_model_filepath", "enable_profiling",
                             "profile_file_prefix")
 # RunOptions.terminate would make the run fail at once; it is a cross-thread control, not
@@ -36,7 +36,7 @@ _REFUSED_RUN_OPTIONS = ("terminate",)
 
 def _refuse(kwargs, refused, where):
     for key in refused:
-        if key in kwargs:
+        if kwargs.get(key):
             raise ortlite.InvalidArgument(
                 f"ortlite.backend.{where}: option '{key}' is not supported through the "
                 "backend API; set it on an ortlite.InferenceSession / RunOptions directly")

@@ -103,7 +103,12 @@ def test_terminate_is_refused_at_run():
     with pytest.raises(ortlite.InvalidArgument, match="terminate"):
         rep.run([A, B], terminate=True)
     with pytest.raises(RuntimeError, match="terminate"):
-        backend.run(add(), [A, B], terminate=False)
+        backend.run(add(), [A, B], terminate=True)
+    # Unset (false) values ask for nothing and are accepted.
+    np.testing.assert_array_equal(rep.run([A, B], terminate=False)[0], A + B)
+    np.testing.assert_array_equal(
+        backend.run(add(), [A, B], enable_profiling=False, optimized_model_filepath="")[0],
+        A + B)
 
 
 def test_other_options_are_applied():
