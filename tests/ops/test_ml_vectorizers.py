@@ -135,6 +135,29 @@ def test_map_feed_passes_other_python_errors_through():
         sess.run(None, {"X": {"a": Bad()}})
 
 
+def test_map_feed_in_run_async():
+    import threading
+
+    sess = ortlite.InferenceSession(dict_vectorizer(S, F, ["a", "b"]))
+    done, got = threading.Event(), {}
+
+    def callback(results, user_data, err):
+        got.update(results=results, user_data=user_data, err=err)
+        done.set()
+
+    x = {"b": 2.0}
+    rc = sys.getrefcount(x)
+    sess.run_async(None, {"X": x}, callback, "ud")
+    assert done.wait(30)
+    assert got["err"] == "" and got["user_data"] == "ud"
+    np.testing.assert_array_equal(got["results"][0], np.array([[0, 2]], np.float32))
+    after = sys.getrefcount(x)
+    assert after == rc
+    # A bad entry is refused at the call, before any run is queued.
+    with pytest.raises(ortlite.InvalidArgument, match="value type"):
+        sess.run_async(None, {"X": {"b": "x"}}, callback, None)
+
+
 def test_dict_vectorizer_empty_dict_is_zeros():
     # onnxruntime refuses an empty dict ("Size of dictionary is empty"); it is a valid map.
     (y,) = ortlite.InferenceSession(dict_vectorizer(S, F, ["a", "b"])).run(None, {"X": {}})
