@@ -334,3 +334,36 @@ def test_onnxruntime_writes_the_same_kind_of_file(tmp_path):
                       if i.data_location == TensorProto.EXTERNAL)
 
     assert external_names(tmp_path / "lite.onnx") == external_names(tmp_path / "ort.onnx")
+
+
+def test_transformer_layer_fused_file_runs_in_ortlite(tmp_path):
+    from helpers.models import transformer_layer_model
+    model = transformer_layer_model()
+    out = tmp_path / "opt.onnx"
+    sess = _save(model, out)
+    x = np.random.default_rng(2).standard_normal((2, 5, 64)).astype(F32)
+    want = _ort(model_bytes(model)).run(None, {"x": x})[0]
+    assert_same(sess.run(None, {"x": x})[0], want, rtol=1e-4, atol=1e-4)
+    assert_same(ortlite.InferenceSession(str(out)).run(None, {"x": x})[0], want, rtol=1e-4,
+                atol=1e-4)
+
+
+def test_type_proto_attribute_round_trips(tmp_path):
+    seq_type = helper.make_sequence_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT,
+                                                                             None))
+    nodes = [
+        helper.make_node("Optional", [], ["o"], type=seq_type),
+        helper.make_node("OptionalHasElement", ["o"], ["has"]),
+    ]
+    graph = helper.make_graph(nodes, "g", [], [
+        helper.make_tensor_value_info("has", TensorProto.BOOL, [])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    out = tmp_path / "opt.onnx"
+    _save(model, out, 0)
+    written = onnx.load(str(out))
+    assert written.graph.node[0].attribute[0].tp == seq_type
+    want = _ort(model_bytes(model)).run(None, {})
+    for got in (_ort(str(out)).run(None, {}), ortlite.InferenceSession(str(out)).run(None, {})):
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
