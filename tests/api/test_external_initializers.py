@@ -253,3 +253,10 @@ def test_options_copy_keeps_the_entries():
     sess = ortlite.InferenceSession(model_bytes(_pad_model()), so)
     again = ortlite.InferenceSession(model_bytes(_pad_model()), sess.get_session_options())
     np.testing.assert_array_equal(again.run(None, {"x": X})[0], _expected())
+
+
+def test_add_initializer_names_skip_external_data_too():
+    so = ortlite.SessionOptions()
+    so.add_initializer("Pads_not_on_disk", ortlite.OrtValue.ortvalue_from_numpy(PADS))
+    sess = ortlite.InferenceSession(model_bytes(_pad_model()), so)
+    np.testing.assert_array_equal(sess.run(None, {"x": X})[0], _expected())

@@ -367,3 +367,14 @@ def test_type_proto_attribute_round_trips(tmp_path):
     for got in (_ort(str(out)).run(None, {}), ortlite.InferenceSession(str(out)).run(None, {})):
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
+
+
+def test_saving_over_the_model_file_being_read(tmp_path):
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model_bytes(mlp_model()))
+    sess = _save(str(path), path, 0)
+    f = _mlp_feed()
+    want = _ort(model_bytes(mlp_model())).run(None, f)[0]
+    assert_same(sess.run(None, f)[0], want, rtol=1e-5)
+    assert_same(_ort(str(path)).run(None, f)[0], want)
+    assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]
