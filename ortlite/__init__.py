@@ -41,6 +41,17 @@ from ortlite._ortlite import *  # noqa: F401,F403  (the native API: types, error
 from ortlite._ortlite import __version__  # noqa: F401
 from ortlite._ortlite import NEWEST_OPSET  # noqa: F401  (the newest default-domain opset)
 from ortlite._device import OrtDevice  # noqa: F401
+from ortlite._memory import (  # noqa: F401
+    OrtAllocatorType, OrtArenaCfg, OrtDeviceMemoryType, OrtEpAssignedNode, OrtEpAssignedSubgraph,
+    OrtMemType, OrtMemoryInfo, OrtMemoryInfoDeviceType, create_and_register_allocator,
+    create_and_register_allocator_v2)
+
+
+def get_build_info():
+    """A one-line description of this build, as onnxruntime's ("... Build Info: ...")."""
+    cuda = "CUDAExecutionProvider" in _ortlite.get_available_providers()
+    return (f"ortlite Build Info: version={__version__}, cuda={'yes' if cuda else 'no'}, "
+            f"providers={','.join(_ortlite.get_available_providers())}")
 
 
 class GraphOptimizationLevel(_enum.IntEnum):
