@@ -10,8 +10,8 @@
 // largest element maps to 255 (int8: 127 - max is added to each byte); the row's float sum
 // is taken in order, and y = rint(table[x] * floor(1 / y_scale) / sum) + y_zp, saturated
 // above at 255 (int8: wrapped to int8 below 256, 255 read as int8 above, as onnxruntime's).
-// opset < 13 reduces over the flattened dims from axis (default 1); 13 over the axis alone
-// (default -1).
+// opset < 13 reduces over the flattened dims from axis, 13 over the axis alone (axis
+// defaults to -1 for both).
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -109,7 +109,9 @@ class QLinearConcat final : public Kernel {
 class QLinearSoftmax final : public Kernel {
  public:
   explicit QLinearSoftmax(const KernelInfo& info) : opset_(info.attr_int_required("opset")) {
-    axis_ = info.attr_int("axis", opset_ < 13 ? 1 : -1);
+    // The schema's default (-1) applies whatever the opset: onnxruntime's opset-dependent
+    // fallback is never reached.
+    axis_ = info.attr_int("axis", -1);
   }
 
   void compute(KernelContext& ctx) const override {
