@@ -336,3 +336,22 @@ def test_quantize_static_qoperator_model_matches_onnxruntime(name, tmp_path):
     for threads in (1, 2):
         # The same arithmetic as onnxruntime in every kernel: equal to the last bit.
         assert_same(run_lite(model, feeds, threads), expected, rtol=0, atol=0)
+
+
+# ---- com.microsoft QuantizeLinear / DequantizeLinear (UseQDQContribOps) -------------------
+
+@pytest.mark.parametrize("dtype", [U8, I8, np.uint16, np.int16])
+@pytest.mark.parametrize("axis", [None, 1, -1])
+def test_contrib_quantize_dequantize_match_onnxruntime(dtype, axis):
+    x = (np.random.default_rng(0).standard_normal((2, 16, 5, 6)) * 3).astype(F32)
+    attrs = {} if axis is None else {"axis": axis}
+    n = 1 if axis is None else x.shape[axis]
+    rng = np.random.default_rng(1)
+    s = rng.uniform(0.01, 0.05, n).astype(F32)
+    z = qdata(dtype, (n,), 2) // 4
+    if axis is None:
+        s, z = s.reshape(()), z.reshape(())
+    q = check("QuantizeLinear", [("x", x), ("y_scale", s), ("y_zero_point", z)], dtype, attrs,
+              consts=("y_scale", "y_zero_point"))
+    check("DequantizeLinear", [("x", q), ("x_scale", s), ("x_zero_point", z)], F32, attrs,
+          consts=("x_scale",), rtol=0, atol=0)
