@@ -167,7 +167,7 @@ class QLinearSoftmax final : public Kernel {
             for (int64_t i = 0; i < D; ++i) sum += entry(i);
             for (int64_t i = 0; i < D; ++i) {
               const float q = fp_barrier(entry(i) * yscale) / sum;
-              const int32_t vq = static_cast<int32_t>(std::nearbyint(q)) + yz;
+              const int32_t vq = static_cast<int32_t>(round_half_even(q)) + yz;
               uint8_t out;
               if (is_signed) {
                 out = vq > 255 ? 0xff : static_cast<uint8_t>(vq & 0xff);

@@ -111,6 +111,14 @@ void build_qlinear_table(float xs, int32_t xz, float ys, int32_t yz, bool is_sig
   }
 }
 
+// rint(v), ties to even, in the default rounding mode, without a libm call: below 2^23
+// adding and taking off 2^23 rounds; at or above, v is already an integer (or NaN / inf).
+inline float round_half_even(float v) {
+  const float a = std::fabs(v);
+  if (!(a < 8388608.0f)) return v;
+  return std::copysign((a + 8388608.0f) - 8388608.0f, v);
+}
+
 // ---- QuantizeLinear / DequantizeLinear granularity ---------------------------------------
 
 // x viewed as [outer, dim, inner] around the quantization axis. Per-tensor: one parameter;
