@@ -355,3 +355,44 @@ def test_contrib_quantize_dequantize_match_onnxruntime(dtype, axis):
               consts=("y_scale", "y_zero_point"))
     check("DequantizeLinear", [("x", q), ("x_scale", s), ("x_zero_point", z)], F32, attrs,
           consts=("x_scale",), rtol=0, atol=0)
+
+
+# ---- QLinearAveragePool -------------------------------------------------------------------
+
+AVG_POOL_CASES = [
+    ((1, 16, 14, 14), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 16, 14, 14), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
+                       "count_include_pad": 1}),
+    ((1, 16, 14, 14), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+    ((1, 16, 14, 14), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1,
+                       "count_include_pad": 1, "pads": [0, 0, 1, 1]}),
+    ((1, 8, 7, 9), {"kernel_shape": [2, 3], "auto_pad": "SAME_UPPER"}),
+    ((1, 8, 7, 9), {"kernel_shape": [2, 3], "auto_pad": "SAME_LOWER", "strides": [2, 1]}),
+    ((1, 8, 7, 9), {"kernel_shape": [2, 2], "auto_pad": "VALID"}),
+    ((2, 8, 7, 7), {"kernel_shape": [7, 7]}),
+    ((2, 4, 20), {"kernel_shape": [4], "strides": [3], "pads": [1, 2]}),
+    ((1, 3, 6, 5, 4), {"kernel_shape": [2, 3, 2], "strides": [2, 1, 2],
+                       "pads": [1, 0, 1, 0, 1, 0]}),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,attrs", AVG_POOL_CASES, ids=str)
+@pytest.mark.parametrize("channels_last", [0, 1])
+def test_average_pool_matches_onnxruntime(dtype, shape, attrs, channels_last):
+    if channels_last:
+        shape = (shape[0],) + shape[2:] + (shape[1],)
+    for seed in range(2):
+        check("QLinearAveragePool",
+              [("X", qdata(dtype, shape, seed)), ("x_scale", scale(seed)),
+               ("x_zero_point", zp(dtype, seed)), ("y_scale", scale(seed + 1, 0.002, 0.02)),
+               ("y_zero_point", zp(dtype, seed + 1))], dtype,
+              dict(attrs, channels_last=channels_last))
+
+
+def test_average_pool_bad_rank():
+    e = lite_error("QLinearAveragePool", [("X", qdata(U8, (1, 4, 5), 0)), ("x_scale", scale(0)),
+                                          ("x_zero_point", zp(U8, 0)), ("y_scale", scale(1)),
+                                          ("y_zero_point", zp(U8, 1))], U8,
+                   {"kernel_shape": [2, 2]})
+    assert isinstance(e, ortlite.InvalidArgument)

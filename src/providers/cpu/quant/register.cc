@@ -20,6 +20,7 @@
 //   QLinearSigmoid         qlinear_elementwise.cc (com.microsoft)
 //   QLinearLeakyRelu       qlinear_elementwise.cc (com.microsoft)
 //   QLinearGlobalAveragePool  qlinear_pool.cc (com.microsoft)
+//   QLinearAveragePool     qlinear_pool.cc (com.microsoft)
 //   QLinearConcat          qlinear_tensor.cc (com.microsoft)
 //   QLinearSoftmax         qlinear_tensor.cc (com.microsoft)
 //   QGemm                  qgemm.cc (com.microsoft)
