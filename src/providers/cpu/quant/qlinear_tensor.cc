@@ -165,6 +165,10 @@ class QLinearSoftmax final : public Kernel {
             };
             float sum = 0.0f;
             for (int64_t i = 0; i < D; ++i) sum += entry(i);
+            if (sum == 0.0f) {  // onnxruntime leaves such a row unwritten
+              for (int64_t i = 0; i < D; ++i) yr[i * inner] = 0;
+              continue;
+            }
             for (int64_t i = 0; i < D; ++i) {
               const float q = fp_barrier(entry(i) * yscale) / sum;
               const int32_t vq = static_cast<int32_t>(round_half_even(q)) + yz;
