@@ -396,3 +396,23 @@ def test_average_pool_bad_rank():
                                           ("y_zero_point", zp(U8, 1))], U8,
                    {"kernel_shape": [2, 2]})
     assert isinstance(e, ortlite.InvalidArgument)
+
+
+# ---- QLinearConv's direct packing (output rows of a multiple of 16 positions) -------------
+
+@pytest.mark.parametrize("tx", DTYPES)
+@pytest.mark.parametrize("cin,hw,stride,dil,pad", [(3, 16, 1, 1, 1), (16, 32, 2, 1, 1),
+                                                   (5, 34, 2, 1, 0), (32, 16, 1, 2, 2),
+                                                   (7, 33, 2, 1, 1), (4, 18, 1, 1, 0)])
+def test_qlinear_conv_matches_onnxruntime(tx, cin, hw, stride, dil, pad):
+    rng = np.random.default_rng(cin)
+    inputs = [("x", qdata(tx, (1, cin, hw, hw), 1)), ("x_scale", scale(1)),
+              ("x_zero_point", zp(tx, 1)), ("w", qdata(I8, (8, cin, 3, 3), 2)),
+              ("w_scale", rng.uniform(0.001, 0.01, 8).astype(F32)),
+              ("w_zero_point", np.zeros(8, I8)), ("y_scale", scale(3, 0.05, 0.2)),
+              ("y_zero_point", zp(tx, 3)), ("B", rng.integers(-500, 500, 8).astype(I32))]
+    model, feeds = build("QLinearConv", inputs, tx,
+                         {"kernel_shape": [3, 3], "strides": [stride] * 2,
+                          "dilations": [dil] * 2, "pads": [pad] * 4},
+                         consts=("w", "w_scale", "w_zero_point", "B"), domain="")
+    assert_same(run_lite(model, feeds), run_ort(model, feeds), rtol=0, atol=0)
