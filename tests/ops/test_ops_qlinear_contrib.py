@@ -416,3 +416,60 @@ def test_qlinear_conv_matches_onnxruntime(tx, cin, hw, stride, dil, pad):
                           "dilations": [dil] * 2, "pads": [pad] * 4},
                          consts=("w", "w_scale", "w_zero_point", "B"), domain="")
     assert_same(run_lite(model, feeds), run_ort(model, feeds), rtol=0, atol=0)
+
+
+# ---- QEmbedLayerNormalization --------------------------------------------------------------
+
+def qembed_inputs(dtype, segment, mask, B=2, S=7, H=32, V=50):
+    rng = np.random.default_rng(11)
+    ins = [("input_ids", rng.integers(0, V, (B, S)).astype(I32)),
+           ("segment_ids", rng.integers(0, 2, (B, S)).astype(I32) if segment else None),
+           ("word_embedding_quant", qdata(dtype, (V, H), 1)),
+           ("position_embedding_quant", qdata(dtype, (16, H), 2)),
+           ("segment_embedding_quant", qdata(dtype, (2, H), 3) if segment else None),
+           ("layer_norm_weight_quant", qdata(dtype, (H,), 4)),
+           ("layer_norm_bias_quant", qdata(dtype, (H,), 5)),
+           ("mask", (rng.random((B, S)) < 0.7).astype(I32) if mask else None)]
+    names = ["word_embedding", "position_embedding", "segment_embedding", "layer_norm_weight",
+             "layer_norm_bias"]
+    ins += [(f"{n}_scale", scale(20 + k) if segment or k != 2 else None)
+            for k, n in enumerate(names)]
+    ins += [(f"{n}_zero_point", zp(dtype, 30 + k) if segment or k != 2 else None)
+            for k, n in enumerate(names)]
+    return ins
+
+
+def qembed_model(ins, outputs=("Y", "mask_index")):
+    names = [n if a is not None else "" for n, a in ins]
+    node = helper.make_node("QEmbedLayerNormalization", names, list(outputs), domain=MS,
+                            epsilon=1e-5)
+    arrays = {n: a for n, a in ins if a is not None}
+    consts = [n for n in arrays if "embedding" in n or "layer_norm" in n]
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info(n, NP_TO_ONNX[a.dtype], list(a.shape))
+         for n, a in arrays.items() if n not in consts],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)] +
+        ([helper.make_tensor_value_info("mask_index", TensorProto.INT32, None)]
+         if len(outputs) > 1 else []),
+        initializer=[numpy_helper.from_array(arrays[n], n) for n in consts])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid(MS, 1)])
+    model.ir_version = 8
+    return model, {n: a for n, a in arrays.items() if n not in consts}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("segment", [True, False])
+@pytest.mark.parametrize("mask", [True, False])
+def test_qembed_layer_norm_matches_onnxruntime(dtype, segment, mask):
+    model, feeds = qembed_model(qembed_inputs(dtype, segment, mask))
+    assert_same(run_lite(model, feeds), run_ort(model, feeds), rtol=0, atol=0)
+
+
+def test_qembed_layer_norm_bad_index():
+    ins = qembed_inputs(U8, True, True)
+    ins[0] = ("input_ids", np.full((2, 7), 50, I32))
+    model, feeds = qembed_model(ins)
+    with pytest.raises(ortlite.InvalidArgument, match="input_ids"):
+        run_lite(model, feeds)

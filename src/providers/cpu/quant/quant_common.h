@@ -25,6 +25,7 @@ void register_qlinear_elementwise(KernelRegistry& r);  // QLinearAdd, Mul, Sigmo
 void register_qlinear_pool(KernelRegistry& r);         // QLinearGlobalAveragePool, AveragePool
 void register_qlinear_tensor(KernelRegistry& r);       // QLinearConcat, QLinearSoftmax
 void register_qgemm(KernelRegistry& r);                // QGemm
+void register_qembed_layer_norm(KernelRegistry& r);    // QEmbedLayerNormalization
 
 // ---- quantized integer types -------------------------------------------------------------
 

@@ -24,6 +24,7 @@
 //   QLinearConcat          qlinear_tensor.cc (com.microsoft)
 //   QLinearSoftmax         qlinear_tensor.cc (com.microsoft)
 //   QGemm                  qgemm.cc (com.microsoft)
+//   QEmbedLayerNormalization  qembed_layer_norm.cc (com.microsoft)
 //   DynamicQuantizeMatMul  qmatmul.cc (com.microsoft)
 
 #include "providers/cpu/quant/quant_common.h"
@@ -41,6 +42,7 @@ void register_quant_kernels(KernelRegistry& r) {
   quant::register_qlinear_pool(r);
   quant::register_qlinear_tensor(r);
   quant::register_qgemm(r);
+  quant::register_qembed_layer_norm(r);
 }
 
 }  // namespace ortlite
