@@ -473,3 +473,40 @@ def test_qembed_layer_norm_bad_index():
     model, feeds = qembed_model(ins)
     with pytest.raises(ortlite.InvalidArgument, match="input_ids"):
         run_lite(model, feeds)
+
+
+# ---- QAttention ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("tw", [I8, U8])
+@pytest.mark.parametrize("per_col", [False, True])
+@pytest.mark.parametrize("mask,past,unidir", [(False, False, 0), (True, False, 0),
+                                              (False, True, 0), (True, False, 1)])
+def test_qattention_matches_onnxruntime(tw, per_col, mask, past, unidir):
+    B, S, Din, N, H = 2, 5, 24, 4, 8
+    D = N * H
+    rng = np.random.default_rng(5)
+    ws = (rng.uniform(0.002, 0.01, 3 * D) if per_col else rng.uniform(0.002, 0.01, ())).astype(F32)
+    wz = (qdata(tw, (3 * D,), 6) // 8 if per_col else zp(tw, 6)).astype(tw)
+    inputs = [("input", qdata(U8, (B, S, Din), 1)), ("weight", qdata(tw, (Din, 3 * D), 2)),
+              ("bias", rng.standard_normal(3 * D).astype(F32)),
+              ("input_scale", np.array(0.02, F32)), ("weight_scale", ws),
+              ("mask_index", np.array([S, 3], I32) if mask else None),
+              ("input_zero_point", zp(U8, 7)), ("weight_zero_point", wz),
+              ("past", rng.standard_normal((2, B, N, 3, H)).astype(F32) if past else None)]
+    names = [n if a is not None else "" for n, a in inputs]
+    outputs = ["Y", "present"] if past else ["Y"]
+    node = helper.make_node("QAttention", names, outputs, domain=MS, num_heads=N,
+                            unidirectional=unidir)
+    arrays = {n: a for n, a in inputs if a is not None}
+    consts = ["weight", "weight_scale", "weight_zero_point", "bias"]
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info(n, NP_TO_ONNX[a.dtype], list(a.shape))
+         for n, a in arrays.items() if n not in consts],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+        initializer=[numpy_helper.from_array(arrays[n], n) for n in consts])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid(MS, 1)])
+    model.ir_version = 8
+    feeds = {n: a for n, a in arrays.items() if n not in consts}
+    assert_same(run_lite(model, feeds), run_ort(model, feeds), rtol=1e-5, atol=1e-5)
