@@ -15,6 +15,9 @@
 //     MLAS's rational logistic (Eigen's coefficients) for the sigmoid; quantize divides by
 //     y_scale in float and rounds half to even. Built at load when the parameters are
 //     constants.
+// The Add and Mul runs take AVX2 intrinsics (with FMA for Add: MLAS's own steps) when the
+// CPU has them, checked at run time; elsewhere the same operations one element at a time
+// (libm's fma is exactly rounded too), so the results do not depend on the CPU.
 #include <algorithm>
 #include <array>
 #include <cmath>
