@@ -245,9 +245,14 @@ void pack_conv2d(const uint8_t* x, const Conv2d& c, int64_t Cg, int64_t p0, int6
     const int64_t K4 = out->K4;
     thread_local std::vector<int64_t> tap_off;
     tap_off.resize(static_cast<size_t>(4 * K4));
-    for (int64_t k = 0; k < 4 * K4; ++k) {
-      const int64_t ci = k / ks, tap = k % ks, kh = tap / c.KW, kw = tap % c.KW;
-      tap_off[k] = k < K ? ci * PP + kh * c.dh * PW + kw * c.dw : -1;
+    {
+      // Row k of the im2col matrix is tap (kh, kw) of channel ci, k = (ci * KH + kh) * KW + kw
+      // (counted up, no divisions: this runs once per block).
+      int64_t k = 0;
+      for (int64_t ci = 0; ci < Cg; ++ci)
+        for (int64_t kh = 0; kh < c.KH; ++kh)
+          for (int64_t kw = 0; kw < c.KW; ++kw) tap_off[k++] = ci * PP + kh * c.dh * PW + kw * c.dw;
+      for (; k < 4 * K4; ++k) tap_off[k] = -1;
     }
     const uint8_t* base = xp.data();
     const bool s2 = c.sw == 2;
