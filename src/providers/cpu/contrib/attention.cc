@@ -17,6 +17,7 @@
 //   [2B]           key end positions then start positions (left padding too)
 //   [B, T]         0 / 1 per key;  [B, S, T]  0 / 1 per query and key
 //   [B, 1, M, M]   0 / 1, M >= T, rows P .. P + S - 1 and keys 0 .. T - 1 used (Attention only)
+// QAttention (below) is Attention over the 8-bit integer product of its input and weight.
 // where masked scores get mask_filter_value (-10000) added in place of 0; unidirectional
 // masks keys after P + s for query s with the lowest float. attention_bias is
 // [B or 1, N or 1, S, T]. float only (as onnxruntime's CPU kernels); the products go through
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "compute/gemm.h"
+#include "compute/int8_gemm.h"
 #include "providers/cpu/contrib/contrib_common.h"
 
 namespace ortlite {
@@ -355,6 +357,152 @@ class Attention final : public Kernel {
   Shape packed_shape_;
 };
 
+// ---- QAttention ----------------------------------------------------------------------------
+
+// com.microsoft QAttention(input uint8 / int8 [B, S, Din], weight int8 / uint8 [Din, 3D],
+// bias float [3D], input_scale, weight_scale (one, or one per column), mask_index?,
+// input_zero_point?, weight_zero_point? (one, or one per column), past?) -> (output, present?):
+// as onnxruntime, qkv = float((input - izp) x (weight - wzp)) * (input_scale *
+// weight_scale[j]) + bias[j] (the exact int32 product on the 8-bit GEMM), then Attention.
+class QAttention final : public Kernel {
+ public:
+  explicit QAttention(const KernelInfo& info) {
+    attrs_.load(info);
+    const Tensor* w = info.constant_input(1);
+    if (w && w->rank() == 2 && w->numel() > 0 &&
+        (w->dtype() == DataType::kUInt8 || w->dtype() == DataType::kInt8)) {
+      int8gemm::pack_b(w->raw_data(), w->dtype() == DataType::kInt8, w->dim(0), w->dim(1),
+                       w->dim(1), &packed_);
+      packed_dtype_ = w->dtype();
+      packed_shape_ = w->shape();
+    }
+  }
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& X = ctx.required_input(0);
+    const Tensor& W = ctx.required_input(1);
+    const Tensor& bias = ctx.required_input(2);
+    const Tensor& xs = ctx.required_input(3);
+    const Tensor& ws = ctx.required_input(4);
+    const Tensor* mask = ctx.input(5);
+    const Tensor* xz = ctx.input(6);
+    const Tensor* wz = ctx.input(7);
+    const Tensor* past = ctx.input(8);
+    check_type(ctx, X, "input", {DataType::kUInt8, DataType::kInt8});
+    check_type(ctx, W, "weight", {DataType::kUInt8, DataType::kInt8});
+    check_type(ctx, bias, "bias", {DataType::kFloat});
+    if (X.rank() != 3)
+      ctx.fail(StatusCode::kInvalidArgument,
+               "input must be 3-D [batch, sequence, hidden], got " + shape_to_string(X.shape()));
+    const int64_t B = X.dim(0), S = X.dim(1), Din = X.dim(2);
+    if (W.rank() != 2 || W.dim(0) != Din || W.dim(1) % 3 != 0)
+      ctx.fail(StatusCode::kInvalidArgument, "weight " + shape_to_string(W.shape()) + " must be [" +
+                                                 std::to_string(Din) + ", 3 x hidden size]");
+    const int64_t Dtot = W.dim(1), D = Dtot / 3, N = attrs_.num_heads;
+    if (D % N != 0)
+      ctx.fail(StatusCode::kInvalidArgument, "hidden size " + std::to_string(D) +
+                                                 " is not a multiple of num_heads " +
+                                                 std::to_string(N));
+    check_vector(ctx, bias, Dtot, "bias");
+    if (xs.dtype() != DataType::kFloat || xs.numel() != 1)
+      ctx.fail(StatusCode::kInvalidArgument, "input_scale must be one float, got " +
+                                                 std::string(dtype_name(xs.dtype())) + " " +
+                                                 shape_to_string(xs.shape()));
+    if (ws.dtype() != DataType::kFloat || (ws.numel() != 1 && ws.numel() != Dtot) || ws.rank() > 1)
+      ctx.fail(StatusCode::kInvalidArgument,
+               "weight_scale must be float, one value or one per column (" + std::to_string(Dtot) +
+                   "), got " + dtype_name(ws.dtype()) + " " + shape_to_string(ws.shape()));
+    if (xz && (xz->dtype() != X.dtype() || xz->numel() != 1))
+      ctx.fail(StatusCode::kInvalidArgument,
+               "input_zero_point must be one value of the input's type (" +
+                   std::string(dtype_name(X.dtype())) + "), got " + dtype_name(xz->dtype()) + " " +
+                   shape_to_string(xz->shape()));
+    if (wz &&
+        (wz->dtype() != W.dtype() || (wz->numel() != 1 && wz->numel() != Dtot) || wz->rank() > 1))
+      ctx.fail(StatusCode::kInvalidArgument,
+               "weight_zero_point must be of the weight's type (" +
+                   std::string(dtype_name(W.dtype())) + "), one value or one per column, got " +
+                   dtype_name(wz->dtype()) + " " + shape_to_string(wz->shape()));
+    if (past) check_type(ctx, *past, "past", {DataType::kFloat});
+    AttnDims d;
+    d.B = B, d.N = N, d.S = S, d.L = S, d.H = D / N, d.Hv = D / N;
+    if (past) {
+      const Shape& p = past->shape();
+      if (p.size() != 5 || p[0] != 2 || p[1] != B || p[2] != N || p[4] != d.H)
+        ctx.fail(StatusCode::kInvalidArgument,
+                 "past " + shape_to_string(p) + " must be [2, " + std::to_string(B) + ", " +
+                     std::to_string(N) + ", past_sequence_length, " + std::to_string(d.H) + "]");
+      d.P = p[3];
+    }
+    d.T = d.P + d.L;
+    const std::vector<float> m = build_mask(ctx, mask, d, attrs_, "mask_index", true);
+    float* out = ctx.allocate_output(0, DataType::kFloat, Shape{B, S, D}).data<float>();
+    float* present = float_output(ctx, 1, Shape{2, B, N, d.T, d.H});
+    ThreadPool* pool = ctx.thread_pool();
+
+    const int64_t R = B * S;
+    std::vector<float> qkv(static_cast<size_t>(R * Dtot));
+    std::vector<int32_t> acc(static_cast<size_t>(R * Dtot), 0);
+    if (R > 0 && Din > 0) {
+      auto zp_of = [](const Tensor* t, int64_t i) -> int32_t {
+        if (!t) return 0;
+        return t->dtype() == DataType::kInt8 ? t->data<int8_t>()[i] : t->data<uint8_t>()[i];
+      };
+      const int32_t za = zp_of(xz, 0);
+      std::vector<int32_t> zb(static_cast<size_t>(wz ? wz->numel() : 1), 0);
+      for (size_t j = 0; j < zb.size(); ++j) zb[j] = zp_of(wz, static_cast<int64_t>(j));
+      int8gemm::PackedA pa;
+      int8gemm::pack_a(X.raw_data(), X.dtype() == DataType::kInt8, R, Din, Din, &pa);
+      const bool use_packed =
+          !packed_.data.empty() && W.dtype() == packed_dtype_ && W.shape() == packed_shape_;
+      int8gemm::PackedB local;
+      if (!use_packed)
+        int8gemm::pack_b(W.raw_data(), W.dtype() == DataType::kInt8, Din, Dtot, Dtot, &local);
+      int8gemm::gemm(pa, use_packed ? packed_ : local, &za, 0, zb.data(), zb.size() > 1 ? 1 : 0,
+                     acc.data(), Dtot, pool);
+    }
+    const float xsv = xs.data<float>()[0];
+    const float* wsd = ws.data<float>();
+    const float* bd = bias.data<float>();
+    std::vector<float> mult(static_cast<size_t>(Dtot));
+    for (int64_t j = 0; j < Dtot; ++j) mult[j] = xsv * wsd[ws.numel() == 1 ? 0 : j];
+    for (int64_t r = 0; r < R; ++r) {
+      const int32_t* ar = acc.data() + r * Dtot;
+      float* qr = qkv.data() + r * Dtot;
+      // A product, then a sum (onnxruntime's scale-and-bias output processor).
+      for (int64_t j = 0; j < Dtot; ++j) qr[j] = static_cast<float>(ar[j]) * mult[j];
+      for (int64_t j = 0; j < Dtot; ++j) qr[j] += bd[j];
+    }
+    const View q = bsd_view(qkv.data(), S, Dtot, d.H);
+    View k = bsd_view(qkv.data() + D, S, Dtot, d.H);
+    View v = bsd_view(qkv.data() + 2 * D, S, Dtot, d.Hv);
+    std::vector<float> kv_tmp;
+    if (past || present) {
+      float* dst = present;
+      if (!dst) {
+        kv_tmp.resize(static_cast<size_t>(2 * B * N * d.T * d.H));
+        dst = kv_tmp.data();
+      }
+      const float* pk = past ? past->data<float>() : nullptr;
+      const int64_t half = B * N * d.T * d.H;
+      concat_kv(d, d.H, pk, k, dst);
+      concat_kv(d, d.H, pk ? pk + B * N * d.P * d.H : nullptr, v, dst + half);
+      k = bnsh_view(dst, N, d.T, d.H);
+      v = bnsh_view(dst + half, N, d.T, d.H);
+    }
+    if (R == 0 || D == 0) return;
+    const float scale =
+        attrs_.scale == 0.f ? 1.f / std::sqrt(static_cast<float>(d.H)) : attrs_.scale;
+    attention_core(d, scale, q, k, v, m, nullptr, out, pool);
+  }
+
+ private:
+  AttnAttrs attrs_;
+  int8gemm::PackedB packed_;
+  DataType packed_dtype_ = DataType::kUndefined;
+  Shape packed_shape_;
+};
+
 // ---- MultiHeadAttention ------------------------------------------------------------------
 
 class MultiHeadAttention final : public Kernel {
@@ -522,6 +670,7 @@ class MultiHeadAttention final : public Kernel {
 void register_attention(KernelRegistry& r) {
   r.add("com.microsoft", "Attention", 1, kMaxOpset, make_factory<Attention>());
   r.add("com.microsoft", "MultiHeadAttention", 1, kMaxOpset, make_factory<MultiHeadAttention>());
+  r.add("com.microsoft", "QAttention", 1, kMaxOpset, make_factory<QAttention>());
 }
 
 }  // namespace contrib

@@ -16,6 +16,7 @@
 //   EmbedLayerNormalization (com.microsoft)           embed_layer_norm.cc
 //   Attention (com.microsoft)                         attention.cc
 //   MultiHeadAttention (com.microsoft)                attention.cc
+//   QAttention (com.microsoft)                        attention.cc
 //
 // LayerNormalization here is the default-domain op at opsets 1-16 (onnxruntime's former
 // contrib op); opset 17 on is nn/normalization.cc.

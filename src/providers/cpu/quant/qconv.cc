@@ -234,6 +234,84 @@ void pack_conv2d(const uint8_t* x, const Conv2d& c, int64_t Cg, int64_t p0, int6
       }
     }
   }
+#if defined(__SSE2__)
+  if (padded && (c.sw == 1 || c.sw == 2) && c.OW % 16 == 0) {
+    // Every panel of 16 output positions lies in one output row: its bytes are read from
+    // the padded planes straight into the panel, with no im2col rows in between. Panel by
+    // panel, so that the panel's column sums stay in registers (int16 for up to
+    // kPackFlushGroups groups, then added to the int32 sums).
+    const __m128i fv = _mm_set1_epi8(static_cast<char>(x_signed ? 0x00 : 0x80));
+    const __m128i even = _mm_set1_epi16(0x00FF);
+    const int64_t K4 = out->K4;
+    thread_local std::vector<int64_t> tap_off;
+    tap_off.resize(static_cast<size_t>(4 * K4));
+    {
+      // Row k of the im2col matrix is tap (kh, kw) of channel ci, k = (ci * KH + kh) * KW + kw
+      // (counted up, no divisions: this runs once per block).
+      int64_t k = 0;
+      for (int64_t ci = 0; ci < Cg; ++ci)
+        for (int64_t kh = 0; kh < c.KH; ++kh)
+          for (int64_t kw = 0; kw < c.KW; ++kw) tap_off[k++] = ci * PP + kh * c.dh * PW + kw * c.dw;
+      for (; k < 4 * K4; ++k) tap_off[k] = -1;
+    }
+    const uint8_t* base = xp.data();
+    const bool s2 = c.sw == 2;
+    for (int64_t p = 0, oh = 0, ow0 = 0; p < out->N16; ++p) {
+      const uint8_t* pb = base + oh * c.sh * PW + ow0 * c.sw;
+      __m128i lo = _mm_setzero_si128(), hi = _mm_setzero_si128();
+      int32_t* colsum = out->colsum.data() + p * 16;
+      int8_t* dst = out->data.data() + p * K4 * 64;
+      for (int64_t k4 = 0; k4 < K4; ++k4) {
+        __m128i r[4];
+        for (int t = 0; t < 4; ++t) {
+          const int64_t o = tap_off[4 * k4 + t];
+          if (o < 0) {
+            r[t] = _mm_setzero_si128();  // the packed zero of either type
+            continue;
+          }
+          __m128i v;
+          if (!s2) {
+            v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + o));
+          } else {
+            const __m128i v0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + o));
+            const __m128i v1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + o + 16));
+            v = _mm_packus_epi16(_mm_and_si128(v0, even), _mm_and_si128(v1, even));
+          }
+          r[t] = _mm_xor_si128(v, fv);
+          lo = _mm_add_epi16(lo, _mm_srai_epi16(_mm_unpacklo_epi8(r[t], r[t]), 8));
+          hi = _mm_add_epi16(hi, _mm_srai_epi16(_mm_unpackhi_epi8(r[t], r[t]), 8));
+        }
+        const __m128i a01l = _mm_unpacklo_epi8(r[0], r[1]), a01h = _mm_unpackhi_epi8(r[0], r[1]);
+        const __m128i a23l = _mm_unpacklo_epi8(r[2], r[3]), a23h = _mm_unpackhi_epi8(r[2], r[3]);
+        __m128i* o = reinterpret_cast<__m128i*>(dst + k4 * 64);
+        _mm_storeu_si128(o + 0, _mm_unpacklo_epi16(a01l, a23l));
+        _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(a01l, a23l));
+        _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(a01h, a23h));
+        _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(a01h, a23h));
+        if ((k4 & (int8gemm::kPackFlushGroups - 1)) == int8gemm::kPackFlushGroups - 1 ||
+            k4 + 1 == K4) {
+          // int16 sums to int32 (sign-extended) into the panel's column sums.
+          __m128i* cs = reinterpret_cast<__m128i*>(colsum);
+          const __m128i l0 = _mm_srai_epi32(_mm_unpacklo_epi16(lo, lo), 16);
+          const __m128i l1 = _mm_srai_epi32(_mm_unpackhi_epi16(lo, lo), 16);
+          const __m128i h0 = _mm_srai_epi32(_mm_unpacklo_epi16(hi, hi), 16);
+          const __m128i h1 = _mm_srai_epi32(_mm_unpackhi_epi16(hi, hi), 16);
+          _mm_storeu_si128(cs + 0, _mm_add_epi32(_mm_loadu_si128(cs + 0), l0));
+          _mm_storeu_si128(cs + 1, _mm_add_epi32(_mm_loadu_si128(cs + 1), l1));
+          _mm_storeu_si128(cs + 2, _mm_add_epi32(_mm_loadu_si128(cs + 2), h0));
+          _mm_storeu_si128(cs + 3, _mm_add_epi32(_mm_loadu_si128(cs + 3), h1));
+          lo = hi = _mm_setzero_si128();
+        }
+      }
+      ow0 += 16;
+      if (ow0 == c.OW) {
+        ow0 = 0;
+        ++oh;
+      }
+    }
+    return;
+  }
+#endif
   for (int64_t k4 = 0; k4 < out->K4; ++k4) {
     const uint8_t* rows[4];
     for (int t = 0; t < 4; ++t) {

@@ -318,18 +318,13 @@ class QLinearMatMul final : public QMatMulBase {
   }
 };
 
-class MatMulIntegerToFloat final : public QMatMulBase {
- public:
-  explicit MatMulIntegerToFloat(const KernelInfo& info) : QMatMulBase(info, 1) {}
+// y = float((a - za) x (b - zb)) * (a_scale * b_scale[column]) + bias[column].
+class ToFloatBase : public QMatMulBase {
+ protected:
+  explicit ToFloatBase(const KernelInfo& info) : QMatMulBase(info, 1) {}
 
-  void compute(KernelContext& ctx) const override {
-    const Tensor& a = ctx.required_input(0);
-    const Tensor& b = ctx.required_input(1);
-    const Tensor& as = ctx.required_input(2);
-    const Tensor& bs = ctx.required_input(3);
-    const Tensor* za = ctx.input(4);
-    const Tensor* zb = ctx.input(5);
-    const Tensor* bias = ctx.input(6);
+  void to_float(KernelContext& ctx, const Tensor& a, const Tensor& b, const Tensor& as,
+                const Tensor& bs, const Tensor* za, const Tensor* zb, const Tensor* bias) const {
     check_int8(ctx, a, "A");
     check_int8(ctx, b, "B");
     check_zero_point(ctx, za, a, "a_zero_point", "A");
@@ -384,6 +379,52 @@ class MatMulIntegerToFloat final : public QMatMulBase {
   }
 };
 
+class MatMulIntegerToFloat final : public ToFloatBase {
+ public:
+  explicit MatMulIntegerToFloat(const KernelInfo& info) : ToFloatBase(info) {}
+
+  void compute(KernelContext& ctx) const override {
+    to_float(ctx, ctx.required_input(0), ctx.required_input(1), ctx.required_input(2),
+             ctx.required_input(3), ctx.input(4), ctx.input(5), ctx.input(6));
+  }
+};
+
+// com.microsoft DynamicQuantizeMatMul: A quantized to uint8 per call as DynamicQuantizeLinear
+// does (onnxruntime's GetQuantizationParameter), then MatMulIntegerToFloat with a's scale and
+// zero point; b_scale / b_zero_point per tensor or per column.
+class DynamicQuantizeMatMul final : public ToFloatBase {
+ public:
+  explicit DynamicQuantizeMatMul(const KernelInfo& info) : ToFloatBase(info) {}
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& a = ctx.required_input(0);
+    if (a.dtype() != DataType::kFloat) {
+      ctx.fail(StatusCode::kInvalidArgument,
+               std::string("input 'A' must be float, got ") + dtype_name(a.dtype()));
+    }
+    const float* ad = a.data<float>();
+    const int64_t n = a.numel();
+    float mn = 0.0f, mx = 0.0f;
+    if (n > 0) int8gemm::min_max(ad, n, &mn, &mx);
+    const float scale = mx == mn ? 1.0f : (mx - mn) / 255.0f;
+    const float initial_zp = 0.0f - mn / scale;
+    const float clamped = std::isnan(initial_zp) ? 255.0f : std::clamp(initial_zp, 0.0f, 255.0f);
+    const float zp = std::nearbyint(clamped);
+    Tensor qa = Tensor::empty(DataType::kUInt8, a.shape());
+    uint8_t* qd = qa.data<uint8_t>();
+    constexpr int64_t kChunk = 4096;
+    parallel_for(ctx.thread_pool(), (n + kChunk - 1) / kChunk, 1.0 * kChunk,
+                 [&](int64_t s, int64_t e) {
+                   const int64_t b = s * kChunk, end = std::min(n, e * kChunk);
+                   int8gemm::quantize_u8(ad + b, end - b, scale, zp, qd + b);
+                 });
+    const Tensor as = Tensor::from_vector<float>({scale}, {});
+    const Tensor za = Tensor::from_vector<uint8_t>({static_cast<uint8_t>(zp)}, {});
+    to_float(ctx, qa, ctx.required_input(1), as, ctx.required_input(2), &za, ctx.input(3),
+             ctx.input(4));
+  }
+};
+
 }  // namespace
 
 void register_qmatmul(KernelRegistry& r) {
@@ -393,6 +434,8 @@ void register_qmatmul(KernelRegistry& r) {
   r.add("", "MatMulInteger", 10, kMaxOpset, make_factory<MatMulInteger>());
   r.add("com.microsoft", "MatMulIntegerToFloat", 1, kMaxOpset,
         make_factory<MatMulIntegerToFloat>());
+  r.add("com.microsoft", "DynamicQuantizeMatMul", 1, kMaxOpset,
+        make_factory<DynamicQuantizeMatMul>());
 }
 
 }  // namespace quant

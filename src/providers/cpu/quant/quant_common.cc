@@ -146,5 +146,38 @@ QdqLayout qdq_layout(const KernelContext& ctx, const Shape& x, const Tensor& sca
   return l;
 }
 
+float qop_scale(const KernelContext& ctx, const Tensor& t, const char* name) {
+  if (t.dtype() != DataType::kFloat || !is_single(t)) {
+    ctx.fail(StatusCode::kInvalidArgument,
+             std::string("input '") + name + "' must be a float scalar or 1-element tensor, got " +
+                 dtype_name(t.dtype()) + " " + shape_to_string(t.shape()));
+  }
+  return *t.data<float>();
+}
+
+int32_t qop_zero_point(const KernelContext& ctx, const Tensor* t, DataType want, const char* name) {
+  if (!t) return 0;
+  if (t->dtype() != want || !is_single(*t)) {
+    ctx.fail(StatusCode::kInvalidArgument,
+             std::string("input '") + name + "' must be a " + dtype_name(want) +
+                 " scalar or 1-element tensor, got " + dtype_name(t->dtype()) + " " +
+                 shape_to_string(t->shape()));
+  }
+  if (want == DataType::kInt8) return *t->data<int8_t>();
+  if (want == DataType::kUInt8) return *t->data<uint8_t>();
+  if (want == DataType::kInt16) return *t->data<int16_t>();
+  if (want == DataType::kUInt16) return *t->data<uint16_t>();
+  ctx.fail(StatusCode::kInvalidArgument,
+           std::string("input '") + name + "': unsupported type " + dtype_name(want));
+}
+
+void check_qop_int8(const KernelContext& ctx, const Tensor& t, const char* name) {
+  if (t.dtype() != DataType::kUInt8 && t.dtype() != DataType::kInt8) {
+    ctx.fail(
+        StatusCode::kInvalidArgument,
+        std::string("input '") + name + "' must be uint8 or int8, got " + dtype_name(t.dtype()));
+  }
+}
+
 }  // namespace quant
 }  // namespace ortlite

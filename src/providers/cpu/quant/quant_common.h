@@ -20,6 +20,12 @@ void register_qmatmul(KernelRegistry& r);          // qmatmul.cc: QLinearMatMul,
 void register_qconv(KernelRegistry& r);            // qconv.cc: QLinearConv, ConvInteger
 void register_matmul_nbits(KernelRegistry& r);     // matmul_nbits.cc: com.microsoft MatMulNBits
 void register_gather_block_quantized(KernelRegistry& r);  // com.microsoft GatherBlockQuantized
+// com.microsoft QOperator kernels (what onnxruntime's quantize_static with QOperator writes):
+void register_qlinear_elementwise(KernelRegistry& r);  // QLinearAdd, Mul, Sigmoid, LeakyRelu
+void register_qlinear_pool(KernelRegistry& r);         // QLinearGlobalAveragePool, AveragePool
+void register_qlinear_tensor(KernelRegistry& r);       // QLinearConcat, QLinearSoftmax
+void register_qgemm(KernelRegistry& r);                // QGemm
+void register_qembed_layer_norm(KernelRegistry& r);    // QEmbedLayerNormalization
 
 // ---- quantized integer types -------------------------------------------------------------
 
@@ -63,6 +69,55 @@ std::vector<double> param_values(const Tensor& t, const char* what);
 // True when t holds a single value as a scalar or a 1-element 1-D tensor.
 inline bool is_single(const Tensor& t) {
   return t.rank() == 0 || (t.rank() == 1 && t.dim(0) == 1);
+}
+
+// ---- per-tensor parameters of the com.microsoft QOperator kernels ------------------------
+
+// The value of a float scale that must hold a single value (scalar or 1-element); fails
+// with kInvalidArgument naming `name` otherwise.
+float qop_scale(const KernelContext& ctx, const Tensor& t, const char* name);
+// The value of a single-valued zero point of element type `want` (0 when t is null); fails
+// with kInvalidArgument naming `name` on another type or shape.
+int32_t qop_zero_point(const KernelContext& ctx, const Tensor* t, DataType want, const char* name);
+// Fails unless t is uint8 or int8.
+void check_qop_int8(const KernelContext& ctx, const Tensor& t, const char* name);
+
+// Float operations in the order onnxruntime's MLAS kernels write them: the compiler must
+// neither fuse a product into a following sum nor reorder (ortlite builds with the default
+// -ffp-contract=fast), so values pass through this barrier where MLAS rounds.
+inline float fp_barrier(float v) {
+#if defined(__GNUC__)
+  __asm__("" : "+x"(v));
+#endif
+  return v;
+}
+
+// onnxruntime's QlinearBuildLookupTable: out[byte] = quantize(f(x_scale * (x - x_zp))) for
+// every x (the byte read as uint8, or as int8 when is_signed), quantize being
+// MlasQuantizeLinear: the float quotient by y_scale clamped to the range less y_zp, rounded
+// half to even, plus y_zp (NaN to the low end).
+template <typename F>
+void build_qlinear_table(float xs, int32_t xz, float ys, int32_t yz, bool is_signed, F&& f,
+                         uint8_t* out) {
+  const float lo = is_signed ? -128.0f : 0.0f, hi = is_signed ? 127.0f : 255.0f;
+  const float dlo = lo - static_cast<float>(yz), dhi = hi - static_cast<float>(yz);
+  for (int i = 0; i < 256; ++i) {
+    const int32_t q = is_signed ? static_cast<int8_t>(i) : i;
+    const float v = fp_barrier(xs * static_cast<float>(q - xz));
+    float d = fp_barrier(f(v)) / ys;
+    d = d < dlo ? dlo : (d > dhi ? dhi : d);
+    const int32_t r =
+        d == d ? static_cast<int32_t>(std::nearbyint(d)) + yz : static_cast<int32_t>(lo);
+    out[i] = static_cast<uint8_t>(r & 0xff);
+  }
+}
+
+// rint(v), ties to even, in the default rounding mode, without a libm call: below 2^23
+// adding and taking off 2^23 rounds; at or above, v is already an integer (or NaN / inf).
+inline float round_half_even(float v) {
+  const float a = std::fabs(v);
+  if (!(a < 8388608.0f)) return v;
+  return std::copysign((a + 8388608.0f) - 8388608.0f, v);
 }
 
 // ---- QuantizeLinear / DequantizeLinear granularity ---------------------------------------

@@ -427,6 +427,10 @@ void register_quantize_linear(KernelRegistry& r) {
   r.add_versions("QuantizeLinear", since, make_factory<QuantizeLinear>());
   r.add_versions("DequantizeLinear", since, make_factory<DequantizeLinear>());
   r.add("", "DynamicQuantizeLinear", 11, kMaxOpset, make_factory<DynamicQuantizeLinear>());
+  // com.microsoft's versions (quantize_static with UseQDQContribOps): the same operators,
+  // axis and the 8-, 16- and 4-bit integer types included.
+  r.add("com.microsoft", "QuantizeLinear", 1, kMaxOpset, make_factory<QuantizeLinear>());
+  r.add("com.microsoft", "DequantizeLinear", 1, kMaxOpset, make_factory<DequantizeLinear>());
 }
 
 }  // namespace quant
