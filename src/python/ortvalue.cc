@@ -11,6 +11,7 @@
 
 #include "ortlite/provider.h"
 #include "ortlite/status.h"
+#include "python/dlpack.h"
 #include "python/errors.h"
 #include "python/numpy_bridge.h"
 
@@ -54,8 +55,10 @@ Ref to_numpy(ModuleState* st, OrtValueObject* self, bool* copied) {
   }
   *copied = false;
   if (self->source && can_view(t)) {
-    // The OrtValue keeps the source array alive, so it can be the view's base.
-    const bool writeable = PyArray_ISWRITEABLE(reinterpret_cast<PyArrayObject*>(self->source));
+    // The OrtValue keeps the source (an array, or an imported DLPack tensor) alive, so it
+    // can be the view's base.
+    const bool writeable = !PyArray_Check(self->source) ||
+                           PyArray_ISWRITEABLE(reinterpret_cast<PyArrayObject*>(self->source));
     Py_INCREF(self);
     return tensor_to_numpy_view(t, reinterpret_cast<PyObject*>(self), writeable);
   }
@@ -256,7 +259,8 @@ PyObject* ortvalue_update_inplace(PyObject* self, PyObject* arg) {
                    Py_TYPE(arg)->tp_name);
       throw PythonErrorSet{};
     }
-    if (ov->source && !PyArray_ISWRITEABLE(reinterpret_cast<PyArrayObject*>(ov->source)))
+    if (ov->source && PyArray_Check(ov->source) &&
+        !PyArray_ISWRITEABLE(reinterpret_cast<PyArrayObject*>(ov->source)))
       ORTLITE_THROW(kInvalidArgument, "the OrtValue views a read-only array");
     Ref keep;
     Tensor src = object_to_tensor(arg, dst.dtype(), "np_arr", &keep);
@@ -365,6 +369,22 @@ PyMethodDef ortvalue_methods[] = {
      PyDoc_STR("update_inplace($self, np_arr, /)\n--\n\n"
                "Copies a numpy array of the same element type and shape into the OrtValue's\n"
                "memory.")},
+    // DLPack (src/python/dlpack.cc)
+    {"from_dlpack", as_cfunc(ortvalue_from_dlpack), METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     PyDoc_STR("from_dlpack($type, data, is_bool_tensor=False)\n--\n\n"
+               "An OrtValue sharing the memory of a DLPack tensor: an object with __dlpack__\n"
+               "or a 'dltensor' capsule (renamed 'used_dltensor'). CPU, C-contiguous only.\n"
+               "is_bool_tensor=True reads uint8 data as tensor(bool).")},
+    {"__dlpack__", as_cfunc(ortvalue_dunder_dlpack), METH_VARARGS | METH_KEYWORDS,
+     PyDoc_STR("__dlpack__($self, stream=None, *, max_version=None, dl_device=None, "
+               "copy=None)\n--\n\n"
+               "A 'dltensor' capsule over the tensor's memory, which stays alive as long as\n"
+               "the consumer holds it. tensor(bool) leaves as uint8, as in onnxruntime.")},
+    {"__dlpack_device__", as_cfunc(ortvalue_dlpack_device), METH_NOARGS,
+     PyDoc_STR("__dlpack_device__($self, /)\n--\n\n(device type, device id): (1, 0) is the "
+               "CPU.")},
+    {"to_dlpack", as_cfunc(ortvalue_to_dlpack), METH_NOARGS,
+     PyDoc_STR("to_dlpack($self, /)\n--\n\nThe same capsule as __dlpack__().")},
     {nullptr, nullptr, 0, nullptr},
 };
 
