@@ -60,6 +60,15 @@ class ExecutionMode(_enum.IntEnum):
     ORT_PARALLEL = 1
 
 
+class OrtSparseFormat(_enum.IntEnum):
+    """SparseTensor.format(), numbered as onnxruntime's."""
+
+    ORT_SPARSE_UNDEFINED = 0
+    ORT_SPARSE_COO = 1
+    ORT_SPARSE_CSRC = 2
+    ORT_SPARSE_BLOCK_SPARSE = 4
+
+
 _ortlite._register_enums(GraphOptimizationLevel, ExecutionMode)
 
 import atexit as _atexit

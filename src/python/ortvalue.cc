@@ -14,6 +14,7 @@
 #include "python/dlpack.h"
 #include "python/errors.h"
 #include "python/numpy_bridge.h"
+#include "python/sparse_tensor.h"
 
 namespace ortlite::py {
 
@@ -46,6 +47,10 @@ std::shared_ptr<const ExecutionProvider> parse_device(PyObject* device_type, PyO
 // numpy() without the protocol checks; *copied tells whether the array is a copy.
 Ref to_numpy(ModuleState* st, OrtValueObject* self, bool* copied) {
   const Tensor& t = self->tensor;
+  if (!t.defined() && ortvalue_sparse(reinterpret_cast<PyObject*>(self)))
+    ORTLITE_THROW(kInvalidArgument,
+                  "the OrtValue holds a sparse tensor, which has no numpy form; "
+                  "as_sparse_tensor() gives its values and indices");
   if (!t.defined()) ORTLITE_THROW(kInvalidArgument, "the OrtValue holds no value");
   if (!cpu_provider().holds(t)) {
     // Device memory: copied into a host buffer ortlite owns, which the array then views.
@@ -198,6 +203,7 @@ PyObject* ortvalue_array(PyObject* self, PyObject* args, PyObject* kwds) {
 }
 
 PyObject* ortvalue_shape(PyObject* self, PyObject*) {
+  if (PyObject* sp = ortvalue_sparse(self)) return sparse_tensor_dense_shape_list(sp);
   const Tensor& t = as_ov(self)->tensor;
   PyObject* list = PyList_New(static_cast<Py_ssize_t>(t.rank()));
   if (!list) return nullptr;
@@ -213,6 +219,7 @@ PyObject* ortvalue_shape(PyObject* self, PyObject*) {
 }
 
 PyObject* ortvalue_data_type(PyObject* self, PyObject*) {
+  if (PyObject* sp = ortvalue_sparse(self)) return sparse_tensor_data_type(sp);
   const Tensor& t = as_ov(self)->tensor;
   return PyUnicode_FromFormat("tensor(%s)", dtype_name(t.dtype()));
 }
@@ -232,7 +239,7 @@ PyObject* ortvalue_is_tensor(PyObject* self, PyObject*) {
 }
 
 PyObject* ortvalue_has_value(PyObject* self, PyObject*) {
-  return PyBool_FromLong(as_ov(self)->tensor.defined());
+  return PyBool_FromLong(as_ov(self)->tensor.defined() || ortvalue_sparse(self));
 }
 
 PyObject* ortvalue_false(PyObject*, PyObject*) {
@@ -357,8 +364,8 @@ PyMethodDef ortvalue_methods[] = {
      PyDoc_STR("is_tensor($self, /)\n--\n\nTrue: ortlite OrtValues hold tensors.")},
     {"is_tensor_sequence", as_cfunc(ortvalue_false), METH_NOARGS,
      PyDoc_STR("is_tensor_sequence($self, /)\n--\n\nFalse: ortlite OrtValues hold tensors.")},
-    {"is_sparse_tensor", as_cfunc(ortvalue_false), METH_NOARGS,
-     PyDoc_STR("is_sparse_tensor($self, /)\n--\n\nFalse: ortlite OrtValues hold dense tensors.")},
+    {"is_sparse_tensor", as_cfunc(ortvalue_is_sparse_tensor), METH_NOARGS,
+     PyDoc_STR("is_sparse_tensor($self, /)\n--\n\nTrue when the OrtValue holds a SparseTensor.")},
     {"has_value", as_cfunc(ortvalue_has_value), METH_NOARGS,
      PyDoc_STR("has_value($self, /)\n--\n\nTrue when the OrtValue holds a value.")},
     {"data_ptr", as_cfunc(ortvalue_data_ptr), METH_NOARGS,
@@ -369,6 +376,12 @@ PyMethodDef ortvalue_methods[] = {
      PyDoc_STR("update_inplace($self, np_arr, /)\n--\n\n"
                "Copies a numpy array of the same element type and shape into the OrtValue's\n"
                "memory.")},
+    // Sparse tensors (src/python/sparse_tensor.cc)
+    {"ort_value_from_sparse_tensor", as_cfunc(ortvalue_from_sparse_tensor), METH_O | METH_CLASS,
+     PyDoc_STR("ort_value_from_sparse_tensor($type, sparse_tensor, /)\n--\n\n"
+               "An OrtValue holding (a reference to) a SparseTensor.")},
+    {"as_sparse_tensor", as_cfunc(ortvalue_as_sparse_tensor), METH_NOARGS,
+     PyDoc_STR("as_sparse_tensor($self, /)\n--\n\nThe SparseTensor the OrtValue holds.")},
     // DLPack (src/python/dlpack.cc)
     {"from_dlpack", as_cfunc(ortvalue_from_dlpack), METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      PyDoc_STR("from_dlpack($type, data, is_bool_tensor=False)\n--\n\n"
@@ -420,6 +433,10 @@ PyType_Spec ortvalue_spec = {
 
 Tensor ortvalue_tensor(PyObject* o) {
   const Tensor& t = reinterpret_cast<OrtValueObject*>(o)->tensor;
+  if (!t.defined() && ortvalue_sparse(o))
+    ORTLITE_THROW(kNotImplemented,
+                  "an OrtValue holding a sparse tensor cannot be a feed or an initializer: "
+                  "ortlite's run path takes dense tensors (densify it first)");
   return cpu_provider().holds(t) ? t : provider_of(t)->to_host(t, nullptr);
 }
 
