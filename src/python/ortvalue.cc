@@ -435,13 +435,18 @@ Tensor ortvalue_tensor(PyObject* o) {
   const Tensor& t = reinterpret_cast<OrtValueObject*>(o)->tensor;
   if (!t.defined() && ortvalue_sparse(o))
     ORTLITE_THROW(kNotImplemented,
-                  "an OrtValue holding a sparse tensor cannot be a feed or an initializer: "
+                  "an OrtValue holding a sparse tensor cannot be a feed or be an initializer: "
                   "ortlite's run path takes dense tensors (densify it first)");
   return cpu_provider().holds(t) ? t : provider_of(t)->to_host(t, nullptr);
 }
 
 const Tensor& ortvalue_raw_tensor(PyObject* o) {
-  return reinterpret_cast<OrtValueObject*>(o)->tensor;
+  const Tensor& t = reinterpret_cast<OrtValueObject*>(o)->tensor;
+  if (!t.defined() && ortvalue_sparse(o))
+    ORTLITE_THROW(kNotImplemented,
+                  "an OrtValue holding a sparse tensor cannot be a feed or be bound: "
+                  "ortlite's run path takes dense tensors (densify it first)");
+  return t;
 }
 
 Ref ortvalue_new(ModuleState* st, Tensor t, PyObject* source) {
