@@ -9,6 +9,7 @@
 #include "python/numpy_bridge.h"
 #include "python/ortvalue.h"
 #include "python/run_options.h"
+#include "python/sparse_tensor.h"
 
 namespace ortlite::py {
 
@@ -212,6 +213,14 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
     }
     if (ortvalue_check(st, value)) {
       in->held.push_back(Ref::borrow(value));
+      if (PyObject* sparse = ortvalue_sparse(value)) {
+        // The run path takes dense tensors: a sparse feed of an input declared sparse runs
+        // in its dense form. Elsewhere ortvalue_raw_tensor below refuses it.
+        if (items[i].declared->type.kind == TypeInfo::Kind::kSparseTensor) {
+          in->feeds.emplace_back(name, sparse_tensor_densify(sparse, name));
+          continue;
+        }
+      }
       // Device tensors go to the core as they are: the plan copies what a node needs.
       in->feeds.emplace_back(name, ortvalue_raw_tensor(value));
       continue;

@@ -8,6 +8,7 @@
 #include "python/sparse_tensor.h"
 
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <string>
 #include <utility>
@@ -532,6 +533,42 @@ PyObject* sparse_tensor_dense_shape_list(PyObject* sparse) {
     PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), d);
   }
   return list;
+}
+
+Tensor sparse_tensor_densify(PyObject* sparse, const std::string& name) {
+  SparseTensorObject* sp = as_sp(sparse);
+  PyArrayObject* values = as_arr(sp->values);
+  const DataType dt = dtype_of_descr(PyArray_DESCR(values));
+  if (dt == DataType::kString)
+    ORTLITE_THROW(kNotImplemented, "input '", name,
+                  "': a sparse tensor of strings cannot be densified for a run");
+  Tensor t = Tensor::empty(dt, *sp->dense_shape);
+  const size_t item = dtype_size(dt);
+  const char* src = static_cast<const char*>(PyArray_DATA(values));
+  char* dst = static_cast<char*>(t.raw_data());
+  const int64_t nnz = PyArray_DIM(values, 0);
+  const int64_t* ix = static_cast<const int64_t*>(PyArray_DATA(as_arr(sp->indices)));
+  // The indices were checked at construction: every position is in range.
+  if (sp->format == kSparseCoo) {
+    const Shape& dense = *sp->dense_shape;
+    const bool linear = PyArray_NDIM(as_arr(sp->indices)) == 1;
+    for (int64_t k = 0; k < nnz; ++k) {
+      int64_t pos = 0;
+      if (linear) {
+        pos = ix[k];
+      } else {
+        for (size_t d = 0; d < dense.size(); ++d) pos = pos * dense[d] + ix[k * dense.size() + d];
+      }
+      std::memcpy(dst + pos * item, src + k * item, item);
+    }
+  } else if (nnz > 0) {
+    const int64_t* outer = static_cast<const int64_t*>(PyArray_DATA(as_arr(sp->outer)));
+    const int64_t rows = (*sp->dense_shape)[0], cols = (*sp->dense_shape)[1];
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t k = outer[r]; k < outer[r + 1]; ++k)
+        std::memcpy(dst + (r * cols + ix[k]) * item, src + k * item, item);
+  }
+  return t;
 }
 
 PyObject* ortvalue_sparse(PyObject* ortvalue) {

@@ -4,6 +4,8 @@
 
 #include <Python.h>
 
+#include <string>
+
 #include "ortlite/tensor.h"
 #include "python/module_state.h"
 
@@ -28,6 +30,10 @@ inline bool sparse_tensor_check(ModuleState* st, PyObject* o) {
 PyObject* sparse_tensor_data_type(PyObject* sparse);
 // The dense shape as a list of int.
 PyObject* sparse_tensor_dense_shape_list(PyObject* sparse);
+
+// The dense form of a SparseTensor: a new owned CPU tensor (`name` for messages). Throws
+// NotImplemented for string values.
+Tensor sparse_tensor_densify(PyObject* sparse, const std::string& name);
 
 // OrtValue methods registered in ortvalue.cc's method table.
 PyObject* ortvalue_from_sparse_tensor(PyTypeObject* cls, PyObject* arg);
