@@ -56,7 +56,8 @@ class RunOptions(_ortlite.RunOptions):
         """Makes `adapter` (a LoraAdapter) active for the runs given these options: its
         parameters are fed by name, overriding the initializers of those names."""
         if not isinstance(adapter, LoraAdapter):
-            raise TypeError(f"add_active_adapter expects a LoraAdapter, not {type(adapter).__name__}")
+            raise TypeError("add_active_adapter expects a LoraAdapter, not "
+                            f"{type(adapter).__name__}")
         try:
             self._active_adapters.append(adapter)
         except AttributeError:
