@@ -82,7 +82,10 @@ def _parse(data):
             if 0 not in p:
                 raise InvalidProtobuf(f"adapter file: parameter #{k} has no name")
             s, n = r.vector(p[0], 1, f"parameter #{k} name")
-            name = bytes(r.b[s:s + n]).decode("utf-8")
+            try:
+                name = bytes(r.b[s:s + n]).decode("utf-8")
+            except UnicodeDecodeError:
+                raise InvalidProtobuf(f"adapter file: parameter #{k}'s name is not UTF-8") from None
             dims = []
             if 1 in p:
                 s, n = r.vector(p[1], 8, f"parameter '{name}' dims")
