@@ -42,6 +42,10 @@ from ortlite._ortlite import __version__  # noqa: F401
 from ortlite._ortlite import NEWEST_OPSET  # noqa: F401  (the newest default-domain opset)
 from ortlite._device import OrtDevice  # noqa: F401
 from ortlite._adapter import AdapterFormat, LoraAdapter  # noqa: F401
+from ortlite._memory import (  # noqa: F401
+    OrtAllocatorType, OrtArenaCfg, OrtDeviceMemoryType, OrtEpAssignedNode, OrtEpAssignedSubgraph,
+    OrtMemType, OrtMemoryInfo, OrtMemoryInfoDeviceType, create_and_register_allocator,
+    create_and_register_allocator_v2)
 
 
 class RunOptions(_ortlite.RunOptions):
@@ -65,6 +69,13 @@ class RunOptions(_ortlite.RunOptions):
 
 
 RunOptions.__module__ = "ortlite"
+
+
+def get_build_info():
+    """A one-line description of this build, as onnxruntime's ("... Build Info: ...")."""
+    cuda = "CUDAExecutionProvider" in _ortlite.get_available_providers()
+    return (f"ortlite Build Info: version={__version__}, cuda={'yes' if cuda else 'no'}, "
+            f"providers={','.join(_ortlite.get_available_providers())}")
 
 
 class GraphOptimizationLevel(_enum.IntEnum):

@@ -3,11 +3,12 @@ runner, or any code written against that interface, can drive ortlite:
 
     import ortlite.backend as backend
     rep = backend.prepare(model)            # a ModelProto, serialized bytes or a path
-    outputs = rep.run([x])                  # or rep.run({"x": x}), or backend.run_model(...)
+    outputs = rep.run([x])                  # or rep.run({"x": x}), or backend.run(model, [x])
     (y,) = backend.run_node(onnx.helper.make_node("Relu", ["x"], ["y"]), [x])
 
 Importing this module requires the `onnx` package (a test-time dependency of ortlite);
-`import ortlite` itself never imports onnx. Only the CPU device is supported.
+`import ortlite` itself never imports onnx. Devices: "CPU", and "GPU" / "CUDA" where
+ortlite.get_device() reports one.
 """
 
 import numpy as np
@@ -22,12 +23,56 @@ import ortlite
 MAX_OPSET = ortlite.NEWEST_OPSET
 
 
+# Options the backend API refuses when set (to a true value or a non-empty path): they make
+# a session write files (an optimized model, a profile) at paths that come with the
+# model's kwargs, and the backend API is what test runners drive with kwargs they do not
+# vet. Set them on an ortlite.InferenceSession directly instead.
+_REFUSED_SESSION_OPTIONS = ("optimized_model_filepath", "enable_profiling",
+                            "profile_file_prefix")
+# RunOptions.terminate would make the run fail at once; it is a cross-thread control, not
+# an option of one backend call.
+_REFUSED_RUN_OPTIONS = ("terminate",)
+
+
+def _refuse(kwargs, refused, where):
+    for key in refused:
+        if kwargs.get(key):
+            raise ortlite.InvalidArgument(
+                f"ortlite.backend.{where}: option '{key}' is not supported through the "
+                "backend API; set it on an ortlite.InferenceSession / RunOptions directly")
+
+
 def _session_options(kwargs):
+    _refuse(kwargs, _REFUSED_SESSION_OPTIONS, "prepare")
     so = ortlite.SessionOptions()
     for key, value in kwargs.items():
         if hasattr(so, key):
             setattr(so, key, value)
     return so
+
+
+def _run_options(kwargs):
+    """A RunOptions from the kwargs that name its attributes (onnxruntime's rule), or the
+    run_options= one given; None when neither."""
+    _refuse(kwargs, _REFUSED_RUN_OPTIONS, "run")
+    given = kwargs.get("run_options")
+    ro = given if given is not None else ortlite.RunOptions()
+    touched = given is not None
+    for key, value in kwargs.items():
+        if key != "run_options" and hasattr(ro, key) and not key.startswith("_"):
+            setattr(ro, key, value)
+            touched = True
+    return ro if touched else None
+
+
+def _normalize_device(device):
+    return "GPU" if device == "CUDA" else device
+
+
+def _providers(device):
+    if _normalize_device(device) == "GPU":
+        return ortlite.get_available_providers()
+    return ["CPUExecutionProvider"]
 
 
 class OrtliteBackendRep(BackendRep):
@@ -43,9 +88,14 @@ class OrtliteBackendRep(BackendRep):
         return self._session
 
     def run(self, inputs, **kwargs):
-        """inputs: a dict name -> array, a list/tuple of arrays in graph-input order, or a
-        single array for a one-input model. Returns the outputs as a namedtuple that can
-        also be indexed by output name."""
+        """inputs: a dict name -> value, a list/tuple of values in graph-input order, or a
+        single value for a one-input model. A value is what InferenceSession.run takes: an
+        array (or anything numpy converts) for a tensor, a list of arrays for a sequence, a
+        dict for a map, None for an empty optional; values are passed as they are (a list
+        stays a list). kwargs naming RunOptions attributes set them (run_options= passes
+        one). Returns the outputs as a namedtuple that can also be indexed by output
+        name."""
+        run_options = _run_options(kwargs)
         if isinstance(inputs, dict):
             feeds = dict(inputs)
         elif isinstance(inputs, (list, tuple)):
@@ -59,30 +109,46 @@ class OrtliteBackendRep(BackendRep):
                 raise ortlite.InvalidArgument(
                     f"one input given, the model has {len(self._inputs)}: {self._inputs}")
             feeds = {self._inputs[0]: inputs}
-        feeds = {k: (v if isinstance(v, ortlite.OrtValue) else np.asarray(v))
-                 for k, v in feeds.items()}
-        run_options = kwargs.get("run_options")
         outputs = self._session.run(None, feeds, run_options)
         return namedtupledict("Outputs", self._outputs)(*outputs)
 
 
 class OrtliteBackend(Backend):
-    """The ONNX backend interface over ortlite (CPU)."""
+    """The ONNX backend interface over ortlite."""
+
+    @classmethod
+    def is_compatible(cls, model, device=None, **kwargs):
+        """Whether ortlite can run on `device` (None: ortlite.get_device()); the model is
+        not looked at, as in onnxruntime."""
+        if device is None:
+            device = ortlite.get_device()
+        return cls.supports_device(device)
 
     @classmethod
     def supports_device(cls, device):
-        try:
-            return Device(device).type == DeviceType.CPU
-        except (AttributeError, ValueError):
+        """onnxruntime's rule: "CUDA" means "GPU"; a device is supported when it is
+        ortlite.get_device() or one of its "-"-separated parts."""
+        if not isinstance(device, str):
             return False
+        device = _normalize_device(device)
+        have = ortlite.get_device()
+        return device == have or "-" + device in have or device + "-" in have
 
     @classmethod
-    def prepare(cls, model, device="CPU", **kwargs):
-        """model: a ModelProto, the serialized model (bytes) or a path to a .onnx file.
-        kwargs whose names are ortlite.SessionOptions attributes set those options."""
-        if not cls.supports_device(device):
-            raise ortlite.InvalidArgument(f"ortlite.backend: unsupported device {device!r}, "
-                                          "only 'CPU' is available")
+    def prepare(cls, model, device=None, **kwargs):
+        """model: a ModelProto, the serialized model (bytes), a path to a .onnx file, an
+        ortlite.InferenceSession or a prepared rep (returned as is). device: None (the
+        default device), "CPU", or "GPU"/"CUDA" where ortlite.get_device() says so.
+        kwargs whose names are ortlite.SessionOptions attributes set those options, except
+        optimized_model_filepath, enable_profiling and profile_file_prefix, which are
+        refused (InvalidArgument, a RuntimeError) as onnxruntime's backend refuses them."""
+        if isinstance(model, OrtliteBackendRep):
+            return model
+        if device is not None and not cls.supports_device(device):
+            raise ortlite.InvalidArgument(f"Incompatible device expected '{device}', got "
+                                          f"'{ortlite.get_device()}'")
+        if isinstance(model, ortlite.InferenceSession):
+            return OrtliteBackendRep(model)
         if isinstance(model, onnx.ModelProto):
             super().prepare(model, device)  # onnx.checker.check_model
             data = model.SerializeToString()
@@ -92,35 +158,37 @@ class OrtliteBackend(Backend):
             raise TypeError(f"ortlite.backend.prepare: a ModelProto, bytes or a path, "
                             f"not {type(model).__name__}")
         so = _session_options(kwargs)
-        session = ortlite.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+        session = ortlite.InferenceSession(data, so, providers=_providers(device))
         return OrtliteBackendRep(session)
 
     @classmethod
-    def run_model(cls, model, inputs, device="CPU", **kwargs):
-        return cls.prepare(model, device, **kwargs).run(inputs)
+    def run_model(cls, model, inputs, device=None, **kwargs):
+        """prepare(model, device, **kwargs).run(inputs, **kwargs), as onnxruntime: the
+        kwargs set SessionOptions and RunOptions attributes alike."""
+        return cls.prepare(model, device, **kwargs).run(inputs, **kwargs)
 
     @classmethod
-    def run_node(cls, node, inputs, device="CPU", outputs_info=None, **kwargs):
-        """Runs one node. inputs: a list of arrays for the node's inputs in order (empty
-        names, i.e. omitted optional inputs, are skipped), or a dict name -> array.
+    def run_node(cls, node, inputs, device=None, outputs_info=None, **kwargs):
+        """Runs one node (onnxruntime's backend does not: it raises NotImplementedError).
+        inputs: a list of values for the node's inputs in order (empty names, i.e. omitted
+        optional inputs, are skipped), or a dict name -> value; a list of arrays is a
+        sequence input.
         outputs_info: optional list of (np dtype, shape) for the outputs; without it the
         output types are left to ortlite. kwargs: opset_version (default
         ortlite.NEWEST_OPSET)."""
-        super().run_node(node, inputs, device=device, outputs_info=outputs_info, **kwargs)
+        super().run_node(node, inputs, device=device or "CPU", outputs_info=outputs_info,
+                         **kwargs)
         opset = int(kwargs.pop("opset_version", MAX_OPSET))
         if isinstance(inputs, dict):
-            feeds = {k: np.asarray(v) for k, v in inputs.items()}
+            feeds = {k: _node_feed(v) for k, v in inputs.items()}
         else:
             names = [n for n in node.input if n]
             if len(inputs) != len(names):
                 raise ortlite.InvalidArgument(
                     f"run_node: {len(inputs)} inputs given for node {node.op_type} with "
                     f"inputs {names}")
-            feeds = {n: np.asarray(v) for n, v in zip(names, inputs)}
-        graph_inputs = [
-            helper.make_tensor_value_info(
-                n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
-            for n, a in feeds.items()]
+            feeds = {n: _node_feed(v) for n, v in zip(names, inputs)}
+        graph_inputs = [_node_input_info(n, a) for n, a in feeds.items()]
         graph_outputs = []
         for i, name in enumerate(n for n in node.output if n):
             if outputs_info is not None and i < len(outputs_info):
@@ -137,12 +205,27 @@ class OrtliteBackend(Backend):
         model = helper.make_model(graph, opset_imports=opsets)
         model.ir_version = min(model.ir_version, 10)
         rep = OrtliteBackendRep(ortlite.InferenceSession(
-            model.SerializeToString(), _session_options(kwargs),
-            providers=["CPUExecutionProvider"]))
+            model.SerializeToString(), _session_options(kwargs), providers=_providers(device)))
         return rep.run(feeds)
 
 
+def _node_feed(v):
+    """run_node's feeds: lists of arrays stay sequences, the rest become arrays."""
+    if isinstance(v, list) and all(isinstance(x, np.ndarray) for x in v):
+        return list(v)
+    return np.asarray(v)
+
+
+def _node_input_info(name, v):
+    if isinstance(v, list):
+        elem = helper.np_dtype_to_tensor_dtype(v[0].dtype) if v else onnx.TensorProto.FLOAT
+        return helper.make_tensor_sequence_value_info(name, elem, None)
+    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(v.dtype),
+                                         list(v.shape))
+
+
 prepare = OrtliteBackend.prepare
+run = OrtliteBackend.run_model
 run_model = OrtliteBackend.run_model
 run_node = OrtliteBackend.run_node
 supports_device = OrtliteBackend.supports_device

@@ -51,6 +51,14 @@ struct SessionConfig {
   // Records a profile of initialization and of every run (Session::end_profiling).
   bool enable_profiling = false;
   std::string profile_file_prefix = "onnxruntime_profile_";
+  // SessionOptions.optimized_model_filepath: where create() writes the graph it will run
+  // (after inlining, SessionOptions initializers and the optimizer) as an ONNX model. The
+  // config entries session.optimized_model_external_initializers_file_name and
+  // ..._min_size_in_bytes (default 1024) put large initializers in a file beside it.
+  std::string optimized_model_filepath;
+  // SessionOptions.use_per_session_threads = False: the process-wide pool
+  // (set_global_thread_pool_sizes) the session runs on instead of a pool of its own.
+  std::shared_ptr<ThreadPool> shared_thread_pool;
 };
 
 struct RunConfig {
@@ -134,6 +142,11 @@ class Session {
   bool uses_device() const;
   // The main graph's nodes in plan order: (node label, provider name).
   std::vector<std::pair<std::string, std::string>> node_placement() const;
+  // The same nodes by name, op type and domain, with their provider.
+  struct NodeAssignment {
+    std::string name, op_type, domain, provider;
+  };
+  std::vector<NodeAssignment> node_assignment() const;
 
   struct Impl;
 
@@ -149,7 +162,7 @@ class Session {
   Model model_;
   SessionConfig config_;
   std::vector<ValueInfo> inputs_, outputs_, overridable_;
-  std::unique_ptr<ThreadPool> pool_;
+  std::shared_ptr<ThreadPool> pool_;
   std::unique_ptr<Impl> impl_;
 };
 

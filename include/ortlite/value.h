@@ -1,7 +1,8 @@
 // Value: what a graph edge carries. A tensor (the common case), a sequence of tensors, a
-// sequence of maps that share one key set (ai.onnx.ml ZipMap), or an optional that holds
-// nothing. An optional that holds something is represented by the thing itself, as
-// onnxruntime does, so kernels that take a tensor accept it unchanged.
+// sequence of maps that share one key set (ai.onnx.ml ZipMap), one map (a map input of
+// DictVectorizer), or an optional that holds nothing. An optional that holds something is
+// represented by the thing itself, as onnxruntime does, so kernels that take a tensor accept it
+// unchanged.
 #pragma once
 
 #include <memory>
@@ -15,7 +16,7 @@ namespace ortlite {
 
 class Value {
  public:
-  enum class Kind : unsigned char { kTensor, kSequence, kNone, kMaps };
+  enum class Kind : unsigned char { kTensor, kSequence, kNone, kMaps, kMap };
 
   Value() = default;
   Value(Tensor t) : tensor_(std::move(t)) {}  // NOLINT: a tensor is a value
@@ -41,6 +42,16 @@ class Value {
         std::vector<Tensor>{std::move(keys), std::move(values)});
     return v;
   }
+  // One map {keys[j]: values[j]} (map(K, V) values, fed as a Python dict). `keys` is int64 or
+  // string, shape [C], without duplicates; `values` has shape [C] and any element type.
+  static Value map(Tensor keys, Tensor values) {
+    Value v;
+    v.kind_ = Kind::kMap;
+    v.elem_ = keys.dtype();
+    v.items_ = std::make_shared<const std::vector<Tensor>>(
+        std::vector<Tensor>{std::move(keys), std::move(values)});
+    return v;
+  }
   // An optional without an element.
   static Value none() {
     Value v;
@@ -53,6 +64,7 @@ class Value {
   bool is_sequence() const { return kind_ == Kind::kSequence; }
   bool is_none() const { return kind_ == Kind::kNone; }
   bool is_maps() const { return kind_ == Kind::kMaps; }
+  bool is_map() const { return kind_ == Kind::kMap; }
   bool defined() const { return kind_ != Kind::kTensor || tensor_.defined(); }
 
   const Tensor& tensor() const { return tensor_; }
@@ -62,13 +74,14 @@ class Value {
     static const std::vector<Tensor> empty;
     return items_ && kind_ == Kind::kSequence ? *items_ : empty;
   }
-  // kMaps only: the keys [C] and the values [N, C].
+  // kMaps: the keys [C] and the values [N, C]; kMap: the keys [C] and the values [C].
   const Tensor& map_keys() const { return (*items_)[0]; }
   const Tensor& map_values() const { return (*items_)[1]; }
-  // Sequence element type; the key type of kMaps.
+  // Sequence element type; the key type of kMaps and kMap.
   DataType elem_type() const { return elem_; }
 
   // "tensor(float)", "seq(tensor(int64))", "seq(map(int64,tensor(float)))",
+  // "map(string,tensor(double))",
   // "optional(none)": for error messages.
   std::string type_string() const;
 

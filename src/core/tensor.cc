@@ -119,6 +119,9 @@ std::string Value::type_string() const {
     case Kind::kMaps:
       return std::string("seq(map(") + dtype_name(elem_) + ",tensor(" +
              dtype_name(map_values().dtype()) + ")))";
+    case Kind::kMap:
+      return std::string("map(") + dtype_name(elem_) + ",tensor(" +
+             dtype_name(map_values().dtype()) + "))";
   }
   return "value";
 }

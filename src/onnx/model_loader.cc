@@ -10,12 +10,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <system_error>
 #include <utility>
 
 #include "onnx/reader.h"
 #include "ortlite/model.h"
+#include "ortlite/model_io.h"
 #include "ortlite/status.h"
 
 namespace ortlite {
@@ -174,6 +176,10 @@ class FileExternalData : public onnx_reader::ExternalDataSource {
     }
   }
 
+ public:
+  static BufferPtr copy(const void* src, size_t n) { return constant_copy(src, n); }
+
+ private:
   static BufferPtr constant_copy(const void* src, size_t n) {
     Buffer* inner = Buffer::allocate(n);
     if (n) std::memcpy(inner->data(), src, n);
@@ -216,6 +222,48 @@ class FileExternalData : public onnx_reader::ExternalDataSource {
   std::map<std::string, File> files_;
 };
 
+// LoadOptions in front of the files (or of nothing, for a model from bytes): initializers
+// the session replaces get an unread placeholder; in-memory files are read from memory.
+class SessionExternalData : public onnx_reader::ExternalDataSource {
+ public:
+  SessionExternalData(const LoadOptions& options, onnx_reader::ExternalDataSource* files)
+      : options_(options), files_(files) {}
+
+  BufferPtr load(const onnx_reader::ExternalDataRef& ref) override {
+    if (!ref.name.empty() && options_.provided_initializers.count(ref.name))
+      return BufferPtr::adopt(Buffer::allocate(ref.nbytes));
+    const std::string& loc = ref.location;
+    auto it = options_.in_memory_files.find(loc);
+    if (it == options_.in_memory_files.end() && loc.compare(0, 2, "./") == 0)
+      it = options_.in_memory_files.find(loc.substr(2));
+    if (it != options_.in_memory_files.end()) {
+      const uint64_t size = it->second ? it->second->size() : 0;
+      if (ref.offset > size)
+        ORTLITE_THROW(kInvalidGraph, ref.tensor, ": external data offset ", ref.offset,
+                      " is past the end of the in-memory file '", loc, "' (", size, " bytes)");
+      const uint64_t length = ref.has_length ? ref.length : size - ref.offset;
+      if (length > size - ref.offset)
+        ORTLITE_THROW(kInvalidGraph, ref.tensor, ": external data offset ", ref.offset,
+                      " + length ", length, " runs past the end of the in-memory file '", loc,
+                      "' (", size, " bytes)");
+      if (length != ref.nbytes)
+        ORTLITE_THROW(kInvalidGraph, ref.tensor, ": external data in the in-memory file '", loc,
+                      "' holds ", length, " bytes but the tensor needs ", ref.nbytes);
+      const uint8_t* base = size ? static_cast<const uint8_t*>(it->second->data()) : nullptr;
+      return FileExternalData::copy(base ? base + ref.offset : nullptr, ref.nbytes);
+    }
+    if (!files_)
+      ORTLITE_THROW(kFail, ref.tensor, ": uses external data (location '", loc,
+                    "'), which a model from bytes can only take from "
+                    "SessionOptions.add_external_initializers_from_files_in_memory");
+    return files_->load(ref);
+  }
+
+ private:
+  const LoadOptions& options_;
+  onnx_reader::ExternalDataSource* files_;
+};
+
 }  // namespace
 
 void drop_file_pages(const void* data, size_t size) {
@@ -226,7 +274,7 @@ void drop_file_pages(const void* data, size_t size) {
   if (hi > lo) (void)::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
-Model load_model_from_file(const std::string& path) {
+Model load_model_from_file(const std::string& path, const LoadOptions& options) {
   if (path.empty()) ORTLITE_THROW(kNoSuchFile, "Load model failed: the path is empty");
   if (path.find('\0') != std::string::npos)
     ORTLITE_THROW(kNoSuchFile, "Load model failed: the path contains a NUL byte");
@@ -256,23 +304,38 @@ Model load_model_from_file(const std::string& path) {
   // next to the file it resolves to.
   int real_err = 0;
   const std::string real_model = real_path(path, &real_err);
-  FileExternalData external(dirname_of(path), real_model.empty() ? "" : dirname_of(real_model));
+  FileExternalData files(dirname_of(path), real_model.empty() ? "" : dirname_of(real_model));
+  SessionExternalData session_data(options, &files);
+  onnx_reader::ExternalDataSource* external = &files;
+  if (!options.empty()) external = &session_data;
   try {
     return onnx_reader::parse_model(static_cast<const uint8_t*>(backing->data()), size, backing,
-                                    &external, true);
+                                    external, true);
   } catch (const Error& e) {
     throw Error(e.code(), "Load model from " + path + " failed: " + e.what());
   }
 }
 
-Model load_model_from_buffer(BufferPtr bytes, const std::string& base_dir) {
+Model load_model_from_buffer(BufferPtr bytes, const std::string& base_dir,
+                             const LoadOptions& options) {
   if (!bytes || bytes->size() == 0)
     ORTLITE_THROW(kInvalidProtobuf, "Load model from bytes failed: the model is empty (0 bytes)");
   const uint8_t* data = static_cast<const uint8_t*>(bytes->data());
   size_t size = bytes->size();
-  if (base_dir.empty()) return onnx_reader::parse_model(data, size, std::move(bytes), nullptr);
-  FileExternalData external(base_dir, "");
-  return onnx_reader::parse_model(data, size, std::move(bytes), &external);
+  std::unique_ptr<FileExternalData> files;
+  if (!base_dir.empty()) files = std::make_unique<FileExternalData>(base_dir, "");
+  SessionExternalData session_data(options, files.get());
+  onnx_reader::ExternalDataSource* external = files.get();
+  if (!options.empty()) external = &session_data;
+  return onnx_reader::parse_model(data, size, std::move(bytes), external);
+}
+
+Model load_model_from_file(const std::string& path) {
+  return load_model_from_file(path, LoadOptions());
+}
+
+Model load_model_from_buffer(BufferPtr bytes, const std::string& base_dir) {
+  return load_model_from_buffer(std::move(bytes), base_dir, LoadOptions());
 }
 
 Tensor parse_tensor_proto(const void* data, size_t size) {

@@ -58,6 +58,8 @@ class Reader {
   const char* message() const { return message_; }
   size_t offset() const { return static_cast<size_t>(p_ - base_); }
   bool at_end() const { return p_ == end_; }
+  // The bytes not read yet (all of a message's bytes before the first next()).
+  Span remaining() const { return Span{p_, static_cast<size_t>(end_ - p_)}; }
   uint32_t field() const { return field_; }
   uint32_t wire() const { return wire_; }
 

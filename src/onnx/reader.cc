@@ -301,15 +301,19 @@ void parse_attribute(pb::Reader r, Attribute& a, Ctx& ctx) {
       case 13:  // doc_string
         r.read_bytes();
         break;
-      case 14: {  // tp: parsed for validity; Attribute has no slot for a type
+      case 14: {  // tp: kept as its bytes (the writer puts them back); parsed for validity
+        pb::Reader tp = r.read_message("TypeProto");
+        a.s = tp.remaining().str();
         TypeInfo ignored;
-        parse_type(r.read_message("TypeProto"), ignored, 0);
+        parse_type(tp, ignored, 0);
         present |= attr_bit(AttrType::kTypeProto);
         break;
       }
       case 15: {
+        pb::Reader tp = r.read_message("TypeProto");
+        a.strings.push_back(tp.remaining().str());
         TypeInfo ignored;
-        parse_type(r.read_message("TypeProto"), ignored, 0);
+        parse_type(tp, ignored, 0);
         present |= attr_bit(AttrType::kTypeProtos);
         break;
       }

@@ -13,7 +13,8 @@ namespace ortlite::onnx_reader {
 
 // One tensor's external_data entries, already parsed.
 struct ExternalDataRef {
-  std::string tensor;    // the tensor's name, for messages
+  std::string tensor;    // the tensor's label, for messages
+  std::string name;      // the TensorProto's name
   std::string location;  // as written in the model
   uint64_t offset = 0;
   bool has_length = false;

@@ -386,6 +386,7 @@ Tensor load_external(const RawTensor& t, const Layout& L, Ctx& ctx, const std::s
     ORTLITE_THROW(kInvalidGraph, label, ": string tensors cannot use external data");
   ExternalDataRef ref;
   ref.tensor = label;
+  ref.name = t.name;
   bool has_location = false;
   for (const auto& [key, value] : t.external_data) {
     if (key == "location") {

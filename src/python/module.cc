@@ -8,6 +8,7 @@
 #include "python/async_run.h"
 #include "python/module_state.h"
 #include "python/providers.h"
+#include "python/session_options.h"
 #include "python/util.h"
 
 namespace ortlite::py {
@@ -96,6 +97,16 @@ PyMethodDef module_methods[] = {
     {"get_device", get_device, METH_NOARGS,
      PyDoc_STR("get_device()\n--\n\nThe default device: 'GPU' when the CUDA provider is usable, "
                "else 'CPU'.")},
+    {"set_global_thread_pool_sizes", as_cfunc(set_global_thread_pool_sizes),
+     METH_VARARGS | METH_KEYWORDS,
+     PyDoc_STR(
+         "set_global_thread_pool_sizes(intra_op_num_threads=0, inter_op_num_threads=0)\n"
+         "--\n\n"
+         "Creates the process-wide thread pool that sessions with\n"
+         "SessionOptions.use_per_session_threads = False run on (intra_op_num_threads\n"
+         "threads, 0: one per core, at most 8; inter_op_num_threads is recorded: ortlite runs\n"
+         "nodes in order). Once only: a second call is Fail. From then on sessions must set\n"
+         "use_per_session_threads = False, as in onnxruntime.")},
     {"get_version_string", get_version_string, METH_NOARGS,
      PyDoc_STR("get_version_string()\n--\n\nortlite's version.")},
     {"set_default_logger_severity", set_default_logger_severity, METH_O,

@@ -81,6 +81,14 @@ DataType builtin_dtype_of_descr(PyArray_Descr* descr) {
     case 'S':
     case 'O':
       return DataType::kString;
+    case 'V':
+      // Unstructured np.void: each element's bytes are one string, as in onnxruntime.
+      // Structured and subarray dtypes have no ONNX type, and ml_dtypes' types (kind 'V'
+      // too, with scalar types of their own) are looked up by ml_dtype_of.
+      return descr->typeobj == &PyVoidArrType_Type && !PyDataType_HASFIELDS(descr) &&
+                     !PyDataType_HASSUBARRAY(descr)
+                 ? DataType::kString
+                 : DataType::kUndefined;
     default:
       return DataType::kUndefined;
   }
@@ -223,7 +231,28 @@ bool element_to_string(PyObject* item, std::string* out) {
   return false;
 }
 
+// np.void elements: every element is its item size of bytes, trailing NULs included
+// (onnxruntime keeps them too; an 'S' array's elements end at their first NUL instead).
+Tensor voids_to_tensor(PyArrayObject* a) {
+  // A C-contiguous array of the same dtype: `a` itself when it is one, else a copy.
+  PyArray_Descr* descr = PyArray_DESCR(a);
+  Py_INCREF(descr);  // PyArray_FromAny steals it
+  Ref c = Ref::steal(PyArray_FromAny(reinterpret_cast<PyObject*>(a), descr, 0, 0,
+                                     NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ENSUREARRAY, nullptr));
+  if (!c) throw PythonErrorSet{};
+  auto* ca = reinterpret_cast<PyArrayObject*>(c.get());
+  const npy_intp n = PyArray_SIZE(ca);
+  const size_t item = static_cast<size_t>(PyArray_ITEMSIZE(ca));
+  Shape shape(PyArray_DIMS(ca), PyArray_DIMS(ca) + PyArray_NDIM(ca));
+  BufferPtr buf = BufferPtr::adopt(Buffer::allocate_strings(static_cast<size_t>(n)));
+  auto* dst = static_cast<std::string*>(buf->data());
+  const char* src = static_cast<const char*>(PyArray_DATA(ca));
+  for (npy_intp i = 0; i < n; ++i) dst[i].assign(src + static_cast<size_t>(i) * item, item);
+  return Tensor(DataType::kString, std::move(shape), std::move(buf));
+}
+
 Tensor strings_to_tensor(PyArrayObject* a) {
+  if (PyArray_DESCR(a)->typeobj == &PyVoidArrType_Type) return voids_to_tensor(a);
   Ref obj = Ref::steal(
       PyArray_FromAny(reinterpret_cast<PyObject*>(a), PyArray_DescrFromType(NPY_OBJECT), 0, 0,
                       NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_ENSUREARRAY, nullptr));

@@ -100,6 +100,55 @@ PyObject* ortvalue_from_numpy(PyTypeObject* cls, PyObject* args, PyObject* kwds)
   ORTLITE_PY_CATCH(st, nullptr)
 }
 
+// The array's memory seen as another element type of the same size (bfloat16 or float8 data
+// in uint16 / uint8 arrays); shares the memory as ortvalue_from_numpy does.
+PyObject* ortvalue_from_numpy_with_onnx_type(PyTypeObject* cls, PyObject* args, PyObject* kwds) {
+  ModuleState* st = state_from_type(cls);
+  if (!st) return nullptr;
+  static const char* kwlist[] = {"data", "onnx_element_type", nullptr};
+  PyObject* arr = nullptr;
+  PyObject* type = nullptr;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO:ortvalue_from_numpy_with_onnx_type",
+                                   const_cast<char**>(kwlist), &arr, &type))
+    return nullptr;
+  if (!PyArray_Check(arr)) {
+    PyErr_Format(PyExc_TypeError,
+                 "ortvalue_from_numpy_with_onnx_type: data must be a numpy.ndarray, not %.100s",
+                 Py_TYPE(arr)->tp_name);
+    return nullptr;
+  }
+  if (!PyLong_Check(type) || PyBool_Check(type)) {
+    PyErr_Format(PyExc_TypeError,
+                 "ortvalue_from_numpy_with_onnx_type: onnx_element_type must be an int "
+                 "(TensorProto.DataType), not %.100s",
+                 Py_TYPE(type)->tp_name);
+    return nullptr;
+  }
+  try {
+    int overflow = 0;
+    const long code = PyLong_AsLongAndOverflow(type, &overflow);
+    if (code == -1 && PyErr_Occurred()) throw PythonErrorSet{};
+    const DataType want = static_cast<DataType>(code);
+    if (overflow || code <= 0 || code > kMaxDataType || !dtype_supported(want))
+      ORTLITE_THROW(kInvalidArgument, "ortvalue_from_numpy_with_onnx_type: ", code,
+                    " is not an ONNX element type ortlite supports");
+    if (want == DataType::kString)
+      ORTLITE_THROW(kInvalidArgument,
+                    "ortvalue_from_numpy_with_onnx_type: string tensors cannot be reinterpreted; "
+                    "use ortvalue_from_numpy");
+    Ref keep;
+    Tensor t = object_to_tensor(arr, DataType::kUndefined, "data", &keep);
+    if (t.dtype() == DataType::kString || dtype_size(t.dtype()) != dtype_size(want))
+      ORTLITE_THROW(kInvalidArgument, "ortvalue_from_numpy_with_onnx_type: the array's elements (",
+                    dtype_name(t.dtype()), ", ", dtype_size(t.dtype()),
+                    " bytes) are not the size of ", dtype_name(want), "'s (", dtype_size(want),
+                    " bytes)");
+    Tensor as(want, t.shape(), t.buffer(), t.byte_offset());
+    return ortvalue_new(st, std::move(as), keep.get()).release();
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
 PyObject* ortvalue_from_shape_and_type(PyTypeObject* cls, PyObject* args, PyObject* kwds) {
   ModuleState* st = state_from_type(cls);
   if (!st) return nullptr;
@@ -340,6 +389,13 @@ PyMethodDef ortvalue_methods[] = {
                "An OrtValue over a numpy array (or anything numpy.asarray accepts). On the CPU\n"
                "it shares the array's memory when the array is C-contiguous, aligned and in\n"
                "native byte order, and keeps the array alive; otherwise it holds a copy.")},
+    {"ortvalue_from_numpy_with_onnx_type", as_cfunc(ortvalue_from_numpy_with_onnx_type),
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     PyDoc_STR("ortvalue_from_numpy_with_onnx_type($type, data, onnx_element_type)\n--\n\n"
+               "An OrtValue over a numpy array whose elements are read as the ONNX element type\n"
+               "onnx_element_type (a TensorProto.DataType number) of the same size: bfloat16 in a\n"
+               "uint16 array, float8 in a uint8 one. Shares the memory (keeping the array alive)\n"
+               "as ortvalue_from_numpy does.")},
     {"ortvalue_from_shape_and_type", as_cfunc(ortvalue_from_shape_and_type),
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      PyDoc_STR("ortvalue_from_shape_and_type($type, shape, element_type, device_type='cpu', "

@@ -43,6 +43,115 @@ void check_array_item(PyArrayObject* a, const TypeInfo& seq, const std::string& 
   }
 }
 
+// A Python exception raised while converting an entry of a dict feed becomes the typed
+// error, naming the input and what was wrong (the Python message is kept).
+[[noreturn]] void map_entry_error(const std::string& name, const char* what, PyObject* obj,
+                                  const char* ctype) {
+  std::string detail;
+  if (PyErr_Occurred()) {
+    // Only a conversion's own failures become the typed error; MemoryError,
+    // KeyboardInterrupt and the like propagate as they are.
+    if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_ValueError) &&
+        !PyErr_ExceptionMatches(PyExc_OverflowError))
+      throw PythonErrorSet{};
+    PyObject *type = nullptr, *val = nullptr, *tb = nullptr;
+    PyErr_Fetch(&type, &val, &tb);
+    Ref t = Ref::steal(type), v = Ref::steal(val), b = Ref::steal(tb);
+    if (v) {
+      Ref str = Ref::steal(PyObject_Str(v.get()));
+      std::string msg;
+      if (str && str_to_utf8(str.get(), "message", &msg)) detail = " (" + msg + ")";
+      PyErr_Clear();
+    }
+  }
+  ORTLITE_THROW(kInvalidArgument, "input '", name, "': Unexpected ", what, " type  <class '",
+                Py_TYPE(obj)->tp_name, "'>, it cannot be linked to C type ", ctype, detail);
+}
+
+// Element type of a dict entry whose declared type is unknown: int -> int64,
+// float -> float (values only), anything else -> string.
+DataType guess_map_type(PyObject* o, bool key) {
+  if (PyLong_Check(o) || PyIndex_Check(o)) return DataType::kInt64;
+  if (!key && (PyFloat_Check(o) || PyNumber_Check(o))) return DataType::kFloat;
+  return DataType::kString;
+}
+
+// Writes one key or value of a dict feed into element i of `t` (int64, float, double or
+// string).
+void set_map_element(Tensor& t, int64_t i, PyObject* o, const std::string& name, const char* what) {
+  switch (t.dtype()) {
+    case DataType::kInt64: {
+      if (PyUnicode_Check(o) || PyBytes_Check(o) || PyFloat_Check(o))
+        map_entry_error(name, what, o, "int64_t");
+      Ref idx = Ref::steal(PyNumber_Index(o));
+      if (!idx) map_entry_error(name, what, o, "int64_t");
+      const long long v = PyLong_AsLongLong(idx.get());
+      if (v == -1 && PyErr_Occurred()) map_entry_error(name, what, o, "int64_t");
+      t.data<int64_t>()[i] = static_cast<int64_t>(v);
+      return;
+    }
+    case DataType::kFloat:
+    case DataType::kDouble: {
+      const char* ctype = t.dtype() == DataType::kFloat ? "float" : "double";
+      if (PyUnicode_Check(o) || PyBytes_Check(o)) map_entry_error(name, what, o, ctype);
+      const double v = PyFloat_AsDouble(o);
+      if (v == -1.0 && PyErr_Occurred()) map_entry_error(name, what, o, ctype);
+      if (t.dtype() == DataType::kFloat)
+        t.data<float>()[i] = static_cast<float>(v);
+      else
+        t.data<double>()[i] = v;
+      return;
+    }
+    case DataType::kString: {
+      std::string* dst = t.data<std::string>() + i;
+      if (PyBytes_Check(o)) {
+        dst->assign(PyBytes_AS_STRING(o), static_cast<size_t>(PyBytes_GET_SIZE(o)));
+        return;
+      }
+      if (!PyUnicode_Check(o)) map_entry_error(name, what, o, "std::string");
+      Py_ssize_t n = 0;
+      const char* u = PyUnicode_AsUTF8AndSize(o, &n);
+      if (!u) map_entry_error(name, what, o, "std::string");
+      dst->assign(u, static_cast<size_t>(n));
+      return;
+    }
+    default:
+      ORTLITE_THROW(kNotImplemented, "input '", name, "': map ", what, "s of type ",
+                    dtype_name(t.dtype()), " cannot be fed");
+  }
+}
+
+// A dict fed to a map(K, V) input: the keys and the values as two [C] tensors, in the
+// dict's order. The items are snapshot first: converting one may run Python code
+// (__index__, __float__) that mutates the dict.
+Value dict_to_map(PyObject* dict, const TypeInfo& type, const std::string& name) {
+  Ref items = Ref::steal(PyDict_Items(dict));
+  if (!items) throw PythonErrorSet{};
+  const Py_ssize_t n = PyList_GET_SIZE(items.get());
+  DataType kt = type.elem_type;
+  DataType vt = type.elem && type.elem->kind == TypeInfo::Kind::kTensor ? type.elem->elem_type
+                                                                        : DataType::kUndefined;
+  if (n > 0) {
+    PyObject* first = PyList_GET_ITEM(items.get(), 0);
+    if (kt == DataType::kUndefined) kt = guess_map_type(PyTuple_GET_ITEM(first, 0), true);
+    if (vt == DataType::kUndefined) vt = guess_map_type(PyTuple_GET_ITEM(first, 1), false);
+  }
+  if (kt == DataType::kUndefined) kt = DataType::kInt64;
+  if (vt == DataType::kUndefined) vt = DataType::kFloat;
+  if (kt != DataType::kInt64 && kt != DataType::kString) {
+    ORTLITE_THROW(kNotImplemented, "input '", name, "' is a ", type.to_string(),
+                  ": only int64 and string map keys can be fed");
+  }
+  Tensor keys = Tensor::empty(kt, {static_cast<int64_t>(n)});
+  Tensor values = Tensor::empty(vt, {static_cast<int64_t>(n)});
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* item = PyList_GET_ITEM(items.get(), i);
+    set_map_element(keys, i, PyTuple_GET_ITEM(item, 0), name, "key");
+    set_map_element(values, i, PyTuple_GET_ITEM(item, 1), name, "value");
+  }
+  return Value::map(std::move(keys), std::move(values));
+}
+
 // Converts one feed. `held` receives what must outlive the run.
 Value object_to_value(PyObject* value, const TypeInfo* type, const std::string& name,
                       std::vector<Ref>* held) {
@@ -77,6 +186,13 @@ Value object_to_value(PyObject* value, const TypeInfo* type, const std::string& 
     if (seq_elem == DataType::kUndefined && !items.empty()) seq_elem = items[0].dtype();
     held->push_back(std::move(seq));
     return Value::sequence(std::move(items), seq_elem);
+  }
+  if (type && type->kind == K::kMap) {
+    if (!PyDict_Check(value)) {
+      ORTLITE_THROW(kInvalidArgument, "input '", name, "' is a ", type->to_string(),
+                    ": feed a dict, not ", Py_TYPE(value)->tp_name);
+    }
+    return dict_to_map(value, *type, name);
   }
   if (PyDict_Check(value)) {
     ORTLITE_THROW(kInvalidArgument, "Unexpected input data type for input '", name,
@@ -126,6 +242,47 @@ Ref maps_to_list(const Value& v) {
     PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), dict.release());
   }
   return list;
+}
+
+// One element of a kMap key or value tensor as a Python object.
+Ref map_element(const Tensor& t, int64_t i) {
+  PyObject* o = nullptr;
+  switch (t.dtype()) {
+    case DataType::kInt64:
+      o = PyLong_FromLongLong(t.data<int64_t>()[i]);
+      break;
+    case DataType::kFloat:
+      o = PyFloat_FromDouble(static_cast<double>(t.data<float>()[i]));
+      break;
+    case DataType::kDouble:
+      o = PyFloat_FromDouble(t.data<double>()[i]);
+      break;
+    case DataType::kString:
+      o = str_from_utf8(t.data<std::string>()[i]);
+      break;
+    default:
+      ORTLITE_THROW(kNotImplemented, "a map of ", dtype_name(t.dtype()),
+                    " cannot be returned to Python");
+  }
+  if (!o) throw PythonErrorSet{};
+  return Ref::steal(o);
+}
+
+// A kMap value as a dict.
+Ref map_to_dict(const Value& v) {
+  const Tensor& keys = v.map_keys();
+  const Tensor& values = v.map_values();
+  if (keys.rank() != 1 || values.rank() != 1 || keys.dim(0) != values.dim(0)) {
+    ORTLITE_THROW(kFail, "malformed ", v.type_string(), " output: keys ",
+                  shape_to_string(keys.shape()), ", values ", shape_to_string(values.shape()));
+  }
+  Ref dict = Ref::steal(PyDict_New());
+  if (!dict) throw PythonErrorSet{};
+  for (int64_t j = 0; j < keys.dim(0); ++j) {
+    Ref k = map_element(keys, j), val = map_element(values, j);
+    if (PyDict_SetItem(dict.get(), k.get(), val.get()) < 0) throw PythonErrorSet{};
+  }
+  return dict;
 }
 
 void parse_output_names(PyObject* output_names, std::vector<std::string>* out) {
@@ -333,7 +490,7 @@ Ref outputs_to_numpy(ModuleState* st, std::vector<Value> outs,
   for (Value& v : outs) {
     kinds.push_back(v.kind());
     seq_sizes.push_back(v.items().size());
-    if (v.is_maps()) maps.push_back(std::move(v));
+    if (v.is_maps() || v.is_map()) maps.push_back(std::move(v));
     v = Value();  // drops this list's references to sequence items
   }
   const std::vector<bool> view = exclusive_outputs(flat);
@@ -353,6 +510,8 @@ Ref outputs_to_numpy(ModuleState* st, std::vector<Value> outs,
       item = Ref::borrow(Py_None);
     } else if (kinds[i] == Value::Kind::kMaps) {
       item = maps_to_list(maps[next_maps++]);
+    } else if (kinds[i] == Value::Kind::kMap) {
+      item = map_to_dict(maps[next_maps++]);
     } else {
       const size_t n = seq_sizes[i];
       item = Ref::steal(PyList_New(static_cast<Py_ssize_t>(n)));

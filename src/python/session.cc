@@ -1,6 +1,7 @@
 #include "python/session.h"
 
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -66,6 +67,32 @@ ModelSource model_source(PyObject* src) {
   return ms;
 }
 
+// Loads the model, creates the core session with `options` (the session's own
+// SessionOptions copy) and `choice`, and installs them in `so`, replacing what it held.
+void create_core(ModuleState* st, SessionObject* so, ModelSource source, Ref options,
+                 ProviderChoice choice) {
+  Ref held;
+  SessionConfig config = session_options_to_config(st, options.get(), &held);
+  provider_config(choice, &config);
+  LoadViews views;
+  const LoadOptions load = session_options_load_options(st, options.get(), &views);
+
+  Model model;
+  without_gil([&] {
+    model = source.bytes ? load_model_from_buffer(std::move(source.bytes), "", load)
+                         : load_model_from_file(source.path, load);
+  });
+  session_options_apply_model_config(st, options.get(), model.metadata_props, &config);
+  std::shared_ptr<const Session> created;
+  without_gil([&] { created = Session::create(std::move(model), config); });
+
+  Py_XSETREF(so->sess_options, options.release());
+  Py_XSETREF(so->held_initializers, held.release());
+  Py_XSETREF(so->providers, choice.names.release());
+  Py_XSETREF(so->provider_options, choice.options.release());
+  so->sess = std::move(created);
+}
+
 // --- type slots -----------------------------------------------------------------------------
 
 PyObject* session_new(PyTypeObject* tp, PyObject*, PyObject*) {
@@ -110,24 +137,14 @@ int session_init(PyObject* self, PyObject* args, PyObject* kwds) {
     ProviderChoice choice = choose_providers(st, providers, provider_options);
     ModelSource source = model_source(path_or_bytes);
     Ref options = session_options_copy(st, sess_options == Py_None ? nullptr : sess_options);
-    Ref held;
-    SessionConfig config = session_options_to_config(st, options.get(), &held);
-    provider_config(choice, &config);
-
-    std::shared_ptr<const Session> created;
-    without_gil([&] {
-      Model model = source.bytes ? load_model_from_buffer(std::move(source.bytes), "")
-                                 : load_model_from_file(source.path);
-      created = Session::create(std::move(model), config);
-    });
-    // Another thread may have initialized this object while the GIL was released.
-    if (so->sess) ORTLITE_THROW(kModelLoaded, "this InferenceSession already has a model loaded");
-
-    Py_XSETREF(so->sess_options, options.release());
-    Py_XSETREF(so->held_initializers, held.release());
-    Py_XSETREF(so->providers, choice.names.release());
-    Py_XSETREF(so->provider_options, choice.options.release());
-    so->sess = std::move(created);
+    Ref path;
+    if (!source.bytes) {
+      path = Ref::steal(PyBytes_FromStringAndSize(source.path.data(),
+                                                  static_cast<Py_ssize_t>(source.path.size())));
+      if (!path) throw PythonErrorSet{};
+    }
+    create_core(st, so, std::move(source), std::move(options), std::move(choice));
+    Py_XSETREF(so->model_path, path.release());
     return 0;
   }
   ORTLITE_PY_CATCH(st, -1)
@@ -140,6 +157,7 @@ int session_traverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(so->held_initializers);
   Py_VISIT(so->providers);
   Py_VISIT(so->provider_options);
+  Py_VISIT(so->model_path);
   return 0;
 }
 
@@ -151,6 +169,7 @@ int session_clear(PyObject* self) {
   Py_CLEAR(so->held_initializers);
   Py_CLEAR(so->providers);
   Py_CLEAR(so->provider_options);
+  Py_CLEAR(so->model_path);
   return 0;
 }
 
@@ -415,6 +434,116 @@ PyObject* session_run_with_iobinding(PyObject* self, PyObject* args, PyObject* k
   ORTLITE_PY_CATCH(st, nullptr)
 }
 
+// get_input_memory_infos / get_output_memory_infos: one OrtMemoryInfo (ortlite._memory) per
+// input or output, for the device the session runs on.
+PyObject* memory_infos(PyObject* self, bool inputs) {
+  ModuleState* st = state_of(self);
+  if (!st) return nullptr;
+  try {
+    std::shared_ptr<const Session> sess = loaded(st, self);
+    const size_t n = inputs ? sess->inputs().size() : sess->outputs().size();
+    long device_id = 0;
+    if (sess->uses_device()) {
+      PyObject* cuda = PyDict_GetItemString(as_sess(self)->provider_options,
+                                            "CUDAExecutionProvider");  // borrowed
+      PyObject* id = cuda && PyDict_Check(cuda) ? PyDict_GetItemString(cuda, "device_id") : nullptr;
+      if (id && PyUnicode_Check(id)) device_id = std::atol(PyUnicode_AsUTF8(id));
+    }
+    Ref mod = Ref::steal(PyImport_ImportModule("ortlite._memory"));
+    if (!mod) throw PythonErrorSet{};
+    Ref info = Ref::steal(PyObject_CallMethod(mod.get(), "_memory_info_for", "sl",
+                                              sess->uses_device() ? "cuda" : "cpu", device_id));
+    if (!info) throw PythonErrorSet{};
+    Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(n)));
+    if (!list) throw PythonErrorSet{};
+    for (size_t i = 0; i < n; ++i)
+      PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), Py_NewRef(info.get()));
+    return list.release();
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
+PyObject* session_get_input_memory_infos(PyObject* self, PyObject*) {
+  return memory_infos(self, true);
+}
+
+PyObject* session_get_output_memory_infos(PyObject* self, PyObject*) {
+  return memory_infos(self, false);
+}
+
+PyObject* session_get_provider_graph_assignment_info(PyObject* self, PyObject*) {
+  ModuleState* st = state_of(self);
+  if (!st) return nullptr;
+  try {
+    std::shared_ptr<const Session> sess = loaded(st, self);
+    const auto rows = sess->node_assignment();
+    Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(rows.size())));
+    if (!list) throw PythonErrorSet{};
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const auto& r = rows[i];
+      Ref item = Ref::steal(PyTuple_New(4));
+      if (!item) throw PythonErrorSet{};
+      const std::string* parts[4] = {&r.name, &r.op_type, &r.domain, &r.provider};
+      for (Py_ssize_t k = 0; k < 4; ++k) {
+        PyObject* str = str_from_utf8(*parts[k]);
+        if (!str) throw PythonErrorSet{};
+        PyTuple_SET_ITEM(item.get(), k, str);
+      }
+      PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), item.release());
+    }
+    Ref mod = Ref::steal(PyImport_ImportModule("ortlite._memory"));
+    if (!mod) throw PythonErrorSet{};
+    return PyObject_CallMethod(mod.get(), "_graph_assignment", "O", list.get());
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
+// set_providers(providers=None, provider_options=None): the session made again from its model
+// and options with other providers. On failure the session keeps its previous providers.
+PyObject* session_set_providers(PyObject* self, PyObject* args, PyObject* kwds) {
+  ModuleState* st = state_of(self);
+  if (!st) return nullptr;
+  static const char* kwlist[] = {"providers", "provider_options", nullptr};
+  PyObject* providers = Py_None;
+  PyObject* provider_options = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO:set_providers", const_cast<char**>(kwlist),
+                                   &providers, &provider_options))
+    return nullptr;
+  SessionObject* so = as_sess(self);
+  try {
+    std::shared_ptr<const Session> sess = loaded(st, self);
+    if (providers != Py_None && PyList_Check(providers)) {
+      Ref all = Ref::steal(all_providers_list());
+      if (!all) throw PythonErrorSet{};
+      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(providers); ++i) {
+        PyObject* p = PyList_GET_ITEM(providers, i);
+        PyObject* name = PyTuple_Check(p) && PyTuple_GET_SIZE(p) > 0 ? PyTuple_GET_ITEM(p, 0) : p;
+        if (!PyUnicode_Check(name)) continue;  // choose_providers says what is wrong
+        const int known = PySequence_Contains(all.get(), name);
+        if (known < 0) throw PythonErrorSet{};
+        if (!known) {
+          std::string s;
+          if (!str_to_utf8(name, "provider name", &s)) throw PythonErrorSet{};
+          ORTLITE_THROW(kInvalidArgument, "Unknown Provider Type: ", s);
+        }
+      }
+    }
+    ProviderChoice choice = choose_providers(st, providers, provider_options);
+    ModelSource source;
+    if (so->model_path) {
+      source.path.assign(PyBytes_AS_STRING(so->model_path),
+                         static_cast<size_t>(PyBytes_GET_SIZE(so->model_path)));
+    } else {
+      source.bytes = sess->model().backing;
+      if (!source.bytes) ORTLITE_THROW(kFail, "set_providers: the model's bytes are not kept");
+    }
+    Ref options = session_options_copy(st, so->sess_options);
+    create_core(st, so, std::move(source), std::move(options), std::move(choice));
+    Py_RETURN_NONE;
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
 PyObject* session_noop(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
@@ -477,6 +606,25 @@ PyMethodDef session_methods[] = {
     {"get_profiling_start_time_ns", as_cfunc(session_get_profiling_start_time_ns), METH_NOARGS,
      PyDoc_STR("get_profiling_start_time_ns($self, /)\n--\n\n"
                "When profiling started, in ns since the epoch (0 without profiling).")},
+    {"get_input_memory_infos", as_cfunc(session_get_input_memory_infos), METH_NOARGS,
+     PyDoc_STR("get_input_memory_infos($self, /)\n--\n\n"
+               "One OrtMemoryInfo per input (get_inputs() order): where the session expects it\n"
+               "('Cpu', or 'Cuda' with the device id when nodes run on a GPU).")},
+    {"get_output_memory_infos", as_cfunc(session_get_output_memory_infos), METH_NOARGS,
+     PyDoc_STR("get_output_memory_infos($self, /)\n--\n\n"
+               "One OrtMemoryInfo per output (get_outputs() order), as get_input_memory_infos.")},
+    {"get_provider_graph_assignment_info", as_cfunc(session_get_provider_graph_assignment_info),
+     METH_NOARGS,
+     PyDoc_STR("get_provider_graph_assignment_info($self, /)\n--\n\n"
+               "The main graph's nodes, after the optimizer, by execution provider: a list of\n"
+               "OrtEpAssignedSubgraph (ep_name, get_nodes() -> OrtEpAssignedNode with name,\n"
+               "op_type, domain), one per run of consecutive nodes, in execution order.")},
+    {"set_providers", as_cfunc(session_set_providers), METH_VARARGS | METH_KEYWORDS,
+     PyDoc_STR("set_providers($self, providers=None, provider_options=None)\n--\n\n"
+               "Makes the session again from its model and SessionOptions with these providers\n"
+               "(as InferenceSession's arguments; None: the CPU). An unknown provider is\n"
+               "InvalidArgument ('Unknown Provider Type: ...'); on any failure the session keeps\n"
+               "its previous providers. Runs in flight finish on the previous session.")},
     {"_node_placement", as_cfunc(session_node_placement), METH_NOARGS,
      "Test entry (not API): [(node label, provider)] in plan order."},
     {"disable_fallback", as_cfunc(session_noop), METH_NOARGS,

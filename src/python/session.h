@@ -17,6 +17,7 @@ struct SessionObject {
   PyObject* held_initializers;  // tuple of OrtValues whose memory the core session borrows
   PyObject* providers;          // list of str
   PyObject* provider_options;   // dict: provider name -> dict of str
+  PyObject* model_path;         // bytes (the file system path) or NULL: set_providers reloads
   PyObject* weakreflist;
 };
 

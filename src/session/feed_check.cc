@@ -44,6 +44,21 @@ void check_value_feed(const std::string& name, const TypeInfo& declared, const V
         }
       }
       return;
+    case K::kMap: {
+      // elem_type is the key type, elem the value type.
+      if (!v.is_map()) {
+        ORTLITE_THROW(kInvalidArgument, "input '", name, "' is a ", type.to_string(),
+                      ": feed a dict, not a ", v.type_string());
+      }
+      const DataType vt =
+          type.elem && type.elem->kind == K::kTensor ? type.elem->elem_type : DataType::kUndefined;
+      if ((type.elem_type != DataType::kUndefined && type.elem_type != v.elem_type()) ||
+          (vt != DataType::kUndefined && vt != v.map_values().dtype())) {
+        ORTLITE_THROW(kInvalidArgument, "input '", name, "' is a ", type.to_string(), ", not a ",
+                      v.type_string());
+      }
+      return;
+    }
     case K::kTensor:
     case K::kSparseTensor:  // the binding densifies a sparse feed
       if (!v.is_tensor()) {

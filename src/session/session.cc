@@ -16,6 +16,7 @@
 #include "graph/optimizer.h"
 #include "graph/planner.h"
 #include "onnx/function_inliner.h"
+#include "ortlite/model_io.h"
 #include "ortlite/provider.h"
 
 namespace ortlite {
@@ -155,6 +156,36 @@ void apply_free_dimension_overrides(Graph& g, const std::vector<FreeDimensionOve
   }
 }
 
+// SessionConfig::optimized_model_filepath, with onnxruntime's config entries for external
+// initializers.
+void save_optimized_model(const Model& m, const SessionConfig& config) {
+  SaveOptions opts;
+  const auto& entries = config.config_entries;
+  auto file = entries.find("session.optimized_model_external_initializers_file_name");
+  if (file != entries.end()) opts.external_data_file = file->second;
+  auto min = entries.find("session.optimized_model_external_initializers_min_size_in_bytes");
+  if (min != entries.end()) {
+    const std::string& v = min->second;
+    size_t used = 0;
+    unsigned long long n = 0;
+    bool ok = !v.empty() && v[0] >= '0' && v[0] <= '9';
+    if (ok) {
+      try {
+        n = std::stoull(v, &used);
+      } catch (const std::exception&) {
+        ok = false;
+      }
+    }
+    if (!ok || used != v.size())
+      ORTLITE_THROW(kInvalidArgument,
+                    "session.optimized_model_external_initializers_min_size_in_bytes must be a "
+                    "non-negative integer, got '",
+                    v, "'");
+    opts.external_min_bytes = static_cast<size_t>(n);
+  }
+  save_model(m, config.optimized_model_filepath, opts);
+}
+
 }  // namespace
 
 std::shared_ptr<const Session> Session::create(Model model, const SessionConfig& config) {
@@ -187,6 +218,7 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
   // The optimizer's fusions make com.ortlite nodes that only the CPU runs: with a device
   // provider the graph is planned as written.
   if (placement.providers.front()->on_host()) optimize_graph(m, config.graph_optimization_level);
+  if (!config.optimized_model_filepath.empty()) save_optimized_model(m, config);
 
   // Graph inputs, then initializers. An initializer that is also an input is overridable.
   std::unordered_set<std::string> init_names;
@@ -228,7 +260,11 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
   // onnxruntime's session.intra_op.allow_spinning: "0" makes idle workers block at once.
   auto spin = config.config_entries.find("session.intra_op.allow_spinning");
   const bool allow_spinning = spin == config.config_entries.end() || spin->second != "0";
-  s->pool_ = std::make_unique<ThreadPool>(threads, allow_spinning);
+  if (config.shared_thread_pool) {
+    s->pool_ = config.shared_thread_pool;
+  } else {
+    s->pool_ = std::make_shared<ThreadPool>(threads, allow_spinning);
+  }
   if (im.profiler)
     im.profiler->add({nullptr, "session_initialization", nullptr, created, Profiler::Clock::now()});
   return s;
@@ -254,6 +290,13 @@ std::vector<std::pair<std::string, std::string>> Session::node_placement() const
   std::vector<std::pair<std::string, std::string>> r;
   for (const PlannedNode& pn : impl_->plan.steps)
     r.emplace_back(pn.node->label(), pn.provider->name());
+  return r;
+}
+
+std::vector<Session::NodeAssignment> Session::node_assignment() const {
+  std::vector<NodeAssignment> r;
+  for (const PlannedNode& pn : impl_->plan.steps)
+    r.push_back({pn.node->name, pn.node->op_type, pn.node->domain, pn.provider->name()});
   return r;
 }
 

@@ -16,12 +16,14 @@ namespace ml {
 constexpr const char* kMlDomain = "ai.onnx.ml";
 
 // Per-file registration, called by register_ml_kernels (register.cc).
-void register_linear(KernelRegistry& r);         // linear.cc: LinearClassifier, LinearRegressor
-void register_preprocess(KernelRegistry& r);     // preprocess.cc: Normalizer, Scaler, Binarizer,
-                                                 // ArrayFeatureExtractor, ZipMap
-void register_label_encoder(KernelRegistry& r);  // label_encoder.cc: LabelEncoder 1, 2, 4
-void register_tree_ensemble(KernelRegistry& r);  // tree_ensemble.cc: TreeEnsembleClassifier,
-                                                 // TreeEnsembleRegressor, TreeEnsemble
+void register_linear(KernelRegistry& r);           // linear.cc: LinearClassifier, LinearRegressor
+void register_preprocess(KernelRegistry& r);       // preprocess.cc: Normalizer, Scaler, Binarizer,
+                                                   // ArrayFeatureExtractor, ZipMap
+void register_label_encoder(KernelRegistry& r);    // label_encoder.cc: LabelEncoder 1, 2, 4
+void register_tree_ensemble(KernelRegistry& r);    // tree_ensemble.cc: TreeEnsembleClassifier,
+                                                   // TreeEnsembleRegressor, TreeEnsemble
+void register_one_hot_encoder(KernelRegistry& r);  // one_hot_encoder.cc: OneHotEncoder
+void register_dict_vectorizer(KernelRegistry& r);  // dict_vectorizer.cc: DictVectorizer
 
 enum class PostTransform { kNone, kLogistic, kSoftmax, kSoftmaxZero, kProbit };
 // "NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT"; anything else is InvalidGraph.

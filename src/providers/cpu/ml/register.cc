@@ -15,6 +15,8 @@
 //   TreeEnsembleClassifier  tree_ensemble.cc
 //   TreeEnsembleRegressor   tree_ensemble.cc
 //   TreeEnsemble            tree_ensemble.cc
+//   OneHotEncoder           one_hot_encoder.cc
+//   DictVectorizer          dict_vectorizer.cc
 
 #include "providers/cpu/ml/ml_common.h"
 #include "ortlite/kernel.h"
@@ -26,6 +28,8 @@ void register_ml_kernels(KernelRegistry& r) {
   ml::register_preprocess(r);
   ml::register_label_encoder(r);
   ml::register_tree_ensemble(r);
+  ml::register_one_hot_encoder(r);
+  ml::register_dict_vectorizer(r);
 }
 
 }  // namespace ortlite

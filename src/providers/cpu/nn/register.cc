@@ -49,6 +49,7 @@
 //   Gelu (com.ortlite)                  fused_ops.cc
 //   FusedMatMul (com.ortlite)           fused_ops.cc
 //   FusedGemm (com.ortlite)             fused_ops.cc
+//   TfIdfVectorizer                     tfidf_vectorizer.cc
 
 #include "ortlite/kernel.h"
 
@@ -83,6 +84,7 @@ void register_deform_conv(KernelRegistry& r);
 void register_swish(KernelRegistry& r);
 void register_rnn(KernelRegistry& r);
 void register_fused_ops(KernelRegistry& r);
+void register_tfidf_vectorizer(KernelRegistry& r);
 
 }  // namespace nn
 
@@ -114,6 +116,7 @@ void register_nn_kernels(KernelRegistry& r) {
   nn::register_swish(r);
   nn::register_rnn(r);
   nn::register_fused_ops(r);
+  nn::register_tfidf_vectorizer(r);
 }
 
 }  // namespace ortlite
