@@ -41,10 +41,34 @@ from ortlite._ortlite import *  # noqa: F401,F403  (the native API: types, error
 from ortlite._ortlite import __version__  # noqa: F401
 from ortlite._ortlite import NEWEST_OPSET  # noqa: F401  (the newest default-domain opset)
 from ortlite._device import OrtDevice  # noqa: F401
+from ortlite._adapter import AdapterFormat, LoraAdapter  # noqa: F401
 from ortlite._memory import (  # noqa: F401
     OrtAllocatorType, OrtArenaCfg, OrtDeviceMemoryType, OrtEpAssignedNode, OrtEpAssignedSubgraph,
     OrtMemType, OrtMemoryInfo, OrtMemoryInfoDeviceType, create_and_register_allocator,
     create_and_register_allocator_v2)
+
+
+class RunOptions(_ortlite.RunOptions):
+    """RunOptions()
+
+    Options of one InferenceSession.run call; add_active_adapter(adapter) feeds a
+    LoraAdapter's parameters to the runs that use these options."""
+
+    __slots__ = ("_active_adapters",)
+
+    def add_active_adapter(self, adapter):
+        """Makes `adapter` (a LoraAdapter) active for the runs given these options: its
+        parameters are fed by name, overriding the initializers of those names."""
+        if not isinstance(adapter, LoraAdapter):
+            raise TypeError("add_active_adapter expects a LoraAdapter, not "
+                            f"{type(adapter).__name__}")
+        try:
+            self._active_adapters.append(adapter)
+        except AttributeError:
+            self._active_adapters = [adapter]
+
+
+RunOptions.__module__ = "ortlite"
 
 
 def get_build_info():
@@ -69,6 +93,15 @@ class ExecutionMode(_enum.IntEnum):
 
     ORT_SEQUENTIAL = 0
     ORT_PARALLEL = 1
+
+
+class OrtSparseFormat(_enum.IntEnum):
+    """SparseTensor.format(), numbered as onnxruntime's."""
+
+    ORT_SPARSE_UNDEFINED = 0
+    ORT_SPARSE_COO = 1
+    ORT_SPARSE_CSRC = 2
+    ORT_SPARSE_BLOCK_SPARSE = 4
 
 
 _ortlite._register_enums(GraphOptimizationLevel, ExecutionMode)

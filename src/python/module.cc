@@ -157,6 +157,7 @@ int module_exec(PyObject* module) {
   if (node_arg_setup_types(module) < 0) return -1;
   if (session_setup_types(module) < 0) return -1;
   if (io_binding_setup_types(module) < 0) return -1;
+  if (sparse_tensor_setup_types(module) < 0) return -1;
   if (PyModule_AddStringConstant(module, "__version__", kVersion) < 0) return -1;
   if (PyModule_AddIntConstant(module, "NEWEST_OPSET", kNewestOpset) < 0) return -1;
   async_reset();
@@ -175,6 +176,9 @@ int module_traverse(PyObject* module, visitproc visit, void* arg) {
   Py_VISIT(st->model_metadata_type);
   Py_VISIT(st->buffer_owner_type);
   Py_VISIT(st->io_binding_type);
+  Py_VISIT(st->sparse_tensor_type);
+  Py_VISIT(st->sparse_coo_view_type);
+  Py_VISIT(st->sparse_csr_view_type);
   Py_VISIT(st->graph_optimization_level_enum);
   Py_VISIT(st->execution_mode_enum);
   return 0;
@@ -192,6 +196,9 @@ int module_clear(PyObject* module) {
   Py_CLEAR(st->model_metadata_type);
   Py_CLEAR(st->buffer_owner_type);
   Py_CLEAR(st->io_binding_type);
+  Py_CLEAR(st->sparse_tensor_type);
+  Py_CLEAR(st->sparse_coo_view_type);
+  Py_CLEAR(st->sparse_csr_view_type);
   Py_CLEAR(st->graph_optimization_level_enum);
   Py_CLEAR(st->execution_mode_enum);
   return 0;

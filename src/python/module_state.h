@@ -21,6 +21,9 @@ struct ModuleState {
   PyTypeObject* model_metadata_type;
   PyTypeObject* buffer_owner_type;
   PyTypeObject* io_binding_type;
+  PyTypeObject* sparse_tensor_type;
+  PyTypeObject* sparse_coo_view_type;
+  PyTypeObject* sparse_csr_view_type;
 
   // The IntEnum classes of ortlite/__init__.py (registered after import, may be NULL);
   // SessionOptions getters return members of them.
@@ -55,5 +58,6 @@ int session_options_setup_types(PyObject* module);
 int node_arg_setup_types(PyObject* module);
 int session_setup_types(PyObject* module);
 int io_binding_setup_types(PyObject* module);
+int sparse_tensor_setup_types(PyObject* module);
 
 }  // namespace ortlite::py

@@ -11,8 +11,10 @@
 
 #include "ortlite/provider.h"
 #include "ortlite/status.h"
+#include "python/dlpack.h"
 #include "python/errors.h"
 #include "python/numpy_bridge.h"
+#include "python/sparse_tensor.h"
 
 namespace ortlite::py {
 
@@ -45,6 +47,10 @@ std::shared_ptr<const ExecutionProvider> parse_device(PyObject* device_type, PyO
 // numpy() without the protocol checks; *copied tells whether the array is a copy.
 Ref to_numpy(ModuleState* st, OrtValueObject* self, bool* copied) {
   const Tensor& t = self->tensor;
+  if (!t.defined() && ortvalue_sparse(reinterpret_cast<PyObject*>(self)))
+    ORTLITE_THROW(kInvalidArgument,
+                  "the OrtValue holds a sparse tensor, which has no numpy form; "
+                  "as_sparse_tensor() gives its values and indices");
   if (!t.defined()) ORTLITE_THROW(kInvalidArgument, "the OrtValue holds no value");
   if (!cpu_provider().holds(t)) {
     // Device memory: copied into a host buffer ortlite owns, which the array then views.
@@ -54,8 +60,10 @@ Ref to_numpy(ModuleState* st, OrtValueObject* self, bool* copied) {
   }
   *copied = false;
   if (self->source && can_view(t)) {
-    // The OrtValue keeps the source array alive, so it can be the view's base.
-    const bool writeable = PyArray_ISWRITEABLE(reinterpret_cast<PyArrayObject*>(self->source));
+    // The OrtValue keeps the source (an array, or an imported DLPack tensor) alive, so it
+    // can be the view's base.
+    const bool writeable = !PyArray_Check(self->source) ||
+                           PyArray_ISWRITEABLE(reinterpret_cast<PyArrayObject*>(self->source));
     Py_INCREF(self);
     return tensor_to_numpy_view(t, reinterpret_cast<PyObject*>(self), writeable);
   }
@@ -244,6 +252,7 @@ PyObject* ortvalue_array(PyObject* self, PyObject* args, PyObject* kwds) {
 }
 
 PyObject* ortvalue_shape(PyObject* self, PyObject*) {
+  if (PyObject* sp = ortvalue_sparse(self)) return sparse_tensor_dense_shape_list(sp);
   const Tensor& t = as_ov(self)->tensor;
   PyObject* list = PyList_New(static_cast<Py_ssize_t>(t.rank()));
   if (!list) return nullptr;
@@ -259,6 +268,7 @@ PyObject* ortvalue_shape(PyObject* self, PyObject*) {
 }
 
 PyObject* ortvalue_data_type(PyObject* self, PyObject*) {
+  if (PyObject* sp = ortvalue_sparse(self)) return sparse_tensor_data_type(sp);
   const Tensor& t = as_ov(self)->tensor;
   return PyUnicode_FromFormat("tensor(%s)", dtype_name(t.dtype()));
 }
@@ -278,7 +288,7 @@ PyObject* ortvalue_is_tensor(PyObject* self, PyObject*) {
 }
 
 PyObject* ortvalue_has_value(PyObject* self, PyObject*) {
-  return PyBool_FromLong(as_ov(self)->tensor.defined());
+  return PyBool_FromLong(as_ov(self)->tensor.defined() || ortvalue_sparse(self));
 }
 
 PyObject* ortvalue_false(PyObject*, PyObject*) {
@@ -305,7 +315,8 @@ PyObject* ortvalue_update_inplace(PyObject* self, PyObject* arg) {
                    Py_TYPE(arg)->tp_name);
       throw PythonErrorSet{};
     }
-    if (ov->source && !PyArray_ISWRITEABLE(reinterpret_cast<PyArrayObject*>(ov->source)))
+    if (ov->source && PyArray_Check(ov->source) &&
+        !PyArray_ISWRITEABLE(reinterpret_cast<PyArrayObject*>(ov->source)))
       ORTLITE_THROW(kInvalidArgument, "the OrtValue views a read-only array");
     Ref keep;
     Tensor src = object_to_tensor(arg, dst.dtype(), "np_arr", &keep);
@@ -409,8 +420,8 @@ PyMethodDef ortvalue_methods[] = {
      PyDoc_STR("is_tensor($self, /)\n--\n\nTrue: ortlite OrtValues hold tensors.")},
     {"is_tensor_sequence", as_cfunc(ortvalue_false), METH_NOARGS,
      PyDoc_STR("is_tensor_sequence($self, /)\n--\n\nFalse: ortlite OrtValues hold tensors.")},
-    {"is_sparse_tensor", as_cfunc(ortvalue_false), METH_NOARGS,
-     PyDoc_STR("is_sparse_tensor($self, /)\n--\n\nFalse: ortlite OrtValues hold dense tensors.")},
+    {"is_sparse_tensor", as_cfunc(ortvalue_is_sparse_tensor), METH_NOARGS,
+     PyDoc_STR("is_sparse_tensor($self, /)\n--\n\nTrue when the OrtValue holds a SparseTensor.")},
     {"has_value", as_cfunc(ortvalue_has_value), METH_NOARGS,
      PyDoc_STR("has_value($self, /)\n--\n\nTrue when the OrtValue holds a value.")},
     {"data_ptr", as_cfunc(ortvalue_data_ptr), METH_NOARGS,
@@ -421,6 +432,28 @@ PyMethodDef ortvalue_methods[] = {
      PyDoc_STR("update_inplace($self, np_arr, /)\n--\n\n"
                "Copies a numpy array of the same element type and shape into the OrtValue's\n"
                "memory.")},
+    // Sparse tensors (src/python/sparse_tensor.cc)
+    {"ort_value_from_sparse_tensor", as_cfunc(ortvalue_from_sparse_tensor), METH_O | METH_CLASS,
+     PyDoc_STR("ort_value_from_sparse_tensor($type, sparse_tensor, /)\n--\n\n"
+               "An OrtValue holding (a reference to) a SparseTensor.")},
+    {"as_sparse_tensor", as_cfunc(ortvalue_as_sparse_tensor), METH_NOARGS,
+     PyDoc_STR("as_sparse_tensor($self, /)\n--\n\nThe SparseTensor the OrtValue holds.")},
+    // DLPack (src/python/dlpack.cc)
+    {"from_dlpack", as_cfunc(ortvalue_from_dlpack), METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     PyDoc_STR("from_dlpack($type, data, is_bool_tensor=False)\n--\n\n"
+               "An OrtValue sharing the memory of a DLPack tensor: an object with __dlpack__\n"
+               "or a 'dltensor' capsule (renamed 'used_dltensor'). CPU, C-contiguous only.\n"
+               "is_bool_tensor=True reads uint8 data as tensor(bool).")},
+    {"__dlpack__", as_cfunc(ortvalue_dunder_dlpack), METH_VARARGS | METH_KEYWORDS,
+     PyDoc_STR("__dlpack__($self, stream=None, *, max_version=None, dl_device=None, "
+               "copy=None)\n--\n\n"
+               "A 'dltensor' capsule over the tensor's memory, which stays alive as long as\n"
+               "the consumer holds it. tensor(bool) leaves as uint8, as in onnxruntime.")},
+    {"__dlpack_device__", as_cfunc(ortvalue_dlpack_device), METH_NOARGS,
+     PyDoc_STR("__dlpack_device__($self, /)\n--\n\n(device type, device id): (1, 0) is the "
+               "CPU.")},
+    {"to_dlpack", as_cfunc(ortvalue_to_dlpack), METH_NOARGS,
+     PyDoc_STR("to_dlpack($self, /)\n--\n\nThe same capsule as __dlpack__().")},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -456,11 +489,20 @@ PyType_Spec ortvalue_spec = {
 
 Tensor ortvalue_tensor(PyObject* o) {
   const Tensor& t = reinterpret_cast<OrtValueObject*>(o)->tensor;
+  if (!t.defined() && ortvalue_sparse(o))
+    ORTLITE_THROW(kNotImplemented,
+                  "an OrtValue holding a sparse tensor cannot be a feed or be an initializer: "
+                  "ortlite's run path takes dense tensors (densify it first)");
   return cpu_provider().holds(t) ? t : provider_of(t)->to_host(t, nullptr);
 }
 
 const Tensor& ortvalue_raw_tensor(PyObject* o) {
-  return reinterpret_cast<OrtValueObject*>(o)->tensor;
+  const Tensor& t = reinterpret_cast<OrtValueObject*>(o)->tensor;
+  if (!t.defined() && ortvalue_sparse(o))
+    ORTLITE_THROW(kNotImplemented,
+                  "an OrtValue holding a sparse tensor cannot be a feed or be bound: "
+                  "ortlite's run path takes dense tensors (densify it first)");
+  return t;
 }
 
 Ref ortvalue_new(ModuleState* st, Tensor t, PyObject* source) {

@@ -27,7 +27,8 @@ inline bool ortvalue_check(ModuleState* st, PyObject* o) {
 // tensor on a CUDA device is copied to the host, as sessions run every node on the CPU
 // until the planner places nodes on the GPU (docs/cuda.md). Throws ortlite::Error.
 Tensor ortvalue_tensor(PyObject* o);
-// The tensor as it is, also when it lives on a CUDA device.
+// The tensor as it is, also when it lives on a CUDA device. Both throw NotImplemented for
+// an OrtValue that holds a SparseTensor (no dense tensor).
 const Tensor& ortvalue_raw_tensor(PyObject* o);
 
 }  // namespace ortlite::py

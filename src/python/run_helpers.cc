@@ -9,6 +9,7 @@
 #include "python/numpy_bridge.h"
 #include "python/ortvalue.h"
 #include "python/run_options.h"
+#include "python/sparse_tensor.h"
 
 namespace ortlite::py {
 
@@ -305,6 +306,49 @@ void parse_output_names(PyObject* output_names, std::vector<std::string>* out) {
   }
 }
 
+// The feeds of a run with active LoRA adapters (ortlite.RunOptions.add_active_adapter,
+// ortlite/_adapter.py): a new dict of input_feed plus every adapter parameter, by name, so
+// that they override the initializers of those names for this run. Empty when there are
+// no active adapters. A name both fed and set by an adapter is InvalidArgument.
+Ref with_adapter_feeds(PyObject* input_feed, PyObject* run_options) {
+  if (!run_options || run_options == Py_None) return Ref();
+  Ref adapters = Ref::steal(PyObject_GetAttrString(run_options, "_active_adapters"));
+  if (!adapters) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw PythonErrorSet{};
+    PyErr_Clear();
+    return Ref();
+  }
+  Ref seq = Ref::steal(PySequence_Fast(adapters.get(), "_active_adapters must be a list"));
+  if (!seq) throw PythonErrorSet{};
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
+  if (n == 0) return Ref();
+  Ref merged = Ref::steal(PyDict_Copy(input_feed));
+  if (!merged) throw PythonErrorSet{};
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    Ref params =
+        Ref::steal(PyObject_GetAttrString(PySequence_Fast_GET_ITEM(seq.get(), i), "_parameters"));
+    if (!params) throw PythonErrorSet{};
+    if (!PyDict_Check(params.get())) {
+      PyErr_SetString(PyExc_TypeError, "an active adapter's _parameters must be a dict");
+      throw PythonErrorSet{};
+    }
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(params.get(), &pos, &key, &value)) {
+      const int has = PyDict_Contains(merged.get(), key);
+      if (has < 0) throw PythonErrorSet{};
+      if (has) {
+        std::string name;
+        if (!str_to_utf8(key, "an adapter parameter name", &name)) throw PythonErrorSet{};
+        ORTLITE_THROW(kInvalidArgument, "input '", name,
+                      "' is both fed and set by an active LoRA adapter");
+      }
+      if (PyDict_SetItem(merged.get(), key, value) < 0) throw PythonErrorSet{};
+    }
+  }
+  return merged;
+}
+
 }  // namespace
 
 void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, PyObject* input_feed,
@@ -314,6 +358,8 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
                  Py_TYPE(input_feed)->tp_name);
     throw PythonErrorSet{};
   }
+  Ref adapter_feed = with_adapter_feeds(input_feed, run_options);
+  if (adapter_feed) input_feed = adapter_feed.get();
   // A snapshot with strong references: converting values may run Python code that
   // changes the dict. (Cheaper than PyDict_Items, which builds a tuple per entry.) Up to
   // kInline feeds live on the stack.
@@ -369,6 +415,14 @@ void prepare_run(ModuleState* st, const Session& sess, PyObject* output_names, P
     }
     if (ortvalue_check(st, value)) {
       in->held.push_back(Ref::borrow(value));
+      if (PyObject* sparse = ortvalue_sparse(value)) {
+        // The run path takes dense tensors: a sparse feed of an input declared sparse runs
+        // in its dense form. Elsewhere ortvalue_raw_tensor below refuses it.
+        if (items[i].declared->type.kind == TypeInfo::Kind::kSparseTensor) {
+          in->feeds.emplace_back(name, sparse_tensor_densify(sparse, name));
+          continue;
+        }
+      }
       // Device tensors go to the core as they are: the plan copies what a node needs.
       in->feeds.emplace_back(name, ortvalue_raw_tensor(value));
       continue;

@@ -60,6 +60,7 @@ void check_value_feed(const std::string& name, const TypeInfo& declared, const V
       return;
     }
     case K::kTensor:
+    case K::kSparseTensor:  // the binding densifies a sparse feed
       if (!v.is_tensor()) {
         ORTLITE_THROW(kInvalidArgument, "input '", name, "' is a ", type.to_string(), ", not a ",
                       v.type_string());

@@ -107,11 +107,34 @@ class FusedMatMul final : public Kernel {
   bool trans_a_, trans_b_, trans_batch_a_, trans_batch_b_;
 };
 
+// com.microsoft SparseToDenseMatMul: Y = alpha * op(A) op(B) with A a 2-D sparse tensor and B
+// a 2-D dense one. The binding densifies a sparse feed (src/python/sparse_tensor.cc), so A
+// arrives dense and FusedMatMul's 2-D case computes it.
+class SparseToDenseMatMul final : public Kernel {
+ public:
+  explicit SparseToDenseMatMul(const KernelInfo& info) : matmul_(info) {}
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& A = ctx.required_input(0);
+    const Tensor& B = ctx.required_input(1);
+    if (A.rank() != 2 || B.rank() != 2)
+      ctx.fail(StatusCode::kInvalidArgument, "A and B must be 2-D, got A " +
+                                                 shape_to_string(A.shape()) + " and B " +
+                                                 shape_to_string(B.shape()));
+    check_type(ctx, A, "A", {DataType::kFloat, DataType::kDouble});
+    matmul_.compute(ctx);
+  }
+
+ private:
+  FusedMatMul matmul_;
+};
+
 }  // namespace
 
 void register_fused_matmul(KernelRegistry& r) {
   r.add("com.microsoft", "FusedMatMul", 1, kMaxOpset, make_factory<FusedMatMul>());
   r.add("com.microsoft", "TransposeMatMul", 1, kMaxOpset, make_factory<FusedMatMul>());
+  r.add("com.microsoft", "SparseToDenseMatMul", 1, kMaxOpset, make_factory<SparseToDenseMatMul>());
 }
 
 }  // namespace contrib

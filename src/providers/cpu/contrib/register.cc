@@ -13,6 +13,7 @@
 //   QuickGelu (com.microsoft)                         gelu.cc
 //   FusedMatMul (com.microsoft)                       fused_matmul.cc
 //   TransposeMatMul (com.microsoft)                   fused_matmul.cc
+//   SparseToDenseMatMul (com.microsoft)               fused_matmul.cc
 //   EmbedLayerNormalization (com.microsoft)           embed_layer_norm.cc
 //   Attention (com.microsoft)                         attention.cc
 //   MultiHeadAttention (com.microsoft)                attention.cc

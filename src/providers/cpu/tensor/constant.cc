@@ -80,8 +80,6 @@ class ConstantKernel : public Kernel {
                     std::to_string(present.size()) + (list.empty() ? "" : " (" + list + ")"));
     }
     const std::string& form = present[0];
-    if (form == "sparse_value")
-      info.fail(StatusCode::kNotImplemented, "attribute 'sparse_value' is not supported");
     if (form != "value" && info.opset() < 12)
       info.fail(StatusCode::kInvalidGraph, "attribute '" + form +
                                                "' needs opset 12 or newer (model uses opset " +
@@ -94,6 +92,18 @@ class ConstantKernel : public Kernel {
       if (!dtype_supported(v->dtype()))
         info.fail(StatusCode::kNotImplemented, std::string("attribute 'value' element type ") +
                                                    dtype_name(v->dtype()) + " is not supported");
+      t = *v;
+    } else if (form == "sparse_value") {
+      // The reader densified it (and checked its indices); the output is dense, as in
+      // onnxruntime.
+      const Attribute* a = info.node().find_attr("sparse_value");
+      const Tensor* v = a && a->type == AttrType::kSparseTensor ? &a->t : nullptr;
+      if (!v || !v->defined())
+        info.fail(StatusCode::kInvalidGraph, "attribute 'sparse_value' holds no tensor");
+      if (!dtype_supported(v->dtype()))
+        info.fail(StatusCode::kNotImplemented,
+                  std::string("attribute 'sparse_value' element type ") + dtype_name(v->dtype()) +
+                      " is not supported");
       t = *v;
     } else if (form == "value_float") {
       t = Tensor::from_vector<float>({info.attr_float("value_float", 0.f)}, {});
