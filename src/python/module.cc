@@ -4,6 +4,7 @@
 
 #include "ortlite/kernel.h"
 #include "ortlite/provider.h"
+#include "ortlite/session.h"
 #include "python/errors.h"
 #include "python/async_run.h"
 #include "python/module_state.h"
@@ -77,6 +78,49 @@ PyObject* registered_ops(PyObject* module, PyObject*) {
   ORTLITE_PY_CATCH(st, nullptr)
 }
 
+// A model's header, opsets and the registry's verdict on each node (ortlite info / check).
+PyObject* describe_model(PyObject* module, PyObject* arg) {
+  ModuleState* st = get_module_state(module);
+  PyObject* encoded = nullptr;
+  if (!PyUnicode_FSConverter(arg, &encoded)) return nullptr;
+  Ref hold = Ref::steal(encoded);
+  try {
+    const std::string path(PyBytes_AS_STRING(encoded),
+                           static_cast<size_t>(PyBytes_GET_SIZE(encoded)));
+    const Model m = load_model_from_file(path);
+    const ModelReport report = ortlite::describe_model(m);
+    Ref opsets = Ref::steal(PyList_New(0));
+    if (!opsets) return nullptr;
+    for (const OpsetImport& o : m.opset_imports) {
+      Ref item = Ref::steal(Py_BuildValue("(sL)", o.domain.c_str(), static_cast<long long>(o.version)));
+      if (!item || PyList_Append(opsets.get(), item.get()) < 0) return nullptr;
+    }
+    Ref nodes = Ref::steal(PyList_New(0));
+    if (!nodes) return nullptr;
+    for (const NodeReport& n : report.nodes) {
+      Ref item = Ref::steal(Py_BuildValue("(ssssLs)", n.scope.c_str(), n.name.c_str(),
+                                          n.domain.c_str(), n.op_type.c_str(),
+                                          static_cast<long long>(n.opset), n.problem.c_str()));
+      if (!item || PyList_Append(nodes.get(), item.get()) < 0) return nullptr;
+    }
+    Ref functions = Ref::steal(PyList_New(0));
+    if (!functions) return nullptr;
+    for (const Function& f : m.functions) {
+      Ref item = Ref::steal(Py_BuildValue("(ss)", f.domain.c_str(), f.name.c_str()));
+      if (!item || PyList_Append(functions.get(), item.get()) < 0) return nullptr;
+    }
+    return Py_BuildValue(
+        "{s:L,s:s,s:s,s:s,s:L,s:s,s:O,s:O,s:O,s:n,s:n}", "ir_version",
+        static_cast<long long>(m.ir_version), "producer_name", m.producer_name.c_str(),
+        "producer_version", m.producer_version.c_str(), "domain", m.domain.c_str(),
+        "model_version", static_cast<long long>(m.model_version), "graph_name",
+        m.graph.name.c_str(), "opset_imports", opsets.get(), "functions", functions.get(),
+        "nodes", nodes.get(), "initializers", static_cast<Py_ssize_t>(report.initializers),
+        "initializer_bytes", static_cast<Py_ssize_t>(report.initializer_bytes));
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
 // Called once by ortlite/__init__.py, so that SessionOptions returns enum members.
 PyObject* register_enums(PyObject* module, PyObject* args) {
   PyObject* graph_opt = nullptr;
@@ -118,6 +162,11 @@ PyMethodDef module_methods[] = {
     {"_registered_ops", registered_ops, METH_NOARGS,
      PyDoc_STR("_registered_ops($module, /)\n--\n\n"
                "(domain, op_type, since_version, until_version, provider) of every kernel.")},
+    {"_describe_model", describe_model, METH_O,
+     PyDoc_STR("_describe_model($module, path, /)\n--\n\n"
+               "The model's header, opset imports, local functions, initializer count and\n"
+               "bytes, and each node as (scope, name, domain, op_type, opset, problem):\n"
+               "problem is '' when the CPU registry has a kernel for the node.")},
     {"_async_shutdown", async_shutdown, METH_NOARGS,
      PyDoc_STR("_async_shutdown($module, /)\n--\n\n"
                "Internal (atexit): stops accepting run_async calls, cancels queued runs,\n"
