@@ -364,6 +364,10 @@ def _import_onnxruntime():
     return onnxruntime
 
 
+def _ms(v):
+    return f"{v:.0f}" if v >= 1e4 else f"{v:.4g}"
+
+
 def _stats(times):
     ms = np.asarray(times) * 1e3
     return {"mean": float(ms.mean()), "p50": float(np.percentile(ms, 50)),
@@ -410,8 +414,8 @@ def cmd_bench(args, out, err):
           file=out)
     stats = {name: _stats(t) for name, t in times.items()}
     for name, s in stats.items():
-        print(f"{name:<12} {s['mean']:>10.3f} {s['p50']:>10.3f} {s['p90']:>10.3f} "
-              f"{s['p99']:>10.3f}", file=out)
+        print(f"{name:<12} " + " ".join(f"{_ms(s[k]):>10}" for k in ("mean", "p50", "p90", "p99")),
+              file=out)
     if ort is not None:
         a, b = stats["ortlite"], stats["onnxruntime"]
         print(f"onnxruntime/ortlite: {b['mean'] / a['mean']:.2f}x (mean), "
