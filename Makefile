@@ -60,13 +60,17 @@ install: $(STAMP)
 # and the objects of `make build` are reused. auditwheel repair finds the manylinux tag
 # (and would graft any non-system library; there is none: OpenBLAS is dlopened from the
 # scipy-openblas32 wheel). Not part of `make test`.
+# WHEEL_PLAT=manylinux_2_28_x86_64 asks for that tag (auditwheel refuses a tag the
+# library's symbol versions do not allow); unset, auditwheel picks the widest one allowed.
 WHEEL_DIR := build/wheel
+WHEEL_PLAT ?=
 wheel: $(STAMP)
 	@mkdir -p build
 	rm -rf $(WHEEL_DIR) dist/ortlite-*.whl
 	ORTLITE_CUDA=0 ORTLITE_STRIP=1 $(BUILD_ENV) flock build/.build.lock \
 		$(PY) -m build --wheel --no-isolation --outdir $(WHEEL_DIR) .
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m auditwheel repair --wheel-dir dist $(WHEEL_DIR)/ortlite-*.whl
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m auditwheel repair \
+		$(if $(WHEEL_PLAT),--plat $(WHEEL_PLAT),) --wheel-dir dist $(WHEEL_DIR)/ortlite-*.whl
 	@ls -l dist/ortlite-*.whl
 
 # Installs dist/'s wheel into a fresh venv (build/wheel-check) with no compiler reachable
