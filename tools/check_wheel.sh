@@ -12,7 +12,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-python3}
 WHEEL=${1:-$(ls -t "$ROOT"/dist/ortlite-*manylinux*.whl 2>/dev/null | head -n 1)}
 [ -n "$WHEEL" ] && [ -f "$WHEEL" ] || { echo "check_wheel: no wheel (run make wheel)" >&2; exit 1; }
-CHECK_TESTS=${CHECK_TESTS:-"tooling/test_cli.py api/test_api.py api/test_errors.py api/test_feeds.py ops/test_ops_math.py"}
+CHECK_TESTS=${CHECK_TESTS:-"tooling/test_cli.py api/test_api.py api/test_errors.py api/test_model_errors.py ops/test_ops_math.py"}
 DIR=$ROOT/build/wheel-check
 VENV=$DIR/venv
 
