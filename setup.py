@@ -166,14 +166,13 @@ class ParallelBuildExt(build_ext):
         build_temp = self.build_temp
         macros = ext.define_macros or []
         jobs = int(os.environ.get("ORTLITE_JOBS", os.cpu_count() or 1))
-        # Objects compiled with other flags (an edit of _flags, another compiler or venv) are
-        # stale however new they are: the flags of a complete compile are recorded next to
-        # them, and removed while one is under way.
+        # Objects compiled with other flags (an edit of _flags, ORTLITE_DEBUG, another BLAS)
+        # are stale however new they are: ortlite's flags and macros of a complete compile
+        # are recorded next to them, and removed while one is under way. (The compiler and
+        # its base flags are left out: with or without ccache the objects are the same.)
         os.makedirs(build_temp, exist_ok=True)
         flags_file = os.path.join(build_temp, "compile-flags.txt")
-        flags_now = "\n".join([" ".join(c for c in compiler.compiler_so if c != "ccache")]
-                               + ext.extra_compile_args + [f"-D{k}={v}" for k, v in macros]
-                               + ext.include_dirs) + "\n"
+        flags_now = "\n".join(ext.extra_compile_args + [f"-D{k}={v}" for k, v in macros]) + "\n"
         try:
             with open(flags_file) as f:
                 same_flags = f.read() == flags_now
