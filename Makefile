@@ -7,7 +7,8 @@ CCACHE := $(shell command -v ccache 2>/dev/null)
 BUILD_ENV := $(if $(CCACHE),CC="ccache gcc" CXX="ccache g++",)
 PYTEST_ARGS ?=
 
-.PHONY: all venv build install demo test clean format bench bench-real bench-ops bench-tools
+.PHONY: all venv build install demo test clean format bench bench-real bench-ops bench-tools \
+	wheel check-wheel
 
 all: build
 
@@ -52,6 +53,30 @@ build: $(STAMP)
 # Installs the package into the venv the way a user would (pip install .).
 install: $(STAMP)
 	$(PY) -m pip install -q .
+
+# A manylinux wheel in dist/ (docs/packaging.md). CPU only (ORTLITE_CUDA=0: the wheel
+# carries no CUDA library), symbols stripped (ORTLITE_STRIP=1). Built without build
+# isolation: the venv holds exactly pyproject.toml's pinned build requirements (the lock),
+# and the objects of `make build` are reused. auditwheel repair finds the manylinux tag
+# (and would graft any non-system library; there is none: OpenBLAS is dlopened from the
+# scipy-openblas32 wheel). Not part of `make test`.
+# WHEEL_PLAT=manylinux_2_28_x86_64 asks for that tag (auditwheel refuses a tag the
+# library's symbol versions do not allow); unset, auditwheel picks the widest one allowed.
+WHEEL_DIR := build/wheel
+WHEEL_PLAT ?=
+wheel: $(STAMP)
+	@mkdir -p build
+	rm -rf $(WHEEL_DIR) dist/ortlite-*.whl
+	ORTLITE_CUDA=0 ORTLITE_STRIP=1 $(BUILD_ENV) flock build/.build.lock \
+		$(PY) -m build --wheel --no-isolation --outdir $(WHEEL_DIR) .
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m auditwheel repair \
+		$(if $(WHEEL_PLAT),--plat $(WHEEL_PLAT),) --wheel-dir dist $(WHEEL_DIR)/ortlite-*.whl
+	@ls -l dist/ortlite-*.whl
+
+# Installs dist/'s wheel into a fresh venv (build/wheel-check) with no compiler reachable
+# and runs a subset of the tests from outside the source tree (tools/check_wheel.sh).
+check-wheel:
+	PYTHON=$(PYTHON) tools/check_wheel.sh
 
 demo: build
 	$(PY) tools/make_demo_model.py --out build/demo/cnn_classifier.onnx

@@ -11,6 +11,7 @@ usage: python tools/conformance.py [--update] [--workers N] [--timeout S] [--fai
               checks) and docs/conformance.md;
   --failures  also prints each failing case with its reason;
   -k S        runs only the cases whose name contains S (no --update then).
+Progress goes to stderr: a tqdm bar on a terminal when tqdm is installed, else a few lines.
 
 Every case runs in a child process (`--worker` mode, a few of them at once). A child that
 dies (a crash) or does not answer within the timeout is killed; its case is recorded as
@@ -539,7 +540,11 @@ def main(argv):
     if args.pattern:
         names = [n for n in names if args.pattern in n]
     t0 = time.perf_counter()
-    results = run_cases(names, workers=args.workers, timeout=args.timeout)
+    from ortlite._progress import progress
+
+    with progress(len(names), "conformance", "cases") as bar:
+        results = run_cases(names, workers=args.workers, timeout=args.timeout,
+                            progress=lambda res, done: bar.update())
     seconds = time.perf_counter() - t0
     n = len(results)
     passed = sorted(c for c, r in results.items() if r["status"] == "pass")

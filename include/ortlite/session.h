@@ -83,6 +83,25 @@ enum class FeedCheck { kCheck, kChecked };
 void check_tensor_feed(const std::string& name, const TypeInfo& type, DataType dtype,
                        const int64_t* dims, size_t rank);
 
+// What `ortlite info` and `ortlite check` report of a model without planning it: every
+// node as the file writes it (subgraph bodies and model-local function bodies included), the
+// opset in effect for it, and whether the CPU registry has a kernel for that opset. Kernels
+// that refuse an element type do so when a session is created; this report cannot see that.
+struct NodeReport {
+  std::string scope;  // "" for the main graph, else e.g. "If node 'c' then_branch"
+  std::string name, domain, op_type;  // domain "" is the default domain
+  int64_t opset = -1;                 // -1: the model does not import the node's domain
+  std::string problem;                // "" when a kernel (or a model-local function) serves it
+};
+
+struct ModelReport {
+  std::vector<NodeReport> nodes;
+  size_t initializers = 0;  // of the main graph and every subgraph
+  size_t initializer_bytes = 0;
+};
+
+ModelReport describe_model(const Model& model);
+
 class Session {
  public:
   // Topologically sorts the graph (model-local functions inlined), checks it, creates

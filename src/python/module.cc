@@ -4,6 +4,7 @@
 
 #include "ortlite/kernel.h"
 #include "ortlite/provider.h"
+#include "ortlite/session.h"
 #include "python/errors.h"
 #include "python/async_run.h"
 #include "python/module_state.h"
@@ -78,6 +79,89 @@ PyObject* registered_ops(PyObject* module, PyObject*) {
   ORTLITE_PY_CATCH(st, nullptr)
 }
 
+// (name, type string, shape) of each value, the shape as NodeArg.shape gives it (ints,
+// dim_param strings, None for an unknown dim; None for no shape); `initializers` marks
+// those that an initializer of the graph also defines (overridable ones).
+PyObject* value_infos(const std::vector<ValueInfo>& values, const Graph& g) {
+  Ref list = Ref::steal(PyList_New(0));
+  if (!list) return nullptr;
+  for (const ValueInfo& v : values) {
+    Ref shape;
+    if (v.type.has_shape) {
+      shape = Ref::steal(PyList_New(0));
+      if (!shape) return nullptr;
+      for (const Dim& d : v.type.dims) {
+        Ref dim = d.has_value ? Ref::steal(PyLong_FromLongLong(d.value))
+                  : !d.param.empty() ? Ref::steal(PyUnicode_FromString(d.param.c_str()))
+                                     : Ref::borrow(Py_None);
+        if (!dim || PyList_Append(shape.get(), dim.get()) < 0) return nullptr;
+      }
+    } else {
+      shape = Ref::borrow(Py_None);
+    }
+    bool is_init = false;
+    for (const auto& init : g.initializers) is_init = is_init || init.first == v.name;
+    Ref item = Ref::steal(Py_BuildValue("(ssOO)", v.name.c_str(), v.type.to_string().c_str(),
+                                        shape.get(), is_init ? Py_True : Py_False));
+    if (!item || PyList_Append(list.get(), item.get()) < 0) return nullptr;
+  }
+  return list.release();
+}
+
+// A model's header, opsets and the registry's verdict on each node (ortlite info / check).
+PyObject* describe_model(PyObject* module, PyObject* arg) {
+  ModuleState* st = get_module_state(module);
+  PyObject* encoded = nullptr;
+  if (!PyUnicode_FSConverter(arg, &encoded)) return nullptr;
+  Ref hold = Ref::steal(encoded);
+  try {
+    const std::string path(PyBytes_AS_STRING(encoded),
+                           static_cast<size_t>(PyBytes_GET_SIZE(encoded)));
+    const Model m = load_model_from_file(path);
+    const ModelReport report = ortlite::describe_model(m);
+    Ref opsets = Ref::steal(PyList_New(0));
+    if (!opsets) return nullptr;
+    for (const OpsetImport& o : m.opset_imports) {
+      Ref item = Ref::steal(Py_BuildValue("(sL)", o.domain.c_str(), static_cast<long long>(o.version)));
+      if (!item || PyList_Append(opsets.get(), item.get()) < 0) return nullptr;
+    }
+    Ref nodes = Ref::steal(PyList_New(0));
+    if (!nodes) return nullptr;
+    for (const NodeReport& n : report.nodes) {
+      Ref item = Ref::steal(Py_BuildValue("(ssssLs)", n.scope.c_str(), n.name.c_str(),
+                                          n.domain.c_str(), n.op_type.c_str(),
+                                          static_cast<long long>(n.opset), n.problem.c_str()));
+      if (!item || PyList_Append(nodes.get(), item.get()) < 0) return nullptr;
+    }
+    Ref functions = Ref::steal(PyList_New(0));
+    if (!functions) return nullptr;
+    for (const Function& f : m.functions) {
+      Ref item = Ref::steal(Py_BuildValue("(ss)", f.domain.c_str(), f.name.c_str()));
+      if (!item || PyList_Append(functions.get(), item.get()) < 0) return nullptr;
+    }
+    Ref inputs = Ref::steal(value_infos(m.graph.inputs, m.graph));
+    if (!inputs) return nullptr;
+    Ref outputs = Ref::steal(value_infos(m.graph.outputs, m.graph));
+    if (!outputs) return nullptr;
+    Ref metadata = Ref::steal(PyDict_New());
+    if (!metadata) return nullptr;
+    for (const auto& [k, v] : m.metadata_props) {
+      Ref value = Ref::steal(PyUnicode_DecodeUTF8(v.data(), static_cast<Py_ssize_t>(v.size()), "replace"));
+      if (!value || PyDict_SetItemString(metadata.get(), k.c_str(), value.get()) < 0) return nullptr;
+    }
+    return Py_BuildValue(
+        "{s:O,s:O,s:O,s:L,s:s,s:s,s:s,s:L,s:s,s:O,s:O,s:O,s:n,s:n}", "inputs", inputs.get(),
+        "outputs", outputs.get(), "metadata", metadata.get(), "ir_version",
+        static_cast<long long>(m.ir_version), "producer_name", m.producer_name.c_str(),
+        "producer_version", m.producer_version.c_str(), "domain", m.domain.c_str(),
+        "model_version", static_cast<long long>(m.model_version), "graph_name",
+        m.graph.name.c_str(), "opset_imports", opsets.get(), "functions", functions.get(),
+        "nodes", nodes.get(), "initializers", static_cast<Py_ssize_t>(report.initializers),
+        "initializer_bytes", static_cast<Py_ssize_t>(report.initializer_bytes));
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
 // Called once by ortlite/__init__.py, so that SessionOptions returns enum members.
 PyObject* register_enums(PyObject* module, PyObject* args) {
   PyObject* graph_opt = nullptr;
@@ -129,6 +213,12 @@ PyMethodDef module_methods[] = {
     {"_registered_ops", registered_ops, METH_NOARGS,
      PyDoc_STR("_registered_ops($module, /)\n--\n\n"
                "(domain, op_type, since_version, until_version, provider) of every kernel.")},
+    {"_describe_model", describe_model, METH_O,
+     PyDoc_STR("_describe_model($module, path, /)\n--\n\n"
+               "The model's header, inputs, outputs, metadata, opset imports, local\n"
+               "functions, initializer count and bytes, and each node as\n"
+               "(scope, name, domain, op_type, opset, problem):\n"
+               "problem is '' when the CPU registry has a kernel for the node.")},
     {"_async_shutdown", async_shutdown, METH_NOARGS,
      PyDoc_STR("_async_shutdown($module, /)\n--\n\n"
                "Internal (atexit): stops accepting run_async calls, cancels queued runs,\n"

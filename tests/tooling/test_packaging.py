@@ -155,4 +155,6 @@ def test_installed_build_is_stripped_and_in_place_build_is_not(tmp_path):
     sections = elf_section_names(built)
     assert ".symtab" not in sections and ".dynsym" in sections
     in_place = os.path.getsize(os.path.join(ROOT, "ortlite", EXT))
-    assert os.path.getsize(built) < 0.8 * in_place
+    # The symbol table is a sixth of the in-place library (release builds have no RTTI
+    # symbols: setup.py's -fno-rtti).
+    assert os.path.getsize(built) < 0.9 * in_place
