@@ -62,6 +62,9 @@ class ExecutionMode(_enum.IntEnum):
 
 _ortlite._register_enums(GraphOptimizationLevel, ExecutionMode)
 
+# Pickle support for sessions, options and CPU OrtValues (docs/distributed.md).
+from ortlite import _pickle  # noqa: E402,F401
+
 import atexit as _atexit
 
 # Runs queued with run_async finish (or are cancelled) while the interpreter is whole:
