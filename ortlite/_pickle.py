@@ -119,6 +119,20 @@ _cache = weakref.WeakValueDictionary()
 # session -> SHA-256 of its model, computed once per session (on its first pickle).
 _digests = weakref.WeakKeyDictionary()
 _stats = {"loads": 0, "hits": 0}
+# The sessions unpickled last, held strongly: a pool or dask worker unpickles the session
+# once per task and drops it when the task ends, which would empty a purely weak cache
+# between tasks. KEEP_RECENT of them (default 2) stay loaded until newer ones replace
+# them or cache_clear() is called.
+KEEP_RECENT = int(os.environ.get("ORTLITE_SESSION_CACHE_KEEP", "2"))
+_recent = []
+
+
+def _keep(sess):
+    # Called with _lock held.
+    if sess in _recent:
+        _recent.remove(sess)
+    _recent.append(sess)
+    del _recent[:max(0, len(_recent) - KEEP_RECENT)]
 
 
 def _after_fork_in_child():
@@ -141,6 +155,7 @@ def cache_clear():
     """Forgets the cached sessions (they stay valid for whoever holds them) and the counts."""
     with _lock:
         _cache.clear()
+        _recent.clear()
         _stats.update(loads=0, hits=0)
 
 
@@ -241,13 +256,16 @@ def _restore_session(model, digest, options, providers, provider_options):
         sess = _cache.get(key)
         if sess is not None:
             _stats["hits"] += 1
+            _keep(sess)
             return sess
     sess = _load(model, digest, options, providers, provider_options)
     with _lock:
         other = _cache.get(key)  # another thread loaded it meanwhile: keep one
         if other is not None:
             _stats["hits"] += 1
+            _keep(other)
             return other
+        _keep(sess)
         _cache[key] = sess
         _digests[sess] = digest
         _stats["loads"] += 1
