@@ -4,13 +4,14 @@ worker processes: spawn, forkserver and dask workers inherit the parent's sys.pa
 import os
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
 
 import ortlite
 
 
 def mlp_model(width=256, seed=0):
     """x[batch, 64] -> MatMul/Add/Relu x2 -> MatMul -> y[batch, 10], seeded weights."""
+    # Imported here: worker processes that only run tasks need not import onnx.
+    from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(seed)
     dims = [64, width, width, 10]
     nodes, inits, h = [], [], "x"
@@ -74,3 +75,19 @@ def set_global_session(sess):
 def run_global(x):
     """Runs the session a fork child inherited from its parent (no pickling)."""
     return run_block(_GLOBAL_SESSION, x), os.getpid(), ortlite._pickle.cache_info()["loads"]
+
+
+def block_fn(x, sess):
+    """dask.array.map_blocks: a [rows, 64] block -> [rows, 10]."""
+    return run_block(sess, x)
+
+
+def partition_fn(df, sess):
+    """dask.dataframe.map_partitions: 64 float columns -> y0..y9."""
+    import pandas as pd
+    out = run_block(sess, df.to_numpy(dtype=np.float32))
+    return pd.DataFrame(out, index=df.index, columns=[f"y{i}" for i in range(out.shape[1])])
+
+
+def loads_here():
+    return os.getpid(), ortlite._pickle.cache_info()["loads"]
