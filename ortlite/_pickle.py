@@ -10,6 +10,7 @@ with every task loads the model once. docs/distributed.md describes the patterns
 
 import copyreg
 import hashlib
+import mmap
 import os
 import pickle
 import threading
@@ -203,8 +204,10 @@ def _reduce_session(sess):
         model = ("path", os.path.abspath(path), loaded_state[0])
     else:
         if path is not None:
+            # Mapped, not read: protocol 5 then hands the pages to the pickler as they are.
             with open(path, "rb") as f:
-                data = f.read()
+                data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if loaded_state[0] \
+                    else b""
         if digest is None:
             digest = _digests[sess] = hashlib.sha256(memoryview(data)).hexdigest()
         model = ("bytes", _ModelBytes(data))
