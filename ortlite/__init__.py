@@ -64,6 +64,8 @@ _ortlite._register_enums(GraphOptimizationLevel, ExecutionMode)
 
 # Pickle support for sessions, options and CPU OrtValues (docs/distributed.md).
 from ortlite import _pickle  # noqa: E402,F401
+# The exit drain of run_async in multiprocessing's fork / forkserver children.
+from ortlite import _process  # noqa: E402,F401
 
 import atexit as _atexit
 

@@ -199,3 +199,28 @@ def test_process_pool_executor_from_a_thread_while_the_parent_runs(sess, xs):
             t.join()
     for out, want in zip(got, local(sess, xs)):
         np.testing.assert_array_equal(out, want)
+
+
+# --- the exit drain in multiprocessing children (os._exit: no atexit hook runs) -------------
+
+def queue_runs_then_exit(sess, x, log_path):
+    """A child's last act: queue 4 runs whose callbacks write to log_path, and return."""
+    def cb(res, i, err):
+        with open(log_path, "a") as f:
+            f.write(f"{i} {'ok' if err == '' and len(res) == 1 else 'cancelled' if err else '?'}\n")
+    for i in range(4):
+        sess.run_async(None, {"x": x}, cb, i)
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
+def test_multiprocessing_child_exit_drains_async_runs(sess, xs, method, tmp_path):
+    log = tmp_path / "log.txt"
+    ctx = multiprocessing.get_context(method)
+    p = ctx.Process(target=queue_runs_then_exit, args=(sess, xs[0], str(log)))
+    p.start()
+    p.join(60)
+    assert p.exitcode == 0
+    lines = sorted(log.read_text().splitlines()) if log.exists() else []
+    # Every run was delivered (or cancelled) exactly once before the child exited.
+    assert [ln.split()[0] for ln in lines] == ["0", "1", "2", "3"], lines
+    assert all(ln.split()[1] in ("ok", "cancelled") for ln in lines), lines
