@@ -65,6 +65,11 @@ def run_global(x):
     return run_block(_SESS, x)
 
 
+def set_global(sess):
+    global _SESS
+    _SESS = sess
+
+
 def timed(fn, repeat=3):
     best = float("inf")
     for _ in range(repeat):
@@ -153,6 +158,9 @@ def bench_throughput(n_blocks, rows, skip_dask, with_ray):
         pool.starmap(run_block, [(sess, x) for x in xs[:2]])
         report("Pool(2) spawn, session pickled", lambda: check(
             pool.starmap(run_block, [(sess, x) for x in xs])))
+    with multiprocessing.get_context("spawn").Pool(2, set_global, (sess,)) as pool:
+        pool.map(run_global, xs[:2])
+        report("Pool(2) spawn, initializer", lambda: check(pool.map(run_global, xs)))
     with concurrent.futures.ProcessPoolExecutor(
             2, mp_context=multiprocessing.get_context("spawn")) as ex:
         list(ex.map(run_block, [sess] * 2, xs[:2]))
