@@ -229,7 +229,15 @@ def _options_key(options, providers, provider_options):
 def _load(model, digest, options, providers, provider_options):
     kind = model[0]
     if kind == "bytes":
-        return _ext.InferenceSession(memoryview(model[1]), options, providers, provider_options)
+        try:
+            return _ext.InferenceSession(memoryview(model[1]), options, providers,
+                                         provider_options)
+        except _ext.Fail as e:
+            if "uses external data" not in str(e):
+                raise
+            raise _ext.Fail(
+                f"cannot unpickle the InferenceSession: {e}. A model with external data "
+                f"pickles by path: session config entry {PICKLE_MODEL_ENTRY} = 'path'") from None
     if kind != "path":
         raise _ext.InvalidArgument(f"unknown model kind {kind!r} in an InferenceSession pickle")
     path = model[1]

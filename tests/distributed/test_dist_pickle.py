@@ -316,3 +316,21 @@ def test_refcounts_unchanged_by_pickling():
     ortlite._pickle.cache_clear()  # it held the session unpickled last
     gc.collect()
     assert (sys.getrefcount(sess), sys.getrefcount(so)) == before
+
+
+def test_external_data_model(tmp_path):
+    import onnx
+    path = tmp_path / "ext.onnx"
+    onnx.save(mlp_model(), str(path), save_as_external_data=True,
+              all_tensors_to_one_file=True, location="w.bin", size_threshold=0)
+    x = inputs(1)[0]
+    sess = ortlite.InferenceSession(str(path))
+    expected = sess.run(None, {"x": x})[0]
+    bytes_blob = pickle.dumps(sess)
+    path_blob = pickle.dumps(path_session(path))
+    del sess
+    ortlite._pickle.cache_clear()
+    gc.collect()
+    with pytest.raises(ortlite.Fail, match="pickles by path"):
+        pickle.loads(bytes_blob)
+    np.testing.assert_array_equal(pickle.loads(path_blob).run(None, {"x": x})[0], expected)
