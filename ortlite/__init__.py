@@ -106,6 +106,11 @@ class OrtSparseFormat(_enum.IntEnum):
 
 _ortlite._register_enums(GraphOptimizationLevel, ExecutionMode)
 
+# Pickle support for sessions, options and CPU OrtValues (docs/distributed.md).
+from ortlite import _pickle  # noqa: E402,F401
+# The exit drain of run_async in multiprocessing's fork / forkserver children.
+from ortlite import _process  # noqa: E402,F401
+
 import atexit as _atexit
 
 # Runs queued with run_async finish (or are cancelled) while the interpreter is whole:

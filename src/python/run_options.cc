@@ -237,6 +237,11 @@ PyObject* get_run_config_entry(PyObject* self, PyObject* args, PyObject* kwds) {
   ORTLITE_PY_CATCH(st, nullptr)
 }
 
+// The config entries as a dict, for pickling (ortlite/_pickle.py).
+PyObject* run_options_config_entries(PyObject* self, PyObject*) {
+  return str_map_to_dict(data_of(self).cfg->config_entries);
+}
+
 PyGetSetDef run_options_getset[] = {
     {"log_severity_level", get_log_severity_level, set_log_severity_level,
      PyDoc_STR("Log severity of this run: 0 verbose, 1 info, 2 warning, 3 error, 4 fatal; "
@@ -257,6 +262,8 @@ PyGetSetDef run_options_getset[] = {
 };
 
 PyMethodDef run_options_methods[] = {
+    {"_config_entries", as_cfunc(run_options_config_entries), METH_NOARGS,
+     "Pickling entry (not API): the run config entries, a dict of str."},
     {"add_run_config_entry", as_cfunc(add_run_config_entry), METH_VARARGS | METH_KEYWORDS,
      PyDoc_STR("add_run_config_entry($self, config_key, config_value)\n--\n\n"
                "Sets a run configuration entry (both str).")},

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <structmember.h>
+#include <sys/stat.h>
 
 #include "ortlite/model.h"
 #include "ortlite/status.h"
@@ -18,6 +19,7 @@
 #include "python/gil.h"
 #include "python/io_binding.h"
 #include "python/node_arg.h"
+#include "python/numpy_bridge.h"
 #include "python/providers.h"
 #include "python/run_helpers.h"
 #include "python/session_options.h"
@@ -70,7 +72,7 @@ ModelSource model_source(PyObject* src) {
 // Loads the model, creates the core session with `options` (the session's own
 // SessionOptions copy) and `choice`, and installs them in `so`, replacing what it held.
 void create_core(ModuleState* st, SessionObject* so, ModelSource source, Ref options,
-                 ProviderChoice choice) {
+                 ProviderChoice choice, bool fresh) {
   Ref held;
   SessionConfig config = session_options_to_config(st, options.get(), &held);
   provider_config(choice, &config);
@@ -85,12 +87,44 @@ void create_core(ModuleState* st, SessionObject* so, ModelSource source, Ref opt
   session_options_apply_model_config(st, options.get(), model.metadata_props, &config);
   std::shared_ptr<const Session> created;
   without_gil([&] { created = Session::create(std::move(model), config); });
+  // Another thread may have initialized this object while the GIL was released.
+  if (fresh && so->sess)
+    ORTLITE_THROW(kModelLoaded, "this InferenceSession already has a model loaded");
 
   Py_XSETREF(so->sess_options, options.release());
   Py_XSETREF(so->held_initializers, held.release());
   Py_XSETREF(so->providers, choice.names.release());
   Py_XSETREF(so->provider_options, choice.options.release());
   so->sess = std::move(created);
+}
+
+// What pickling needs to know of the source: the bytes as a read-only view (the buffer
+// is the one the core session keeps, so this costs no copy), or the path and what the
+// file was when it was loaded, so that pickling notices a file changed since.
+void model_source_record(ModuleState* st, const ModelSource& ms, Ref* path, Ref* stat_tuple,
+                         Ref* bytes) {
+  if (ms.bytes) {
+    const int64_t n = static_cast<int64_t>(ms.bytes->size());
+    if (n == 0) {
+      *bytes = Ref::steal(PyBytes_FromStringAndSize(nullptr, 0));
+    } else {
+      *bytes = tensor_to_numpy_owned(st, Tensor(DataType::kUInt8, Shape{n}, ms.bytes));
+      if (bytes->get())
+        PyArray_CLEARFLAGS(reinterpret_cast<PyArrayObject*>(bytes->get()), NPY_ARRAY_WRITEABLE);
+    }
+    if (!bytes->get()) throw PythonErrorSet{};
+    return;
+  }
+  *path = Ref::steal(
+      PyUnicode_DecodeFSDefaultAndSize(ms.path.data(), static_cast<Py_ssize_t>(ms.path.size())));
+  if (!path->get()) throw PythonErrorSet{};
+  struct stat sb;
+  if (::stat(ms.path.c_str(), &sb) != 0) return;  // the load reports a missing file
+  const long long mtime_ns = static_cast<long long>(sb.st_mtim.tv_sec) * 1000000000LL +
+                             static_cast<long long>(sb.st_mtim.tv_nsec);
+  *stat_tuple = Ref::steal(Py_BuildValue("(LLK)", static_cast<long long>(sb.st_size), mtime_ns,
+                                         static_cast<unsigned long long>(sb.st_ino)));
+  if (!stat_tuple->get()) throw PythonErrorSet{};
 }
 
 // --- type slots -----------------------------------------------------------------------------
@@ -136,6 +170,8 @@ int session_init(PyObject* self, PyObject* args, PyObject* kwds) {
     }
     ProviderChoice choice = choose_providers(st, providers, provider_options);
     ModelSource source = model_source(path_or_bytes);
+    Ref source_path, source_stat, source_bytes;
+    model_source_record(st, source, &source_path, &source_stat, &source_bytes);
     Ref options = session_options_copy(st, sess_options == Py_None ? nullptr : sess_options);
     Ref path;
     if (!source.bytes) {
@@ -143,8 +179,11 @@ int session_init(PyObject* self, PyObject* args, PyObject* kwds) {
                                                   static_cast<Py_ssize_t>(source.path.size())));
       if (!path) throw PythonErrorSet{};
     }
-    create_core(st, so, std::move(source), std::move(options), std::move(choice));
+    create_core(st, so, std::move(source), std::move(options), std::move(choice), true);
     Py_XSETREF(so->model_path, path.release());
+    Py_XSETREF(so->source_path, source_path.release());
+    Py_XSETREF(so->source_stat, source_stat.release());
+    Py_XSETREF(so->source_bytes, source_bytes.release());
     return 0;
   }
   ORTLITE_PY_CATCH(st, -1)
@@ -158,6 +197,9 @@ int session_traverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(so->providers);
   Py_VISIT(so->provider_options);
   Py_VISIT(so->model_path);
+  Py_VISIT(so->source_path);
+  Py_VISIT(so->source_stat);
+  Py_VISIT(so->source_bytes);
   return 0;
 }
 
@@ -170,6 +212,9 @@ int session_clear(PyObject* self) {
   Py_CLEAR(so->providers);
   Py_CLEAR(so->provider_options);
   Py_CLEAR(so->model_path);
+  Py_CLEAR(so->source_path);
+  Py_CLEAR(so->source_stat);
+  Py_CLEAR(so->source_bytes);
   return 0;
 }
 
@@ -538,8 +583,22 @@ PyObject* session_set_providers(PyObject* self, PyObject* args, PyObject* kwds) 
       if (!source.bytes) ORTLITE_THROW(kFail, "set_providers: the model's bytes are not kept");
     }
     Ref options = session_options_copy(st, so->sess_options);
-    create_core(st, so, std::move(source), std::move(options), std::move(choice));
+    create_core(st, so, std::move(source), std::move(options), std::move(choice), false);
     Py_RETURN_NONE;
+  }
+  ORTLITE_PY_CATCH(st, nullptr)
+}
+
+// (path, stat, bytes) of the model source, for ortlite/_pickle.py.
+PyObject* session_model_source(PyObject* self, PyObject*) {
+  ModuleState* st = state_of(self);
+  if (!st) return nullptr;
+  try {
+    loaded(st, self);
+    SessionObject* so = as_sess(self);
+    auto or_none = [](PyObject* o) { return o ? o : Py_None; };
+    return PyTuple_Pack(3, or_none(so->source_path), or_none(so->source_stat),
+                        or_none(so->source_bytes));
   }
   ORTLITE_PY_CATCH(st, nullptr)
 }
@@ -627,6 +686,9 @@ PyMethodDef session_methods[] = {
                "its previous providers. Runs in flight finish on the previous session.")},
     {"_node_placement", as_cfunc(session_node_placement), METH_NOARGS,
      "Test entry (not API): [(node label, provider)] in plan order."},
+    {"_model_source", as_cfunc(session_model_source), METH_NOARGS,
+     "Pickling entry (not API): (path or None, (size, mtime_ns, inode) or None, read-only "
+     "uint8 array of the model bytes or None)."},
     {"disable_fallback", as_cfunc(session_noop), METH_NOARGS,
      PyDoc_STR("disable_fallback($self, /)\n--\n\n"
                "Accepted for onnxruntime compatibility; ortlite has no provider fallback at run.")},

@@ -19,6 +19,12 @@ struct SessionObject {
   PyObject* provider_options;   // dict: provider name -> dict of str
   PyObject* model_path;         // bytes (the file system path) or NULL: set_providers reloads
   PyObject* weakreflist;
+  // Where the model came from, for pickling (ortlite/_pickle.py): the path (str) and the
+  // file's (size, mtime_ns, inode) at load, or a read-only uint8 ndarray over the model
+  // bytes the core session keeps (no copy). Unused ones are NULL.
+  PyObject* source_path;
+  PyObject* source_stat;
+  PyObject* source_bytes;
 };
 
 // The core session of `self` (an InferenceSession); throws Error(kNoModel) when __init__

@@ -475,6 +475,24 @@ PyObject* add_free_dimension_override_by_denotation(PyObject* self, PyObject* ar
                                      "OO:add_free_dimension_override_by_denotation");
 }
 
+// (config entries, free dimension overrides in the order given as (id, by_denotation,
+// value), added initializers) for pickling (ortlite/_pickle.py), which replays them.
+PyObject* session_options_extras(PyObject* self, PyObject*) {
+  const SessionOptionsData& d = data_of(self);
+  Ref entries = Ref::steal(str_map_to_dict(d.config_entries));
+  Ref overrides = Ref::steal(PyList_New(0));
+  Ref inits = Ref::steal(PyDict_Copy(as_so(self)->initializers));
+  if (!entries || !overrides || !inits) return nullptr;
+  for (const FreeDimensionOverride& o : d.free_dimension_overrides) {
+    Ref id = Ref::steal(str_from_utf8(o.id));
+    if (!id) return nullptr;
+    Ref item = Ref::steal(Py_BuildValue("(OOL)", id.get(), o.by_denotation ? Py_True : Py_False,
+                                        static_cast<long long>(o.value)));
+    if (!item || PyList_Append(overrides.get(), item.get()) < 0) return nullptr;
+  }
+  return PyTuple_Pack(3, entries.get(), overrides.get(), inits.get());
+}
+
 PyGetSetDef session_options_getset[] = {
     {"intra_op_num_threads", get_int, set_int,
      PyDoc_STR("Threads for parallelism inside an operator (0: one per core, at most 8)."),
@@ -518,6 +536,8 @@ PyGetSetDef session_options_getset[] = {
 };
 
 PyMethodDef session_options_methods[] = {
+    {"_pickle_extras", as_cfunc(session_options_extras), METH_NOARGS,
+     "Pickling entry (not API): (config entries, [(id, by_denotation, value)], initializers)."},
     {"add_session_config_entry", as_cfunc(add_session_config_entry), METH_VARARGS | METH_KEYWORDS,
      PyDoc_STR("add_session_config_entry($self, config_key, config_value)\n--\n\n"
                "Sets a session configuration entry (both str).")},

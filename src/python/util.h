@@ -98,4 +98,16 @@ inline PyObject* config_entry_str(const std::map<std::string, std::string>& entr
   return *missing ? nullptr : str_from_utf8(it->second);
 }
 
+// A new dict of str -> str with the entries of `entries`; NULL with an exception set.
+inline PyObject* str_map_to_dict(const std::map<std::string, std::string>& entries) {
+  Ref d = Ref::steal(PyDict_New());
+  if (!d) return nullptr;
+  for (const auto& [k, v] : entries) {
+    Ref key = Ref::steal(str_from_utf8(k));
+    Ref value = Ref::steal(str_from_utf8(v));
+    if (!key || !value || PyDict_SetItem(d.get(), key.get(), value.get()) < 0) return nullptr;
+  }
+  return d.release();
+}
+
 }  // namespace ortlite::py

@@ -144,7 +144,11 @@ cases = pickle.load(open(sys.argv[1], "rb"))
 for idx in range(int(sys.argv[2]), len(cases)):
     emit("start", idx)
     emit("end", idx, run_case(idx, cases[idx]))
-emit("rss", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+# VmHWM is this process's own peak: ru_maxrss also counts the parent's resident set at
+# the fork that started it (Linux carries it across exec).
+hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")]
+emit("rss", int(hwm[0].split()[1]) * 1024 if hwm else
+     resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 '''
 
 
