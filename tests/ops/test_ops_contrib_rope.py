@@ -102,3 +102,126 @@ def test_rotary_embedding_bad_shapes():
     e = lite_error("RotaryEmbedding", rope_inputs(rng, rnd(rng, 1, 3, 8), pos, 2),
                    attrs=dict(rotary_embedding_dim=4))
     assert isinstance(e, ortlite.OrtliteError)
+
+
+# ---- GroupQueryAttention ----------------------------------------------------------------
+
+def gqa_inputs(rng, B, S, N, kvN, H, past_lens=None, P=0, packed=False, rotary_half=0,
+               dtype=F32):
+    """past_lens: per batch (None: a first prompt, S == total_sequence_length)."""
+    if past_lens is None:
+        seqlens = np.full(B, S - 1, np.int32)
+        total = S
+    else:
+        seqlens = (np.asarray(past_lens) + S - 1).astype(np.int32)
+        total = int(seqlens.max()) + 1
+    if packed:
+        inputs = [("q", rnd(rng, B, S, (N + 2 * kvN) * H, dtype=dtype)), ("k", None), ("v", None)]
+    else:
+        inputs = [("q", rnd(rng, B, S, N * H, dtype=dtype)), ("k", rnd(rng, B, S, kvN * H, dtype=dtype)),
+                  ("v", rnd(rng, B, S, kvN * H, dtype=dtype))]
+    if P:
+        inputs += [("pk", rnd(rng, B, kvN, P, H, dtype=dtype)),
+                   ("pv", rnd(rng, B, kvN, P, H, dtype=dtype))]
+    else:
+        inputs += [("pk", None), ("pv", None)]
+    inputs += [("seqlens_k", seqlens), ("total", np.array(total, np.int32))]
+    if rotary_half:
+        cos, sin = rope_cache(64, rotary_half, dtype)
+        inputs += [("cos", cos), ("sin", sin)]
+    return inputs
+
+
+GQA_OUT = ("Y", "present_key", "present_value")
+
+
+def check_gqa(inputs, attrs, **tol):
+    return check("GroupQueryAttention", inputs, outputs=GQA_OUT, attrs=attrs, **(tol or {}))
+
+
+@pytest.mark.parametrize("B,S,N,kvN,H", [(1, 1, 1, 1, 8), (2, 5, 4, 2, 16), (2, 7, 8, 1, 32),
+                                         (3, 4, 6, 3, 64)])
+@pytest.mark.parametrize("packed", [False, True])
+def test_gqa_first_prompt(B, S, N, kvN, H, packed):
+    rng = np.random.default_rng(S * 10 + N)
+    check_gqa(gqa_inputs(rng, B, S, N, kvN, H, packed=packed),
+              dict(num_heads=N, kv_num_heads=kvN))
+
+
+@pytest.mark.parametrize("S", [1, 3])
+@pytest.mark.parametrize("P", [6, 12])
+@pytest.mark.parametrize("packed", [False, True])
+def test_gqa_with_past(S, P, packed):
+    # onnxruntime takes a batch of one when a prompt (S > 1) continues a past
+    rng = np.random.default_rng(S + P)
+    B, N, kvN, H = (3, 4, 2, 16) if S == 1 else (1, 4, 2, 16)
+    past_lens = [P, P - 2, 1][:B]
+    check_gqa(gqa_inputs(rng, B, S, N, kvN, H, past_lens, P, packed),
+              dict(num_heads=N, kv_num_heads=kvN))
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+@pytest.mark.parametrize("half", [16, 8])  # onnxruntime: a multiple of 8, at most H / 2
+@pytest.mark.parametrize("past", ["none", "prompt", "token"])
+def test_gqa_rotary(interleaved, half, past):
+    rng = np.random.default_rng(half + interleaved)
+    N, kvN, H = 4, 2, 32
+    if past == "none":
+        inputs = gqa_inputs(rng, 2, 4, N, kvN, H, rotary_half=half)
+    elif past == "prompt":
+        inputs = gqa_inputs(rng, 1, 4, N, kvN, H, [5], 8, rotary_half=half)
+    else:
+        inputs = gqa_inputs(rng, 3, 1, N, kvN, H, [5, 3, 8], 8, rotary_half=half)
+    check_gqa(inputs, dict(num_heads=N, kv_num_heads=kvN, do_rotary=1,
+                           rotary_interleaved=interleaved))
+
+
+@pytest.mark.parametrize("attrs", [dict(local_window_size=2), dict(softcap=2.0),
+                                   dict(scale=0.3), dict(smooth_softmax=1),
+                                   dict(local_window_size=3, softcap=1.5)])
+@pytest.mark.parametrize("past", [False, True])
+def test_gqa_attributes(attrs, past):
+    rng = np.random.default_rng(9)
+    N, kvN, H = 4, 2, 8
+    inputs = (gqa_inputs(rng, 1, 6, N, kvN, H, [4], 7) if past
+              else gqa_inputs(rng, 2, 6, N, kvN, H))
+    check_gqa(inputs, dict(attrs, num_heads=N, kv_num_heads=kvN))
+
+
+@pytest.mark.parametrize("rotary", [0, 8])
+@pytest.mark.parametrize("S,past_lens", [(1, [4, 2]), (3, [4]), (5, None)])
+def test_gqa_float16(rotary, S, past_lens):
+    rng = np.random.default_rng(10)
+    N, kvN, H = 4, 2, 16
+    B = len(past_lens) if past_lens else 2
+    inputs = gqa_inputs(rng, B, S, N, kvN, H, past_lens, 6 if past_lens else 0,
+                        rotary_half=rotary, dtype=F16)
+    attrs = dict(num_heads=N, kv_num_heads=kvN, do_rotary=int(bool(rotary)))
+    check_gqa(inputs, attrs, rtol=3e-3, atol=3e-3)
+
+
+def test_gqa_threads():
+    rng = np.random.default_rng(11)
+    model_inputs = gqa_inputs(rng, 1, 32, 8, 2, 32, [40], 48)
+    check("GroupQueryAttention", model_inputs, outputs=GQA_OUT,
+          attrs=dict(num_heads=8, kv_num_heads=2), threads=4)
+
+
+def test_gqa_bad_inputs():
+    rng = np.random.default_rng(12)
+    # seqlens_k past the past buffer
+    inputs = gqa_inputs(rng, 1, 1, 2, 1, 8, [9], 4)
+    e = lite_error("GroupQueryAttention", inputs, outputs=GQA_OUT,
+                   attrs=dict(num_heads=2, kv_num_heads=1))
+    assert isinstance(e, ortlite.InvalidArgument)
+    # rotary positions past the cache
+    inputs = gqa_inputs(rng, 1, 1, 2, 1, 8, [3], 4, rotary_half=4)
+    inputs[-2] = ("cos", inputs[-2][1][:2])
+    inputs[-1] = ("sin", inputs[-1][1][:2])
+    e = lite_error("GroupQueryAttention", inputs, outputs=GQA_OUT,
+                   attrs=dict(num_heads=2, kv_num_heads=1, do_rotary=1))
+    assert isinstance(e, ortlite.InvalidArgument)
+    # num_heads not a multiple of kv_num_heads
+    e = lite_error("GroupQueryAttention", gqa_inputs(rng, 1, 2, 3, 2, 8), outputs=GQA_OUT,
+                   attrs=dict(num_heads=3, kv_num_heads=2))
+    assert isinstance(e, ortlite.OrtliteError)
