@@ -118,7 +118,8 @@ def gqa_inputs(rng, B, S, N, kvN, H, past_lens=None, P=0, packed=False, rotary_h
     if packed:
         inputs = [("q", rnd(rng, B, S, (N + 2 * kvN) * H, dtype=dtype)), ("k", None), ("v", None)]
     else:
-        inputs = [("q", rnd(rng, B, S, N * H, dtype=dtype)), ("k", rnd(rng, B, S, kvN * H, dtype=dtype)),
+        inputs = [("q", rnd(rng, B, S, N * H, dtype=dtype)),
+                  ("k", rnd(rng, B, S, kvN * H, dtype=dtype)),
                   ("v", rnd(rng, B, S, kvN * H, dtype=dtype))]
     if P:
         inputs += [("pk", rnd(rng, B, kvN, P, H, dtype=dtype)),
