@@ -83,6 +83,33 @@ inline ActSpec load_act(const KernelInfo& info, const std::string& prefix = "") 
   info.fail(StatusCode::kInvalidGraph, "unknown activation '" + name + "'");
 }
 
+// onnxruntime's com.microsoft FusedGemm form: `activation` with its parameters as
+// `activation_alpha` / `activation_beta` (LeakyRelu alpha 0.01, HardSigmoid alpha 0.2 and
+// beta 0.5 by default). Activations other than Relu, LeakyRelu, Sigmoid, HardSigmoid and Tanh
+// are kNotImplemented.
+inline ActSpec load_act_alpha_beta(const KernelInfo& info) {
+  ActSpec a;
+  const std::string name = info.attr_string("activation", "");
+  if (name.empty()) return a;
+  if (name == "Relu") {
+    a.kind = ActKind::kRelu;
+  } else if (name == "Sigmoid") {
+    a.kind = ActKind::kSigmoid;
+  } else if (name == "Tanh") {
+    a.kind = ActKind::kTanh;
+  } else if (name == "LeakyRelu") {
+    a.kind = ActKind::kLeakyRelu;
+    a.p0 = info.attr_float("activation_alpha", 0.01f);
+  } else if (name == "HardSigmoid") {
+    a.kind = ActKind::kHardSigmoid;
+    a.p0 = info.attr_float("activation_alpha", 0.2f);
+    a.p1 = info.attr_float("activation_beta", 0.5f);
+  } else {
+    info.fail(StatusCode::kNotImplemented, "activation '" + name + "' is not supported");
+  }
+  return a;
+}
+
 // y[i] = act(y[i]) over n elements, in place. Always inlined, so that a caller compiled
 // for a wider instruction set (a target clone) gets these loops vectorized for it.
 template <typename T>

@@ -94,6 +94,12 @@ void check_type(const KernelContext& ctx, const Tensor& t, const char* what,
 // Fails kInvalidArgument unless p (named `what`) is 1-D with n elements.
 void check_vector(const KernelContext& ctx, const Tensor& p, int64_t n, const char* what);
 
+// Rotary embedding of one head's first `rot` elements (rot even; rotary_embedding.cc): pairs
+// (x[i], x[i + rot/2]), or (x[2i], x[2i + 1]) when interleaved, rotated by (cos[i], sin[i]).
+// y may be x.
+void rotate_half(const float* x, const float* cos, const float* sin, int64_t rot, bool interleaved,
+                 float* y);
+
 // In-place softmax over each of `rows` rows of n floats (max-shifted).
 void softmax_rows(float* x, int64_t rows, int64_t n);
 

@@ -33,6 +33,8 @@ void register_gelu(KernelRegistry& r);
 void register_fused_matmul(KernelRegistry& r);
 void register_embed_layer_norm(KernelRegistry& r);
 void register_attention(KernelRegistry& r);
+void register_rotary_embedding(KernelRegistry& r);
+void register_group_query_attention(KernelRegistry& r);
 
 }  // namespace contrib
 
@@ -42,6 +44,8 @@ void register_contrib_kernels(KernelRegistry& r) {
   contrib::register_fused_matmul(r);
   contrib::register_embed_layer_norm(r);
   contrib::register_attention(r);
+  contrib::register_rotary_embedding(r);
+  contrib::register_group_query_attention(r);
 }
 
 }  // namespace ortlite

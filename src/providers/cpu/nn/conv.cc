@@ -1101,6 +1101,8 @@ void register_conv(KernelRegistry& r) {
   r.add("", "Conv", 22, kMaxOpset, conv_factory<false>());
   // Conv (+ Add) (+ activation), written by the graph optimizer.
   r.add("com.ortlite", "FusedConv", 1, kMaxOpset, conv_factory<true>());
+  // onnxruntime's FusedConv: the same inputs (X, W, B, Z) and activation attributes.
+  r.add("com.microsoft", "FusedConv", 1, kMaxOpset, conv_factory<true>());
   // 1x1 Conv (+ activation) + depthwise Conv (+ activation), written by the graph optimizer.
   r.add("com.ortlite", "FusedExpandDepthwise", 1, kMaxOpset,
         [](const KernelInfo& info) -> std::unique_ptr<Kernel> {

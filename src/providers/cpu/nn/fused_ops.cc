@@ -230,7 +230,7 @@ class FusedGemm final : public Kernel {
         trans_b_(info.attr_int("transB", 0) != 0),
         alpha_(info.attr_float("alpha", 1.f)),
         beta_(info.attr_float("beta", 1.f)),
-        act_(load_act(info)) {
+        act_(info.node().domain == "com.microsoft" ? load_act_alpha_beta(info) : load_act(info)) {
     if (info.num_inputs() < 2 || info.num_inputs() > 3)
       info.fail(StatusCode::kInvalidGraph, "FusedGemm takes 2 or 3 inputs (A, B, C), got " +
                                                std::to_string(info.num_inputs()));
@@ -300,6 +300,8 @@ void register_fused_ops(KernelRegistry& r) {
   r.add("com.ortlite", "Gelu", 1, kMaxOpset, make_factory<Gelu>());
   r.add("com.ortlite", "FusedMatMul", 1, kMaxOpset, make_factory<FusedMatMul>());
   r.add("com.ortlite", "FusedGemm", 1, kMaxOpset, make_factory<FusedGemm>());
+  // onnxruntime's FusedGemm: the activation's parameters as activation_alpha / _beta.
+  r.add("com.microsoft", "FusedGemm", 1, kMaxOpset, make_factory<FusedGemm>());
 }
 
 }  // namespace nn

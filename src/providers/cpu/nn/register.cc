@@ -8,6 +8,7 @@
 //   Gemm                                gemm.cc
 //   Conv                                conv.cc
 //   FusedConv (com.ortlite)             conv.cc
+//   FusedConv (com.microsoft)           conv.cc
 //   FusedExpandDepthwise (com.ortlite)  conv.cc
 //   MaxPool                             pool.cc
 //   AveragePool                         pool.cc
@@ -49,6 +50,7 @@
 //   Gelu (com.ortlite)                  fused_ops.cc
 //   FusedMatMul (com.ortlite)           fused_ops.cc
 //   FusedGemm (com.ortlite)             fused_ops.cc
+//   FusedGemm (com.microsoft)           fused_ops.cc
 //   TfIdfVectorizer                     tfidf_vectorizer.cc
 
 #include "ortlite/kernel.h"

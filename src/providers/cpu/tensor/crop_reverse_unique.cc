@@ -148,14 +148,24 @@ class ReverseSequence final : public Kernel {
 // one's first occurrence, the inverse map and the counts.
 class Unique final : public Kernel {
  public:
+  // com.microsoft Unique: 1-D input, unique values in order of first occurrence; its outputs
+  // are (y, idx, counts): Unique-11's Y, inverse_indices and counts.
   explicit Unique(const KernelInfo& info)
-      : has_axis_(info.has_attr("axis")),
-        axis_(info.attr_int("axis", 0)),
-        sorted_(info.attr_int("sorted", 1) != 0) {}
+      : contrib_(info.node().domain == "com.microsoft"),
+        has_axis_(!contrib_ && info.has_attr("axis")),
+        axis_(contrib_ ? 0 : info.attr_int("axis", 0)),
+        sorted_(!contrib_ && info.attr_int("sorted", 1) != 0) {}
 
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
+    if (contrib_ && x.rank() != 1)
+      ctx.fail(StatusCode::kInvalidArgument,
+               "input 'x' must be 1-D, got shape " + shape_to_string(x.shape()));
     Shape shape = has_axis_ ? x.shape() : Shape{x.numel()};
+    // Output numbers of indices, inverse_indices, counts (-1: none).
+    const size_t n_out = ctx.num_outputs();
+    const int indices_out = contrib_ ? -1 : 1, inverse_out = contrib_ ? 1 : 2,
+              counts_out = contrib_ ? 2 : 3;
     if (shape.empty()) ctx.fail(StatusCode::kInvalidArgument, "input 'X' must have rank >= 1");
     const int64_t axis =
         normalize_axis(axis_, static_cast<int64_t>(shape.size()), "attribute 'axis'");
@@ -224,19 +234,19 @@ class Unique final : public Kernel {
           }
         }
       }
-      if (ctx.num_outputs() > 1) {
+      if (indices_out > 0 && n_out > static_cast<size_t>(indices_out)) {
         int64_t* p = ctx.allocate_output(1, DataType::kInt64, {u}).data<int64_t>();
         for (int64_t q = 0; q < u; ++q)
           p[q] = firsts[static_cast<size_t>(perm[static_cast<size_t>(q)])];
       }
-      if (ctx.num_outputs() > 2) {
-        int64_t* p = ctx.allocate_output(2, DataType::kInt64, {n}).data<int64_t>();
+      if (n_out > static_cast<size_t>(inverse_out)) {
+        int64_t* p = ctx.allocate_output(inverse_out, DataType::kInt64, {n}).data<int64_t>();
         for (int64_t j = 0; j < n; ++j) {
           p[j] = rank_of[static_cast<size_t>(group_of[static_cast<size_t>(j)])];
         }
       }
-      if (ctx.num_outputs() > 3) {
-        int64_t* p = ctx.allocate_output(3, DataType::kInt64, {u}).data<int64_t>();
+      if (n_out > static_cast<size_t>(counts_out)) {
+        int64_t* p = ctx.allocate_output(counts_out, DataType::kInt64, {u}).data<int64_t>();
         for (int64_t q = 0; q < u; ++q)
           p[q] = counts[static_cast<size_t>(perm[static_cast<size_t>(q)])];
       }
@@ -245,6 +255,7 @@ class Unique final : public Kernel {
   }
 
  private:
+  bool contrib_;
   bool has_axis_;
   int64_t axis_;
   bool sorted_;
@@ -254,6 +265,7 @@ class Unique final : public Kernel {
 
 void register_crop_reverse_unique_kernels(KernelRegistry& r) {
   r.add_versions("Unique", {11}, make_factory<Unique>());
+  r.add("com.microsoft", "Unique", 1, kMaxOpset, make_factory<Unique>());
   r.add_versions("CenterCropPad", {18}, make_factory<CenterCropPad>());
   r.add_versions("ReverseSequence", {10}, make_factory<ReverseSequence>());
 }

@@ -693,6 +693,9 @@ void register_gather_scatter_nd_kernels(KernelRegistry& r) {
   r.add_versions("GatherND", {11, 12, 13}, make_factory<GatherND>());
   r.add_versions("ScatterND", {11, 13, 16, 18}, make_factory<ScatterND>());
   r.add_versions("Trilu", {14}, make_factory<Trilu>());
+  // com.microsoft's Trilu and GatherND (no batch_dims) are the default-domain ops.
+  r.add("com.microsoft", "Trilu", 1, kMaxOpset, make_factory<Trilu>());
+  r.add("com.microsoft", "GatherND", 1, kMaxOpset, make_factory<GatherND>());
   r.add_versions("EyeLike", {9, 22}, make_factory<EyeLike>());
   r.add_versions("OneHot", {9, 11}, make_factory<OneHot>());
   r.add_versions("NonZero", {9, 13}, make_factory<NonZero>());

@@ -19,7 +19,10 @@ enum class PadMode { kConstant, kReflect, kEdge, kWrap };
 
 class Pad final : public Kernel {
  public:
-  explicit Pad(const KernelInfo& info) : opset_(info.opset()) {
+  // com.microsoft Pad is opset 11's (pads and value as inputs; pads may also be [1, 2 rank]).
+  explicit Pad(const KernelInfo& info)
+      : opset_(info.node().domain == "com.microsoft" ? 11 : info.opset()),
+        contrib_(info.node().domain == "com.microsoft") {
     const std::string mode = info.attr_string("mode", "constant");
     if (mode == "constant") {
       mode_ = PadMode::kConstant;
@@ -47,8 +50,15 @@ class Pad final : public Kernel {
     const DataType dt = data.dtype();
     const Shape& in = data.shape();
     const int64_t rank = static_cast<int64_t>(in.size());
-    const std::vector<int64_t> pads =
-        opset_ < 11 ? pads_attr_ : tensor_ops::read_int_list(ctx, ctx.required_input(1), "pads");
+    std::vector<int64_t> pads;
+    if (opset_ < 11) {
+      pads = pads_attr_;
+    } else {
+      const Tensor& pt = ctx.required_input(1);
+      pads = contrib_ && pt.rank() == 2 && pt.dim(0) == 1
+                 ? tensor_to_int64s(pt)
+                 : tensor_ops::read_int_list(ctx, pt, "pads");
+    }
     std::vector<int64_t> axes;
     if (opset_ >= 18 && ctx.input(3) != nullptr) {
       const std::vector<int64_t> raw = tensor_ops::read_int_list(ctx, *ctx.input(3), "axes");
@@ -255,6 +265,7 @@ class Pad final : public Kernel {
   }
 
   int64_t opset_;
+  bool contrib_;
   PadMode mode_ = PadMode::kConstant;
   std::vector<int64_t> pads_attr_;
   float value_attr_ = 0.f;
@@ -264,6 +275,7 @@ class Pad final : public Kernel {
 
 void register_pad_kernels(KernelRegistry& r) {
   r.add_versions("Pad", {2, 11, 13, 18, 19, 21, 23}, make_factory<Pad>());
+  r.add("com.microsoft", "Pad", 1, kMaxOpset, make_factory<Pad>());
 }
 
 }  // namespace ortlite

@@ -1,11 +1,10 @@
-// Range (opset 11, 27): start, limit, delta scalars of float, double, int16, int32 or int64,
-// and from opset 27 float16 or bfloat16.
-// Count = max(ceil((limit - start) / delta), 0); values accumulate start, start + delta, ...
-// like onnxruntime (computed as start + i * delta when every partial sum is exact, which
-// gives the same values). float16 / bfloat16 compute in the `stash_type` (float or double) as
-// start + i * delta, the specification's formula, each value rounded back once.
-// delta == 0, a count that is not finite, or one above kMaxRangeElements is an
-// InvalidArgument error.
+// Range (opset 11, 27; com.microsoft Range: delta optional, 1): start, limit, delta scalars of
+// float, double, int16, int32 or int64, and from opset 27 float16 or bfloat16. Count =
+// max(ceil((limit - start) / delta), 0); values accumulate start, start + delta, ... like
+// onnxruntime (computed as start + i * delta when every partial sum is exact, which gives the same
+// values). float16 / bfloat16 compute in the `stash_type` (float or double) as start + i * delta,
+// the specification's formula, each value rounded back once. delta == 0, a count that is not
+// finite, or one above kMaxRangeElements is an InvalidArgument error.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -69,8 +68,12 @@ std::string num_str(T v) {
 
 class RangeKernel : public Kernel {
  public:
-  explicit RangeKernel(const KernelInfo& info) : opset_(info.opset()) {
-    if (info.num_inputs() != 3 || !info.has_input(0) || !info.has_input(1) || !info.has_input(2))
+  explicit RangeKernel(const KernelInfo& info)
+      : opset_(info.opset()), contrib_(info.node().domain == "com.microsoft") {
+    // com.microsoft Range: delta is optional (1).
+    if (contrib_) opset_ = 11;
+    const bool delta_ok = info.has_input(2) || (contrib_ && info.num_inputs() <= 3);
+    if (info.num_inputs() > 3 || !info.has_input(0) || !info.has_input(1) || !delta_ok)
       info.fail(StatusCode::kInvalidGraph,
                 "expects 3 inputs (start, limit, delta), got " + std::to_string(info.num_inputs()));
     if (opset_ >= 27) {
@@ -85,7 +88,9 @@ class RangeKernel : public Kernel {
   void compute(KernelContext& ctx) const override {
     static const char* const kNames[] = {"start", "limit", "delta"};
     const Tensor* in[3];
+    in[2] = nullptr;
     for (int i = 0; i < 3; ++i) {
+      if (i == 2 && contrib_ && !ctx.input(2)) break;
       in[i] = &ctx.required_input(i);
       if (in[i]->numel() != 1 || in[i]->rank() > 1)
         ctx.fail(StatusCode::kInvalidArgument, std::string("input '") + kNames[i] +
@@ -127,6 +132,7 @@ class RangeKernel : public Kernel {
 
  private:
   int64_t opset_;
+  bool contrib_;
   int64_t stash_ = 1;
 
   // float16 / bfloat16 (H) computed in C.
@@ -158,7 +164,7 @@ class RangeKernel : public Kernel {
   void run(KernelContext& ctx, const Tensor* const* in) const {
     const T start = *in[0]->data<T>();
     const T limit = *in[1]->data<T>();
-    const T delta = *in[2]->data<T>();
+    const T delta = in[2] ? *in[2]->data<T>() : T(1);
     if (delta == T(0)) ctx.fail(StatusCode::kInvalidArgument, "input 'delta' must not be zero");
     int64_t n = 0;
     auto too_many = [&](const std::string& count) {
@@ -241,6 +247,7 @@ class RangeKernel : public Kernel {
 
 void register_range_kernels(KernelRegistry& r) {
   r.add_versions("Range", {11, 27}, make_factory<RangeKernel>());
+  r.add("com.microsoft", "Range", 1, kMaxOpset, make_factory<RangeKernel>());
 }
 
 }  // namespace creation

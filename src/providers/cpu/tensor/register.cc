@@ -8,6 +8,7 @@
 //   Flatten           reshape.cc
 //   Squeeze           reshape.cc
 //   Unsqueeze         reshape.cc
+//   ExpandDims (com.microsoft)         reshape.cc
 //   Identity          reshape.cc
 //   Transpose         transpose.cc
 //   Concat            concat_split.cc
@@ -17,6 +18,7 @@
 //   Expand            expand_tile.cc
 //   Tile              expand_tile.cc
 //   Pad               pad.cc
+//   Pad (com.microsoft)                pad.cc
 //   Shape             shape_size.cc
 //   Size              shape_size.cc
 //   Constant          constant.cc
@@ -24,12 +26,15 @@
 //   Cast              cast.cc
 //   CastLike          cast.cc
 //   Range             range.cc
+//   Range (com.microsoft)              range.cc
 //   GatherElements    gather_scatter_nd.cc
 //   Scatter           gather_scatter_nd.cc
 //   ScatterElements   gather_scatter_nd.cc
 //   GatherND          gather_scatter_nd.cc
+//   GatherND (com.microsoft)           gather_scatter_nd.cc
 //   ScatterND         gather_scatter_nd.cc
 //   Trilu             gather_scatter_nd.cc
+//   Trilu (com.microsoft)              gather_scatter_nd.cc
 //   EyeLike           gather_scatter_nd.cc
 //   OneHot            gather_scatter_nd.cc
 //   NonZero           gather_scatter_nd.cc
@@ -37,6 +42,7 @@
 //   DepthToSpace      gather_scatter_nd.cc
 //   SpaceToDepth      gather_scatter_nd.cc
 //   Unique            crop_reverse_unique.cc
+//   Unique (com.microsoft)             crop_reverse_unique.cc
 //   CenterCropPad     crop_reverse_unique.cc
 //   ReverseSequence   crop_reverse_unique.cc
 //   StringConcat      string_ops.cc

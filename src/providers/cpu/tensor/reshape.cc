@@ -166,7 +166,9 @@ class Squeeze final : public Kernel {
 
 class Unsqueeze final : public Kernel {
  public:
-  explicit Unsqueeze(const KernelInfo& info) : opset_(info.opset()) {
+  // com.microsoft ExpandDims(X, axis) is Unsqueeze-13 with one (int32) axis.
+  explicit Unsqueeze(const KernelInfo& info)
+      : opset_(info.node().domain == "com.microsoft" ? 13 : info.opset()) {
     if (opset_ < 13) {
       if (!info.has_attr("axes")) info.fail(StatusCode::kInvalidGraph, "missing attribute 'axes'");
       axes_attr_ = info.attr_ints("axes");
@@ -215,6 +217,7 @@ void register_reshape_kernels(KernelRegistry& r) {
   r.add_versions("Flatten", {1, 9, 11, 13, 21, 23}, make_factory<Flatten>());
   r.add_versions("Squeeze", {1, 11, 13, 21, 23}, make_factory<Squeeze>());
   r.add_versions("Unsqueeze", {1, 11, 13, 21, 23}, make_factory<Unsqueeze>());
+  r.add("com.microsoft", "ExpandDims", 1, kMaxOpset, make_factory<Unsqueeze>());
   r.add_versions("Identity", {1, 13, 14, 16, 19, 21, 23}, make_factory<Identity>());
 }
 
