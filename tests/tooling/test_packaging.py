@@ -55,7 +55,11 @@ def test_every_requirement_is_pinned_in_the_lock():
                     reason="checks the Makefile's venv")
 def test_the_venv_holds_exactly_the_lock():
     lock = read_pins("requirements-lock.txt")
-    installed = {canonical(d.metadata["Name"]): d.version for d in metadata.distributions()}
+    # The venv's site-packages only: an imported package may put its vendored copies on
+    # sys.path (ray adds ray/thirdparty_files, with colorama in it).
+    where = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    installed = {canonical(d.metadata["Name"]): d.version
+                 for d in metadata.distributions(path=where)}
     installed.pop("ortlite", None)  # make install puts ortlite itself there
     assert installed == lock
 
