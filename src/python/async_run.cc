@@ -199,12 +199,28 @@ void deliver(AsyncRun& run) {
     } else {
       r = Ref::steal(PyObject_CallMethod(run.future.get(), "set_exception", "O", exc.get()));
     }
-    // Cancelled between the check and the call (by Python code the call ran): that
-    // InvalidStateError is expected, not news.
-    if (!r && run.cancelled->load())
-      PyErr_Clear();
-    else if (!r)
-      PyErr_WriteUnraisable(run.future.get());
+    // Cancelled between the check and the call: that InvalidStateError is expected, not
+    // news. The flag alone does not tell: Future.cancel() marks the future cancelled before
+    // it runs the done-callback that sets the flag, and this thread can take the GIL in
+    // between, so the future itself is asked.
+    if (!r) {
+      PyObject *type, *value, *tb;
+      PyErr_Fetch(&type, &value, &tb);
+      bool cancelled = run.cancelled->load();
+      if (!cancelled) {
+        Ref c = Ref::steal(PyObject_CallMethod(run.future.get(), "cancelled", nullptr));
+        cancelled = c && PyObject_IsTrue(c.get()) == 1;
+        PyErr_Clear();
+      }
+      if (cancelled) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+      } else {
+        PyErr_Restore(type, value, tb);
+        PyErr_WriteUnraisable(run.future.get());
+      }
+    }
     return;
   }
   if (!results) results = Ref::steal(PyList_New(0));
