@@ -9,7 +9,6 @@ with every task loads the model once. docs/distributed.md describes the patterns
 """
 
 import copyreg
-import hashlib
 import mmap
 import os
 import pickle
@@ -172,6 +171,8 @@ def cache_clear():
 
 
 def _sha256_file(path):
+    import hashlib  # here, not at import: `import ortlite` stays light
+
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 22):
@@ -220,6 +221,8 @@ def _reduce_session(sess):
                 data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if loaded_state[0] \
                     else b""
         if digest is None:
+            import hashlib
+
             digest = _digests[sess] = hashlib.sha256(memoryview(data)).hexdigest()
         model = ("bytes", _ModelBytes(data))
     names = sess.get_providers()
@@ -234,6 +237,8 @@ def _reduce_session(sess):
 
 def _options_key(options, providers, provider_options):
     blob = pickle.dumps((options, providers, provider_options), protocol=4)
+    import hashlib
+
     return hashlib.sha256(blob).hexdigest()
 
 

@@ -6,8 +6,8 @@ hook: there the drain is a multiprocessing finalizer instead, run by the child's
 path (multiprocessing.util._exit_function) while the interpreter is whole. docs/distributed.md.
 """
 
-import multiprocessing
-import multiprocessing.util as _mp_util
+import os
+import sys
 
 from ortlite import _ortlite as _ext
 
@@ -17,16 +17,32 @@ class _Anchor:
 
 
 _anchor = _Anchor()
+_hooked = False
 
 
 def _register_drain(_=None):
+    import multiprocessing.util as mp_util
+
     # exitpriority 10: before the finalizers of pools and queues (priority 0 and below).
-    _mp_util.Finalize(None, _ext._async_shutdown, exitpriority=10)
+    mp_util.Finalize(None, _ext._async_shutdown, exitpriority=10)
 
 
-# Children forked from a process that had imported ortlite (the registry of finalizers is
-# emptied in each new child, and the after-fork hooks run after that).
-_mp_util.register_after_fork(_anchor, _register_drain)
-# A child (any start method) that imports ortlite itself.
-if multiprocessing.parent_process() is not None:
-    _register_drain()
+def _hook_multiprocessing():
+    # Children forked by multiprocessing from a process that had imported ortlite (the
+    # registry of finalizers is emptied in each new child, and the after-fork hooks run
+    # after that). multiprocessing is not imported for this: a process that forks through
+    # it has imported it already, and the hook goes in just before its first fork.
+    global _hooked
+    mp_util = sys.modules.get("multiprocessing.util")
+    if _hooked or mp_util is None:
+        return
+    mp_util.register_after_fork(_anchor, _register_drain)
+    _hooked = True
+
+
+os.register_at_fork(before=_hook_multiprocessing)
+if "multiprocessing" in sys.modules:
+    _hook_multiprocessing()
+    # A child (any start method) that imports ortlite itself.
+    if sys.modules["multiprocessing"].parent_process() is not None:
+        _register_drain()
