@@ -360,6 +360,9 @@ class Fp16Rewrite {
 }  // namespace
 
 void compute_fp16_in_fp32(Model& model) {
+  // Cast's `to` is an int from opset 6 (a type name before): the Casts written here need it.
+  for (const OpsetImport& o : model.opset_imports)
+    if (default_domain(o.domain) && o.version < 6) return;
   Fp16Rewrite(model.graph).run();
 }
 
