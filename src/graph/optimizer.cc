@@ -6,6 +6,7 @@
 //     whose inputs are all constants (initializers no feed can replace, Constant nodes,
 //     outputs of folded nodes) runs once with its CPU kernel; its outputs become
 //     initializers of the same names, within caps on the memory they take.
+//  1a. Float16 nodes computed in float, float16 weights converted once (fp16_rewrite.cc).
 //  1b. Transposes pushed down through elementwise nodes and cancelled (push_transposes):
 //     NHWC models run without the per-call layout transposes around each Conv.
 //  1c. Add / Sub / Mul / Div by a per-channel constant after a Conv folded into its W and B.
@@ -54,6 +55,7 @@
 #include <vector>
 
 #include "graph/constant_folding.h"
+#include "graph/fp16_rewrite.h"
 #include "graph/planner.h"
 #include "graph/type_inference.h"
 #include "ortlite/kernel.h"
@@ -140,6 +142,7 @@ class Optimizer {
       eliminate_dead_nodes();
     }
     fold_constants(m_);
+    compute_fp16_in_fp32(m_);
     push_transposes();
     fold_conv_affine();
     fold_batch_norms();

@@ -713,6 +713,7 @@ class Conv final : public Kernel {
       const int64_t C = w->dim(1);
       wino_ = std::make_unique<WinoWeights>(
           winograd_weights(wf, M, C, scale.empty() ? nullptr : scale.data()));
+      wino_scale_ = scale;
       return;
     }
     if (wf && fgemm::available()) {
@@ -778,6 +779,16 @@ class Conv final : public Kernel {
         ConvWeights<float> wt;
         wt.w = mine && !own_w_.empty() ? own_w_.data() : W.data<float>();
         if (mine) set_prepared(wt);
+        if (wt.wino && small_for_winograd(geo)) {
+          // W is the float constant Winograd's weights came from (winograd_candidate).
+          std::call_once(small_once_, [&] {
+            small_w_.push_back(
+                fgemm::Packed::pack(W.data<float>(), W.numel() / M, M, W.numel() / M, false));
+            if (!wino_scale_.empty()) small_w_.back().scale_outputs(wino_scale_.data());
+          });
+          wt.wino = nullptr;
+          wt.fused = &small_w_;
+        }
         run<float>(X.data<float>(), wt, B ? B->data<float>() : nullptr,
                    Z ? Z->data<float>() : nullptr, Z, z_direct, Y.data<float>(), yshape, out_shape,
                    geo, N, C, M, pool);
@@ -827,7 +838,7 @@ class Conv final : public Kernel {
   // 2-D 3x3 float kernels with stride 1, dilation 1, group 1 and enough channels for the
   // transform to pay (at 16 channels im2col + the fused GEMM was faster at 16x16 to
   // 112x112: 27 vs 37 us, 758 vs 797 us; at 32 Winograd wins from 28x28 up: 130 vs 167 us).
-  // Once chosen, Winograd runs for any input size.
+  // Small images of such a Conv run without it (small_for_winograd).
   bool winograd_candidate(const Tensor& w) const {
     if (w.rank() != 4 || w.dim(2) != 3 || w.dim(3) != 3 || attrs_.group != 1) return false;
     // U is 4x the size of W: no more than 128 x 128 channels (2.4 MiB). 256 channels at
@@ -838,6 +849,19 @@ class Conv final : public Kernel {
     for (int64_t d : attrs_.spatial.dilations)
       if (d != 1) return false;
     return true;
+  }
+
+  // Small images leave Winograd's per-block transforms and its 36 GEMMs too little work
+  // each: the implicit im2col / im2col and the fused GEMM (W packed for it on the first such
+  // image) run them faster. Single Convs + Relu, 1 thread, one process: 32 -> 32 channels at
+  // 16x16 94 against 156 us, at 24x24 180 against 219, even at 28x28; 64 -> 64 at 16x16 318
+  // against 440, at 20x20 430 against 377 (Winograd ahead); 128 -> 128 at 14x14 753 against
+  // 907, at 24x24 2120 against 1637.
+  bool small_for_winograd(const SpatialGeometry& geo) const {
+    int64_t P = 1;
+    for (size_t d = 0; d < geo.rank; ++d) P *= geo.out[d];
+    const int64_t channels = std::min(w_shape_[0], w_shape_[1]);
+    return fgemm::available() && P < (channels < 64 ? 28 * 28 : 20 * 20);
   }
 
   void set_prepared(ConvWeights<float>& wt) const {
@@ -873,6 +897,9 @@ class Conv final : public Kernel {
   std::vector<PackedGemmMatrix<float>> packed_f32_;
   std::vector<PackedGemmMatrix<double>> packed_f64_;
   std::unique_ptr<WinoWeights> wino_;
+  std::vector<float> wino_scale_;  // w_scale, for the weights small images are run with
+  mutable std::once_flag small_once_;
+  mutable std::vector<fgemm::Packed> small_w_;  // W packed for the fused GEMM, on first use
 };
 
 // com.ortlite FusedExpandDepthwise (written by the graph optimizer): a 1x1 convolution

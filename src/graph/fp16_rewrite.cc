@@ -1,0 +1,369 @@
+// Float16 models as onnxruntime's float16 converter writes them (every float tensor
+// float16, Casts at the graph's edges with keep_io_types) compute each node in float on
+// x86: float16 arithmetic has no fast path there, and a float16 kernel converts its
+// operands to float and its result back on every call. Converting once at load and dropping
+// the conversions between consecutive nodes makes the graph the float one, which the later
+// fusions (FusedMatMul, FusedConv, BatchNormalization folding) then handle as usual.
+//
+// Which roundings go: those of intermediate values read only by rewritten nodes, as in
+// onnxruntime (its inserted Casts and their removal). Which stay: every float16 value the
+// graph exposes (graph outputs, values read by subgraphs or by nodes that are not
+// rewritten, such as comparisons, ArgMax, Floor / Round, whose results a last-bit
+// difference would change) is the float16 rounding of the float result, as a float16
+// kernel writes it.
+#include "graph/fp16_rewrite.h"
+
+#include <new>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "graph/type_inference.h"
+#include "ortlite/dtype.h"
+
+namespace ortlite {
+
+namespace {
+
+bool default_domain(const std::string& d) {
+  return d.empty() || d == "ai.onnx";
+}
+
+// Ops whose float kernel computes what their float16 kernel does before it rounds the
+// result to float16. Not here: ops whose result a last-bit change of an operand can change
+// by more than float16 rounding (Floor, Ceil, Round, Sign, comparisons, ArgMax, TopK), and
+// ops whose float16 semantics differ from float's in other ways (Cast, CastLike).
+bool computes_in_float(const std::string& op) {
+  static const std::unordered_set<std::string> kOps = {
+      "Add",
+      "Sub",
+      "Mul",
+      "Div",
+      "Pow",
+      "Max",
+      "Min",
+      "Sum",
+      "Mean",
+      "PRelu",
+      "Relu",
+      "LeakyRelu",
+      "Sigmoid",
+      "Tanh",
+      "Gelu",
+      "Elu",
+      "Selu",
+      "Celu",
+      "HardSigmoid",
+      "HardSwish",
+      "Softplus",
+      "Softsign",
+      "Mish",
+      "Exp",
+      "Log",
+      "Sqrt",
+      "Abs",
+      "Neg",
+      "Reciprocal",
+      "Erf",
+      "Sin",
+      "Cos",
+      "Clip",
+      "Where",
+      "Softmax",
+      "LogSoftmax",
+      "LayerNormalization",
+      "BatchNormalization",
+      "InstanceNormalization",
+      "MaxPool",
+      "AveragePool",
+      "GlobalMaxPool",
+      "GlobalAveragePool",
+      "Conv",
+      "ConvTranspose",
+      "MatMul",
+      "Gemm",
+      "ReduceSum",
+      "ReduceMean",
+      "ReduceMax",
+      "ReduceMin",
+      "ReduceProd",
+      "ReduceL1",
+      "ReduceL2",
+      "ReduceLogSum",
+      "ReduceLogSumExp",
+      "ReduceSumSquare",
+  };
+  return kOps.count(op) != 0;
+}
+
+// Ops that only move or select elements: the same in any float type. They run in float when
+// an operand already has a float version (no new Cast before them).
+bool moves_elements(const std::string& op) {
+  static const std::unordered_set<std::string> kOps = {
+      "Reshape", "Flatten",      "Squeeze",      "Unsqueeze", "Transpose",     "Identity",
+      "Concat",  "Slice",        "Gather",       "Split",     "Expand",        "Tile",
+      "Pad",     "DepthToSpace", "SpaceToDepth", "Dropout",   "GatherElements"};
+  return kOps.count(op) != 0;
+}
+
+// Every name read anywhere inside a subgraph (as optimizer.cc's: an over-approximation of
+// what it reads from the enclosing graph). The reader bounds nesting depth.
+void subgraph_reads(const Graph& g, std::unordered_set<std::string>& out) {
+  for (const Node& n : g.nodes) {
+    for (const std::string& i : n.inputs) out.insert(i);
+    for (const Attribute& a : n.attributes) {
+      if (a.type == AttrType::kGraph && a.g) subgraph_reads(*a.g, out);
+      if (a.type == AttrType::kGraphs)
+        for (const auto& sg : a.graphs)
+          if (sg) subgraph_reads(*sg, out);
+    }
+  }
+  for (const ValueInfo& vi : g.outputs) out.insert(vi.name);
+}
+
+bool has_subgraph(const Node& n) {
+  for (const Attribute& a : n.attributes)
+    if ((a.type == AttrType::kGraph && a.g) || (a.type == AttrType::kGraphs && !a.graphs.empty()))
+      return true;
+  return false;
+}
+
+// Node indices in an order where every node follows its producers (file order among ready
+// nodes); false on a cycle.
+bool topological_order(const Graph& g, std::vector<int>& order) {
+  std::unordered_map<std::string, int> producer;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (const std::string& o : g.nodes[i].outputs)
+      if (!o.empty()) producer.emplace(o, static_cast<int>(i));
+  std::vector<int> pending(g.nodes.size(), 0);
+  std::vector<std::vector<int>> next(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (const std::string& in : g.nodes[i].inputs) {
+      auto it = in.empty() ? producer.end() : producer.find(in);
+      if (it == producer.end()) continue;
+      ++pending[i];
+      next[static_cast<size_t>(it->second)].push_back(static_cast<int>(i));
+    }
+  std::vector<int> ready;
+  for (size_t i = g.nodes.size(); i-- > 0;)
+    if (!pending[i]) ready.push_back(static_cast<int>(i));
+  order.clear();
+  while (!ready.empty()) {
+    const int i = ready.back();
+    ready.pop_back();
+    order.push_back(i);
+    for (int r : next[static_cast<size_t>(i)])
+      if (--pending[static_cast<size_t>(r)] == 0) ready.push_back(r);
+  }
+  return order.size() == g.nodes.size();
+}
+
+// The float copy of a float16 constant, in memory of its own marked constant like the
+// model's initializers.
+Tensor float_copy(const Tensor& h) {
+  const size_t bytes = static_cast<size_t>(h.numel()) * sizeof(float);
+  void* p = ::operator new (bytes == 0 ? 1 : bytes, std::align_val_t{64});
+  Buffer* b = Buffer::wrap(p, bytes, BufferKind::kConstant,
+                           [p] { ::operator delete (p, std::align_val_t{64}); });
+  Tensor t(DataType::kFloat, h.shape(), BufferPtr::adopt(b));
+  const uint16_t* s = static_cast<const uint16_t*>(h.raw_data());
+  float* d = t.data<float>();
+  for (int64_t i = 0; i < h.numel(); ++i) d[i] = Float16::to_float(s[i]);
+  return t;
+}
+
+Node cast_node(const std::string& name, const std::string& in, const std::string& out,
+               DataType to) {
+  Node c;
+  c.name = name;
+  c.op_type = "Cast";
+  c.inputs = {in};
+  c.outputs = {out};
+  Attribute a;
+  a.name = "to";
+  a.type = AttrType::kInt;
+  a.i = static_cast<int64_t>(to);
+  c.attributes.push_back(a);
+  return c;
+}
+
+class Fp16Rewrite {
+ public:
+  explicit Fp16Rewrite(Graph& g) : g_(g) {}
+
+  void run() {
+    bool any = false;
+    for (const auto& init : g_.initializers) any = any || init.second.dtype() == DataType::kFloat16;
+    for (const ValueInfo& vi : g_.inputs)
+      any = any ||
+            (vi.type.kind == TypeInfo::Kind::kTensor && vi.type.elem_type == DataType::kFloat16);
+    if (!any) {
+      for (const Node& n : g_.nodes) {
+        const Attribute* to = n.op_type == "Cast" ? n.find_attr("to") : nullptr;
+        any = any || (to && to->type == AttrType::kInt &&
+                      to->i == static_cast<int64_t>(DataType::kFloat16));
+      }
+    }
+    if (!any) return;
+    std::vector<int> order;
+    if (!topological_order(g_, order)) return;
+    types_ = infer_elem_types(g_, order);
+    for (const ValueInfo& vi : g_.outputs) pinned_.insert(vi.name);
+    std::unordered_set<std::string> inputs;
+    for (const ValueInfo& vi : g_.inputs) inputs.insert(vi.name), names_.insert(vi.name);
+    for (const auto& init : g_.initializers) {
+      names_.insert(init.first);
+      if (!inputs.count(init.first)) constants_[init.first] = &init.second;
+    }
+    for (const Node& n : g_.nodes) {
+      names_.insert(n.name);
+      for (const std::string& o : n.outputs) names_.insert(o);
+      if (has_subgraph(n))
+        for (const Attribute& a : n.attributes) {
+          if (a.type == AttrType::kGraph && a.g) subgraph_reads(*a.g, pinned_);
+          if (a.type == AttrType::kGraphs)
+            for (const auto& sg : a.graphs)
+              if (sg) subgraph_reads(*sg, pinned_);
+        }
+    }
+
+    names_.insert(pinned_.begin(), pinned_.end());
+    std::vector<Node> nodes;
+    nodes.reserve(g_.nodes.size() * 2);
+    bool changed = false;
+    for (int i : order) {
+      Node& n = g_.nodes[static_cast<size_t>(i)];
+      if (is_half_cast_of_float(n)) float_of_[n.outputs[0]] = n.inputs[0];
+      if (rewritable(n)) {
+        rewrite(n, nodes);
+        changed = true;
+      } else {
+        nodes.push_back(std::move(n));
+      }
+    }
+    // In dependency order now, which the planner would choose anyway.
+    if (!changed) {
+      g_.nodes = std::move(nodes);
+      return;
+    }
+    g_.nodes = remove_unread_casts(std::move(nodes));
+    for (auto& init : new_inits_) g_.initializers.push_back(std::move(init));
+  }
+
+ private:
+  DataType type_of(const std::string& v) const {
+    auto it = types_.find(v);
+    return it == types_.end() ? DataType::kUndefined : it->second;
+  }
+
+  bool is_half_cast_of_float(const Node& n) const {
+    if (n.op_type != "Cast" || !default_domain(n.domain) || n.inputs.size() != 1 ||
+        n.outputs.size() != 1 || n.outputs[0].empty() || type_of(n.inputs[0]) != DataType::kFloat)
+      return false;
+    const Attribute* to = n.find_attr("to");
+    return to && to->type == AttrType::kInt && to->i == static_cast<int64_t>(DataType::kFloat16);
+  }
+
+  // Every operand and result of a known type, at least one of them float16, none of
+  // another float type (double, bfloat16: left as written).
+  bool rewritable(const Node& n) const {
+    if (!default_domain(n.domain) || n.opset_imports || has_subgraph(n)) return false;
+    const bool compute = computes_in_float(n.op_type);
+    if (!compute && !moves_elements(n.op_type)) return false;
+    bool half = false, has_float_version = false;
+    auto check = [&](const std::string& v, bool is_input) {
+      if (v.empty()) return true;
+      const DataType t = type_of(v);
+      if (t == DataType::kUndefined || t == DataType::kDouble || t == DataType::kBFloat16)
+        return false;
+      if (t == DataType::kFloat16) {
+        half = true;
+        if (is_input && !constants_.count(v) && !float_of_.count(v)) return compute;
+        if (is_input && float_of_.count(v)) has_float_version = true;
+      }
+      return true;
+    };
+    for (const std::string& in : n.inputs)
+      if (!check(in, true)) return false;
+    for (const std::string& o : n.outputs)
+      if (!check(o, false)) return false;
+    return half && (compute || has_float_version);
+  }
+
+  std::string unique(const std::string& base) {
+    std::string name = base;
+    for (int k = 1; names_.count(name); ++k) name = base + "_" + std::to_string(k);
+    names_.insert(name);
+    return name;
+  }
+
+  // The float version of float16 value `v`: the float value a rewritten node or a float16
+  // Cast of a float value made, a float copy of a constant, or a new Cast.
+  const std::string& float_version(const std::string& v, std::vector<Node>& nodes) {
+    auto it = float_of_.find(v);
+    if (it != float_of_.end()) return it->second;
+    auto c = constants_.find(v);
+    const std::string name = unique(v + "_fp32");
+    if (c != constants_.end()) {
+      new_inits_.emplace_back(name, float_copy(*c->second));
+    } else {
+      nodes.push_back(cast_node(unique(v + "_to_fp32"), v, name, DataType::kFloat));
+    }
+    return float_of_[v] = name;
+  }
+
+  void rewrite(Node& n, std::vector<Node>& nodes) {
+    for (std::string& in : n.inputs)
+      if (!in.empty() && type_of(in) == DataType::kFloat16) in = float_version(in, nodes);
+    std::vector<Node> after;
+    for (std::string& o : n.outputs) {
+      if (o.empty() || type_of(o) != DataType::kFloat16) continue;
+      const std::string f = unique(o + "_fp32");
+      after.push_back(cast_node(unique(o + "_to_fp16"), f, o, DataType::kFloat16));
+      float_of_[o] = f;
+      inserted_.insert(o);
+      o = f;
+    }
+    nodes.push_back(std::move(n));
+    for (Node& c : after) nodes.push_back(std::move(c));
+  }
+
+  // Drops the Casts back to float16 no one reads (every reader now reads the float value),
+  // and float16 Casts of float values whose readers all moved to the float value.
+  std::vector<Node> remove_unread_casts(std::vector<Node> nodes) const {
+    std::unordered_set<std::string> read(pinned_);
+    for (const Node& n : nodes)
+      for (const std::string& in : n.inputs) read.insert(in);
+    std::vector<Node> kept;
+    kept.reserve(nodes.size());
+    for (Node& n : nodes) {
+      const bool cast = n.op_type == "Cast" && default_domain(n.domain) && n.outputs.size() == 1;
+      if (cast && !read.count(n.outputs[0]) &&
+          (inserted_.count(n.outputs[0]) || is_half_cast_of_float(n)))
+        continue;
+      kept.push_back(std::move(n));
+    }
+    return kept;
+  }
+
+  Graph& g_;
+  std::unordered_map<std::string, DataType> types_;
+  std::unordered_map<std::string, const Tensor*> constants_;  // initializers no feed replaces
+  std::unordered_map<std::string, std::string> float_of_;     // float16 value -> float one
+  std::unordered_set<std::string> pinned_;    // graph outputs and values subgraphs read
+  std::unordered_set<std::string> names_;     // every value and node name
+  std::unordered_set<std::string> inserted_;  // outputs of the Casts back to float16
+  std::vector<std::pair<std::string, Tensor>> new_inits_;
+};
+
+}  // namespace
+
+void compute_fp16_in_fp32(Model& model) {
+  // Cast's `to` is an int from opset 6 (a type name before): the Casts written here need it.
+  for (const OpsetImport& o : model.opset_imports)
+    if (default_domain(o.domain) && o.version < 6) return;
+  Fp16Rewrite(model.graph).run();
+}
+
+}  // namespace ortlite
