@@ -46,6 +46,7 @@ void generic_kernel(const uint8_t* a, int64_t lda, int rows, const int8_t* b, in
 
 struct Isa {
   bool avx2 = false, avxvnni = false, avx512vnni = false, avx512 = false, amx = false;
+  bool avx512vbmi = false;
 };
 
 Isa isa() {
@@ -57,13 +58,15 @@ Isa isa() {
   r.avxvnni = r.avx2 && __builtin_cpu_supports("avxvnni");
   r.avx512 = r.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
   r.avx512vnni = r.avx512 && __builtin_cpu_supports("avx512vnni");
+  r.avx512vbmi =
+      r.avx512 && __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vl");
 #endif
   bool allow_amx = true;
   if (const char* env = std::getenv("ORTLITE_INT8_ISA")) {
     const std::string s(env);
-    if (s == "generic") r.avx2 = r.avxvnni = r.avx512vnni = r.avx512 = false;
-    if (s == "avx2") r.avxvnni = r.avx512vnni = r.avx512 = false;
-    if (s == "avxvnni") r.avx512vnni = r.avx512 = false;
+    if (s == "generic") r.avx2 = r.avxvnni = r.avx512vnni = r.avx512 = r.avx512vbmi = false;
+    if (s == "avx2") r.avxvnni = r.avx512vnni = r.avx512 = r.avx512vbmi = false;
+    if (s == "avxvnni") r.avx512vnni = r.avx512 = r.avx512vbmi = false;
     allow_amx = s == "amx";
   }
   // The tile state is asked for only where the kernels would use it.
@@ -162,7 +165,30 @@ const detail::Helpers& helpers() {
   return h;
 }
 
+detail::ConvPackFn select_conv_pack() {
+  return cpu().avx512vnni && cpu().avx512vbmi ? detail::avx512_conv_pack() : nullptr;
+}
+
 }  // namespace
+
+const detail::ConvPackFn& conv_pack() {
+  static const detail::ConvPackFn fn = select_conv_pack();
+  return fn;
+}
+
+bool has_pack_b_conv() {
+  return conv_pack() != nullptr;
+}
+
+bool pack_b_conv(const uint8_t* src, const int64_t* tap_off, int64_t K, int64_t OW,
+                 int64_t row_step, int64_t col_step, int64_t p0, int64_t pc, bool is_signed,
+                 PackedB* out) {
+  const detail::ConvPackFn fn = conv_pack();
+  if (!fn || (col_step != 1 && col_step != 2)) return false;
+  pack_b_begin(is_signed, K, pc, out);
+  fn(src, tap_off, K, OW, row_step, col_step, p0, pc, out);
+  return true;
+}
 
 void requantize(const int32_t* c, int64_t n, int32_t bias, const float* mult, int64_t mstep,
                 int32_t zp, bool is_signed, void* y) {
@@ -314,8 +340,7 @@ void gemm(const PackedA& A, const PackedB& B, const int32_t* za, int64_t za_step
   if (K == 0) {
     std::fill(zap.begin(), zap.end(), 0);  // no products: every sum is 0
   }
-  const detail::KernelSet& ks =
-      M < kAmxMinRows || K4 < kAmxMinK4 ? vector_kernels() : kernels();
+  const detail::KernelSet& ks = M < kAmxMinRows || K4 < kAmxMinK4 ? vector_kernels() : kernels();
   const int64_t lda = 4 * A.K4, panel_stride = K4 * 64;
   const int64_t kNB = 16 * ks.nvmax;  // columns per kernel call
   const int64_t col_blocks = (N + kNB - 1) / kNB;

@@ -52,6 +52,17 @@ void pack_b_begin(bool is_signed, int64_t K, int64_t N, PackedB* out);
 void pack_b_group(const uint8_t* const rows[4], int64_t k4, PackedB* out, int16_t* s16);
 void pack_b_flush(PackedB* out, int16_t* s16);
 
+// B for output positions [p0, p0 + pc) of a convolution over channel planes padded
+// beforehand, so that every tap of every position is in bounds: B[k, j] = src[tap_off[k] +
+// (q / OW) * row_step + (q % OW) * col_step] for q = p0 + j, K rows, col_step 1 or 2. Only
+// the bytes the taps reach are read, and with col_step 2 the one after each. Returns false
+// (out untouched) where this CPU has no kernel for it (AVX-512 VBMI and VNNI); the caller
+// packs another way.
+bool pack_b_conv(const uint8_t* src, const int64_t* tap_off, int64_t K, int64_t OW,
+                 int64_t row_step, int64_t col_step, int64_t p0, int64_t pc, bool is_signed,
+                 PackedB* out);
+bool has_pack_b_conv();  // whether pack_b_conv runs on this CPU (col_step 1 or 2)
+
 // C[M x N] (row stride ldc) = (A - za) x (B - zb). za[i * za_step] is row i's zero point in
 // A's own type's value (e.g. 200 for uint8, -3 for int8); zb[j * zb_step] column j's. A null
 // pointer means 0. Large products are split into row / column blocks over the pool.
@@ -102,6 +113,11 @@ struct Helpers {
   void (*quantize_u8)(const float*, int64_t, float, float, uint8_t*) = nullptr;
 };
 Helpers avx512_helpers();
+// pack_b_conv's kernel (col_step 1 or 2, out sized by pack_b_begin); null when not compiled.
+using ConvPackFn = void (*)(const uint8_t* src, const int64_t* tap_off, int64_t K, int64_t OW,
+                            int64_t row_step, int64_t col_step, int64_t p0, int64_t pc,
+                            PackedB* out);
+ConvPackFn avx512_conv_pack();
 KernelSet avx2_kernel(bool vnni);
 }  // namespace detail
 

@@ -57,6 +57,11 @@ std::vector<uint8_t>& col_scratch() {
   return buf;
 }
 
+std::vector<uint8_t>& pad_scratch() {
+  thread_local std::vector<uint8_t> buf;
+  return buf;
+}
+
 int8gemm::PackedB& b_scratch() {
   thread_local int8gemm::PackedB buf;
   return buf;
@@ -536,6 +541,44 @@ class QConvBase : public Kernel {
     const std::vector<int8gemm::PackedA>& wp = use_packed ? packed_ : local;
     const bool fast2d = g.rank == 2 && !pointwise;
     const Conv2d c2(g);
+    // A 2-D convolution with stride 1 or 2 along the width: x copied once into planes
+    // padded with its zero point (and 64 bytes of slack either side), from which each
+    // block's B is gathered by tap offsets, without bounds checks (int8gemm::pack_b_conv).
+    // A pointwise convolution's B is the channel planes themselves: one row of P positions,
+    // row k at k * in_size.
+    std::vector<int64_t> pw_off;
+    if (pointwise && int8gemm::has_pack_b_conv()) {
+      for (int64_t k = 0; k < Kg; ++k) pw_off.push_back(k * in_size);
+    }
+    const uint8_t* xpad = nullptr;
+    std::vector<int64_t> tap_off;
+    int64_t PW = 0, PP = 0;
+    if (fast2d && (c2.sw == 1 || c2.sw == 2) && int8gemm::has_pack_b_conv()) {
+      const int64_t PH = (c2.OH - 1) * c2.sh + (c2.KH - 1) * c2.dh + 1;
+      PW = (c2.OW - 1) * c2.sw + (c2.KW - 1) * c2.dw + 1;
+      PP = PH * PW;
+      if (N * C * PP <= (int64_t(64) << 20)) {
+        std::vector<uint8_t>& buf = pad_scratch();
+        buf.assign(static_cast<size_t>(N * C * PP + 128), pad);
+        uint8_t* base = buf.data() + 64;
+        const int64_t c0 = std::max<int64_t>(0, c2.pw), c1 = std::min(PW, c2.IW + c2.pw);
+        for (int64_t pl = 0; pl < N * C && c1 > c0; ++pl) {
+          for (int64_t r = 0; r < PH; ++r) {
+            const int64_t ih = r - c2.ph;
+            if (ih < 0 || ih >= c2.IH) continue;
+            std::memcpy(base + pl * PP + r * PW + c0, xd + pl * in_size + ih * c2.IW + (c0 - c2.pw),
+                        static_cast<size_t>(c1 - c0));
+          }
+        }
+        xpad = base;
+        // Row k of the im2col matrix is tap (kh, kw) of channel ci, k = (ci * KH + kh) * KW + kw.
+        tap_off.reserve(static_cast<size_t>(Kg));
+        for (int64_t ci = 0; ci < Cg; ++ci)
+          for (int64_t kh = 0; kh < c2.KH; ++kh)
+            for (int64_t kw = 0; kw < c2.KW; ++kw)
+              tap_off.push_back(ci * PP + kh * c2.dh * PW + kw * c2.dw);
+      }
+    }
 
     // Blocks of output positions whose packed B (Kg x chunk bytes) stays in L2 next to the
     // weights while the GEMM passes over it.
@@ -559,9 +602,15 @@ class QConvBase : public Kernel {
       const uint8_t* xg = xd + (n * C + gi * Cg) * in_size;
       int8gemm::PackedB& pb = b_scratch();
       if (pointwise) {
-        int8gemm::pack_b(xg + p0, x_signed, Kg, pc, in_size, &pb);
+        if (pw_off.empty() ||
+            !int8gemm::pack_b_conv(xg, pw_off.data(), Kg, P, 0, 1, p0, pc, x_signed, &pb)) {
+          int8gemm::pack_b(xg + p0, x_signed, Kg, pc, in_size, &pb);
+        }
       } else if (fast2d) {
-        pack_conv2d(xg, c2, Cg, p0, pc, pad, x_signed, &pb);
+        if (!xpad || !int8gemm::pack_b_conv(xpad + (n * C + gi * Cg) * PP, tap_off.data(), Kg,
+                                            c2.OW, c2.sh * PW, c2.sw, p0, pc, x_signed, &pb)) {
+          pack_conv2d(xg, c2, Cg, p0, pc, pad, x_signed, &pb);
+        }
       } else {
         std::vector<uint8_t>& col = col_scratch();
         if (col.size() < static_cast<size_t>(Kg * pc)) col.resize(static_cast<size_t>(Kg * pc));
