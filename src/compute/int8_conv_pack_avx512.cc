@@ -111,11 +111,92 @@ void pack_conv512(const uint8_t* src, const int64_t* tap_off, int64_t K, int64_t
   }
 }
 
+// Bytes j * STEP (j < 16, masked to `left` positions) from p as int32, of the source type.
+template <int STEP, bool SIGNED>
+inline __m512i taps16(const uint8_t* p, int64_t left) {
+  if (STEP == 1) {
+    const __m128i v = left >= 16
+                          ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
+                          : _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << left) - 1u), p);
+    return SIGNED ? _mm512_cvtepi8_epi32(v) : _mm512_cvtepu8_epi32(v);
+  }
+  // Only the even bytes are used: the last odd byte is not read.
+  const int64_t n = 2 * std::min<int64_t>(left, 16) - 1;  // bytes 0, 2, .., n - 1
+  const __mmask32 m = static_cast<__mmask32>((1ull << n) - 1u);
+  const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi8(m, p));
+  return SIGNED ? _mm512_srai_epi32(_mm512_slli_epi32(w, 24), 24)
+                : _mm512_and_si512(w, _mm512_set1_epi32(0xFF));
+}
+
+inline __mmask16 lanes(int64_t left) {
+  return left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
+}
+
+// Output columns [ow, ow + 16 * NV) of one row (left of them valid, left > 16 * (NV - 1)):
+// NV accumulators, so that the taps' multiply-adds do not wait on one another.
+template <int STEP, bool SIGNED, int NV>
+inline void depthwise_cols(const uint8_t* xo, int64_t PW, int64_t KH, int64_t KW, int64_t dh,
+                           int64_t dw, const int32_t* wt, int32_t init, int64_t left, int32_t* yo) {
+  __m512i acc[NV];
+  for (int v = 0; v < NV; ++v) acc[v] = _mm512_set1_epi32(init);
+  for (int64_t kh = 0, k = 0; kh < KH; ++kh) {
+    const uint8_t* xk = xo + kh * dh * PW;
+    for (int64_t kw = 0; kw < KW; ++kw, ++k) {
+      // The tap in the low 16 bits of each lane, the high 16 of the weight 0: vpdpwssd adds
+      // x * w exactly (|w| <= 255, the x bytes sign- or zero-extended).
+      const __m512i w = _mm512_set1_epi32(static_cast<int32_t>(wt[k] & 0xFFFF));
+      for (int v = 0; v < NV; ++v) {
+        acc[v] = _mm512_dpwssd_epi32(
+            acc[v], taps16<STEP, SIGNED>(xk + kw * dw + 16 * v * STEP, left - 16 * v), w);
+      }
+    }
+  }
+  for (int v = 0; v < NV; ++v) _mm512_mask_storeu_epi32(yo + 16 * v, lanes(left - 16 * v), acc[v]);
+}
+
+template <int STEP, bool SIGNED>
+void depthwise(const uint8_t* x, int64_t PW, int64_t sh, int64_t KH, int64_t KW, int64_t dh,
+               int64_t dw, const int32_t* wt, int32_t init, int64_t OW, int64_t r0, int64_t r1,
+               int32_t* y) {
+  for (int64_t oh = r0; oh < r1; ++oh) {
+    const uint8_t* xr = x + oh * sh * PW;
+    int32_t* yr = y + (oh - r0) * OW;
+    int64_t ow = 0;
+    for (; OW - ow > 48; ow += 64) {
+      depthwise_cols<STEP, SIGNED, 4>(xr + ow * STEP, PW, KH, KW, dh, dw, wt, init, OW - ow,
+                                      yr + ow);
+    }
+    const int64_t left = OW - ow;
+    if (left > 32) {
+      depthwise_cols<STEP, SIGNED, 3>(xr + ow * STEP, PW, KH, KW, dh, dw, wt, init, left, yr + ow);
+    } else if (left > 16) {
+      depthwise_cols<STEP, SIGNED, 2>(xr + ow * STEP, PW, KH, KW, dh, dw, wt, init, left, yr + ow);
+    } else if (left > 0) {
+      depthwise_cols<STEP, SIGNED, 1>(xr + ow * STEP, PW, KH, KW, dh, dw, wt, init, left, yr + ow);
+    }
+  }
+}
+
+void depthwise512(const uint8_t* x, bool is_signed, int64_t PW, int64_t sh, int64_t sw, int64_t KH,
+                  int64_t KW, int64_t dh, int64_t dw, const int32_t* wt, int32_t init, int64_t OW,
+                  int64_t r0, int64_t r1, int32_t* y) {
+  if (sw == 1) {
+    (is_signed ? depthwise<1, true> : depthwise<1, false>)(x, PW, sh, KH, KW, dh, dw, wt, init, OW,
+                                                           r0, r1, y);
+  } else {
+    (is_signed ? depthwise<2, true> : depthwise<2, false>)(x, PW, sh, KH, KW, dh, dw, wt, init, OW,
+                                                           r0, r1, y);
+  }
+}
+
 }  // namespace
 
 namespace detail {
 ConvPackFn avx512_conv_pack() {
   return pack_conv512;
+}
+DepthwiseFn avx512_depthwise() {
+  return depthwise512;
 }
 }  // namespace detail
 
@@ -129,6 +210,9 @@ namespace ortlite {
 namespace int8gemm {
 namespace detail {
 ConvPackFn avx512_conv_pack() {
+  return nullptr;
+}
+DepthwiseFn avx512_depthwise() {
   return nullptr;
 }
 }  // namespace detail

@@ -180,6 +180,25 @@ bool has_pack_b_conv() {
   return conv_pack() != nullptr;
 }
 
+const detail::DepthwiseFn& depthwise_fn() {
+  static const detail::DepthwiseFn fn =
+      cpu().avx512vnni && cpu().avx512vbmi ? detail::avx512_depthwise() : nullptr;
+  return fn;
+}
+
+bool has_depthwise_padded() {
+  return depthwise_fn() != nullptr;
+}
+
+bool depthwise_padded(const uint8_t* x, bool is_signed, int64_t PW, int64_t sh, int64_t sw,
+                      int64_t KH, int64_t KW, int64_t dh, int64_t dw, const int32_t* wt,
+                      int32_t init, int64_t OW, int64_t r0, int64_t r1, int32_t* y) {
+  const detail::DepthwiseFn fn = depthwise_fn();
+  if (!fn || (sw != 1 && sw != 2)) return false;
+  fn(x, is_signed, PW, sh, sw, KH, KW, dh, dw, wt, init, OW, r0, r1, y);
+  return true;
+}
+
 bool pack_b_conv(const uint8_t* src, const int64_t* tap_off, int64_t K, int64_t OW,
                  int64_t row_step, int64_t col_step, int64_t p0, int64_t pc, bool is_signed,
                  PackedB* out) {

@@ -63,6 +63,17 @@ bool pack_b_conv(const uint8_t* src, const int64_t* tap_off, int64_t K, int64_t 
                  PackedB* out);
 bool has_pack_b_conv();  // whether pack_b_conv runs on this CPU (col_step 1 or 2)
 
+// A depthwise 2-D convolution (one input channel per output) over a plane padded beforehand
+// so that every tap is in bounds, rows [r0, r1) of the output: y[(oh - r0) * OW + ow] = init +
+// sum over (kh, kw) of wt[kh * KW + kw] * x[(oh * sh + kh * dh) * PW + ow * sw + kw * dw],
+// x bytes of uint8 (is_signed false) or int8, |wt| <= 255, wrapped to int32. sw 1 or 2; no
+// byte past the
+// last tap is read. Returns false where this CPU has no kernel for it (as pack_b_conv).
+bool depthwise_padded(const uint8_t* x, bool is_signed, int64_t PW, int64_t sh, int64_t sw,
+                      int64_t KH, int64_t KW, int64_t dh, int64_t dw, const int32_t* wt,
+                      int32_t init, int64_t OW, int64_t r0, int64_t r1, int32_t* y);
+bool has_depthwise_padded();
+
 // C[M x N] (row stride ldc) = (A - za) x (B - zb). za[i * za_step] is row i's zero point in
 // A's own type's value (e.g. 200 for uint8, -3 for int8); zb[j * zb_step] column j's. A null
 // pointer means 0. Large products are split into row / column blocks over the pool.
@@ -118,6 +129,10 @@ using ConvPackFn = void (*)(const uint8_t* src, const int64_t* tap_off, int64_t 
                             int64_t row_step, int64_t col_step, int64_t p0, int64_t pc,
                             PackedB* out);
 ConvPackFn avx512_conv_pack();
+using DepthwiseFn = void (*)(const uint8_t* x, bool is_signed, int64_t PW, int64_t sh, int64_t sw,
+                             int64_t KH, int64_t KW, int64_t dh, int64_t dw, const int32_t* wt,
+                             int32_t init, int64_t OW, int64_t r0, int64_t r1, int32_t* y);
+DepthwiseFn avx512_depthwise();
 KernelSet avx2_kernel(bool vnni);
 }  // namespace detail
 

@@ -1006,7 +1006,14 @@ GATHER_CONV_CASES = [
                                       "pads": [2, 1, 0, 2]}),
     ((1, 12, 9, 40), (6, 12, 5, 5), {"strides": [1, 2], "pads": [2, 2, 2, 2]}),
     ((1, 4, 10, 10), (4, 4, 3, 3), {"strides": [3, 3]}),
+    # Depthwise (int8gemm::depthwise_padded): rows of 1 to 4 vectors and a tail, a channel
+    # multiplier of 2, dilation, height stride 2 with width stride 1, width stride 3.
     ((1, 16, 20, 20), (16, 1, 3, 3), {"group": 16, "pads": [1, 1, 1, 1]}),
+    ((1, 8, 9, 131), (8, 1, 3, 3), {"group": 8, "strides": [1, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 6, 12, 100), (12, 1, 5, 5), {"group": 6, "dilations": [2, 1], "pads": [4, 2, 4, 2]}),
+    ((2, 24, 28, 28), (24, 1, 3, 3), {"group": 24, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 4, 7, 57), (4, 1, 3, 3), {"group": 4, "strides": [2, 1]}),
+    ((1, 4, 10, 10), (4, 1, 3, 3), {"group": 4, "strides": [3, 3]}),
     ((1, 64, 14, 14), (48, 64, 1, 1), {}),
     ((2, 16, 5, 5), (8, 16, 1, 1), {}),
     ((1, 6, 4, 50), (6, 3, 1, 1), {"group": 2}),
@@ -1041,8 +1048,9 @@ def test_gather_qlinear_conv_vs_ort(xs, ws, attrs, xdt, wdt, per_channel):
 
 @pytest.mark.parametrize("isa", ["avx2", "avx512vnni"])
 def test_gather_conv_same_below_and_at_the_best_kernel_set(isa, tmp_path):
-    # The gather needs AVX-512 VBMI: with ORTLITE_INT8_ISA=avx2 the im2col packing runs
-    # instead. Both give the exact sums (numpy's int64 convolution through a strided view).
+    # The gather and the padded depthwise loop need AVX-512 VBMI / VNNI: with
+    # ORTLITE_INT8_ISA=avx2 the im2col packing and the bounds-checked loop run instead. Both
+    # give the exact sums (numpy's int64 convolution through a strided view).
     import os
     import subprocess
     import sys
@@ -1054,6 +1062,8 @@ def test_gather_conv_same_below_and_at_the_best_kernel_set(isa, tmp_path):
         from helpers import run_lite
         rng = np.random.default_rng(3)
         for xs, ws, s, p in [((1, 16, 30, 30), (8, 16, 3, 3), 2, 1),
+                             ((1, 1, 30, 70), (1, 1, 3, 3), 1, 1),
+                             ((1, 1, 30, 70), (1, 1, 3, 3), 2, 1),
                              ((1, 3, 17, 21), (5, 3, 3, 3), 1, 1),
                              ((1, 32, 6, 6), (4, 32, 3, 3), 1, 0),
                              ((1, 24, 9, 9), (16, 24, 1, 1), 1, 0)]:

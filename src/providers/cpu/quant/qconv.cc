@@ -155,6 +155,23 @@ struct Conv2d {
         pw(g.pad_begin[1]) {}
 };
 
+// Planes [0, nplanes) of x (each IH x IW, one after another) into dst as PH x PW planes
+// padded with `pad`: plane row r, column q is x's row r - ph, column q - pw where inside.
+void pad_planes(const uint8_t* x, const Conv2d& c, int64_t nplanes, int64_t PH, int64_t PW,
+                uint8_t pad, uint8_t* dst) {
+  const int64_t c0 = std::max<int64_t>(0, c.pw), c1 = std::min(PW, c.IW + c.pw);
+  std::memset(dst, pad, static_cast<size_t>(nplanes * PH * PW));
+  if (c1 <= c0) return;
+  for (int64_t pl = 0; pl < nplanes; ++pl) {
+    for (int64_t r = 0; r < PH; ++r) {
+      const int64_t ih = r - c.ph;
+      if (ih < 0 || ih >= c.IH) continue;
+      std::memcpy(dst + (pl * PH + r) * PW + c0, x + (pl * c.IH + ih) * c.IW + (c0 - c.pw),
+                  static_cast<size_t>(c1 - c0));
+    }
+  }
+}
+
 // d[o - a0] = s[o * sw] for o in [a0, a1); s has `avail` readable bytes from s[0].
 void copy_strided(const uint8_t* s, int64_t sw, int64_t a0, int64_t a1, int64_t avail, uint8_t* d) {
   if (sw == 1) {
@@ -559,17 +576,9 @@ class QConvBase : public Kernel {
       PP = PH * PW;
       if (N * C * PP <= (int64_t(64) << 20)) {
         std::vector<uint8_t>& buf = pad_scratch();
-        buf.assign(static_cast<size_t>(N * C * PP + 128), pad);
+        buf.resize(static_cast<size_t>(N * C * PP + 128));
         uint8_t* base = buf.data() + 64;
-        const int64_t c0 = std::max<int64_t>(0, c2.pw), c1 = std::min(PW, c2.IW + c2.pw);
-        for (int64_t pl = 0; pl < N * C && c1 > c0; ++pl) {
-          for (int64_t r = 0; r < PH; ++r) {
-            const int64_t ih = r - c2.ph;
-            if (ih < 0 || ih >= c2.IH) continue;
-            std::memcpy(base + pl * PP + r * PW + c0, xd + pl * in_size + ih * c2.IW + (c0 - c2.pw),
-                        static_cast<size_t>(c1 - c0));
-          }
-        }
+        pad_planes(xd, c2, N * C, PH, PW, pad, base);
         xpad = base;
         // Row k of the im2col matrix is tap (kh, kw) of channel ci, k = (ci * KH + kh) * KW + kw.
         tap_off.reserve(static_cast<size_t>(Kg));
@@ -661,6 +670,27 @@ class QConvBase : public Kernel {
     const int64_t nrb = (c2.OH + rb - 1) / rb;
     const bool x_signed = x.dtype() == DataType::kInt8;
     const uint8_t* xd = static_cast<const uint8_t*>(x.raw_data());
+    const int64_t C = M / Mg;
+    // Width stride 1 or 2: x padded once with its zero point, so that each tap is a plain
+    // vector pass over the row (int8gemm::depthwise_padded) and contributes
+    // (w - zw) * x - (w - zw) * zx, the second part summed over the taps into the start value.
+    const int64_t PH = (c2.OH - 1) * c2.sh + (c2.KH - 1) * c2.dh + 1;
+    const int64_t PW = (c2.OW - 1) * c2.sw + (c2.KW - 1) * c2.dw + 1;
+    const uint8_t* xpad = nullptr;
+    std::vector<int32_t> init;
+    if ((c2.sw == 1 || c2.sw == 2) && int8gemm::has_depthwise_padded() &&
+        N * C * PH * PW <= (int64_t(64) << 20)) {
+      std::vector<uint8_t>& buf = pad_scratch();
+      buf.resize(static_cast<size_t>(N * C * PH * PW));
+      pad_planes(xd, c2, N * C, PH, PW, static_cast<uint8_t>(zx), buf.data());
+      xpad = buf.data();
+      init.resize(static_cast<size_t>(M));
+      for (int64_t m = 0; m < M; ++m) {
+        uint32_t sw = 0;
+        for (int64_t k = 0; k < ks; ++k) sw += static_cast<uint32_t>(wt[m * ks + k]);
+        init[m] = static_cast<int32_t>(0u - sw * static_cast<uint32_t>(zx));
+      }
+    }
     parallel_for(pool, N * M * nrb, 2.0 * static_cast<double>(ks * rb * c2.OW),
                  [&](int64_t s, int64_t e) {
                    for (int64_t t = s; t < e; ++t) {
@@ -675,7 +705,11 @@ class QConvBase : public Kernel {
                        acc.resize(static_cast<size_t>((r1 - r0) * c2.OW));
                        y = acc.data();
                      }
-                     if (x_signed) {
+                     if (xpad) {
+                       int8gemm::depthwise_padded(xpad + (n * C + m / Mg) * PH * PW, x_signed, PW,
+                                                  c2.sh, c2.sw, c2.KH, c2.KW, c2.dh, c2.dw,
+                                                  wt.data() + m * ks, init[m], c2.OW, r0, r1, y);
+                     } else if (x_signed) {
                        depthwise_rows(reinterpret_cast<const int8_t*>(xc), c2, wt.data() + m * ks,
                                       zx, r0, r1, y);
                      } else {
