@@ -132,47 +132,71 @@ inline __mmask16 lanes(int64_t left) {
   return left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
 }
 
-// Output columns [ow, ow + 16 * NV) of one row (left of them valid, left > 16 * (NV - 1)):
-// NV accumulators, so that the taps' multiply-adds do not wait on one another.
+// NV blocks of up to 16 outputs, block v from x + xo[v] into y + yo[v] (left[v] > 0 of its
+// columns valid): NV accumulators, so that the taps' multiply-adds do not wait on one
+// another. The blocks are consecutive columns of a row, or of two or four rows of narrow
+// planes.
 template <int STEP, bool SIGNED, int NV>
-inline void depthwise_cols(const uint8_t* xo, int64_t PW, int64_t KH, int64_t KW, int64_t dh,
-                           int64_t dw, const int32_t* wt, int32_t init, int64_t left, int32_t* yo) {
+inline void depthwise_block(const uint8_t* x, const int64_t* xo, int64_t PW, int64_t KH, int64_t KW,
+                            int64_t dh, int64_t dw, const int32_t* wt, int32_t init,
+                            const int64_t* left, int32_t* y, const int64_t* yo) {
   __m512i acc[NV];
   for (int v = 0; v < NV; ++v) acc[v] = _mm512_set1_epi32(init);
   for (int64_t kh = 0, k = 0; kh < KH; ++kh) {
-    const uint8_t* xk = xo + kh * dh * PW;
+    const uint8_t* xk = x + kh * dh * PW;
     for (int64_t kw = 0; kw < KW; ++kw, ++k) {
       // The tap in the low 16 bits of each lane, the high 16 of the weight 0: vpdpwssd adds
       // x * w exactly (|w| <= 255, the x bytes sign- or zero-extended).
       const __m512i w = _mm512_set1_epi32(static_cast<int32_t>(wt[k] & 0xFFFF));
       for (int v = 0; v < NV; ++v) {
-        acc[v] = _mm512_dpwssd_epi32(
-            acc[v], taps16<STEP, SIGNED>(xk + kw * dw + 16 * v * STEP, left - 16 * v), w);
+        acc[v] =
+            _mm512_dpwssd_epi32(acc[v], taps16<STEP, SIGNED>(xk + kw * dw + xo[v], left[v]), w);
       }
     }
   }
-  for (int v = 0; v < NV; ++v) _mm512_mask_storeu_epi32(yo + 16 * v, lanes(left - 16 * v), acc[v]);
+  for (int v = 0; v < NV; ++v) _mm512_mask_storeu_epi32(y + yo[v], lanes(left[v]), acc[v]);
 }
 
 template <int STEP, bool SIGNED>
 void depthwise(const uint8_t* x, int64_t PW, int64_t sh, int64_t KH, int64_t KW, int64_t dh,
                int64_t dw, const int32_t* wt, int32_t init, int64_t OW, int64_t r0, int64_t r1,
                int32_t* y) {
-  for (int64_t oh = r0; oh < r1; ++oh) {
-    const uint8_t* xr = x + oh * sh * PW;
-    int32_t* yr = y + (oh - r0) * OW;
-    int64_t ow = 0;
-    for (; OW - ow > 48; ow += 64) {
-      depthwise_cols<STEP, SIGNED, 4>(xr + ow * STEP, PW, KH, KW, dh, dw, wt, init, OW - ow,
-                                      yr + ow);
+  const int64_t rs = sh * PW;  // input bytes from one output row to the next
+  int64_t oh = r0;
+  if (OW <= 16) {
+    // One block a row: four rows at a time.
+    const int64_t left[4] = {OW, OW, OW, OW}, xo[4] = {0, rs, 2 * rs, 3 * rs};
+    const int64_t yo[4] = {0, OW, 2 * OW, 3 * OW};
+    for (; oh + 4 <= r1; oh += 4) {
+      depthwise_block<STEP, SIGNED, 4>(x + oh * rs, xo, PW, KH, KW, dh, dw, wt, init, left,
+                                       y + (oh - r0) * OW, yo);
     }
-    const int64_t left = OW - ow;
-    if (left > 32) {
-      depthwise_cols<STEP, SIGNED, 3>(xr + ow * STEP, PW, KH, KW, dh, dw, wt, init, left, yr + ow);
-    } else if (left > 16) {
-      depthwise_cols<STEP, SIGNED, 2>(xr + ow * STEP, PW, KH, KW, dh, dw, wt, init, left, yr + ow);
-    } else if (left > 0) {
-      depthwise_cols<STEP, SIGNED, 1>(xr + ow * STEP, PW, KH, KW, dh, dw, wt, init, left, yr + ow);
+  } else if (OW <= 32) {
+    // Two blocks a row: two rows at a time.
+    const int64_t left[4] = {OW, OW - 16, OW, OW - 16};
+    const int64_t xo[4] = {0, 16 * STEP, rs, rs + 16 * STEP}, yo[4] = {0, 16, OW, OW + 16};
+    for (; oh + 2 <= r1; oh += 2) {
+      depthwise_block<STEP, SIGNED, 4>(x + oh * rs, xo, PW, KH, KW, dh, dw, wt, init, left,
+                                       y + (oh - r0) * OW, yo);
+    }
+  }
+  const int64_t xo[4] = {0, 16 * STEP, 32 * STEP, 48 * STEP}, yo[4] = {0, 16, 32, 48};
+  for (; oh < r1; ++oh) {
+    const uint8_t* xr = x + oh * rs;
+    int32_t* yr = y + (oh - r0) * OW;
+    for (int64_t ow = 0; ow < OW; ow += 64) {
+      const int64_t n = OW - ow;
+      const int64_t left[4] = {n, n - 16, n - 32, n - 48};
+      const uint8_t* xb = xr + ow * STEP;
+      if (n > 48) {
+        depthwise_block<STEP, SIGNED, 4>(xb, xo, PW, KH, KW, dh, dw, wt, init, left, yr + ow, yo);
+      } else if (n > 32) {
+        depthwise_block<STEP, SIGNED, 3>(xb, xo, PW, KH, KW, dh, dw, wt, init, left, yr + ow, yo);
+      } else if (n > 16) {
+        depthwise_block<STEP, SIGNED, 2>(xb, xo, PW, KH, KW, dh, dw, wt, init, left, yr + ow, yo);
+      } else {
+        depthwise_block<STEP, SIGNED, 1>(xb, xo, PW, KH, KW, dh, dw, wt, init, left, yr + ow, yo);
+      }
     }
   }
 }
