@@ -92,9 +92,10 @@ void min_max(const float* x, int64_t n, float* mn, float* mx);
 void quantize_u8(const float* x, int64_t n, float scale, float zp, uint8_t* y);
 
 // The kernel set in use: "amx", "avx512vnni", "avxvnni", "avx2" or "generic" (with "amx",
-// products of fewer than kAmxMinRows rows or kAmxMinK4 groups of 4 along K still run on the
-// best of the others: there the per-call tile set-up costs more than the tiles save).
-// ORTLITE_INT8_ISA caps it with the same names (an unsupported set is still never chosen).
+// products of fewer than kAmxMinRows rows or kAmxMinK4 groups of 4 along K (but for K = 64
+// with at least 32 rows and 256 columns, at most 2^18 outputs) still run on the best of the others:
+// there the per-call tile set-up costs more than the tiles save). ORTLITE_INT8_ISA caps it with the
+// same names (an unsupported set is still never chosen).
 constexpr int64_t kAmxMinRows = 8, kAmxMinK4 = 32;
 const char* isa_name();
 

@@ -896,9 +896,11 @@ def test_int8_gemm_kernel_sets_vs_numpy(isa, tmp_path):
         from helpers import run_lite
         rng = np.random.default_rng(1)
         # From 8 rows and K 128 the AMX tiles run: full and partial row tiles (16, 32 a
-        # call), K in and past whole 64-byte tile steps, more than one 256-column call.
+        # call), K in and past whole 64-byte tile steps, more than one 256-column call; K 61
+        # to 64 from 32 rows and 256 columns too.
         for (M, K, N) in [(1, 7, 3), (5, 33, 65), (13, 256, 40), (6, 1001, 17), (8, 128, 16),
-                          (17, 129, 33), (32, 192, 257), (33, 257, 300), (40, 1000, 31)]:
+                          (17, 129, 33), (32, 192, 257), (33, 257, 300), (40, 1000, 31),
+                          (32, 64, 300), (45, 61, 256), (31, 64, 512)]:
             for adt, bdt in [(np.uint8, np.uint8), (np.uint8, np.int8), (np.int8, np.uint8),
                              (np.int8, np.int8)]:
                 ia, ib = np.iinfo(adt), np.iinfo(bdt)
