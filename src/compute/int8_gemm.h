@@ -52,6 +52,28 @@ void pack_b_begin(bool is_signed, int64_t K, int64_t N, PackedB* out);
 void pack_b_group(const uint8_t* const rows[4], int64_t k4, PackedB* out, int16_t* s16);
 void pack_b_flush(PackedB* out, int16_t* s16);
 
+// B for output positions [p0, p0 + pc) of a convolution over channel planes padded
+// beforehand, so that every tap of every position is in bounds: B[k, j] = src[tap_off[k] +
+// (q / OW) * row_step + (q % OW) * col_step] for q = p0 + j, K rows, col_step 1 or 2. Only
+// the bytes the taps reach are read, and with col_step 2 the one after each. Returns false
+// (out untouched) where this CPU has no kernel for it (AVX-512 VBMI and VNNI); the caller
+// packs another way.
+bool pack_b_conv(const uint8_t* src, const int64_t* tap_off, int64_t K, int64_t OW,
+                 int64_t row_step, int64_t col_step, int64_t p0, int64_t pc, bool is_signed,
+                 PackedB* out);
+bool has_pack_b_conv();  // whether pack_b_conv runs on this CPU (col_step 1 or 2)
+
+// A depthwise 2-D convolution (one input channel per output) over a plane padded beforehand
+// so that every tap is in bounds, rows [r0, r1) of the output: y[(oh - r0) * OW + ow] = init +
+// sum over (kh, kw) of wt[kh * KW + kw] * x[(oh * sh + kh * dh) * PW + ow * sw + kw * dw],
+// x bytes of uint8 (is_signed false) or int8, |wt| <= 255, wrapped to int32. sw 1 or 2; no
+// byte past the
+// last tap is read. Returns false where this CPU has no kernel for it (as pack_b_conv).
+bool depthwise_padded(const uint8_t* x, bool is_signed, int64_t PW, int64_t sh, int64_t sw,
+                      int64_t KH, int64_t KW, int64_t dh, int64_t dw, const int32_t* wt,
+                      int32_t init, int64_t OW, int64_t r0, int64_t r1, int32_t* y);
+bool has_depthwise_padded();
+
 // C[M x N] (row stride ldc) = (A - za) x (B - zb). za[i * za_step] is row i's zero point in
 // A's own type's value (e.g. 200 for uint8, -3 for int8); zb[j * zb_step] column j's. A null
 // pointer means 0. Large products are split into row / column blocks over the pool.
@@ -70,9 +92,10 @@ void min_max(const float* x, int64_t n, float* mn, float* mx);
 void quantize_u8(const float* x, int64_t n, float scale, float zp, uint8_t* y);
 
 // The kernel set in use: "amx", "avx512vnni", "avxvnni", "avx2" or "generic" (with "amx",
-// products of fewer than kAmxMinRows rows or kAmxMinK4 groups of 4 along K still run on the
-// best of the others: there the per-call tile set-up costs more than the tiles save).
-// ORTLITE_INT8_ISA caps it with the same names (an unsupported set is still never chosen).
+// products of fewer than kAmxMinRows rows or kAmxMinK4 groups of 4 along K (but for K = 64
+// with at least 32 rows and 256 columns, at most 2^18 outputs) still run on the best of the others:
+// there the per-call tile set-up costs more than the tiles save). ORTLITE_INT8_ISA caps it with the
+// same names (an unsupported set is still never chosen).
 constexpr int64_t kAmxMinRows = 8, kAmxMinK4 = 32;
 const char* isa_name();
 
@@ -102,6 +125,15 @@ struct Helpers {
   void (*quantize_u8)(const float*, int64_t, float, float, uint8_t*) = nullptr;
 };
 Helpers avx512_helpers();
+// pack_b_conv's kernel (col_step 1 or 2, out sized by pack_b_begin); null when not compiled.
+using ConvPackFn = void (*)(const uint8_t* src, const int64_t* tap_off, int64_t K, int64_t OW,
+                            int64_t row_step, int64_t col_step, int64_t p0, int64_t pc,
+                            PackedB* out);
+ConvPackFn avx512_conv_pack();
+using DepthwiseFn = void (*)(const uint8_t* x, bool is_signed, int64_t PW, int64_t sh, int64_t sw,
+                             int64_t KH, int64_t KW, int64_t dh, int64_t dw, const int32_t* wt,
+                             int32_t init, int64_t OW, int64_t r0, int64_t r1, int32_t* y);
+DepthwiseFn avx512_depthwise();
 KernelSet avx2_kernel(bool vnni);
 }  // namespace detail
 

@@ -896,9 +896,11 @@ def test_int8_gemm_kernel_sets_vs_numpy(isa, tmp_path):
         from helpers import run_lite
         rng = np.random.default_rng(1)
         # From 8 rows and K 128 the AMX tiles run: full and partial row tiles (16, 32 a
-        # call), K in and past whole 64-byte tile steps, more than one 256-column call.
+        # call), K in and past whole 64-byte tile steps, more than one 256-column call; K 61
+        # to 64 from 32 rows and 256 columns too.
         for (M, K, N) in [(1, 7, 3), (5, 33, 65), (13, 256, 40), (6, 1001, 17), (8, 128, 16),
-                          (17, 129, 33), (32, 192, 257), (33, 257, 300), (40, 1000, 31)]:
+                          (17, 129, 33), (32, 192, 257), (33, 257, 300), (40, 1000, 31),
+                          (32, 64, 300), (45, 61, 256), (31, 64, 512)]:
             for adt, bdt in [(np.uint8, np.uint8), (np.uint8, np.int8), (np.int8, np.uint8),
                              (np.int8, np.int8)]:
                 ia, ib = np.iinfo(adt), np.iinfo(bdt)
@@ -987,3 +989,112 @@ def test_int8_gemm_qlinear_conv_vs_ort(xs, ws, attrs, xdt, wdt, per_channel, con
     m = node_model("QLinearConv", feeds, ["y"], [xdt], attrs=attrs, opset=10, consts=consts,
                    order=order)
     check_ort_or_ref(m, feeds)
+
+
+# The convolutions whose B is gathered by tap offsets (int8gemm::pack_b_conv, AVX-512 VBMI /
+# VNNI): from x padded once with its zero point for 2-D convolutions of width stride 1 or
+# 2, from x itself for pointwise ones. Blocks of positions that start mid-row (several
+# blocks a plane), panels of 16 positions across output rows (widths not a multiple of 16,
+# below 16: up to 4 rows a panel), K not a multiple of 4, Cin 1 / 3 / 16 / 64, groups,
+# dilations, uneven pads; width stride 3 and the depthwise loop for contrast.
+GATHER_CONV_CASES = [
+    ((1, 16, 112, 112), (32, 16, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 32, 56, 56), (64, 32, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 3, 33, 35), (8, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 1, 20, 37), (24, 1, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((2, 64, 7, 7), (32, 64, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 8, 9, 6), (4, 8, 2, 2), {"dilations": [2, 2], "pads": [0, 1, 1, 0]}),
+    ((1, 16, 19, 23), (16, 4, 3, 3), {"group": 4, "strides": [2, 2], "dilations": [2, 2],
+                                      "pads": [2, 1, 0, 2]}),
+    ((1, 12, 9, 40), (6, 12, 5, 5), {"strides": [1, 2], "pads": [2, 2, 2, 2]}),
+    ((1, 4, 10, 10), (4, 4, 3, 3), {"strides": [3, 3]}),
+    # Depthwise (int8gemm::depthwise_padded): rows of 1 to 4 vectors and a tail, a channel
+    # multiplier of 2, dilation, height stride 2 with width stride 1, width stride 3.
+    ((1, 16, 20, 20), (16, 1, 3, 3), {"group": 16, "pads": [1, 1, 1, 1]}),
+    ((1, 8, 9, 131), (8, 1, 3, 3), {"group": 8, "strides": [1, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 6, 12, 100), (12, 1, 5, 5), {"group": 6, "dilations": [2, 1], "pads": [4, 2, 4, 2]}),
+    ((2, 24, 28, 28), (24, 1, 3, 3), {"group": 24, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 4, 7, 57), (4, 1, 3, 3), {"group": 4, "strides": [2, 1]}),
+    ((1, 8, 7, 30), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}),
+    ((1, 5, 11, 9), (5, 1, 3, 3), {"group": 5, "dilations": [1, 2], "pads": [1, 2, 1, 2]}),
+    ((1, 4, 10, 10), (4, 1, 3, 3), {"group": 4, "strides": [3, 3]}),
+    ((1, 64, 14, 14), (48, 64, 1, 1), {}),
+    ((2, 16, 5, 5), (8, 16, 1, 1), {}),
+    ((1, 6, 4, 50), (6, 3, 1, 1), {"group": 2}),
+]
+
+
+@pytest.mark.parametrize("xs,ws,attrs", GATHER_CONV_CASES)
+@pytest.mark.parametrize("const_w", [False, True])
+def test_gather_conv_integer_uint8_vs_ort(xs, ws, attrs, const_w):
+    x, w = rand_q(xs, U8), rand_q(ws, U8)
+    x.flat[::7] = 255
+    x.flat[::11] = 0
+    zx, zw = a(RNG.integers(0, 255), U8), a(RNG.integers(0, 255), U8)
+    inputs = {"x": x, "zx": zx} if const_w else {"x": x, "w": w, "zx": zx, "zw": zw}
+    consts = {"w": w, "zw": zw} if const_w else {}
+    m = node_model("ConvInteger", inputs, ["y"], [I32], attrs=attrs, opset=10, consts=consts,
+                   order=["x", "w", "zx", "zw"])
+    check_ort_or_ref(m, inputs)
+
+
+@pytest.mark.parametrize("xs,ws,attrs", GATHER_CONV_CASES)
+@pytest.mark.parametrize("xdt,wdt,per_channel", [(U8, U8, False), (U8, I8, True), (I8, I8, True),
+                                                 (U8, I8, False)])
+def test_gather_qlinear_conv_vs_ort(xs, ws, attrs, xdt, wdt, per_channel):
+    feeds = qconv_feeds(xs, ws, xdt, wdt, per_channel, bias=True)
+    order = ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "B"]
+    consts = {k: feeds.pop(k) for k in ("w", "ws", "wz")}
+    m = node_model("QLinearConv", feeds, ["y"], [xdt], attrs=attrs, opset=10, consts=consts,
+                   order=order)
+    check_ort_or_ref(m, feeds)
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512vnni"])
+def test_gather_conv_same_below_and_at_the_best_kernel_set(isa, tmp_path):
+    # The gather and the padded depthwise loop need AVX-512 VBMI / VNNI: with
+    # ORTLITE_INT8_ISA=avx2 the im2col packing and the bounds-checked loop run instead. Both
+    # give the exact sums (numpy's int64 convolution through a strided view).
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent("""
+        import numpy as np
+        import helpers
+        from helpers import run_lite
+        rng = np.random.default_rng(3)
+        for xs, ws, s, p in [((1, 16, 30, 30), (8, 16, 3, 3), 2, 1),
+                             ((1, 1, 30, 70), (1, 1, 3, 3), 1, 1),
+                             ((1, 1, 30, 70), (1, 1, 3, 3), 2, 1),
+                             ((1, 3, 17, 21), (5, 3, 3, 3), 1, 1),
+                             ((1, 32, 6, 6), (4, 32, 3, 3), 1, 0),
+                             ((1, 24, 9, 9), (16, 24, 1, 1), 1, 0)]:
+            for xdt, wdt in [(np.uint8, np.int8), (np.int8, np.int8), (np.uint8, np.uint8)]:
+                ix, iw = np.iinfo(xdt), np.iinfo(wdt)
+                x = rng.integers(ix.min, ix.max, size=xs, endpoint=True).astype(xdt)
+                w = rng.integers(iw.min, iw.max, size=ws, endpoint=True).astype(wdt)
+                zx = np.asarray(ix.max, xdt)
+                zw = rng.integers(iw.min, iw.max, size=(ws[0],), endpoint=True).astype(wdt)
+                feeds = {"x": x, "w": w, "zx": zx, "zw": zw}
+                k = ws[2]
+                m = helpers.node_model("ConvInteger", feeds, ["y"], [np.int32], opset=10,
+                                       attrs={"strides": [s, s], "pads": [p] * 4})
+                y = run_lite(m, feeds)[0]
+                xp = np.pad(x.astype(np.int64) - int(zx), ((0, 0), (0, 0), (p, p), (p, p)))
+                oh = (xs[2] + 2 * p - k) // s + 1
+                ow = (xs[3] + 2 * p - k) // s + 1
+                win = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(2, 3))
+                win = win[:, :, ::s, ::s][:, :, :oh, :ow]
+                wz = w.astype(np.int64) - zw.astype(np.int64)[:, None, None, None]
+                e = np.einsum("ncyxij,mcij->nmyx", win, wz).astype(np.int32)
+                np.testing.assert_array_equal(y, e)
+        print("ok")
+    """))
+    env = dict(os.environ, ORTLITE_INT8_ISA=isa)
+    tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([tests_dir, env.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr

@@ -57,6 +57,11 @@ std::vector<uint8_t>& col_scratch() {
   return buf;
 }
 
+std::vector<uint8_t>& pad_scratch() {
+  thread_local std::vector<uint8_t> buf;
+  return buf;
+}
+
 int8gemm::PackedB& b_scratch() {
   thread_local int8gemm::PackedB buf;
   return buf;
@@ -149,6 +154,23 @@ struct Conv2d {
         ph(g.pad_begin[0]),
         pw(g.pad_begin[1]) {}
 };
+
+// Planes [0, nplanes) of x (each IH x IW, one after another) into dst as PH x PW planes
+// padded with `pad`: plane row r, column q is x's row r - ph, column q - pw where inside.
+void pad_planes(const uint8_t* x, const Conv2d& c, int64_t nplanes, int64_t PH, int64_t PW,
+                uint8_t pad, uint8_t* dst) {
+  const int64_t c0 = std::max<int64_t>(0, c.pw), c1 = std::min(PW, c.IW + c.pw);
+  std::memset(dst, pad, static_cast<size_t>(nplanes * PH * PW));
+  if (c1 <= c0) return;
+  for (int64_t pl = 0; pl < nplanes; ++pl) {
+    for (int64_t r = 0; r < PH; ++r) {
+      const int64_t ih = r - c.ph;
+      if (ih < 0 || ih >= c.IH) continue;
+      std::memcpy(dst + (pl * PH + r) * PW + c0, x + (pl * c.IH + ih) * c.IW + (c0 - c.pw),
+                  static_cast<size_t>(c1 - c0));
+    }
+  }
+}
 
 // d[o - a0] = s[o * sw] for o in [a0, a1); s has `avail` readable bytes from s[0].
 void copy_strided(const uint8_t* s, int64_t sw, int64_t a0, int64_t a1, int64_t avail, uint8_t* d) {
@@ -536,6 +558,36 @@ class QConvBase : public Kernel {
     const std::vector<int8gemm::PackedA>& wp = use_packed ? packed_ : local;
     const bool fast2d = g.rank == 2 && !pointwise;
     const Conv2d c2(g);
+    // A 2-D convolution with stride 1 or 2 along the width: x copied once into planes
+    // padded with its zero point (and 64 bytes of slack either side), from which each
+    // block's B is gathered by tap offsets, without bounds checks (int8gemm::pack_b_conv).
+    // A pointwise convolution's B is the channel planes themselves: one row of P positions,
+    // row k at k * in_size.
+    std::vector<int64_t> pw_off;
+    if (pointwise && int8gemm::has_pack_b_conv()) {
+      for (int64_t k = 0; k < Kg; ++k) pw_off.push_back(k * in_size);
+    }
+    const uint8_t* xpad = nullptr;
+    std::vector<int64_t> tap_off;
+    int64_t PW = 0, PP = 0;
+    if (fast2d && (c2.sw == 1 || c2.sw == 2) && int8gemm::has_pack_b_conv()) {
+      const int64_t PH = (c2.OH - 1) * c2.sh + (c2.KH - 1) * c2.dh + 1;
+      PW = (c2.OW - 1) * c2.sw + (c2.KW - 1) * c2.dw + 1;
+      PP = PH * PW;
+      if (N * C * PP <= (int64_t(64) << 20)) {
+        std::vector<uint8_t>& buf = pad_scratch();
+        buf.resize(static_cast<size_t>(N * C * PP + 128));
+        uint8_t* base = buf.data() + 64;
+        pad_planes(xd, c2, N * C, PH, PW, pad, base);
+        xpad = base;
+        // Row k of the im2col matrix is tap (kh, kw) of channel ci, k = (ci * KH + kh) * KW + kw.
+        tap_off.reserve(static_cast<size_t>(Kg));
+        for (int64_t ci = 0; ci < Cg; ++ci)
+          for (int64_t kh = 0; kh < c2.KH; ++kh)
+            for (int64_t kw = 0; kw < c2.KW; ++kw)
+              tap_off.push_back(ci * PP + kh * c2.dh * PW + kw * c2.dw);
+      }
+    }
 
     // Blocks of output positions whose packed B (Kg x chunk bytes) stays in L2 next to the
     // weights while the GEMM passes over it.
@@ -559,9 +611,15 @@ class QConvBase : public Kernel {
       const uint8_t* xg = xd + (n * C + gi * Cg) * in_size;
       int8gemm::PackedB& pb = b_scratch();
       if (pointwise) {
-        int8gemm::pack_b(xg + p0, x_signed, Kg, pc, in_size, &pb);
+        if (pw_off.empty() ||
+            !int8gemm::pack_b_conv(xg, pw_off.data(), Kg, P, 0, 1, p0, pc, x_signed, &pb)) {
+          int8gemm::pack_b(xg + p0, x_signed, Kg, pc, in_size, &pb);
+        }
       } else if (fast2d) {
-        pack_conv2d(xg, c2, Cg, p0, pc, pad, x_signed, &pb);
+        if (!xpad || !int8gemm::pack_b_conv(xpad + (n * C + gi * Cg) * PP, tap_off.data(), Kg,
+                                            c2.OW, c2.sh * PW, c2.sw, p0, pc, x_signed, &pb)) {
+          pack_conv2d(xg, c2, Cg, p0, pc, pad, x_signed, &pb);
+        }
       } else {
         std::vector<uint8_t>& col = col_scratch();
         if (col.size() < static_cast<size_t>(Kg * pc)) col.resize(static_cast<size_t>(Kg * pc));
@@ -612,6 +670,27 @@ class QConvBase : public Kernel {
     const int64_t nrb = (c2.OH + rb - 1) / rb;
     const bool x_signed = x.dtype() == DataType::kInt8;
     const uint8_t* xd = static_cast<const uint8_t*>(x.raw_data());
+    const int64_t C = M / Mg;
+    // Width stride 1 or 2: x padded once with its zero point, so that each tap is a plain
+    // vector pass over the row (int8gemm::depthwise_padded) and contributes
+    // (w - zw) * x - (w - zw) * zx, the second part summed over the taps into the start value.
+    const int64_t PH = (c2.OH - 1) * c2.sh + (c2.KH - 1) * c2.dh + 1;
+    const int64_t PW = (c2.OW - 1) * c2.sw + (c2.KW - 1) * c2.dw + 1;
+    const uint8_t* xpad = nullptr;
+    std::vector<int32_t> init;
+    if ((c2.sw == 1 || c2.sw == 2) && int8gemm::has_depthwise_padded() &&
+        N * C * PH * PW <= (int64_t(64) << 20)) {
+      std::vector<uint8_t>& buf = pad_scratch();
+      buf.resize(static_cast<size_t>(N * C * PH * PW));
+      pad_planes(xd, c2, N * C, PH, PW, static_cast<uint8_t>(zx), buf.data());
+      xpad = buf.data();
+      init.resize(static_cast<size_t>(M));
+      for (int64_t m = 0; m < M; ++m) {
+        uint32_t sw = 0;
+        for (int64_t k = 0; k < ks; ++k) sw += static_cast<uint32_t>(wt[m * ks + k]);
+        init[m] = static_cast<int32_t>(0u - sw * static_cast<uint32_t>(zx));
+      }
+    }
     parallel_for(pool, N * M * nrb, 2.0 * static_cast<double>(ks * rb * c2.OW),
                  [&](int64_t s, int64_t e) {
                    for (int64_t t = s; t < e; ++t) {
@@ -626,7 +705,11 @@ class QConvBase : public Kernel {
                        acc.resize(static_cast<size_t>((r1 - r0) * c2.OW));
                        y = acc.data();
                      }
-                     if (x_signed) {
+                     if (xpad) {
+                       int8gemm::depthwise_padded(xpad + (n * C + m / Mg) * PH * PW, x_signed, PW,
+                                                  c2.sh, c2.sw, c2.KH, c2.KW, c2.dh, c2.dw,
+                                                  wt.data() + m * ks, init[m], c2.OW, r0, r1, y);
+                     } else if (x_signed) {
                        depthwise_rows(reinterpret_cast<const int8_t*>(xc), c2, wt.data() + m * ks,
                                       zx, r0, r1, y);
                      } else {
