@@ -42,6 +42,8 @@ from ortlite._ortlite import __version__  # noqa: F401
 from ortlite._ortlite import NEWEST_OPSET  # noqa: F401  (the newest default-domain opset)
 from ortlite._device import OrtDevice  # noqa: F401
 from ortlite._adapter import AdapterFormat, LoraAdapter  # noqa: F401
+from ortlite._ep_device import (  # noqa: F401
+    OrtEpDevice, OrtHardwareDevice, OrtHardwareDeviceType, get_ep_devices)
 from ortlite._memory import (  # noqa: F401
     OrtAllocatorType, OrtArenaCfg, OrtDeviceMemoryType, OrtEpAssignedNode, OrtEpAssignedSubgraph,
     OrtMemType, OrtMemoryInfo, OrtMemoryInfoDeviceType, create_and_register_allocator,
