@@ -42,6 +42,8 @@ from ortlite._ortlite import __version__  # noqa: F401
 from ortlite._ortlite import NEWEST_OPSET  # noqa: F401  (the newest default-domain opset)
 from ortlite._device import OrtDevice  # noqa: F401
 from ortlite._adapter import AdapterFormat, LoraAdapter  # noqa: F401
+from ortlite._ep_device import (  # noqa: F401
+    OrtEpDevice, OrtHardwareDevice, OrtHardwareDeviceType, get_ep_devices)
 from ortlite._memory import (  # noqa: F401
     OrtAllocatorType, OrtArenaCfg, OrtDeviceMemoryType, OrtEpAssignedNode, OrtEpAssignedSubgraph,
     OrtMemType, OrtMemoryInfo, OrtMemoryInfoDeviceType, create_and_register_allocator,
@@ -69,6 +71,55 @@ class RunOptions(_ortlite.RunOptions):
 
 
 RunOptions.__module__ = "ortlite"
+
+
+class OrtValueVector(list):
+    """OrtValueVector(values=())
+
+    A list of OrtValues, onnxruntime's vector type for OrtValue sequences
+    (IOBinding.get_outputs_as_ortvaluevector()); every element is an OrtValue."""
+
+    __slots__ = ()
+
+    def __init__(self, values=()):
+        super().__init__(_checked_ortvalue(v) for v in values)
+
+    def push_back(self, value):
+        """Appends `value` (an OrtValue), as onnxruntime's push_back."""
+        super().append(_checked_ortvalue(value))
+
+    def append(self, value):
+        super().append(_checked_ortvalue(value))
+
+    def extend(self, values):
+        super().extend(_checked_ortvalue(v) for v in values)
+
+    def insert(self, index, value):
+        super().insert(index, _checked_ortvalue(value))
+
+    def __setitem__(self, index, value):
+        if isinstance(index, slice):
+            value = [_checked_ortvalue(v) for v in value]
+        else:
+            value = _checked_ortvalue(value)
+        super().__setitem__(index, value)
+
+    def reserve(self, n):
+        """Accepted for onnxruntime's API; a Python list grows as needed."""
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise TypeError(f"reserve expects a non-negative int, not {n!r}")
+
+    def shrink_to_fit(self):
+        """Accepted for onnxruntime's API; does nothing."""
+
+
+def _checked_ortvalue(value):
+    if not isinstance(value, OrtValue):
+        raise TypeError(f"OrtValueVector holds OrtValues, not {type(value).__name__}")
+    return value
+
+
+OrtValueVector.__module__ = "ortlite"
 
 
 def get_build_info():

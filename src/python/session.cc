@@ -480,8 +480,10 @@ PyObject* session_run_with_iobinding(PyObject* self, PyObject* args, PyObject* k
 }
 
 // get_input_memory_infos / get_output_memory_infos: one OrtMemoryInfo (ortlite._memory) per
-// input or output, for the device the session runs on.
-PyObject* memory_infos(PyObject* self, bool inputs) {
+// input or output, for the device the session runs on; get_input_epdevices the same with an
+// OrtEpDevice (ortlite._ep_device).
+PyObject* per_io_device_objects(PyObject* self, bool inputs, const char* module,
+                                const char* factory) {
   ModuleState* st = state_of(self);
   if (!st) return nullptr;
   try {
@@ -494,9 +496,9 @@ PyObject* memory_infos(PyObject* self, bool inputs) {
       PyObject* id = cuda && PyDict_Check(cuda) ? PyDict_GetItemString(cuda, "device_id") : nullptr;
       if (id && PyUnicode_Check(id)) device_id = std::atol(PyUnicode_AsUTF8(id));
     }
-    Ref mod = Ref::steal(PyImport_ImportModule("ortlite._memory"));
+    Ref mod = Ref::steal(PyImport_ImportModule(module));
     if (!mod) throw PythonErrorSet{};
-    Ref info = Ref::steal(PyObject_CallMethod(mod.get(), "_memory_info_for", "sl",
+    Ref info = Ref::steal(PyObject_CallMethod(mod.get(), factory, "sl",
                                               sess->uses_device() ? "cuda" : "cpu", device_id));
     if (!info) throw PythonErrorSet{};
     Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(n)));
@@ -509,11 +511,15 @@ PyObject* memory_infos(PyObject* self, bool inputs) {
 }
 
 PyObject* session_get_input_memory_infos(PyObject* self, PyObject*) {
-  return memory_infos(self, true);
+  return per_io_device_objects(self, true, "ortlite._memory", "_memory_info_for");
 }
 
 PyObject* session_get_output_memory_infos(PyObject* self, PyObject*) {
-  return memory_infos(self, false);
+  return per_io_device_objects(self, false, "ortlite._memory", "_memory_info_for");
+}
+
+PyObject* session_get_input_epdevices(PyObject* self, PyObject*) {
+  return per_io_device_objects(self, true, "ortlite._ep_device", "_ep_device_for");
 }
 
 PyObject* session_get_provider_graph_assignment_info(PyObject* self, PyObject*) {
@@ -672,6 +678,10 @@ PyMethodDef session_methods[] = {
     {"get_output_memory_infos", as_cfunc(session_get_output_memory_infos), METH_NOARGS,
      PyDoc_STR("get_output_memory_infos($self, /)\n--\n\n"
                "One OrtMemoryInfo per output (get_outputs() order), as get_input_memory_infos.")},
+    {"get_input_epdevices", as_cfunc(session_get_input_epdevices), METH_NOARGS,
+     PyDoc_STR("get_input_epdevices($self, /)\n--\n\n"
+               "One OrtEpDevice per input (get_inputs() order): the provider and device the\n"
+               "session expects it on, as get_input_memory_infos.")},
     {"get_provider_graph_assignment_info", as_cfunc(session_get_provider_graph_assignment_info),
      METH_NOARGS,
      PyDoc_STR("get_provider_graph_assignment_info($self, /)\n--\n\n"
