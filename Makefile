@@ -45,10 +45,13 @@ $(ML_DTYPES_MIN_DIR)/.installed: $(STAMP)
 	$(PY) -m pip install -q --no-deps --target $(ML_DTYPES_MIN_DIR) ml_dtypes==$(ML_DTYPES_MIN)
 	touch $@
 
-# In-place build of ortlite/_ortlite*.so (incremental: only changed sources recompile).
+# In-place build of ortlite/_ortlite*.so (incremental: only changed sources recompile),
+# and the package's bytecode, as pip writes it for an installed wheel: an environment with
+# PYTHONDONTWRITEBYTECODE=1 would otherwise compile ortlite's Python on every import.
 build: $(STAMP)
 	@mkdir -p build
 	$(BUILD_ENV) flock build/.build.lock $(PY) setup.py -q build_ext --inplace
+	$(PY) -m compileall -q ortlite
 
 # Installs the package into the venv the way a user would (pip install .).
 install: $(STAMP)

@@ -40,14 +40,34 @@ _ortlite = _load_extension()
 from ortlite._ortlite import *  # noqa: F401,F403  (the native API: types, errors, functions)
 from ortlite._ortlite import __version__  # noqa: F401
 from ortlite._ortlite import NEWEST_OPSET  # noqa: F401  (the newest default-domain opset)
-from ortlite._device import OrtDevice  # noqa: F401
-from ortlite._adapter import AdapterFormat, LoraAdapter  # noqa: F401
-from ortlite._ep_device import (  # noqa: F401
-    OrtEpDevice, OrtHardwareDevice, OrtHardwareDeviceType, get_ep_devices)
-from ortlite._memory import (  # noqa: F401
-    OrtAllocatorType, OrtArenaCfg, OrtDeviceMemoryType, OrtEpAssignedNode, OrtEpAssignedSubgraph,
-    OrtMemType, OrtMemoryInfo, OrtMemoryInfoDeviceType, create_and_register_allocator,
-    create_and_register_allocator_v2)
+
+# Names whose pure-Python modules load on first use (module __getattr__, PEP 562): they
+# are rarely needed, and their classes (IntEnums among them) would add to every import.
+_LAZY = {
+    "OrtDevice": "_device",
+    "AdapterFormat": "_adapter", "LoraAdapter": "_adapter",
+    "OrtEpDevice": "_ep_device", "OrtHardwareDevice": "_ep_device",
+    "OrtHardwareDeviceType": "_ep_device", "get_ep_devices": "_ep_device",
+    **dict.fromkeys(
+        ("OrtAllocatorType", "OrtArenaCfg", "OrtDeviceMemoryType", "OrtEpAssignedNode",
+         "OrtEpAssignedSubgraph", "OrtMemType", "OrtMemoryInfo", "OrtMemoryInfoDeviceType",
+         "create_and_register_allocator", "create_and_register_allocator_v2"), "_memory"),
+}
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ortlite' has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module("ortlite." + module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
 
 
 class RunOptions(_ortlite.RunOptions):
@@ -61,6 +81,8 @@ class RunOptions(_ortlite.RunOptions):
     def add_active_adapter(self, adapter):
         """Makes `adapter` (a LoraAdapter) active for the runs given these options: its
         parameters are fed by name, overriding the initializers of those names."""
+        from ortlite._adapter import LoraAdapter
+
         if not isinstance(adapter, LoraAdapter):
             raise TypeError("add_active_adapter expects a LoraAdapter, not "
                             f"{type(adapter).__name__}")
@@ -167,3 +189,6 @@ import atexit as _atexit
 # Runs queued with run_async finish (or are cancelled) while the interpreter is whole:
 # no worker ever calls into a finalizing interpreter.
 _atexit.register(_ortlite._async_shutdown)
+
+# `from ortlite import *` names the lazy ones too (and so loads them).
+__all__ = sorted({n for n in globals() if not n.startswith("_")} | set(_LAZY))

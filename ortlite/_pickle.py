@@ -8,11 +8,10 @@ options in a weak, process-wide cache first, so a worker that receives the same 
 with every task loads the model once. docs/distributed.md describes the patterns.
 """
 
+import _thread
 import copyreg
-import mmap
 import os
 import pickle
-import threading
 import weakref
 
 from ortlite import _ortlite as _ext
@@ -124,7 +123,7 @@ def _model_bytes(data):
     return data
 
 
-_lock = threading.Lock()
+_lock = _thread.allocate_lock()  # (not threading: ortlite's import stays light)
 # (model SHA-256, options key) -> InferenceSession, while someone holds the session.
 _cache = weakref.WeakValueDictionary()
 # session -> SHA-256 of its model, computed once per session (on its first pickle).
@@ -149,7 +148,7 @@ def _keep(sess):
 def _after_fork_in_child():
     # A thread of the parent may have held the lock at fork time.
     global _lock
-    _lock = threading.Lock()
+    _lock = _thread.allocate_lock()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -217,6 +216,8 @@ def _reduce_session(sess):
     else:
         if path is not None:
             # Mapped, not read: protocol 5 then hands the pages to the pickler as they are.
+            import mmap
+
             with open(path, "rb") as f:
                 data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if loaded_state[0] \
                     else b""
