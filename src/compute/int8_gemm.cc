@@ -153,10 +153,34 @@ void quantize_u8_generic(const float* x, int64_t n, float scale, float zp, uint8
   }
 }
 
+// The product, then the sum, each rounded: fp_barrier-like, so that no contraction into a
+// fused multiply-add changes the result.
+inline float rounded(float v) {
+#if defined(__GNUC__)
+  __asm__("" : "+x"(v));
+#endif
+  return v;
+}
+
+void to_float_generic(float* y, int64_t ldy, int rows, int cols, const float* rs, const float* cs,
+                      const float* bias) {
+  for (int r = 0; r < rows; ++r) {
+    float* yr = y + r * ldy;
+    for (int j = 0; j < cols; ++j) {
+      int32_t c;
+      std::memcpy(&c, yr + j, sizeof(c));
+      float v = rounded(static_cast<float>(c) * rounded(rs[r] * cs[j]));
+      if (bias) v = v + bias[j];
+      yr[j] = v;
+    }
+  }
+}
+
 detail::Helpers select_helpers() {
   detail::Helpers h;
   if (cpu().avx512) h = detail::avx512_helpers();
   if (!h.requantize) h = {requantize_generic, min_max_generic, quantize_u8_generic};
+  if (!h.to_float) h.to_float = to_float_generic;
   return h;
 }
 
@@ -341,8 +365,12 @@ void pack_b(const void* B, bool is_signed, int64_t K, int64_t N, int64_t ldb, Pa
   }
 }
 
-void gemm(const PackedA& A, const PackedB& B, const int32_t* za, int64_t za_step, const int32_t* zb,
-          int64_t zb_step, int32_t* C, int64_t ldc, ThreadPool* pool) {
+namespace {
+
+// gemm and gemm_to_float (fo non-null: C is Y's memory, converted tile by tile).
+void gemm_impl(const PackedA& A, const PackedB& B, const int32_t* za, int64_t za_step,
+               const int32_t* zb, int64_t zb_step, int32_t* C, int64_t ldc, const FloatOut* fo,
+               ThreadPool* pool) {
   const int64_t M = A.M, N = B.N, K = B.K, K4 = B.K4;
   if (M == 0 || N == 0) return;
   // Shifted zero points: a - za = a' - (za + 128) for int8 A (a' = a + 128); b - zb =
@@ -375,9 +403,19 @@ void gemm(const PackedA& A, const PackedB& B, const int32_t* za, int64_t za_step
   // 5 5, not 6 6 6 6 6 2, whose last tile would reuse each B load for 2 rows only).
   const int64_t row_blocks = (M + 95) / 96, mb = (M + row_blocks - 1) / row_blocks;
   const double cost = static_cast<double>(mb) * kNB * static_cast<double>(K4) * 4.0;
+  // Blocks in the order that reads less from memory: row blocks outer reads B once per row
+  // block (A's block stays in cache), column blocks outer reads A once per column block.
+  // With a wide B and several row blocks (512 x 1024 x 8210: 8 MiB of B against 0.5 MiB of
+  // A) the second keeps each B block in cache while every row uses it.
+  const double b_bytes = static_cast<double>(B.N16) * static_cast<double>(panel_stride);
+  const double a_bytes = static_cast<double>(M) * static_cast<double>(lda);
+  const bool cols_outer = static_cast<double>(col_blocks) * a_bytes + b_bytes <
+                          static_cast<double>(row_blocks) * b_bytes + a_bytes;
+  const detail::Helpers& h = helpers();
   parallel_for(pool, row_blocks * col_blocks, cost, [&](int64_t s, int64_t e) {
     for (int64_t t = s; t < e; ++t) {
-      const int64_t cb = t % col_blocks, rb = t / col_blocks;
+      const int64_t cb = cols_outer ? t / row_blocks : t % col_blocks;
+      const int64_t rb = cols_outer ? t % row_blocks : t / col_blocks;
       const int64_t j0 = cb * kNB, cols = std::min(kNB, N - j0);
       const int nv = static_cast<int>((cols + 15) / 16);
       const int64_t i0 = rb * mb, i1 = std::min(M, i0 + mb);
@@ -388,10 +426,28 @@ void gemm(const PackedA& A, const PackedB& B, const int32_t* za, int64_t za_step
         ks.fn(A.data.data() + i * lda, lda, rows, B.data.data() + (j0 / 16) * panel_stride,
               panel_stride, nv, K4, C + i * ldc + j0, ldc, static_cast<int>(cols),
               A.rowsum.data() + i, zap.data() + i, zbp.data() + j0, ct.data() + j0);
+        if (fo) {
+          h.to_float(reinterpret_cast<float*>(C + i * ldc + j0), ldc, rows, static_cast<int>(cols),
+                     fo->row_scale + i, fo->col_scale + j0, fo->bias ? fo->bias + j0 : nullptr);
+        }
         i += rows;
       }
     }
   });
+}
+
+}  // namespace
+
+void gemm(const PackedA& A, const PackedB& B, const int32_t* za, int64_t za_step, const int32_t* zb,
+          int64_t zb_step, int32_t* C, int64_t ldc, ThreadPool* pool) {
+  gemm_impl(A, B, za, za_step, zb, zb_step, C, ldc, nullptr, pool);
+}
+
+void gemm_to_float(const PackedA& A, const PackedB& B, const int32_t* za, int64_t za_step,
+                   const int32_t* zb, int64_t zb_step, const FloatOut& out, float* Y, int64_t ldy,
+                   ThreadPool* pool) {
+  static_assert(sizeof(float) == sizeof(int32_t), "the int32 sums are written in Y's place");
+  gemm_impl(A, B, za, za_step, zb, zb_step, reinterpret_cast<int32_t*>(Y), ldy, &out, pool);
 }
 
 }  // namespace int8gemm

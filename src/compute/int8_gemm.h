@@ -80,6 +80,20 @@ bool has_depthwise_padded();
 void gemm(const PackedA& A, const PackedB& B, const int32_t* za, int64_t za_step, const int32_t* zb,
           int64_t zb_step, int32_t* C, int64_t ldc, ThreadPool* pool);
 
+// gemm with a float result: Y[i, j] (row stride ldy) = float(C[i, j]) * (row_scale[i] *
+// col_scale[j]) + bias[j], C being gemm's int32 sum: the scale product, the product by it and
+// the sum each rounded to float (no fused multiply-add; bias null: no sum), as onnxruntime's
+// MatMulIntegerToFloat reads. Each tile is converted in place in Y right after the kernel
+// wrote it, while it is in cache: there is no int32 buffer of the whole product.
+struct FloatOut {
+  const float* row_scale = nullptr;  // M values
+  const float* col_scale = nullptr;  // N values
+  const float* bias = nullptr;       // N values, or null
+};
+void gemm_to_float(const PackedA& A, const PackedB& B, const int32_t* za, int64_t za_step,
+                   const int32_t* zb, int64_t zb_step, const FloatOut& out, float* Y, int64_t ldy,
+                   ThreadPool* pool);
+
 // y[i] = saturate(rint(float(c[i] + bias) * mult[i * mstep]) + zp) to uint8 (is_signed
 // false) or int8, rounding half to even; NaN gives the low end. (onnxruntime's requantization
 // of QLinearMatMul / QLinearConv.) The sum c[i] + bias wraps.
@@ -123,6 +137,10 @@ struct Helpers {
                      void*) = nullptr;
   void (*min_max)(const float*, int64_t, float*, float*) = nullptr;
   void (*quantize_u8)(const float*, int64_t, float, float, uint8_t*) = nullptr;
+  // rows x cols of gemm_to_float's Y in place (int32 sums in, floats out); rs, cs, bias
+  // at the block's first row / column.
+  void (*to_float)(float* y, int64_t ldy, int rows, int cols, const float* rs, const float* cs,
+                   const float* bias) = nullptr;
 };
 Helpers avx512_helpers();
 // pack_b_conv's kernel (col_step 1 or 2, out sized by pack_b_begin); null when not compiled.

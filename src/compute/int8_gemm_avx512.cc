@@ -195,6 +195,29 @@ void quantize_u8_512(const float* x, int64_t n, float scale, float zp, uint8_t* 
   }
 }
 
+// The product and the sum rounded each (no contraction into a fused multiply-add).
+inline __m512 rounded(__m512 v) {
+  __asm__("" : "+v"(v));
+  return v;
+}
+
+void to_float512(float* y, int64_t ldy, int rows, int cols, const float* rs, const float* cs,
+                 const float* bias) {
+  for (int j = 0; j < cols; j += 16) {
+    const int left = cols - j;
+    const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+    const __m512 cv = _mm512_maskz_loadu_ps(m, cs + j);
+    const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + j) : _mm512_setzero_ps();
+    for (int r = 0; r < rows; ++r) {
+      float* p = y + r * ldy + j;
+      const __m512 x = _mm512_cvtepi32_ps(_mm512_maskz_loadu_epi32(m, p));
+      __m512 v = rounded(_mm512_mul_ps(x, rounded(_mm512_mul_ps(_mm512_set1_ps(rs[r]), cv))));
+      if (bias) v = _mm512_add_ps(v, bv);
+      _mm512_mask_storeu_ps(p, m, v);
+    }
+  }
+}
+
 }  // namespace
 
 namespace detail {
@@ -206,6 +229,7 @@ Helpers avx512_helpers() {
   h.requantize = requantize512;
   h.min_max = min_max512;
   h.quantize_u8 = quantize_u8_512;
+  h.to_float = to_float512;
   return h;
 }
 }  // namespace detail

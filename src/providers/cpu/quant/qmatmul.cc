@@ -189,16 +189,19 @@ class QMatMulBase : public Kernel {
     packed_shape_ = b->shape();
   }
 
-  // c[batches * M * N] = (a - za) x (b - zb), wrapped to int32.
+  // c[batches * M * N] = (a - za) x (b - zb), wrapped to int32; with fo, converted to float
+  // in c's place instead (int8gemm::gemm_to_float): fo's row scales per output row (batches
+  // * M), column scales per matrix of b (its b_index * N first).
   void accumulate(const KernelContext& ctx, const Tensor& a, const Tensor* za, const Tensor& b,
-                  const Tensor* zb, const Plan& p, int32_t* c) const {
+                  const Tensor* zb, const Plan& p, int32_t* c,
+                  const int8gemm::FloatOut* fo = nullptr) const {
     const int64_t M = p.M, N = p.N, K = p.K;
     std::vector<int32_t> zr, zc;
     if (za) zr = to_int32(row_param(ctx, *za, p, "a_zero_point", a.shape()));
     if (zb) zc = to_int32(col_param(ctx, *zb, p, "b_zero_point", b.shape()));
     const int64_t total = p.batches * M * N;
     if (total == 0) return;
-    if (K == 0) {
+    if (K == 0 && !fo) {
       std::fill(c, c + total, 0);
       return;
     }
@@ -216,7 +219,12 @@ class QMatMulBase : public Kernel {
       if (!use_packed) int8gemm::pack_b(bd, b_signed, K, N, N, &local);
       int8gemm::PackedA pa;
       int8gemm::pack_a(ad, a_signed, p.batches * M, K, K, &pa);
-      int8gemm::gemm(pa, use_packed ? packed_ : local, zrp, 1, zcp, 1, c, N, pool);
+      const int8gemm::PackedB& pb = use_packed ? packed_ : local;
+      if (fo) {
+        int8gemm::gemm_to_float(pa, pb, zrp, 1, zcp, 1, *fo, reinterpret_cast<float*>(c), N, pool);
+      } else {
+        int8gemm::gemm(pa, pb, zrp, 1, zcp, 1, c, N, pool);
+      }
       return;
     }
     const int64_t na = a.numel() / (M * K), nb = b.numel() / (K * N);
@@ -226,8 +234,15 @@ class QMatMulBase : public Kernel {
     for (int64_t i = 0; i < nb; ++i) int8gemm::pack_b(bd + i * K * N, b_signed, K, N, N, &pb[i]);
     for (int64_t n = 0; n < p.batches; ++n) {
       const int64_t ia = p.a_index[n], ib = p.b_index[n];
-      int8gemm::gemm(pa[ia], pb[ib], zrp ? zrp + ia * M : nullptr, 1, zcp ? zcp + ib * N : nullptr,
-                     1, c + n * M * N, N, pool);
+      const int32_t* zan = zrp ? zrp + ia * M : nullptr;
+      const int32_t* zbn = zcp ? zcp + ib * N : nullptr;
+      if (fo) {
+        const int8gemm::FloatOut fn{fo->row_scale + n * M, fo->col_scale + ib * N, fo->bias};
+        int8gemm::gemm_to_float(pa[ia], pb[ib], zan, 1, zbn, 1, fn,
+                                reinterpret_cast<float*>(c + n * M * N), N, pool);
+      } else {
+        int8gemm::gemm(pa[ia], pb[ib], zan, 1, zbn, 1, c + n * M * N, N, pool);
+      }
     }
   }
 
@@ -348,34 +363,16 @@ class ToFloatBase : public QMatMulBase {
     Tensor& y = ctx.allocate_output(0, DataType::kFloat, p.out);
     const int64_t total = p.batches * M * N;
     if (total == 0) return;
-    std::vector<int32_t> acc(static_cast<size_t>(total));
-    const int32_t* c = acc.data();
-    accumulate(ctx, a, za, b, zb, p, acc.data());
-    const float* bd = bias ? bias->data<float>() : nullptr;
-    float* yd = y.data<float>();
-    parallel_for(ctx.thread_pool(), p.batches * M, 2.0 * static_cast<double>(N),
-                 [&](int64_t s, int64_t e) {
-                   std::vector<float> mult(static_cast<size_t>(N));
-                   float last_av = 0.0f;
-                   int64_t last_b = -1;
-                   for (int64_t row = s; row < e; ++row) {
-                     const int64_t n = row / M, m = row % M;
-                     const float av = static_cast<float>(sa[p.a_index[n] * M + m]);
-                     if (p.b_index[n] != last_b || !(av == last_av)) {
-                       const double* bsv = sb.data() + p.b_index[n] * N;
-                       for (int64_t j = 0; j < N; ++j) mult[j] = av * static_cast<float>(bsv[j]);
-                       last_av = av;
-                       last_b = p.b_index[n];
-                     }
-                     const int32_t* cr = c + row * N;
-                     float* yr = yd + row * N;
-                     // Two roundings, as Mul then Add: the loops are kept apart so no
-                     // contraction into a fused multiply-add changes the result.
-                     for (int64_t j = 0; j < N; ++j) yr[j] = static_cast<float>(cr[j]) * mult[j];
-                     if (bd)
-                       for (int64_t j = 0; j < N; ++j) yr[j] += bd[j];
-                   }
-                 });
+    // The scales as floats: a's per output row, b's per matrix of b; their product is
+    // formed per element in the GEMM's epilogue, as the per-row multipliers were.
+    std::vector<float> rs(static_cast<size_t>(p.batches * M));
+    for (int64_t n = 0; n < p.batches; ++n) {
+      for (int64_t m = 0; m < M; ++m) rs[n * M + m] = static_cast<float>(sa[p.a_index[n] * M + m]);
+    }
+    std::vector<float> cs(sb.size());
+    for (size_t j = 0; j < sb.size(); ++j) cs[j] = static_cast<float>(sb[j]);
+    const int8gemm::FloatOut fo{rs.data(), cs.data(), bias ? bias->data<float>() : nullptr};
+    accumulate(ctx, a, za, b, zb, p, reinterpret_cast<int32_t*>(y.data<float>()), &fo);
   }
 };
 
