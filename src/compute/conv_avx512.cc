@@ -30,6 +30,60 @@ bool dw_supported(const DwGeometry& g) {
 #endif
 }
 
+bool direct_supported(const DirectGeometry& g) {
+  return available() && (g.M == 16 || g.M == 32) && (g.s == 1 || g.s == 2) && g.C >= 1 &&
+         g.KH >= 1 && g.KW >= 1 && g.OH >= 1 && g.OW >= 1;
+}
+
+std::vector<float> direct_pack(const float* w, int64_t M, int64_t C, int64_t KH, int64_t KW,
+                               const float* scale) {
+  const int64_t taps = C * KH * KW;
+  std::vector<float> p(static_cast<size_t>(M * taps));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < taps; ++k)
+      p[static_cast<size_t>(((m / 16) * taps + k) * 16 + m % 16)] =
+          w[m * taps + k] * (scale ? scale[m] : 1.f);
+  return p;
+}
+
+namespace {
+// The padded plane: every row and column that an output reads, and no more.
+int64_t padded_h(const DirectGeometry& g) {
+  return (g.OH - 1) * g.s + g.KH;
+}
+int64_t padded_w(const DirectGeometry& g) {
+  return (g.OW - 1) * g.s + g.KW;
+}
+// Past the last plane: the reads of a tile's unused pixels (at most 15 per row, stride 2).
+constexpr int64_t kDirectSlack = 32;
+}  // namespace
+
+int64_t direct_pad_size(const DirectGeometry& g) {
+  return g.C * padded_h(g) * padded_w(g) + kDirectSlack;
+}
+
+void direct_pad(const DirectGeometry& g, const float* x, float* xp) {
+  const int64_t Hp = padded_h(g), Wp = padded_w(g);
+  // Input columns [c0, c1) land in padded columns [c0 + pl, c1 + pl), inside [0, Wp).
+  const int64_t c0 = std::max<int64_t>(0, -g.pl), c1 = std::min(g.W, Wp - g.pl);
+  for (int64_t c = 0; c < g.C; ++c) {
+    float* d = xp + c * Hp * Wp;
+    const float* xc = x + c * g.H * g.W;
+    for (int64_t r = 0; r < Hp; ++r) {
+      float* dr = d + r * Wp;
+      const int64_t ir = r - g.pt;
+      if (ir < 0 || ir >= g.H || c1 <= c0) {
+        std::fill(dr, dr + Wp, 0.f);
+        continue;
+      }
+      std::fill(dr, dr + c0 + g.pl, 0.f);
+      std::copy(xc + ir * g.W + c0, xc + ir * g.W + c1, dr + c0 + g.pl);
+      std::fill(dr + c1 + g.pl, dr + Wp, 0.f);
+    }
+  }
+  std::fill(xp + g.C * Hp * Wp, xp + g.C * Hp * Wp + kDirectSlack, 0.f);
+}
+
 namespace {
 
 // Bits [lo, hi) of a 32-bit mask, clipped to [0, n).
@@ -91,9 +145,10 @@ std::vector<uint32_t> dw_masks(const DwGeometry& g) {
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx2,fma")
 // GCC 12 reports the _mm512_undefined_ps() that its own shuffle intrinsics pass as a
-// don't-care source as maybe-uninitialized.
+// don't-care source as (maybe-)uninitialized.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 namespace ortlite {
@@ -288,6 +343,89 @@ void run_flat(const DwGeometry& g, const uint32_t* masks, const float* xc, const
   }
 }
 
+// One tile of T pixels of an output row, NB blocks of 16 output channels: the products
+// over every input channel and tap, plus the bias, stored as buf[t][NB * 16]. xr: the
+// padded input at the tile's first pixel (channel 0, top kernel row). Predictive commoning
+// would keep the inputs of the next tap column in registers and broadcast them there, on
+// the FMAs' port; each broadcast from memory is a load.
+template <int T, int NB, int S>
+__attribute__((optimize("no-predictive-commoning"))) void direct_tile(
+    const float* xr, int64_t plane, int64_t Wp, int64_t C, int64_t KH, int64_t KW, const float* wp,
+    int64_t wblock, const float* bias, bool relu, float* buf) {
+  __m512 acc[NB][T];
+#pragma GCC unroll 2
+  for (int b = 0; b < NB; ++b) {
+    const __m512 bv = bias ? _mm512_loadu_ps(bias + 16 * b) : _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) acc[b][t] = bv;
+  }
+  const int64_t kt = KH * KW * 16;
+  for (int64_t c = 0; c < C; ++c) {
+    for (int64_t ky = 0; ky < KH; ++ky) {
+      const float* r = xr + c * plane + ky * Wp;
+      const float* w = wp + c * kt + ky * KW * 16;
+      for (int64_t kx = 0; kx < KW; ++kx, ++r, w += 16) {
+        const __m512 w0 = _mm512_loadu_ps(w);
+        if constexpr (NB == 1) {
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t)
+            acc[0][t] = _mm512_fmadd_ps(_mm512_set1_ps(r[t * S]), w0, acc[0][t]);
+        } else {
+          const __m512 w1 = _mm512_loadu_ps(w + wblock);
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) {
+            const __m512 xv = _mm512_set1_ps(r[t * S]);
+            acc[0][t] = _mm512_fmadd_ps(xv, w0, acc[0][t]);
+            acc[1][t] = _mm512_fmadd_ps(xv, w1, acc[1][t]);
+          }
+        }
+      }
+    }
+  }
+  const __m512 zero = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int b = 0; b < NB; ++b)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t)
+      _mm512_storeu_ps(buf + t * NB * 16 + b * 16,
+                       relu ? _mm512_max_ps(zero, acc[b][t]) : acc[b][t]);  // NaN kept
+}
+
+using DirectTile = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, const float*,
+                            int64_t, const float*, bool, float*);
+
+template <int NB, int S>
+DirectTile direct_tile_for(int64_t n) {
+  if (n <= 4) return direct_tile<4, NB, S>;
+  if (n <= 8) return direct_tile<8, NB, S>;
+  if constexpr (NB == 1) {
+    if (n > 12) return direct_tile<16, NB, S>;
+  }
+  return direct_tile<12, NB, S>;
+}
+
+template <int NB, int S>
+void direct_rows(const DirectGeometry& g, const float* xp, const float* wp, const float* bias,
+                 bool relu, float* y, int64_t r0, int64_t r1) {
+  constexpr int64_t kT = NB == 1 ? 16 : 12;  // pixels per tile: 16 or 24 accumulators
+  const int64_t Wp = (g.OW - 1) * S + g.KW, plane = ((g.OH - 1) * S + g.KH) * Wp;
+  const int64_t P = g.OH * g.OW, wblock = g.C * g.KH * g.KW * 16;
+  alignas(64) float buf[kT * NB * 16];
+  const DirectTile full = direct_tile_for<NB, S>(kT);
+  const int64_t rest = g.OW % kT;
+  const DirectTile last = rest ? direct_tile_for<NB, S>(rest) : full;
+  for (int64_t oy = r0; oy < r1; ++oy) {
+    const float* xr = xp + oy * S * Wp;
+    for (int64_t ox = 0; ox < g.OW; ox += kT) {
+      const int64_t n = std::min(kT, g.OW - ox);
+      (n == kT ? full : last)(xr + ox * S, plane, Wp, g.C, g.KH, g.KW, wp, wblock, bias, relu, buf);
+      for (int b = 0; b < NB; ++b)
+        transpose16(buf + 16 * b, NB * 16, static_cast<int>(n), 16, y + 16 * b * P + oy * g.OW + ox,
+                    P);
+    }
+  }
+}
+
 }  // namespace
 
 void transpose16(const float* src, int64_t lds, int rows, int cols, float* dst, int64_t ldd) {
@@ -371,6 +509,15 @@ void im2col_shifted(const float* x, int64_t in_size, int64_t C, int64_t ksize, c
   }
 }
 
+void direct_run(const DirectGeometry& g, const float* xp, const float* wp, const float* bias,
+                bool relu, float* y, int64_t r0, int64_t r1) {
+  if (g.M == 16) {
+    (g.s == 1 ? direct_rows<1, 1> : direct_rows<1, 2>)(g, xp, wp, bias, relu, y, r0, r1);
+  } else {
+    (g.s == 1 ? direct_rows<2, 1> : direct_rows<2, 2>)(g, xp, wp, bias, relu, y, r0, r1);
+  }
+}
+
 void dw_run(const DwGeometry& g, const uint32_t* masks, const float* xc, const float* w, float b,
             bool clamp, float lo, float hi, float* yc) {
   const bool k3 = g.KH == 3 && g.KW == 3;
@@ -407,6 +554,8 @@ void deinterleave2(const float*, int64_t, float*, float*) {}
 void im2col_shifted(const float*, int64_t, int64_t, int64_t, const int64_t*, const uint16_t*,
                     int64_t, float*) {}
 void transpose16(const float*, int64_t, int, int, float*, int64_t) {}
+void direct_run(const DirectGeometry&, const float*, const float*, const float*, bool, float*,
+                int64_t, int64_t) {}
 }  // namespace cvx
 }  // namespace nn
 }  // namespace ortlite

@@ -58,6 +58,39 @@ void im2col_shifted(const float* x, int64_t in_size, int64_t C, int64_t ksize, c
 // even and odd columns).
 void deinterleave2(const float* s, int64_t n, float* even, float* odd);
 
+// Direct dense 2-D convolution for few output channels (group 1, 16 or 32 output
+// channels): vectorized over the output channels, one 16-channel accumulator per pixel of a
+// tile of an output row, one weight load per kernel tap, each input value broadcast from a
+// zero-padded copy of the image (direct_pad). Strides 1 or 2 (equal), dilation 1.
+struct DirectGeometry {
+  int64_t C, M;          // input channels; output channels (16 or 32)
+  int64_t H, W, OH, OW;  // input and output plane
+  int64_t KH, KW;        // kernel
+  int64_t s;             // stride (both axes)
+  int64_t pt, pl;        // leading pads
+};
+
+// Whether direct_run() takes this geometry (the kernel is built for it; whether it is the
+// fastest choice is the caller's).
+bool direct_supported(const DirectGeometry& g);
+
+// W [M][C][KH][KW] repacked as [M / 16][C][KH][KW][16], each row scaled by scale[m] when
+// scale is not null.
+std::vector<float> direct_pack(const float* w, int64_t M, int64_t C, int64_t KH, int64_t KW,
+                               const float* scale);
+
+// Floats of the padded copy of one image that direct_pad() writes.
+int64_t direct_pad_size(const DirectGeometry& g);
+
+// The zero-padded copy of one image x [C][H][W], every row direct_pad_size's row length.
+void direct_pad(const DirectGeometry& g, const float* x, float* xp);
+
+// Output rows [r0, r1) of one image: y[m][oy][ox] = bias[m] + sum over c, ky, kx of
+// w[m][c][ky][kx] xp(c, oy * s + ky, ox * s + kx), then max(., 0) when `relu` (NaN kept).
+// bias may be null.
+void direct_run(const DirectGeometry& g, const float* xp, const float* wp, const float* bias,
+                bool relu, float* y, int64_t r0, int64_t r1);
+
 // dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols (both at most 16): a 16 x 16
 // block transposed in registers.
 void transpose16(const float* src, int64_t lds, int rows, int cols, float* dst, int64_t ldd);

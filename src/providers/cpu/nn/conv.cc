@@ -313,6 +313,7 @@ struct ConvWeights {
   const std::vector<fgemm::Packed>* fused = nullptr;         // float: packed for the fused GEMM
   const std::vector<PackedGemmMatrix<T>>* packed = nullptr;  // packed for gemm_packed_a
   const WinoWeights* wino = nullptr;                         // float 3x3: Winograd U
+  const std::vector<float>* direct = nullptr;                // float: packed for cvx::direct_run
 };
 
 template <typename T>
@@ -466,6 +467,50 @@ bool implicit_conv(const ConvArgs<float>& a, int64_t Cg, int64_t Mg, int64_t ksi
   return true;
 }
 
+// Small dense convolutions with 16 or 32 output channels: the direct AVX-512 kernel
+// (cvx::direct_run), which needs no im2col and keeps every accumulator in a register; the
+// weights were packed for it at load (Conv::direct_candidate). Per image: the zero-padded
+// copy, then bands of output rows, over the threads when the layer is large enough.
+bool direct_enabled() {
+  static const bool on = !std::getenv("ORTLITE_CONV_NO_DIRECT");
+  return on;
+}
+// The output plane up to which the kernel was measured ahead of im2col + the fused GEMM.
+constexpr int64_t kDirectMaxOut = 32;
+cvx::DirectGeometry direct_geometry(const SpatialGeometry& g, int64_t C, int64_t M) {
+  return {C,           M,           g.in[0],     g.in[1],        g.out[0],      g.out[1],
+          g.kernel[0], g.kernel[1], g.stride[0], g.pad_begin[0], g.pad_begin[1]};
+}
+bool direct_geometry_ok(const SpatialGeometry& g) {
+  return g.rank == 2 && g.stride[0] == g.stride[1] && g.dilation[0] == 1 && g.dilation[1] == 1 &&
+         g.out[0] <= kDirectMaxOut && g.out[1] <= kDirectMaxOut;
+}
+
+void direct_conv(const ConvArgs<float>& a, ThreadPool* pool) {
+  const SpatialGeometry& g = *a.geo;
+  const cvx::DirectGeometry dg = direct_geometry(g, a.C, a.M);
+  const int64_t P = dg.OH * dg.OW, in_size = dg.H * dg.W;
+  const double work = 2.0 * static_cast<double>(a.M * a.C * dg.KH * dg.KW * P);
+  if (work * static_cast<double>(a.N) < 2e6) pool = nullptr;
+  const bool relu_in = a.ep.act.kind == ActKind::kRelu && !a.ep.z;
+  const bool after = !relu_in && (a.ep.z || a.ep.act.kind != ActKind::kNone);
+  thread_local std::vector<float> pad_buf;
+  pad_buf.resize(static_cast<size_t>(cvx::direct_pad_size(dg)));
+  for (int64_t n = 0; n < a.N; ++n) {
+    cvx::direct_pad(dg, a.x + n * a.C * in_size, pad_buf.data());
+    const float* xp = pad_buf.data();
+    float* y = a.y + n * a.M * P;
+    const float* z = a.ep.z ? a.ep.z + n * a.M * P : nullptr;
+    parallel_for(pool, dg.OH, work / static_cast<double>(dg.OH), [&](int64_t r0, int64_t r1) {
+      cvx::direct_run(dg, xp, a.wt.direct->data(), a.ep.bias, relu_in, y, r0, r1);
+      if (after)
+        for (int64_t m = 0; m < a.M; ++m)
+          epilogue(a.ep.act, y + m * P + r0 * dg.OW, (r1 - r0) * dg.OW, 0.f,
+                   z ? z + m * P + r0 * dg.OW : nullptr);
+    });
+  }
+}
+
 template <typename T>
 void conv_compute(const ConvArgs<T>& a, ThreadPool* pool) {
   const SpatialGeometry& g = *a.geo;
@@ -492,6 +537,10 @@ void conv_compute(const ConvArgs<T>& a, ThreadPool* pool) {
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
+    if (a.wt.direct && a.group == 1 && direct_geometry_ok(g)) {
+      direct_conv(a, pool);
+      return;
+    }
     if (a.wt.wino) {
       winograd_conv(g, a.x, *a.wt.wino, a.ep, a.y, a.N, a.C, a.M, pool);
       return;
@@ -700,6 +749,9 @@ class Conv final : public Kernel {
       wf = f.data();
     }
     const int64_t Mg = M / attrs_.group, Kg = per;
+    if (wf && direct_candidate(*w))
+      direct_w_ = cvx::direct_pack(wf, M, w->dim(1), w->dim(2), w->dim(3),
+                                   scale.empty() ? nullptr : scale.data());
     if (w->dim(1) == 1) {
       // Direct depthwise reads W itself, or a scaled copy when w_scale changes it.
       if (!scale.empty()) {
@@ -779,7 +831,7 @@ class Conv final : public Kernel {
         ConvWeights<float> wt;
         wt.w = mine && !own_w_.empty() ? own_w_.data() : W.data<float>();
         if (mine) set_prepared(wt);
-        if (wt.wino && small_for_winograd(geo)) {
+        if (wt.wino && !(wt.direct && direct_geometry_ok(geo)) && small_for_winograd(geo)) {
           // W is the float constant Winograd's weights came from (winograd_candidate).
           std::call_once(small_once_, [&] {
             small_w_.push_back(
@@ -857,6 +909,23 @@ class Conv final : public Kernel {
   // 16x16 94 against 156 us, at 24x24 180 against 219, even at 28x28; 64 -> 64 at 16x16 318
   // against 440, at 20x20 430 against 377 (Winograd ahead); 128 -> 128 at 14x14 753 against
   // 907, at 24x24 2120 against 1637.
+  // Dense 2-D float kernels that cvx::direct_run takes, within the range where it was
+  // measured ahead of im2col + the fused GEMM (3x3 + Relu, 1 thread): 16 or 32 output
+  // channels, up to 32 input channels, kernels up to 7 x 7, strides 1 or 2, no dilation.
+  // With partly empty 16-lane blocks (3, 8, 24, 48 channels) it was 1.2-1.5x slower, and
+  // from 48 input channels 1.02-1.48x. The output size is checked per run
+  // (direct_geometry_ok).
+  bool direct_candidate(const Tensor& w) const {
+    if (!cvx::available() || w.rank() != 4 || attrs_.group != 1) return false;
+    if ((w.dim(0) != 16 && w.dim(0) != 32) || w.dim(1) < 1 || w.dim(1) > 32) return false;
+    if (w.dim(2) > 7 || w.dim(3) > 7) return false;
+    const auto& st = attrs_.spatial.strides;
+    if (!st.empty() && (st.size() != 2 || st[0] != st[1] || st[0] < 1 || st[0] > 2)) return false;
+    for (int64_t d : attrs_.spatial.dilations)
+      if (d != 1) return false;
+    return true;
+  }
+
   bool small_for_winograd(const SpatialGeometry& geo) const {
     int64_t P = 1;
     for (size_t d = 0; d < geo.rank; ++d) P *= geo.out[d];
@@ -865,6 +934,7 @@ class Conv final : public Kernel {
   }
 
   void set_prepared(ConvWeights<float>& wt) const {
+    if (!direct_w_.empty() && direct_enabled()) wt.direct = &direct_w_;
     if (!fused_w_.empty()) wt.fused = &fused_w_;
     if (!packed_f32_.empty()) wt.packed = &packed_f32_;
     if (wino_) wt.wino = wino_.get();
@@ -892,7 +962,8 @@ class Conv final : public Kernel {
   ActSpec act_;
   DataType w_dtype_ = DataType::kUndefined;  // the constant W the members below come from
   Shape w_shape_;
-  std::vector<float> own_w_;  // depthwise W scaled by w_scale
+  std::vector<float> own_w_;     // depthwise W scaled by w_scale
+  std::vector<float> direct_w_;  // W packed for cvx::direct_run (direct_candidate)
   std::vector<fgemm::Packed> fused_w_;
   std::vector<PackedGemmMatrix<float>> packed_f32_;
   std::vector<PackedGemmMatrix<double>> packed_f64_;

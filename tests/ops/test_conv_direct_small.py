@@ -1,0 +1,163 @@
+"""The direct AVX-512 convolution for small dense layers (cvx::direct_run in
+src/compute/conv_avx512.cc: group 1, 16 or 32 output channels, up to 32 input channels,
+outputs up to 32x32, strides 1 / 2, kernels up to 7x7) against onnxruntime: every tile width
+(full and partial rows of 16 / 12 pixels, 4 to 32 wide outputs), odd and asymmetric pads,
+pads beyond the kernel, 1-channel and 32-channel inputs, bias or none, the fused Relu / Clip /
+LeakyRelu and residual Add that the optimizer folds into the convolution, batches, NaN
+inputs, 1 and 2 threads, and sizes just outside the kernel's range (which run the other
+algorithms)."""
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from helpers import randn, run_lite, run_ort
+
+
+def conv_net(x_shape, w, bias, strides, pads, post=None, residual=False):
+    """Conv (then an activation and/or the input added back), with a constant W."""
+    inits = [numpy_helper.from_array(w, "w")]
+    names = ["x", "w"]
+    if bias is not None:
+        inits.append(numpy_helper.from_array(bias, "b"))
+        names.append("b")
+    nodes = [helper.make_node("Conv", names, ["c"], name="conv", strides=strides, pads=pads,
+                              kernel_shape=list(w.shape[2:]))]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))]
+    out = "c"
+    if residual:
+        inputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, None))
+        nodes.append(helper.make_node("Add", [out, "r"], ["s"], name="add"))
+        out = "s"
+    if post is not None:
+        op, attrs = post
+        extra = []
+        if op == "Clip":
+            inits += [numpy_helper.from_array(np.array(0.0, np.float32), "lo"),
+                      numpy_helper.from_array(np.array(6.0, np.float32), "hi")]
+            extra = ["lo", "hi"]
+        nodes.append(helper.make_node(op, [out] + extra, ["y"], name="act", **attrs))
+        out = "y"
+    graph = helper.make_graph(nodes, "g", inputs,
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def check(model, feeds, threads=1):
+    expected = run_ort(model, feeds)[0]
+    actual = run_lite(model, feeds, threads)[0]
+    assert actual.shape == expected.shape and actual.dtype == expected.dtype
+    scale = float(np.abs(expected).max()) + 1e-6
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=2e-5 * scale)
+    return actual
+
+
+# (N, C, M, H, W, kernel (kh, kw), stride, pads)
+CASES = [
+    (1, 3, 16, 32, 32, (3, 3), 1, [1, 1, 1, 1]),     # the demo's stem: two full 16-pixel tiles
+    (1, 16, 16, 16, 16, (3, 3), 1, [1, 1, 1, 1]),    # one full tile per row
+    (1, 16, 32, 16, 16, (3, 3), 2, [1, 1, 1, 1]),    # 32 channels, stride 2: an 8-pixel tile
+    (1, 32, 32, 32, 32, (3, 3), 1, [1, 1, 1, 1]),    # 32 -> 32: 12 + 12 + 8 pixels
+    (2, 8, 16, 13, 11, (3, 3), 1, [1, 1, 1, 1]),     # odd sizes, batch 2
+    (1, 1, 16, 20, 20, (5, 5), 1, [2, 2, 2, 2]),     # one input channel
+    (1, 4, 32, 27, 29, (7, 7), 2, [3, 3, 3, 3]),     # 7x7 stride 2 (a stem)
+    (1, 16, 16, 9, 9, (1, 1), 1, [0, 0, 0, 0]),      # 1x1
+    (1, 16, 32, 17, 17, (1, 1), 2, [0, 0, 0, 0]),    # 1x1 stride 2
+    (1, 12, 16, 10, 30, (1, 3), 1, [0, 1, 0, 1]),    # 1x3, wide rows
+    (1, 12, 32, 30, 10, (3, 1), 1, [1, 0, 1, 0]),    # 3x1
+    (1, 8, 16, 14, 14, (3, 3), 1, [0, 2, 1, 0]),     # asymmetric pads
+    (1, 8, 32, 6, 5, (3, 3), 1, [3, 3, 3, 3]),       # pads beyond the kernel
+    (1, 16, 16, 8, 8, (2, 2), 2, [0, 0, 0, 0]),      # even kernel, no padding
+    (1, 16, 32, 7, 7, (4, 4), 1, [1, 2, 2, 1]),      # even kernel, odd pads
+    (1, 32, 16, 4, 4, (3, 3), 1, [1, 1, 1, 1]),      # a 4-pixel tile
+    (1, 24, 32, 19, 21, (5, 5), 2, [2, 2, 2, 2]),    # 5x5 stride 2, odd
+    (3, 5, 16, 25, 26, (3, 3), 2, [1, 0, 0, 1]),     # stride 2, batch 3
+    (1, 16, 32, 1, 1, (1, 1), 1, [0, 0, 0, 0]),      # a single pixel
+    (1, 16, 16, 33, 33, (3, 3), 1, [0, 0, 0, 0]),    # 31x31 output, no padding
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[:5])) + f"k{c[5][0]}{c[5][1]}s{c[6]}")
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+def test_direct_against_onnxruntime(case, bias):
+    N, C, M, H, W, k, s, pads = case
+    w = randn((M, C) + k, 1, scale=1.0 / np.sqrt(C * k[0] * k[1]))
+    b = randn((M,), 2) if bias else None
+    x = randn((N, C, H, W), 3)
+    check(conv_net(x.shape, w, b, [s, s], pads), {"x": x})
+
+
+POSTS = [("Relu", {}), ("Clip", {}), ("LeakyRelu", {"alpha": 0.1})]
+
+
+@pytest.mark.parametrize("post", POSTS, ids=[p[0] for p in POSTS])
+@pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
+@pytest.mark.parametrize("shape", [(1, 16, 16, 16, 16), (2, 16, 32, 12, 12)], ids=["16", "32"])
+def test_fused_epilogues(post, residual, shape):
+    N, C, M, H, W = shape
+    w = randn((M, C, 3, 3), 4, scale=0.2)
+    b = randn((M,), 5)
+    x = randn((N, C, H, W), 6)
+    feeds = {"x": x}
+    if residual:
+        feeds["r"] = randn((N, M, H, W), 7)
+    check(conv_net(x.shape, w, b, [1, 1], [1, 1, 1, 1], post=post, residual=residual), feeds)
+
+
+def test_residual_broadcast():
+    """An Add whose other input broadcasts ([M, 1, 1]) is not Y's shape."""
+    w = randn((16, 8, 3, 3), 8, scale=0.3)
+    x = randn((1, 8, 10, 10), 9)
+    check(conv_net(x.shape, w, None, [1, 1], [1, 1, 1, 1], post=("Relu", {}), residual=True),
+          {"x": x, "r": randn((16, 1, 1), 10)})
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", [(1, 32, 32, 32, 32), (4, 16, 16, 16, 16), (1, 3, 16, 8, 8)],
+                         ids=["large", "batch", "tiny"])
+def test_threads(threads, shape):
+    N, C, M, H, W = shape
+    w = randn((M, C, 3, 3), 11, scale=0.2)
+    b = randn((M,), 12)
+    x = randn((N, C, H, W), 13)
+    a = check(conv_net(x.shape, w, b, [1, 1], [1, 1, 1, 1], post=("Relu", {})), {"x": x},
+              threads=threads)
+    assert (a >= 0).all()
+
+
+def test_nan_propagates():
+    """A NaN input reaches every output that reads it, through the fused Relu too."""
+    w = np.ones((16, 4, 3, 3), np.float32)
+    x = np.zeros((1, 4, 8, 8), np.float32)
+    x[0, 2, 4, 4] = np.nan
+    y = run_lite(conv_net(x.shape, w, None, [1, 1], [1, 1, 1, 1], post=("Relu", {})), {"x": x})[0]
+    nan = np.isnan(y[0])
+    assert nan[:, 3:6, 3:6].all()
+    assert nan.sum() == 16 * 9
+
+
+@pytest.mark.parametrize("case", [
+    (1, 16, 16, 34, 34, (3, 3), 1, [1, 1, 1, 1]),    # 34x34 output: past the kernel's range
+    (1, 40, 16, 12, 12, (3, 3), 1, [1, 1, 1, 1]),    # 40 input channels
+    (1, 16, 24, 12, 12, (3, 3), 1, [1, 1, 1, 1]),    # 24 output channels
+    (1, 16, 16, 12, 12, (9, 9), 1, [4, 4, 4, 4]),    # 9x9 kernel
+    (1, 16, 16, 18, 18, (3, 3), 3, [1, 1, 1, 1]),    # stride 3
+], ids=["out34", "c40", "m24", "k9", "s3"])
+def test_outside_range_still_correct(case):
+    N, C, M, H, W, k, s, pads = case
+    w = randn((M, C) + k, 14, scale=0.2)
+    x = randn((N, C, H, W), 15)
+    check(conv_net(x.shape, w, randn((M,), 16), [s, s], pads), {"x": x})
+
+
+def test_dilated_and_uneven_strides_fall_back():
+    w = randn((16, 8, 3, 3), 17, scale=0.2)
+    x = randn((1, 8, 16, 16), 18)
+    model = conv_net(x.shape, w, None, [1, 2], [1, 1, 1, 1])
+    check(model, {"x": x})
+    model = conv_net(x.shape, w, None, [1, 1], [2, 2, 2, 2])
+    model.graph.node[0].attribute.append(helper.make_attribute("dilations", [2, 2]))
+    check(model, {"x": x})
