@@ -161,3 +161,21 @@ def test_dilated_and_uneven_strides_fall_back():
     model = conv_net(x.shape, w, None, [1, 1], [2, 2, 2, 2])
     model.graph.node[0].attribute.append(helper.make_attribute("dilations", [2, 2]))
     check(model, {"x": x})
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 16, 16, 16), (2, 16, 32, 9, 9)], ids=["16", "32"])
+def test_float16(shape):
+    """float16 Conv computes in float through the same kernel: against onnxruntime's float
+    result on the same (float16) values, within float16 rounding of the output."""
+    N, C, M, H, W = shape
+    w = randn((M, C, 3, 3), 19, scale=0.2).astype(np.float16)
+    b = randn((M,), 20).astype(np.float16)
+    x = randn((N, C, H, W), 21).astype(np.float16)
+    ref = run_ort(conv_net(x.shape, w.astype(np.float32), b.astype(np.float32), [1, 1],
+                           [1, 1, 1, 1], post=("Relu", {})), {"x": x.astype(np.float32)})[0]
+    model = conv_net(x.shape, w, b, [1, 1], [1, 1, 1, 1], post=("Relu", {}))
+    model.graph.input[0].type.tensor_type.elem_type = TensorProto.FLOAT16
+    model.graph.output[0].type.tensor_type.elem_type = TensorProto.FLOAT16
+    got = run_lite(model, {"x": x})[0]
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float32), ref, rtol=2e-3, atol=2e-3)
