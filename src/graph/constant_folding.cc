@@ -28,6 +28,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "graph/graph_walk.h"
 #include "graph/planner.h"
 #include "ortlite/kernel.h"
 #include "ortlite/status.h"
@@ -40,10 +41,6 @@ constexpr int64_t kMaxBytes = int64_t(64) << 20;  // a node's outputs, in total
 constexpr int64_t kMaxElems = kMaxBytes / 4;      // bound on the elements, before running
 constexpr int64_t kExpandFloor = 65536;           // elements an expanding op may always write
 constexpr int64_t kHuge = std::numeric_limits<int64_t>::max();
-
-bool default_domain(const std::string& d) {
-  return d.empty() || d == "ai.onnx";
-}
 
 // How the elements a node writes are bounded before it runs.
 enum class Kind {
@@ -335,13 +332,6 @@ int64_t elems_written(Kind kind, const Node& n, const std::vector<const Tensor*>
 bool expands(Kind kind) {
   return kind == Kind::kExpand || kind == Kind::kTile || kind == Kind::kConstantOfShape ||
          kind == Kind::kRange;
-}
-
-bool has_subgraph(const Node& n) {
-  for (const Attribute& a : n.attributes)
-    if (a.type == AttrType::kGraph || a.type == AttrType::kGraphs || a.g || !a.graphs.empty())
-      return true;
-  return false;
 }
 
 // A copy of `t` in memory of its own, marked constant like the model's initializers.

@@ -19,16 +19,13 @@
 #include <unordered_set>
 #include <vector>
 
+#include "graph/graph_walk.h"
 #include "graph/type_inference.h"
 #include "ortlite/dtype.h"
 
 namespace ortlite {
 
 namespace {
-
-bool default_domain(const std::string& d) {
-  return d.empty() || d == "ai.onnx";
-}
 
 // Ops whose float kernel computes what their float16 kernel does before it rounds the
 // result to float16. Not here: ops whose result a last-bit change of an operand can change
@@ -107,58 +104,6 @@ bool moves_elements(const std::string& op) {
   return kOps.count(op) != 0;
 }
 
-// Every name read anywhere inside a subgraph (as optimizer.cc's: an over-approximation of
-// what it reads from the enclosing graph). The reader bounds nesting depth.
-void subgraph_reads(const Graph& g, std::unordered_set<std::string>& out) {
-  for (const Node& n : g.nodes) {
-    for (const std::string& i : n.inputs) out.insert(i);
-    for (const Attribute& a : n.attributes) {
-      if (a.type == AttrType::kGraph && a.g) subgraph_reads(*a.g, out);
-      if (a.type == AttrType::kGraphs)
-        for (const auto& sg : a.graphs)
-          if (sg) subgraph_reads(*sg, out);
-    }
-  }
-  for (const ValueInfo& vi : g.outputs) out.insert(vi.name);
-}
-
-bool has_subgraph(const Node& n) {
-  for (const Attribute& a : n.attributes)
-    if ((a.type == AttrType::kGraph && a.g) || (a.type == AttrType::kGraphs && !a.graphs.empty()))
-      return true;
-  return false;
-}
-
-// Node indices in an order where every node follows its producers (file order among ready
-// nodes); false on a cycle.
-bool topological_order(const Graph& g, std::vector<int>& order) {
-  std::unordered_map<std::string, int> producer;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (const std::string& o : g.nodes[i].outputs)
-      if (!o.empty()) producer.emplace(o, static_cast<int>(i));
-  std::vector<int> pending(g.nodes.size(), 0);
-  std::vector<std::vector<int>> next(g.nodes.size());
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (const std::string& in : g.nodes[i].inputs) {
-      auto it = in.empty() ? producer.end() : producer.find(in);
-      if (it == producer.end()) continue;
-      ++pending[i];
-      next[static_cast<size_t>(it->second)].push_back(static_cast<int>(i));
-    }
-  std::vector<int> ready;
-  for (size_t i = g.nodes.size(); i-- > 0;)
-    if (!pending[i]) ready.push_back(static_cast<int>(i));
-  order.clear();
-  while (!ready.empty()) {
-    const int i = ready.back();
-    ready.pop_back();
-    order.push_back(i);
-    for (int r : next[static_cast<size_t>(i)])
-      if (--pending[static_cast<size_t>(r)] == 0) ready.push_back(r);
-  }
-  return order.size() == g.nodes.size();
-}
-
 // The float copy of a float16 constant, in memory of its own marked constant like the
 // model's initializers.
 Tensor float_copy(const Tensor& h) {
@@ -219,13 +164,7 @@ class Fp16Rewrite {
     for (const Node& n : g_.nodes) {
       names_.insert(n.name);
       for (const std::string& o : n.outputs) names_.insert(o);
-      if (has_subgraph(n))
-        for (const Attribute& a : n.attributes) {
-          if (a.type == AttrType::kGraph && a.g) subgraph_reads(*a.g, pinned_);
-          if (a.type == AttrType::kGraphs)
-            for (const auto& sg : a.graphs)
-              if (sg) subgraph_reads(*sg, pinned_);
-        }
+      node_subgraph_reads(n, pinned_);
     }
 
     names_.insert(pinned_.begin(), pinned_.end());

@@ -56,6 +56,7 @@
 
 #include "graph/constant_folding.h"
 #include "graph/fp16_rewrite.h"
+#include "graph/graph_walk.h"
 #include "graph/planner.h"
 #include "graph/type_inference.h"
 #include "ortlite/kernel.h"
@@ -67,30 +68,8 @@ namespace {
 
 constexpr const char* kDomain = "com.ortlite";
 
-bool default_domain(const std::string& d) {
-  return d.empty() || d == "ai.onnx";
-}
-
 bool is_op(const Node& n, const char* op) {
   return n.op_type == op && default_domain(n.domain);
-}
-
-// Every name read anywhere inside a subgraph (an over-approximation of what it reads from
-// the enclosing graph: enough to keep those values untouched). The reader and the inliner
-// bound nesting at 64; the bound is checked again before each step down.
-void subgraph_reads(const Graph& g, std::unordered_set<std::string>& out, int depth = 0) {
-  for (const Node& n : g.nodes) {
-    for (const std::string& i : n.inputs) out.insert(i);
-    for (const Attribute& a : n.attributes) {
-      if (depth >= 64 && (a.g || !a.graphs.empty()))
-        ORTLITE_THROW(kInvalidGraph, n.label(), ": subgraphs are nested more than 64 deep");
-      if (a.type == AttrType::kGraph && a.g) subgraph_reads(*a.g, out, depth + 1);
-      if (a.type == AttrType::kGraphs)
-        for (const auto& sg : a.graphs)
-          if (sg) subgraph_reads(*sg, out, depth + 1);
-    }
-  }
-  for (const ValueInfo& vi : g.outputs) out.insert(vi.name);
 }
 
 // A tensor in memory of its own, marked constant like the model's initializers (so a
@@ -172,12 +151,7 @@ class Optimizer {
         if (!o.empty()) producer_[o] = static_cast<int>(i);
       for (const std::string& in : n.inputs)
         if (!in.empty()) readers_[in].push_back(static_cast<int>(i));
-      for (const Attribute& a : n.attributes) {
-        if (a.type == AttrType::kGraph && a.g) subgraph_reads(*a.g, pinned_);
-        if (a.type == AttrType::kGraphs)
-          for (const auto& sg : a.graphs)
-            if (sg) subgraph_reads(*sg, pinned_);
-      }
+      node_subgraph_reads(n, pinned_);
       if (is_op(n, "Constant") && n.outputs.size() == 1) {
         const Attribute* v = n.find_attr("value");
         if (v && v->type == AttrType::kTensor) constants_[n.outputs[0]] = &v->t;
@@ -381,7 +355,7 @@ class Optimizer {
     if (!well_formed()) return;
     index();
     std::vector<int> order;
-    if (!topological_order(order)) return;
+    if (!topological_order(g_, order)) return;
     const std::unordered_map<std::string, DataType> types = infer_elem_types(g_, order);
     std::unordered_map<std::string, std::string> alias;  // Cast output -> what it reads
     auto resolve = [&alias](const std::string& v) -> const std::string& {
@@ -639,35 +613,6 @@ class Optimizer {
       for (std::string& in : n.inputs)
         if (!in.empty()) in = resolve(in);
     compact();
-  }
-
-  // Node indices in an order where every node follows its producers; false on a cycle.
-  bool topological_order(std::vector<int>& order) const {
-    std::unordered_map<std::string, int> producer;
-    for (size_t i = 0; i < g_.nodes.size(); ++i)
-      for (const std::string& o : g_.nodes[i].outputs)
-        if (!o.empty()) producer.emplace(o, static_cast<int>(i));
-    std::vector<int> pending(g_.nodes.size(), 0);
-    std::vector<std::vector<int>> next(g_.nodes.size());
-    for (size_t i = 0; i < g_.nodes.size(); ++i)
-      for (const std::string& in : g_.nodes[i].inputs) {
-        auto it = in.empty() ? producer.end() : producer.find(in);
-        if (it == producer.end()) continue;
-        ++pending[i];
-        next[static_cast<size_t>(it->second)].push_back(static_cast<int>(i));
-      }
-    std::vector<int> ready;
-    for (size_t i = g_.nodes.size(); i-- > 0;)
-      if (!pending[i]) ready.push_back(static_cast<int>(i));
-    order.clear();
-    while (!ready.empty()) {
-      const int i = ready.back();
-      ready.pop_back();
-      order.push_back(i);
-      for (int r : next[static_cast<size_t>(i)])
-        if (--pending[static_cast<size_t>(r)] == 0) ready.push_back(r);
-    }
-    return order.size() == g_.nodes.size();
   }
 
   // ---- GELU -----------------------------------------------------------------------------
@@ -1342,12 +1287,7 @@ class Optimizer {
       live[it->second] = 1;
       const Node& n = g_.nodes[it->second];
       std::unordered_set<std::string> reads(n.inputs.begin(), n.inputs.end());
-      for (const Attribute& a : n.attributes) {
-        if (a.type == AttrType::kGraph && a.g) subgraph_reads(*a.g, reads);
-        if (a.type == AttrType::kGraphs)
-          for (const auto& sg : a.graphs)
-            if (sg) subgraph_reads(*sg, reads);
-      }
+      node_subgraph_reads(n, reads);
       for (const std::string& r : reads)
         if (!r.empty()) needed.push_back(r);
     }
@@ -1401,12 +1341,7 @@ class Optimizer {
     for (const ValueInfo& vi : g_.outputs) used.insert(vi.name);
     for (const Node& n : g_.nodes) {
       for (const std::string& in : n.inputs) used.insert(in);
-      for (const Attribute& a : n.attributes) {
-        if (a.type == AttrType::kGraph && a.g) subgraph_reads(*a.g, used);
-        if (a.type == AttrType::kGraphs)
-          for (const auto& sg : a.graphs)
-            if (sg) subgraph_reads(*sg, used);
-      }
+      node_subgraph_reads(n, used);
     }
     std::vector<std::pair<std::string, Tensor>> inits;
     for (auto& init : g_.initializers)
