@@ -9,21 +9,14 @@ import pytest
 from onnx import helper, numpy_helper
 
 import ortlite
-from helpers import make_model, run_ort
+from helpers import make_model, node_ops, optimized_session, run_ort
 
 F32 = np.float32
 M, C = 6, 4
 
 
-def sess(model, level=ortlite.GraphOptimizationLevel.ORT_ENABLE_ALL):
-    so = ortlite.SessionOptions()
-    so.graph_optimization_level = level
-    so.intra_op_num_threads = 1
-    return ortlite.InferenceSession(model.SerializeToString(), so)
-
-
-def ops(s):
-    return [label.split(" node")[0] for label, _ in s._node_placement()]
+sess = optimized_session
+ops = node_ops
 
 
 def chain_model(steps, bias=True, extra_outputs=()):

@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ortlite
-from helpers import make_model, run_ort
+from helpers import make_model, node_ops, optimized_session, run_ort
 from helpers.models import cnn_model, mlp_model, transformer_layer_model
 
 F16 = np.float16
@@ -17,15 +17,8 @@ ALL = ortlite.GraphOptimizationLevel.ORT_ENABLE_ALL
 OFF = ortlite.GraphOptimizationLevel.ORT_DISABLE_ALL
 
 
-def sess(model, level=ALL):
-    so = ortlite.SessionOptions()
-    so.graph_optimization_level = level
-    so.intra_op_num_threads = 1
-    return ortlite.InferenceSession(model.SerializeToString(), so)
-
-
-def ops(s):
-    return [label.split(" node")[0] for label, _ in s._node_placement()]
+sess = optimized_session
+ops = node_ops
 
 
 def to_fp16(model, keep_io_types):

@@ -9,21 +9,14 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ortlite
-from helpers import make_model, run_ort
+from helpers import make_model, node_ops, optimized_session, run_ort
 
 F32 = np.float32
 TO_NCHW, TO_NHWC = [0, 3, 1, 2], [0, 2, 3, 1]
 
 
-def sess(model, level=ortlite.GraphOptimizationLevel.ORT_ENABLE_ALL):
-    so = ortlite.SessionOptions()
-    so.graph_optimization_level = level
-    so.intra_op_num_threads = 1
-    return ortlite.InferenceSession(model.SerializeToString(), so)
-
-
-def ops(s):
-    return [label.split(" node")[0] for label, _ in s._node_placement()]
+sess = optimized_session
+ops = node_ops
 
 
 def init(name, arr):

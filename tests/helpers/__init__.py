@@ -238,3 +238,17 @@ def subprocess_env(keep_pythonpath=True, **extra):
         parts.append(env.get("PYTHONPATH"))
     env["PYTHONPATH"] = os.pathsep.join(p for p in parts if p)
     return env
+
+
+def optimized_session(model, level=None):
+    """A 1-thread ortlite session of a ModelProto at `level` (default ORT_ENABLE_ALL)."""
+    so = ortlite.SessionOptions()
+    so.graph_optimization_level = (ortlite.GraphOptimizationLevel.ORT_ENABLE_ALL
+                                   if level is None else level)
+    so.intra_op_num_threads = 1
+    return ortlite.InferenceSession(model.SerializeToString(), so)
+
+
+def node_ops(s):
+    """The op type of each node a session runs, in order (from its node placement)."""
+    return [label.split(" node")[0] for label, _ in s._node_placement()]
