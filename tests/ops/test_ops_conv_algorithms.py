@@ -307,6 +307,11 @@ def test_fused_conv_sum_wrong_type():
 @pytest.mark.parametrize("x_shape,w_shape,attrs", [
     ((1, 1, 1760), (257, 1, 512), {"strides": [160]}),
     ((1, 1, 8000), (258, 1, 256), {"strides": [128]}),
+    ((2, 1, 3000), (257, 1, 512), {"strides": [160]}),                # batch 2, read in place
+    ((1, 2, 2000), (260, 1, 300), {"strides": [100], "group": 2}),    # per group, in place
+    ((1, 1, 1800), (130, 1, 512), {"strides": [160], "pads": [0, 200]}),  # end pad: im2col
+    ((1, 1, 1800), (130, 1, 256), {"strides": [160], "dilations": [2]}),  # dilated: im2col
+    ((1, 1, 1761), (64, 1, 512), {"strides": [1]}),                   # stride 1, in place
     ((2, 1, 900), (16, 1, 50), {"strides": [3], "pads": [5, 7]}),
     ((1, 1, 40, 40), (12, 1, 7, 7), {"pads": [3, 3, 3, 3]}),
     ((1, 1, 40, 40), (12, 1, 8, 8), {"strides": [2, 2]}),

@@ -513,6 +513,13 @@ void direct_conv(const ConvArgs<float>& a, ThreadPool* pool) {
   });
 }
 
+// Whether a convolution with one input channel per group runs the direct depthwise kernel:
+// not when the window is long and many output channels share it (a 1-D STFT-style Conv,
+// kernel 512 stride 160 into 257 channels), where im2col + GEMM is 2-3x faster.
+bool depthwise_direct(int64_t Mg, int64_t ksize) {
+  return Mg == 1 || ksize <= 49;
+}
+
 template <typename T>
 void conv_compute(const ConvArgs<T>& a, ThreadPool* pool) {
   const SpatialGeometry& g = *a.geo;
@@ -527,10 +534,8 @@ void conv_compute(const ConvArgs<T>& a, ThreadPool* pool) {
       pointwise = false;
   }
   const int64_t Kg = Cg * ksize;
-  // One input channel per group: the direct depthwise kernel, unless the window is long and
-  // many output channels share it (a 1-D STFT-style Conv, kernel 512 stride 160 into 257
-  // channels), where im2col + GEMM is 2-3x faster.
-  if (Cg == 1 && Kg > 0 && (Mg == 1 || ksize <= 49)) {
+  // One input channel per group: the direct depthwise kernel (depthwise_direct).
+  if (Cg == 1 && Kg > 0 && depthwise_direct(Mg, ksize)) {
     if (g.rank <= 2) {
       depthwise_2d<T>(g, a.x, a.wt.w, a.ep, a.y, a.N, a.C, a.M, pool);
     } else {
@@ -591,6 +596,13 @@ void conv_compute(const ConvArgs<T>& a, ThreadPool* pool) {
   // channels) when that fills the tiles better.
   auto fill = [](int64_t n) { return static_cast<double>(n) / (32.0 * ((n + 31) / 32)); };
   const bool transposed = fill(chunk) + 0.05 < fill(Mg);
+  // A 1-D convolution of one input channel per group, without padding or dilation, computed
+  // transposed: row p of col^T is the input itself from p * stride on, so the GEMM reads
+  // the input in place, with a row stride of `stride` (no im2col: at kernel 512 stride 160
+  // the copy was 15% of the node).
+  const bool rows_in_place = std::is_same_v<T, float> && a.wt.fused && transposed && Cg == 1 &&
+                             g.rank == 1 && g.dilation[0] == 1 && g.pad_begin[0] == 0 &&
+                             (P - 1) * g.stride[0] + g.kernel[0] <= g.in[0];
   auto run_task = [&](int64_t t, ThreadPool* tp) {
     const int64_t n = t / (a.group * nchunks);
     const int64_t gi = (t / nchunks) % a.group;
@@ -604,6 +616,9 @@ void conv_compute(const ConvArgs<T>& a, ThreadPool* pool) {
     if (pointwise) {
       bmat = xg + p0;
       ldb = in_size;
+    } else if (rows_in_place) {
+      bmat = xg + p0 * g.stride[0];
+      ldb = 0;
     } else {
       std::vector<T>& col = col_scratch<T>();
       if (col.size() < static_cast<size_t>(Kg * pc)) col.resize(static_cast<size_t>(Kg * pc));
@@ -636,7 +651,11 @@ void conv_compute(const ConvArgs<T>& a, ThreadPool* pool) {
           fgemm::Epilogue te;
           te.bias_col = fe.bias_row;
           if (!zg) te.act = fe.act;
-          fgemm::gemm_w_right(bmat, 1, ldb, pc, (*a.wt.fused)[gi], ct.data(), Mg, te, tp);
+          if (rows_in_place) {
+            fgemm::gemm_w_right(bmat, g.stride[0], 1, pc, (*a.wt.fused)[gi], ct.data(), Mg, te, tp);
+          } else {
+            fgemm::gemm_w_right(bmat, 1, ldb, pc, (*a.wt.fused)[gi], ct.data(), Mg, te, tp);
+          }
           // Back to channel-major, 16 positions at a time (the 16 rows of ct stay in L1);
           // split over blocks of 16 channels when the tasks run one after another.
           const float* ctd = ct.data();
@@ -754,7 +773,7 @@ class Conv final : public Kernel {
     if (wf && direct_candidate(*w))
       direct_w_ = cvx::direct_pack(wf, M, w->dim(1), w->dim(2), w->dim(3),
                                    scale.empty() ? nullptr : scale.data());
-    if (w->dim(1) == 1) {
+    if (w->dim(1) == 1 && depthwise_direct(Mg, per)) {
       // Direct depthwise reads W itself, or a scaled copy when w_scale changes it.
       if (!scale.empty()) {
         own_w_.assign(wf, wf + w->numel());
