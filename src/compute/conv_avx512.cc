@@ -351,7 +351,7 @@ void run_flat(const DwGeometry& g, const uint32_t* masks, const float* xc, const
 template <int T, int NB, int S>
 __attribute__((optimize("no-predictive-commoning"))) void direct_tile(
     const float* xr, int64_t plane, int64_t Wp, int64_t C, int64_t KH, int64_t KW, const float* wp,
-    int64_t wblock, const float* bias, bool relu, float* buf) {
+    int64_t wblock, const float* bias, bool clamp, float lo, float hi, float* buf) {
   __m512 acc[NB][T];
 #pragma GCC unroll 2
   for (int b = 0; b < NB; ++b) {
@@ -382,17 +382,18 @@ __attribute__((optimize("no-predictive-commoning"))) void direct_tile(
       }
     }
   }
-  const __m512 zero = _mm512_setzero_ps();
+  // max(lo, v) and min(hi, v) return v when it is NaN.
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
 #pragma GCC unroll 2
   for (int b = 0; b < NB; ++b)
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t)
       _mm512_storeu_ps(buf + t * NB * 16 + b * 16,
-                       relu ? _mm512_max_ps(zero, acc[b][t]) : acc[b][t]);  // NaN kept
+                       clamp ? _mm512_min_ps(vhi, _mm512_max_ps(vlo, acc[b][t])) : acc[b][t]);
 }
 
 using DirectTile = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, const float*,
-                            int64_t, const float*, bool, float*);
+                            int64_t, const float*, bool, float, float, float*);
 
 template <int NB, int S>
 DirectTile direct_tile_for(int64_t n) {
@@ -406,7 +407,7 @@ DirectTile direct_tile_for(int64_t n) {
 
 template <int NB, int S>
 void direct_rows(const DirectGeometry& g, const float* xp, const float* wp, const float* bias,
-                 bool relu, float* y, int64_t r0, int64_t r1) {
+                 bool clamp, float lo, float hi, float* y, int64_t r0, int64_t r1) {
   constexpr int64_t kT = NB == 1 ? 16 : 12;  // pixels per tile: 16 or 24 accumulators
   const int64_t Wp = (g.OW - 1) * S + g.KW, plane = ((g.OH - 1) * S + g.KH) * Wp;
   const int64_t P = g.OH * g.OW, wblock = g.C * g.KH * g.KW * 16;
@@ -418,7 +419,8 @@ void direct_rows(const DirectGeometry& g, const float* xp, const float* wp, cons
     const float* xr = xp + oy * S * Wp;
     for (int64_t ox = 0; ox < g.OW; ox += kT) {
       const int64_t n = std::min(kT, g.OW - ox);
-      (n == kT ? full : last)(xr + ox * S, plane, Wp, g.C, g.KH, g.KW, wp, wblock, bias, relu, buf);
+      (n == kT ? full : last)(xr + ox * S, plane, Wp, g.C, g.KH, g.KW, wp, wblock, bias, clamp, lo,
+                              hi, buf);
       for (int b = 0; b < NB; ++b)
         transpose16(buf + 16 * b, NB * 16, static_cast<int>(n), 16, y + 16 * b * P + oy * g.OW + ox,
                     P);
@@ -510,11 +512,11 @@ void im2col_shifted(const float* x, int64_t in_size, int64_t C, int64_t ksize, c
 }
 
 void direct_run(const DirectGeometry& g, const float* xp, const float* wp, const float* bias,
-                bool relu, float* y, int64_t r0, int64_t r1) {
+                bool clamp, float lo, float hi, float* y, int64_t r0, int64_t r1) {
   if (g.M == 16) {
-    (g.s == 1 ? direct_rows<1, 1> : direct_rows<1, 2>)(g, xp, wp, bias, relu, y, r0, r1);
+    (g.s == 1 ? direct_rows<1, 1> : direct_rows<1, 2>)(g, xp, wp, bias, clamp, lo, hi, y, r0, r1);
   } else {
-    (g.s == 1 ? direct_rows<2, 1> : direct_rows<2, 2>)(g, xp, wp, bias, relu, y, r0, r1);
+    (g.s == 1 ? direct_rows<2, 1> : direct_rows<2, 2>)(g, xp, wp, bias, clamp, lo, hi, y, r0, r1);
   }
 }
 
@@ -554,8 +556,8 @@ void deinterleave2(const float*, int64_t, float*, float*) {}
 void im2col_shifted(const float*, int64_t, int64_t, int64_t, const int64_t*, const uint16_t*,
                     int64_t, float*) {}
 void transpose16(const float*, int64_t, int, int, float*, int64_t) {}
-void direct_run(const DirectGeometry&, const float*, const float*, const float*, bool, float*,
-                int64_t, int64_t) {}
+void direct_run(const DirectGeometry&, const float*, const float*, const float*, bool, float, float,
+                float*, int64_t, int64_t) {}
 }  // namespace cvx
 }  // namespace nn
 }  // namespace ortlite

@@ -86,10 +86,10 @@ int64_t direct_pad_size(const DirectGeometry& g);
 void direct_pad(const DirectGeometry& g, const float* x, float* xp);
 
 // Output rows [r0, r1) of one image: y[m][oy][ox] = bias[m] + sum over c, ky, kx of
-// w[m][c][ky][kx] xp(c, oy * s + ky, ox * s + kx), then max(., 0) when `relu` (NaN kept).
-// bias may be null.
+// w[m][c][ky][kx] xp(c, oy * s + ky, ox * s + kx), then clipped to [lo, hi] when `clamp`
+// (NaN kept). bias may be null.
 void direct_run(const DirectGeometry& g, const float* xp, const float* wp, const float* bias,
-                bool relu, float* y, int64_t r0, int64_t r1);
+                bool clamp, float lo, float hi, float* y, int64_t r0, int64_t r1);
 
 // dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols (both at most 16): a 16 x 16
 // block transposed in registers.

@@ -1,6 +1,6 @@
 """The direct AVX-512 convolution for small dense layers (cvx::direct_run in
 src/compute/conv_avx512.cc: group 1, 16 or 32 output channels, up to 32 input channels,
-outputs up to 32x32, strides 1 / 2, kernels up to 7x7) against onnxruntime: every tile width
+outputs up to 32x32 (any size up to 4 input channels), strides 1 / 2, kernels up to 7x7) against onnxruntime: every tile width
 (full and partial rows of 16 / 12 pixels, 4 to 32 wide outputs), odd and asymmetric pads,
 pads beyond the kernel, 1-channel and 32-channel inputs, bias or none, the fused Relu / Clip /
 LeakyRelu and residual Add that the optimizer folds into the convolution, batches, NaN
@@ -77,6 +77,9 @@ CASES = [
     (3, 5, 16, 25, 26, (3, 3), 2, [1, 0, 0, 1]),     # stride 2, batch 3
     (1, 16, 32, 1, 1, (1, 1), 1, [0, 0, 0, 0]),      # a single pixel
     (1, 16, 16, 33, 33, (3, 3), 1, [0, 0, 0, 0]),    # 31x31 output, no padding
+    (1, 3, 16, 224, 224, (3, 3), 2, [1, 1, 1, 1]),   # a stem: any output size up to 4 channels
+    (1, 4, 32, 45, 67, (3, 3), 1, [1, 1, 1, 1]),     # 4 channels, wide odd rows
+    (2, 3, 32, 97, 131, (5, 5), 2, [2, 1, 2, 1]),    # 5x5 stride 2 stem, batch 2
 ]
 
 
@@ -128,12 +131,13 @@ def test_threads(threads, shape):
     assert (a >= 0).all()
 
 
-def test_nan_propagates():
-    """A NaN input reaches every output that reads it, through the fused Relu too."""
+@pytest.mark.parametrize("post", [("Relu", {}), ("Clip", {})], ids=["Relu", "Clip"])
+def test_nan_propagates(post):
+    """A NaN input reaches every output that reads it, through the fused Relu / Clip too."""
     w = np.ones((16, 4, 3, 3), np.float32)
     x = np.zeros((1, 4, 8, 8), np.float32)
     x[0, 2, 4, 4] = np.nan
-    y = run_lite(conv_net(x.shape, w, None, [1, 1], [1, 1, 1, 1], post=("Relu", {})), {"x": x})[0]
+    y = run_lite(conv_net(x.shape, w, None, [1, 1], [1, 1, 1, 1], post=post), {"x": x})[0]
     nan = np.isnan(y[0])
     assert nan[:, 3:6, 3:6].all()
     assert nan.sum() == 16 * 9

@@ -475,15 +475,18 @@ bool direct_enabled() {
   static const bool on = !std::getenv("ORTLITE_CONV_NO_DIRECT");
   return on;
 }
-// The output plane up to which the kernel was measured ahead of im2col + the fused GEMM.
-constexpr int64_t kDirectMaxOut = 32;
+// The output plane up to which the kernel was measured ahead of im2col + the fused GEMM,
+// and the input channels up to which it was at any size (a network's stem: 3 -> 16
+// channels, 3x3 stride 2 at 224x224, 155 against 252 us; 3 -> 32 318 against 334; at 8
+// input channels, 160x160, 765 against 709).
+constexpr int64_t kDirectMaxOut = 32, kDirectAnyOutC = 4;
 cvx::DirectGeometry direct_geometry(const SpatialGeometry& g, int64_t C, int64_t M) {
   return {C,           M,           g.in[0],     g.in[1],        g.out[0],      g.out[1],
           g.kernel[0], g.kernel[1], g.stride[0], g.pad_begin[0], g.pad_begin[1]};
 }
-bool direct_geometry_ok(const SpatialGeometry& g) {
+bool direct_geometry_ok(const SpatialGeometry& g, int64_t C) {
   return g.rank == 2 && g.stride[0] == g.stride[1] && g.dilation[0] == 1 && g.dilation[1] == 1 &&
-         g.out[0] <= kDirectMaxOut && g.out[1] <= kDirectMaxOut;
+         ((g.out[0] <= kDirectMaxOut && g.out[1] <= kDirectMaxOut) || C <= kDirectAnyOutC);
 }
 
 void direct_conv(const ConvArgs<float>& a, ThreadPool* pool) {
@@ -491,8 +494,12 @@ void direct_conv(const ConvArgs<float>& a, ThreadPool* pool) {
   const cvx::DirectGeometry dg = direct_geometry(g, a.C, a.M);
   const int64_t P = dg.OH * dg.OW, in_size = dg.H * dg.W;
   const double work = 2.0 * static_cast<double>(a.M * a.C * dg.KH * dg.KW * P);
-  const bool relu_in = a.ep.act.kind == ActKind::kRelu && !a.ep.z;
-  const bool after = !relu_in && (a.ep.z || a.ep.act.kind != ActKind::kNone);
+  // Relu and Clip in registers; Z and the other activations on each image's stored output.
+  const ActKind k = a.ep.act.kind;
+  const bool clamp = !a.ep.z && (k == ActKind::kRelu || k == ActKind::kClip);
+  const float lo = k == ActKind::kClip ? a.ep.act.p0 : 0.f;
+  const float hi = k == ActKind::kClip ? a.ep.act.p1 : std::numeric_limits<float>::infinity();
+  const bool after = !clamp && (a.ep.z || k != ActKind::kNone);
   // Whole images per thread, never bands of one image's rows: split over 2 threads, a
   // 32 -> 32 channel layer ran slower than on one (16x16: 124 against 50 us, 32x32: 270
   // against 192), the two threads' weights and padded inputs evicting each other.
@@ -505,7 +512,8 @@ void direct_conv(const ConvArgs<float>& a, ThreadPool* pool) {
       cvx::direct_pad(dg, a.x + n * a.C * in_size, pad_buf.data());
       float* y = a.y + n * a.M * P;
       const float* z = a.ep.z ? a.ep.z + n * a.M * P : nullptr;
-      cvx::direct_run(dg, pad_buf.data(), a.wt.direct->data(), a.ep.bias, relu_in, y, 0, dg.OH);
+      cvx::direct_run(dg, pad_buf.data(), a.wt.direct->data(), a.ep.bias, clamp, lo, hi, y, 0,
+                      dg.OH);
       if (after)
         for (int64_t m = 0; m < a.M; ++m)
           epilogue(a.ep.act, y + m * P, P, 0.f, z ? z + m * P : nullptr);
@@ -544,7 +552,7 @@ void conv_compute(const ConvArgs<T>& a, ThreadPool* pool) {
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
-    if (a.wt.direct && a.group == 1 && direct_geometry_ok(g)) {
+    if (a.wt.direct && a.group == 1 && direct_geometry_ok(g, a.C)) {
       direct_conv(a, pool);
       return;
     }
@@ -855,7 +863,7 @@ class Conv final : public Kernel {
         // Images large enough for Winograd run it rather than the direct kernel (32 -> 32
         // channels at 32x32: 161 against 186 us).
         if (wt.wino && !small_for_winograd(geo)) wt.direct = nullptr;
-        if (wt.wino && !(wt.direct && direct_geometry_ok(geo)) && small_for_winograd(geo)) {
+        if (wt.wino && !(wt.direct && direct_geometry_ok(geo, C)) && small_for_winograd(geo)) {
           // W is the float constant Winograd's weights came from (winograd_candidate).
           std::call_once(small_once_, [&] {
             small_w_.push_back(
