@@ -1,6 +1,8 @@
 """Seeded float models and the variants onnxruntime's own tools write from them: dynamic and
-static quantization (QDQ and QOperator), int4 weights (MatMulNBitsQuantizer) and float16
-(keep_io_types). Shared by tools/bench_tools.py and tests/models/test_tool_models.py.
+static quantization (QDQ and QOperator), int4 weights (MatMulNBitsQuantizer), float16
+(keep_io_types) and, for the BERT encoder, the transformers optimizer's fused model
+(Attention, EmbedLayerNormalization, SkipLayerNormalization, BiasGelu). Shared by
+tools/bench_tools.py and tests/models/test_tool_models.py.
 
 The tools (onnxruntime.quantization, onnxruntime.transformers) are test and benchmark
 dependencies only; they are imported inside the functions that use them.
@@ -97,17 +99,122 @@ def lstm(seed=2, seq=16, inp=32, hidden=64, classes=8):
     return g.model([helper.make_tensor_value_info("x", TensorProto.FLOAT, [seq, 1, inp])], "y")
 
 
-FLOAT_MODELS = {"mlp": mlp, "cnn": cnn, "lstm": lstm}
+def bert(layers=2, hidden=64, heads=4, inter=128, vocab=100, max_pos=32, seed=0, opset=14):
+    """A seeded float BERT encoder in the shape exporters write (decomposed layer norms, erf
+    GELU, the additive mask from a 0/1 attention_mask), opset < 17."""
+    rng = np.random.default_rng(seed)
+    H = hidden // heads
+    nodes, inits = [], []
+
+    def const(name, arr):
+        inits.append(numpy_helper.from_array(np.asarray(arr), name))
+        return name
+
+    def weight(name, *shape):
+        return const(name, (rng.standard_normal(shape) * 0.1).astype(F32))
+
+    def node(op, ins, out, **kw):
+        nodes.append(helper.make_node(op, ins, [out], name=out + "_node", **kw))
+        return out
+
+    def layer_norm(x, p):
+        g = const(p + "_g", (1 + 0.1 * rng.standard_normal(hidden)).astype(F32))
+        b = weight(p + "_b", hidden)
+        m = node("ReduceMean", [x], p + "_mean", axes=[-1])
+        d = node("Sub", [x, m], p + "_sub")
+        pw = node("Pow", [d, const(p + "_two", np.array(2.0, F32))], p + "_pow")
+        v = node("ReduceMean", [pw], p + "_var", axes=[-1])
+        ve = node("Add", [v, const(p + "_eps", np.array(1e-12, F32))], p + "_ve")
+        dv = node("Div", [d, node("Sqrt", [ve], p + "_sqrt")], p + "_div")
+        return node("Add", [node("Mul", [dv, g], p + "_mul"), b], p + "_out")
+
+    const("axes0", np.array([0], np.int64))
+    const("axes1", np.array([1], np.int64))
+    const("axes2", np.array([2], np.int64))
+    const("shape_heads", np.array([0, 0, heads, H], np.int64))
+    const("shape_hidden", np.array([0, 0, hidden], np.int64))
+    const("one", np.array(1.0, F32))
+    const("neg", np.array(-10000.0, F32))
+    const("sqrt_h", np.array(np.sqrt(H), F32))
+    const("sqrt2", np.array(np.sqrt(2.0), F32))
+    const("half", np.array(0.5, F32))
+    # Embeddings; position ids 0 .. seq-1 from the input's shape.
+    seq = node("Gather", [node("Shape", ["input_ids"], "ids_shape"),
+                          const("idx1", np.array(1, np.int64))], "seq_len", axis=0)
+    pos = node("Unsqueeze", [node("Range", [const("zero_i", np.array(0, np.int64)), seq,
+                                            const("one_i", np.array(1, np.int64))], "pos_range"),
+                             "axes0"], "pos_ids")
+    e = node("Add", [node("Gather", [weight("word_emb", vocab, hidden), "input_ids"], "emb_w"),
+                     node("Gather", [weight("pos_emb", max_pos, hidden), pos], "emb_p")], "emb_1")
+    e = node("Add", [e, node("Gather", [weight("seg_emb", 2, hidden), "token_type_ids"],
+                             "emb_s")], "emb_2")
+    x = layer_norm(e, "emb_ln")
+    m = node("Unsqueeze", [node("Unsqueeze", ["attention_mask", "axes1"], "mask_u0"), "axes2"],
+             "mask_u1")
+    m = node("Mul", [node("Sub", ["one", node("Cast", [m], "mask_f", to=TensorProto.FLOAT)],
+                          "mask_sub"), "neg"], "mask_add")
+    for layer in range(layers):
+        p = f"l{layer}_"
+
+        def dense(inp, name, n_in, n_out):
+            mm = node("MatMul", [inp, weight(p + name + "_w", n_in, n_out)], p + name + "_mm")
+            return node("Add", [mm, weight(p + name + "_b", n_out)], p + name + "_add")
+
+        def heads_of(name, perm):
+            rs = node("Reshape", [dense(x, name, hidden, hidden), "shape_heads"], p + name + "_rs")
+            return node("Transpose", [rs], p + name + "_tr", perm=perm)
+
+        q, k, v = (heads_of("q", [0, 2, 1, 3]), heads_of("k", [0, 2, 3, 1]),
+                   heads_of("v", [0, 2, 1, 3]))
+        s = node("Div", [node("MatMul", [q, k], p + "qk"), "sqrt_h"], p + "qk_div")
+        s = node("Softmax", [node("Add", [s, m], p + "qk_add")], p + "probs", axis=3)
+        c = node("Transpose", [node("MatMul", [s, v], p + "ctx")], p + "ctx_tr", perm=[0, 2, 1, 3])
+        c = node("Reshape", [c, "shape_hidden"], p + "ctx_rs")
+        x = layer_norm(node("Add", [dense(c, "o", hidden, hidden), x], p + "res1"), p + "ln1")
+        f = dense(x, "f1", hidden, inter)
+        g = node("Erf", [node("Div", [f, "sqrt2"], p + "gelu_div")], p + "gelu_erf")
+        g = node("Mul", [node("Mul", [f, node("Add", [g, "one"], p + "gelu_add")], p + "gelu_mul"),
+                         "half"], p + "gelu")
+        x = layer_norm(node("Add", [dense(g, "f2", inter, hidden), x], p + "res2"), p + "ln2")
+    node("Identity", [x], "last_hidden_state")
+    inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "seq"])
+              for n in ("input_ids", "attention_mask", "token_type_ids")]
+    out = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT,
+                                         ["batch", "seq", hidden])]
+    model = helper.make_model(helper.make_graph(nodes, "bert", inputs, out, initializer=inits),
+                              opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
 
 
-def feeds(model, seed=0, batch=4):
-    """Seeded feeds from the model's inputs (symbolic dims: `batch`)."""
+def bert_base(seed=3):
+    """The benchmark's BERT encoder: 2 layers, hidden 128, 4 heads, intermediate 512."""
+    return bert(hidden=128, inter=512, vocab=1000, max_pos=128, seed=seed)
+
+
+FLOAT_MODELS = {"mlp": mlp, "cnn": cnn, "lstm": lstm, "bert": bert_base}
+
+
+def feeds(model, seed=0, batch=4, seq=32):
+    """Seeded feeds from the model's inputs (symbolic dims: `seq` is seq, any other batch).
+    int64 inputs are a BERT's: token ids below 100, 0/1 segment ids, and an attention mask
+    with padding at the end of every other sequence."""
     rng = np.random.default_rng(seed)
     out = {}
     for vi in model.graph.input:
-        dims = [d.dim_value if d.HasField("dim_value") else batch
+        dims = [d.dim_value if d.HasField("dim_value") else (seq if d.dim_param == "seq" else batch)
                 for d in vi.type.tensor_type.shape.dim]
-        out[vi.name] = rng.standard_normal(dims).astype(F32)
+        if vi.type.tensor_type.elem_type == TensorProto.INT64:
+            if vi.name == "attention_mask":
+                v = np.ones(dims, np.int64)
+                v[1::2, dims[1] * 3 // 4:] = 0
+            elif vi.name == "token_type_ids":
+                v = rng.integers(0, 2, dims).astype(np.int64)
+            else:
+                v = rng.integers(0, 100, dims).astype(np.int64)
+            out[vi.name] = v
+        else:
+            out[vi.name] = rng.standard_normal(dims).astype(F32)
     return out
 
 
@@ -130,9 +237,9 @@ def _quiet():
 
 def variant(kind, model, tmp_dir):
     """The model `kind` of onnxruntime's tools writes from float `model` (a ModelProto):
-    "dynamic" (int8 weights), "dynamic_u8" (uint8 weights), "qdq", "qoperator", "nbits" or
-    "fp16". tmp_dir: a pathlib.Path for the
-    tools' files."""
+    "dynamic" (int8 weights), "dynamic_u8" (uint8 weights), "qdq", "qoperator", "nbits",
+    "fp16" or, for a BERT encoder, "opt" (onnxruntime.transformers.optimizer, model_type
+    "bert"). tmp_dir: a pathlib.Path for the tools' files."""
     import onnx
 
     _quiet()
@@ -162,9 +269,43 @@ def variant(kind, model, tmp_dir):
         from onnxruntime.transformers.float16 import convert_float_to_float16
 
         onnx.save(convert_float_to_float16(model, keep_io_types=True), str(dst))
+    elif kind == "opt":
+        opt = _transformers_optimizer().optimize_model(
+            str(src), model_type="bert", num_heads=_bert_heads(model),
+            hidden_size=model.graph.output[0].type.tensor_type.shape.dim[2].dim_value, opt_level=0)
+        opt.save_model_to_file(str(dst))
     else:
         raise ValueError(f"unknown variant {kind!r}")
     return onnx.load(str(dst))
+
+
+def _bert_heads(model):
+    for t in model.graph.initializer:
+        if t.name == "shape_heads":
+            return int(numpy_helper.to_array(t)[2])
+    raise ValueError("not a BERT encoder of bert(): no 'shape_heads' initializer")
+
+
+def _transformers_optimizer():
+    """onnxruntime.transformers.optimizer. It imports torch only to read torch.version.hip;
+    without torch a stand-in module serves for that import (as onnxruntime's CPU-only tests
+    do), and is removed again."""
+    import sys
+    import types
+
+    stub = None
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        stub = types.ModuleType("torch")
+        stub.version = types.SimpleNamespace(hip=None, cuda=None)
+        sys.modules["torch"] = stub
+    try:
+        from onnxruntime.transformers import optimizer
+        return optimizer
+    finally:
+        if stub is not None and sys.modules.get("torch") is stub:
+            del sys.modules["torch"]
 
 
 # (float model, variant, rtol, atol as a fraction of max|onnxruntime output|). Quantized
@@ -179,4 +320,7 @@ CASES = [
     ("mlp", "qoperator", 2e-2, 3e-2), ("cnn", "qoperator", 2e-2, 3e-2),
     ("mlp", "nbits", 1e-3, 1e-3),
     ("mlp", "fp16", 1e-2, 1e-2), ("cnn", "fp16", 1e-2, 1e-2),
+    ("bert", "dynamic", 2e-2, 2e-2), ("bert", "nbits", 1e-3, 1e-3), ("bert", "opt", 1e-4, 1e-4),
 ]
+# Not here: the float16 BERT, which onnxruntime 1.23.2 itself refuses at load (its layer-norm
+# fusion looks for a Cast input that the float16 converter's model does not have).

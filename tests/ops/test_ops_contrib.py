@@ -4,12 +4,17 @@ MultiHeadAttention). One-node models compared with onnxruntime's CPU kernels, ba
 checked for typed errors, and a small BERT-like model put through
 onnxruntime.transformers.optimizer run end to end."""
 
+import os
+import sys
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ortlite
 from helpers import NP_TO_ONNX, assert_same, run_lite, run_ort
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 MS = "com.microsoft"
 F16, F32, F64, I32 = np.float16, np.float32, np.float64, np.int32
@@ -224,7 +229,7 @@ def test_layer_norm_family_bad_inputs():
 
 # ---- Gelu family -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("shape", [(1, 1, 64), (2, 13, 768), (3, 5, 3072)])
+@pytest.mark.parametrize("shape", [(1, 1, 64), (2, 13, 768), (3, 5, 3072), (2, 3, 5000)])
 def test_gelu_bias_gelu_fast_gelu(shape):
     rng = np.random.default_rng(sum(shape))
     x = rnd(rng, *shape, scale=3.0)
@@ -595,92 +600,12 @@ def test_multi_head_attention_bad_inputs():
 
 # ---- end to end: a BERT-like model through onnxruntime's transformers optimizer -----------
 
-def make_bert(layers=2, hidden=64, heads=4, inter=128, vocab=100, max_pos=32, seed=0, opset=14):
-    """A seeded float BERT encoder in the shape exporters write (decomposed layer norms, erf
-    GELU, the additive mask from a 0/1 attention_mask), opset < 17."""
-    rng = np.random.default_rng(seed)
-    H = hidden // heads
-    nodes, inits = [], []
+def make_bert(**kw):
+    """tools/tool_models.py's seeded float BERT encoder (hidden 64, 4 heads by default)."""
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import tool_models
 
-    def const(name, arr):
-        inits.append(numpy_helper.from_array(np.asarray(arr), name))
-        return name
-
-    def weight(name, *shape):
-        return const(name, (rng.standard_normal(shape) * 0.1).astype(F32))
-
-    def node(op, ins, out, **kw):
-        nodes.append(helper.make_node(op, ins, [out], name=out + "_node", **kw))
-        return out
-
-    def layer_norm(x, p):
-        g = const(p + "_g", (1 + 0.1 * rng.standard_normal(hidden)).astype(F32))
-        b = weight(p + "_b", hidden)
-        m = node("ReduceMean", [x], p + "_mean", axes=[-1])
-        d = node("Sub", [x, m], p + "_sub")
-        pw = node("Pow", [d, const(p + "_two", np.array(2.0, F32))], p + "_pow")
-        v = node("ReduceMean", [pw], p + "_var", axes=[-1])
-        ve = node("Add", [v, const(p + "_eps", np.array(1e-12, F32))], p + "_ve")
-        dv = node("Div", [d, node("Sqrt", [ve], p + "_sqrt")], p + "_div")
-        return node("Add", [node("Mul", [dv, g], p + "_mul"), b], p + "_out")
-
-    const("axes0", np.array([0], np.int64))
-    const("axes1", np.array([1], np.int64))
-    const("axes2", np.array([2], np.int64))
-    const("shape_heads", np.array([0, 0, heads, H], np.int64))
-    const("shape_hidden", np.array([0, 0, hidden], np.int64))
-    const("one", np.array(1.0, F32))
-    const("neg", np.array(-10000.0, F32))
-    const("sqrt_h", np.array(np.sqrt(H), F32))
-    const("sqrt2", np.array(np.sqrt(2.0), F32))
-    const("half", np.array(0.5, F32))
-    # Embeddings; position ids 0 .. seq-1 from the input's shape.
-    seq = node("Gather", [node("Shape", ["input_ids"], "ids_shape"),
-                          const("idx1", np.array(1, np.int64))], "seq_len", axis=0)
-    pos = node("Unsqueeze", [node("Range", [const("zero_i", np.array(0, np.int64)), seq,
-                                            const("one_i", np.array(1, np.int64))], "pos_range"),
-                             "axes0"], "pos_ids")
-    e = node("Add", [node("Gather", [weight("word_emb", vocab, hidden), "input_ids"], "emb_w"),
-                     node("Gather", [weight("pos_emb", max_pos, hidden), pos], "emb_p")], "emb_1")
-    e = node("Add", [e, node("Gather", [weight("seg_emb", 2, hidden), "token_type_ids"],
-                             "emb_s")], "emb_2")
-    x = layer_norm(e, "emb_ln")
-    m = node("Unsqueeze", [node("Unsqueeze", ["attention_mask", "axes1"], "mask_u0"), "axes2"],
-             "mask_u1")
-    m = node("Mul", [node("Sub", ["one", node("Cast", [m], "mask_f", to=TensorProto.FLOAT)],
-                          "mask_sub"), "neg"], "mask_add")
-    for layer in range(layers):
-        p = f"l{layer}_"
-
-        def dense(inp, name, n_in, n_out):
-            mm = node("MatMul", [inp, weight(p + name + "_w", n_in, n_out)], p + name + "_mm")
-            return node("Add", [mm, weight(p + name + "_b", n_out)], p + name + "_add")
-
-        def heads_of(name, perm):
-            rs = node("Reshape", [dense(x, name, hidden, hidden), "shape_heads"], p + name + "_rs")
-            return node("Transpose", [rs], p + name + "_tr", perm=perm)
-
-        q, k, v = (heads_of("q", [0, 2, 1, 3]), heads_of("k", [0, 2, 3, 1]),
-                   heads_of("v", [0, 2, 1, 3]))
-        s = node("Div", [node("MatMul", [q, k], p + "qk"), "sqrt_h"], p + "qk_div")
-        s = node("Softmax", [node("Add", [s, m], p + "qk_add")], p + "probs", axis=3)
-        c = node("Transpose", [node("MatMul", [s, v], p + "ctx")], p + "ctx_tr", perm=[0, 2, 1, 3])
-        c = node("Reshape", [c, "shape_hidden"], p + "ctx_rs")
-        x = layer_norm(node("Add", [dense(c, "o", hidden, hidden), x], p + "res1"), p + "ln1")
-        f = dense(x, "f1", hidden, inter)
-        g = node("Erf", [node("Div", [f, "sqrt2"], p + "gelu_div")], p + "gelu_erf")
-        g = node("Mul", [node("Mul", [f, node("Add", [g, "one"], p + "gelu_add")], p + "gelu_mul"),
-                         "half"], p + "gelu")
-        x = layer_norm(node("Add", [dense(g, "f2", inter, hidden), x], p + "res2"), p + "ln2")
-    node("Identity", [x], "last_hidden_state")
-    inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "seq"])
-              for n in ("input_ids", "attention_mask", "token_type_ids")]
-    out = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT,
-                                         ["batch", "seq", hidden])]
-    model = helper.make_model(helper.make_graph(nodes, "bert", inputs, out, initializer=inits),
-                              opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    return model
+    return tool_models.bert(**kw)
 
 
 @pytest.fixture
