@@ -31,18 +31,38 @@ namespace {
 template <typename T>
 void norm_row(const T* v, T* y, int64_t n, bool simplified, double eps, const T* gamma,
               const T* beta, float* mean_out, float* inv_out) {
+  // Sums in kLanes independent partial sums (vectorized; one serial chain of double adds
+  // took 60% of SkipLayerNormalization at hidden 128), added up at the end.
+  constexpr int64_t kLanes = 8;
   double mean = 0;
   double sq = 0;
+  const int64_t nv = n - n % kLanes;
   if (simplified) {
-    for (int64_t i = 0; i < n; ++i) sq += static_cast<double>(v[i]) * static_cast<double>(v[i]);
+    double p[kLanes] = {};
+    for (int64_t i = 0; i < nv; i += kLanes)
+      for (int64_t l = 0; l < kLanes; ++l)
+        p[l] += static_cast<double>(v[i + l]) * static_cast<double>(v[i + l]);
+    for (int64_t i = nv; i < n; ++i) p[0] += static_cast<double>(v[i]) * static_cast<double>(v[i]);
+    for (int64_t l = 0; l < kLanes; ++l) sq += p[l];
   } else {
+    double p[kLanes] = {};
+    for (int64_t i = 0; i < nv; i += kLanes)
+      for (int64_t l = 0; l < kLanes; ++l) p[l] += static_cast<double>(v[i + l]);
+    for (int64_t i = nv; i < n; ++i) p[0] += static_cast<double>(v[i]);
     double s = 0;
-    for (int64_t i = 0; i < n; ++i) s += static_cast<double>(v[i]);
+    for (int64_t l = 0; l < kLanes; ++l) s += p[l];
     mean = s / static_cast<double>(n);
-    for (int64_t i = 0; i < n; ++i) {
+    double q[kLanes] = {};
+    for (int64_t i = 0; i < nv; i += kLanes)
+      for (int64_t l = 0; l < kLanes; ++l) {
+        const double d = static_cast<double>(v[i + l]) - mean;
+        q[l] += d * d;
+      }
+    for (int64_t i = nv; i < n; ++i) {
       const double d = static_cast<double>(v[i]) - mean;
-      sq += d * d;
+      q[0] += d * d;
     }
+    for (int64_t l = 0; l < kLanes; ++l) sq += q[l];
   }
   const double inv = 1.0 / std::sqrt(sq / static_cast<double>(n) + eps);
   const T m = static_cast<T>(mean), iv = static_cast<T>(inv);
