@@ -82,6 +82,13 @@ Tensor new_constant(DataType dtype, const Shape& shape) {
   return Tensor(dtype, shape, BufferPtr::adopt(b));
 }
 
+Attribute make_int_attr(const char* name, int64_t v) {
+  Attribute a;
+  a.name = name;
+  a.type = AttrType::kInt;
+  a.i = v;
+  return a;
+}
 Attribute float_attr(const char* name, float v) {
   Attribute a;
   a.name = name;
@@ -126,6 +133,7 @@ class Optimizer {
     fold_conv_affine();
     fold_batch_norms();
     fuse_gelu();
+    fuse_layer_norms();
     fuse_convs();
     fuse_expand_depthwise();
     fuse_matmuls();
@@ -697,6 +705,103 @@ class Optimizer {
       dead_[i] = 0;
       g_.nodes[i] = std::move(gelu);
       used_domain_ = true;
+      index();
+    }
+    compact();
+  }
+
+  // ---- LayerNormalization ---------------------------------------------------------------
+
+  // Whether node k is a ReduceMean over the last axis only, keeping it (axes [-1], as an
+  // attribute or, from opset 18, a constant input).
+  bool mean_over_last_axis(int k) const {
+    if (k < 0 || !is_op(g_.nodes[k], "ReduceMean") || g_.nodes[k].outputs.size() != 1) return false;
+    const Node& n = g_.nodes[k];
+    const Attribute* kd = n.find_attr("keepdims");
+    if (kd && (kd->type != AttrType::kInt || kd->i != 1)) return false;
+    const Attribute* ax = n.find_attr("axes");
+    if (ax)
+      return n.inputs.size() == 1 && ax->type == AttrType::kInts && ax->ints.size() == 1 &&
+             ax->ints[0] == -1;
+    if (n.inputs.size() != 2) return false;
+    const Tensor* t = constant(n.inputs[1]);
+    return t && t->dtype() == DataType::kInt64 && t->numel() == 1 && *t->data<int64_t>() == -1;
+  }
+
+  // The layer norm exporters write decomposed,
+  //   m = ReduceMean(x); d = x - m; v = ReduceMean(d ^ 2 or d * d);
+  //   y = d / Sqrt(v + eps) * gamma (+ beta)
+  // with means over the last axis and constant float gamma / beta of one row, becomes
+  // LayerNormalization(x, gamma, beta, axis = -1, epsilon = eps) (onnxruntime's
+  // LayerNormFusion; below opset 17 ortlite, as onnxruntime, runs the op as the contrib one).
+  // The statistics are then computed in double instead of float.
+  void fuse_layer_norms() {
+    index();
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (dead_[i] || !mean_over_last_axis(static_cast<int>(i))) continue;
+      const std::string x = g_.nodes[i].inputs[0], m = g_.nodes[i].outputs[0];
+      const int sub = sole_reader(m);
+      if (!is_binary(sub, "Sub") || g_.nodes[sub].inputs[0] != x || g_.nodes[sub].inputs[1] != m)
+        continue;
+      const std::string d = g_.nodes[sub].outputs[0];
+      auto rd = readers_.find(d);
+      if (pinned_.count(d) || rd == readers_.end()) continue;
+      std::vector<int> rs = rd->second;  // Mul(d, d) reads d twice
+      std::sort(rs.begin(), rs.end());
+      rs.erase(std::unique(rs.begin(), rs.end()), rs.end());
+      if (rs.size() != 2) continue;
+      int sq = -1, div = -1;
+      for (int r : rs) {
+        const Node& n = g_.nodes[r];
+        float c = 0.f;
+        if (is_binary(r, "Pow") && n.inputs[0] == d && scalar(n.inputs[1], c, 1) && c == 2.f)
+          sq = r;
+        else if (is_binary(r, "Mul") && n.inputs[0] == d && n.inputs[1] == d)
+          sq = r;
+        else if (is_binary(r, "Div") && n.inputs[0] == d && n.inputs[1] != d)
+          div = r;
+      }
+      if (sq < 0 || div < 0 || dead_[sq] || dead_[div]) continue;
+      const int var = sole_reader(g_.nodes[sq].outputs[0]);
+      if (!mean_over_last_axis(var) || g_.nodes[var].inputs[0] != g_.nodes[sq].outputs[0]) continue;
+      const std::string v = g_.nodes[var].outputs[0];
+      const int add = sole_reader(v);
+      float eps = 0.f;
+      if (!is_binary(add, "Add") || !scalar(other_input(g_.nodes[add], v), eps, 1) || !(eps >= 0.f))
+        continue;
+      const int sqrt = sole_reader(g_.nodes[add].outputs[0]);
+      if (sqrt < 0 || !is_op(g_.nodes[sqrt], "Sqrt") || g_.nodes[sqrt].outputs.size() != 1 ||
+          g_.nodes[div].inputs[1] != g_.nodes[sqrt].outputs[0] ||
+          sole_reader(g_.nodes[sqrt].outputs[0]) != div)
+        continue;
+      const std::string nrm = g_.nodes[div].outputs[0];
+      const int mul = sole_reader(nrm);
+      if (!is_binary(mul, "Mul")) continue;
+      const std::string gamma = other_input(g_.nodes[mul], nrm);
+      const Tensor* gt = constant(gamma);
+      if (!gt || gt->dtype() != DataType::kFloat || gt->rank() != 1 || gt->numel() < 2) continue;
+      std::vector<int> nodes = {static_cast<int>(i), sub, sq, var, add, sqrt, div, mul};
+      std::string beta, out = g_.nodes[mul].outputs[0];
+      const int badd = sole_reader(out);
+      if (is_binary(badd, "Add")) {
+        const std::string b = other_input(g_.nodes[badd], out);
+        const Tensor* bt = constant(b);
+        if (bt && bt->dtype() == DataType::kFloat && bt->shape() == gt->shape()) {
+          beta = b;
+          out = g_.nodes[badd].outputs[0];
+          nodes.push_back(badd);
+        }
+      }
+      Node ln;
+      ln.name = g_.nodes[i].name;
+      ln.op_type = "LayerNormalization";
+      ln.inputs = {x, gamma};
+      if (!beta.empty()) ln.inputs.push_back(beta);
+      ln.outputs = {out};
+      ln.attributes = {make_int_attr("axis", -1), float_attr("epsilon", eps)};
+      for (int k : nodes) dead_[k] = 1;
+      dead_[i] = 0;
+      g_.nodes[i] = std::move(ln);
       index();
     }
     compact();
