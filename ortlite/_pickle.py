@@ -18,8 +18,9 @@ from ortlite import _ortlite as _ext
 
 # Session config entry choosing what a session's pickle carries: "bytes" (default: the
 # model bytes, so a worker needs no file) or "path" (the absolute path and a SHA-256 of
-# the file: small pickles for workers that share the file system; a worker whose file is
-# missing or differs raises NoSuchFile / InvalidArgument instead of loading another model).
+# the file and of its external data files: small pickles for workers that share the file
+# system; a worker whose file is missing or differs, or whose external data differs, raises
+# NoSuchFile / InvalidArgument instead of running another model).
 PICKLE_MODEL_ENTRY = "session.ortlite.pickle_model"
 
 _SESSION_OPTIONS_ATTRS = (
@@ -126,8 +127,11 @@ def _model_bytes(data):
 _lock = _thread.allocate_lock()  # (not threading: ortlite's import stays light)
 # (model SHA-256, options key) -> InferenceSession, while someone holds the session.
 _cache = weakref.WeakValueDictionary()
-# session -> SHA-256 of its model, computed once per session (on its first pickle).
+# session -> SHA-256 of its model (path mode: of the model file and its external data
+# files), computed once per session (on its first pickle).
 _digests = weakref.WeakKeyDictionary()
+# session -> SHA-256 of its model file alone (path mode).
+_model_shas = weakref.WeakKeyDictionary()
 _stats = {"loads": 0, "hits": 0}
 # The sessions unpickled last, held strongly: a pool or dask worker unpickles the session
 # once per task and drops it when the task ends, which would empty a purely weak cache
@@ -184,6 +188,31 @@ def _file_state(path):
     return (s.st_size, s.st_mtime_ns, s.st_ino)
 
 
+def _external_digest(model_path, model_sha, external):
+    """SHA-256 of the model file's hash and of each external data file it read, named
+    relative to the model's resolved directory: the digest of what the session runs."""
+    import hashlib
+
+    base = os.path.dirname(os.path.realpath(model_path))
+    h = hashlib.sha256(model_sha.encode())
+    for path, _ in sorted(external, key=lambda e: os.path.relpath(e[0], base)):
+        h.update(b"\0" + os.fsencode(os.path.relpath(path, base)) + b"\0")
+        h.update(_sha256_file(path).encode())
+    return h.hexdigest()
+
+
+def _check_external(external, what):
+    for path, state in external:
+        try:
+            now = _file_state(path)
+        except OSError:
+            now = None
+        if now != tuple(state):
+            raise _ext.InvalidArgument(
+                f"cannot {what} the InferenceSession: its external data file {path!r} was "
+                "changed, moved or removed since the session loaded it")
+
+
 def _entry(options, key, default):
     try:
         return options.get_session_config_entry(key)
@@ -192,7 +221,7 @@ def _entry(options, key, default):
 
 
 def _reduce_session(sess):
-    path, loaded_state, data = sess._model_source()
+    path, loaded_state, data, external = sess._model_source()
     options = sess.get_session_options()
     mode = _entry(options, PICKLE_MODEL_ENTRY, "bytes")
     if mode not in ("bytes", "path"):
@@ -210,9 +239,14 @@ def _reduce_session(sess):
                 "moved or removed since the session loaded it")
     digest = _digests.get(sess)
     if path is not None and mode == "path":
+        # The external data files too: a worker whose weights file differs must not run.
+        _check_external(external or (), "pickle")
+        model_sha = _model_shas.get(sess)
+        if model_sha is None:
+            model_sha = _model_shas[sess] = _sha256_file(path)
         if digest is None:
-            digest = _digests[sess] = _sha256_file(path)
-        model = ("path", os.path.abspath(path), loaded_state[0])
+            digest = _digests[sess] = _external_digest(path, model_sha, external or ())
+        model = ("path", os.path.abspath(path), loaded_state[0], model_sha)
     else:
         if path is not None:
             # Mapped, not read: protocol 5 then hands the pages to the pickler as they are.
@@ -265,16 +299,27 @@ def _load(model, digest, options, providers, provider_options):
             f"cannot unpickle the InferenceSession: its model file {path!r} is not readable "
             f"here ({e.strerror}); pickle it with the model bytes instead (session config "
             f"entry {PICKLE_MODEL_ENTRY} = 'bytes', the default)") from None
+    if len(model) != 4:
+        raise _ext.InvalidArgument("malformed InferenceSession pickle: bad model reference")
+    model_sha = model[3]
     found = _sha256_file(path)
-    if found != digest:
+    if found != model_sha:
         raise _ext.InvalidArgument(
             f"cannot unpickle the InferenceSession: its model file {path!r} differs from the "
-            f"one pickled (SHA-256 {found[:16]}... here, {digest[:16]}... there)")
+            f"one pickled (SHA-256 {found[:16]}... here, {model_sha[:16]}... there)")
     sess = _ext.InferenceSession(path, options, providers, provider_options)
-    if tuple(sess._model_source()[1] or ()) != before:
+    _, loaded, _, external = sess._model_source()
+    if tuple(loaded or ()) != before:
         raise _ext.InvalidArgument(
             f"cannot unpickle the InferenceSession: its model file {path!r} changed while "
             "it was being loaded")
+    here = _external_digest(path, found, external or ())
+    _check_external(external or (), "unpickle")  # unchanged while it was hashed
+    if here != digest:
+        raise _ext.InvalidArgument(
+            f"cannot unpickle the InferenceSession: the external data files of {path!r} "
+            "differ from the ones pickled")
+    _model_shas[sess] = found
     return sess
 
 

@@ -143,6 +143,14 @@ struct Model {
   // Whether `backing` is a private read-only mapping of the model file: its pages can be
   // dropped from memory (drop_file_pages) and are read back from the file when touched.
   bool backing_is_file = false;
+  // The external data files a load from a file read, by resolved path, with their size,
+  // modification time (ns) and inode when opened (for pickling by path).
+  struct ExternalFile {
+    std::string path;
+    int64_t size = 0, mtime_ns = 0;
+    uint64_t ino = 0;
+  };
+  std::vector<ExternalFile> external_files;
 };
 
 // Drops the whole pages inside [data, data + size) of a private read-only file mapping from

@@ -148,6 +148,8 @@ class FileExternalData : public onnx_reader::ExternalDataSource {
   struct File {
     BufferPtr mapping;  // null for an empty file
     uint64_t size = 0;
+    int64_t mtime_ns = 0;
+    uint64_t ino = 0;
   };
 
   // Whether `path` is below `root` (both resolved), not `root` itself.
@@ -212,6 +214,9 @@ class FileExternalData : public onnx_reader::ExternalDataSource {
                     "' is not a regular file");
     File f;
     f.size = static_cast<uint64_t>(st.st_size);
+    f.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL +
+                 static_cast<int64_t>(st.st_mtim.tv_nsec);
+    f.ino = static_cast<uint64_t>(st.st_ino);
     if (f.size > 0) f.mapping = map_fd(fd, static_cast<size_t>(f.size), "'" + loc + "'");
     return files_.emplace(real, std::move(f)).first->second;
   }
@@ -220,6 +225,15 @@ class FileExternalData : public onnx_reader::ExternalDataSource {
   std::string model_real_dir_;
   std::string real_base_;
   std::map<std::string, File> files_;
+
+ public:
+  // The files opened so far, by resolved path (sorted).
+  std::vector<Model::ExternalFile> opened() const {
+    std::vector<Model::ExternalFile> v;
+    for (const auto& [path, f] : files_)
+      v.push_back({path, static_cast<int64_t>(f.size), f.mtime_ns, f.ino});
+    return v;
+  }
 };
 
 // LoadOptions in front of the files (or of nothing, for a model from bytes): initializers
@@ -309,8 +323,10 @@ Model load_model_from_file(const std::string& path, const LoadOptions& options) 
   onnx_reader::ExternalDataSource* external = &files;
   if (!options.empty()) external = &session_data;
   try {
-    return onnx_reader::parse_model(static_cast<const uint8_t*>(backing->data()), size, backing,
-                                    external, true);
+    Model m = onnx_reader::parse_model(static_cast<const uint8_t*>(backing->data()), size, backing,
+                                       external, true);
+    m.external_files = files.opened();
+    return m;
   } catch (const Error& e) {
     throw Error(e.code(), "Load model from " + path + " failed: " + e.what());
   }

@@ -79,12 +79,28 @@ void create_core(ModuleState* st, SessionObject* so, ModelSource source, Ref opt
   LoadViews views;
   const LoadOptions load = session_options_load_options(st, options.get(), &views);
 
+  const bool from_file = !source.bytes;
   Model model;
   without_gil([&] {
     model = source.bytes ? load_model_from_buffer(std::move(source.bytes), "", load)
                          : load_model_from_file(source.path, load);
   });
   session_options_apply_model_config(st, options.get(), model.metadata_props, &config);
+  Ref external;
+  if (from_file) {
+    external = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(model.external_files.size())));
+    if (!external) throw PythonErrorSet{};
+    for (size_t i = 0; i < model.external_files.size(); ++i) {
+      const Model::ExternalFile& f = model.external_files[i];
+      PyObject* item = Py_BuildValue(
+          "(N(LLK))",
+          PyUnicode_DecodeFSDefaultAndSize(f.path.data(), static_cast<Py_ssize_t>(f.path.size())),
+          static_cast<long long>(f.size), static_cast<long long>(f.mtime_ns),
+          static_cast<unsigned long long>(f.ino));
+      if (!item) throw PythonErrorSet{};
+      PyTuple_SET_ITEM(external.get(), static_cast<Py_ssize_t>(i), item);
+    }
+  }
   std::shared_ptr<const Session> created;
   without_gil([&] { created = Session::create(std::move(model), config); });
   // Another thread may have initialized this object while the GIL was released.
@@ -96,6 +112,7 @@ void create_core(ModuleState* st, SessionObject* so, ModelSource source, Ref opt
   Py_XSETREF(so->providers, choice.names.release());
   Py_XSETREF(so->provider_options, choice.options.release());
   so->sess = std::move(created);
+  Py_XSETREF(so->source_external, external.release());
 }
 
 // What pickling needs to know of the source: the bytes as a read-only view (the buffer
@@ -200,6 +217,7 @@ int session_traverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(so->source_path);
   Py_VISIT(so->source_stat);
   Py_VISIT(so->source_bytes);
+  Py_VISIT(so->source_external);
   return 0;
 }
 
@@ -215,6 +233,7 @@ int session_clear(PyObject* self) {
   Py_CLEAR(so->source_path);
   Py_CLEAR(so->source_stat);
   Py_CLEAR(so->source_bytes);
+  Py_CLEAR(so->source_external);
   return 0;
 }
 
@@ -595,7 +614,7 @@ PyObject* session_set_providers(PyObject* self, PyObject* args, PyObject* kwds) 
   ORTLITE_PY_CATCH(st, nullptr)
 }
 
-// (path, stat, bytes) of the model source, for ortlite/_pickle.py.
+// (path, stat, bytes, external data files) of the model source, for ortlite/_pickle.py.
 PyObject* session_model_source(PyObject* self, PyObject*) {
   ModuleState* st = state_of(self);
   if (!st) return nullptr;
@@ -603,8 +622,8 @@ PyObject* session_model_source(PyObject* self, PyObject*) {
     loaded(st, self);
     SessionObject* so = as_sess(self);
     auto or_none = [](PyObject* o) { return o ? o : Py_None; };
-    return PyTuple_Pack(3, or_none(so->source_path), or_none(so->source_stat),
-                        or_none(so->source_bytes));
+    return PyTuple_Pack(4, or_none(so->source_path), or_none(so->source_stat),
+                        or_none(so->source_bytes), or_none(so->source_external));
   }
   ORTLITE_PY_CATCH(st, nullptr)
 }

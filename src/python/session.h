@@ -25,6 +25,9 @@ struct SessionObject {
   PyObject* source_path;
   PyObject* source_stat;
   PyObject* source_bytes;
+  // The external data files a load from a file read: tuple of (path, (size, mtime_ns,
+  // inode)) when opened, sorted by path; NULL for a model from bytes.
+  PyObject* source_external;
 };
 
 // The core session of `self` (an InferenceSession); throws Error(kNoModel) when __init__

@@ -358,3 +358,55 @@ def test_external_data_model(tmp_path):
     with pytest.raises(ortlite.Fail, match="pickles by path"):
         pickle.loads(bytes_blob)
     np.testing.assert_array_equal(pickle.loads(path_blob).run(None, {"x": x})[0], expected)
+
+
+def external_model(tmp_path, seed=0, location="w.bin"):
+    import onnx
+    path = tmp_path / "ext.onnx"
+    onnx.save(mlp_model(seed=seed) if seed else mlp_model(), str(path), save_as_external_data=True,
+              all_tensors_to_one_file=True, location=location, size_threshold=0)
+    return path
+
+
+def test_path_mode_changed_external_data_raises_invalid_argument(tmp_path):
+    """The path-mode digest covers the external data files: a worker whose weights file
+    differs (same model file, same size) refuses to run it."""
+    path = external_model(tmp_path)
+    blob = pickle.dumps(path_session(path))
+    gc.collect()
+    ortlite._pickle.cache_clear()
+    data = tmp_path / "w.bin"
+    arr = np.frombuffer(data.read_bytes(), np.uint8).copy()
+    arr[:64] ^= 0x55  # other weights, same length
+    data.write_bytes(arr.tobytes())
+    with pytest.raises(ortlite.InvalidArgument, match="external data files .* differ"):
+        pickle.loads(blob)
+
+
+def test_path_mode_external_data_changed_since_load_refuses_to_pickle(tmp_path):
+    path = external_model(tmp_path)
+    sess = path_session(path)
+    data = tmp_path / "w.bin"
+    data.write_bytes(data.read_bytes()[::-1])
+    with pytest.raises(ortlite.InvalidArgument, match="external data file .* was changed"):
+        pickle.dumps(sess)
+
+
+def test_path_mode_external_data_missing_on_the_worker(tmp_path):
+    path = external_model(tmp_path)
+    blob = pickle.dumps(path_session(path))
+    gc.collect()
+    ortlite._pickle.cache_clear()
+    os.remove(tmp_path / "w.bin")
+    with pytest.raises(ortlite.NoSuchFile, match="w.bin"):
+        pickle.loads(blob)
+
+
+def test_model_source_lists_the_external_data_files(tmp_path):
+    path = external_model(tmp_path)
+    sess = ortlite.InferenceSession(str(path))
+    files = sess._model_source()[3]
+    assert [os.path.basename(p) for p, _ in files] == ["w.bin"]
+    st = os.stat(tmp_path / "w.bin")
+    assert files[0][1] == (st.st_size, st.st_mtime_ns, st.st_ino)
+    assert ortlite.InferenceSession(mlp_bytes())._model_source()[3] is None
