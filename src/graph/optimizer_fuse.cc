@@ -257,6 +257,25 @@ int Optimizer::silu(const std::string& v, int& sig) const {
   return -1;
 }
 
+// The activation, or x * Sigmoid(x) as Silu, that alone reads `cur`: its nodes are added
+// to `gone` and `cur` becomes its output. An empty name when there is none.
+Activation Optimizer::absorb_activation(std::string& cur, std::vector<int>& gone) const {
+  const int k = sole_reader(cur);
+  Activation act = activation(k);
+  int sig = -1;
+  const int mul = act.name.empty() ? silu(cur, sig) : -1;
+  if (mul >= 0) {
+    act.name = "Silu";
+    gone.push_back(sig);
+    gone.push_back(mul);
+    cur = g_.nodes[mul].outputs[0];
+  } else if (!act.name.empty()) {
+    gone.push_back(k);
+    cur = g_.nodes[k].outputs[0];
+  }
+  return act;
+}
+
 // ---- Conv -----------------------------------------------------------------------------
 
 void Optimizer::fuse_convs() {
@@ -280,20 +299,8 @@ void Optimizer::fuse_convs() {
         k = sole_reader(cur);
       }
     }
-    Activation act = activation(k);
-    int sig = -1;
-    const int mul = act.name.empty() ? silu(cur, sig) : -1;
-    if (mul >= 0) {
-      act.name = "Silu";
-      gone.push_back(sig);
-      gone.push_back(mul);
-      cur = g_.nodes[mul].outputs[0];
-    } else if (!act.name.empty()) {
-      gone.push_back(k);
-      cur = g_.nodes[k].outputs[0];
-    } else if (gone.empty()) {
-      continue;
-    }
+    const Activation act = absorb_activation(cur, gone);
+    if (act.name.empty() && gone.empty()) continue;
     Node f;
     f.name = conv.name;
     f.op_type = "FusedConv";

@@ -127,6 +127,7 @@ class Optimizer {
 
   Activation activation(int k) const;
   int silu(const std::string& v, int& sig) const;
+  Activation absorb_activation(std::string& cur, std::vector<int>& gone) const;
 
   // ---- Conv -----------------------------------------------------------------------------
 

@@ -208,21 +208,7 @@ void Optimizer::fuse_integer_to_float() {
       }
     }
     Activation act;
-    if (conv) {
-      k = sole_reader(cur);
-      act = activation(k);
-      int sig = -1;
-      const int mul = act.name.empty() ? silu(cur, sig) : -1;
-      if (mul >= 0) {
-        act.name = "Silu";
-        gone.push_back(sig);
-        gone.push_back(mul);
-        cur = g_.nodes[mul].outputs[0];
-      } else if (!act.name.empty()) {
-        gone.push_back(k);
-        cur = g_.nodes[k].outputs[0];
-      }
-    }
+    if (conv) act = absorb_activation(cur, gone);
     Node f;
     f.name = q.name;
     f.outputs = {cur};
