@@ -47,41 +47,32 @@ std::vector<float> direct_pack(const float* w, int64_t M, int64_t C, int64_t KH,
 }
 
 namespace {
-// The padded plane: every row and column that an output reads, and no more.
-int64_t padded_h(const DirectGeometry& g) {
-  return (g.OH - 1) * g.s + g.KH;
+// The padded copy: Hp rows of ld floats per channel, 64-byte aligned, padded column j of a
+// row at offset shift + j, where shift puts the first input column on a 16-float boundary
+// (so that the copy's stores are whole aligned vectors), and slack past the last channel for
+// the reads of a tile's unused pixels (at most 15 per row, stride 2).
+struct PadLayout {
+  int64_t Hp, Wp, ld, shift;
+};
+PadLayout pad_layout(const DirectGeometry& g) {
+  PadLayout L;
+  L.Hp = (g.OH - 1) * g.s + g.KH;
+  L.Wp = (g.OW - 1) * g.s + g.KW;
+  const int64_t lo = std::max<int64_t>(g.pl, 0);
+  L.shift = (16 - lo % 16) % 16;
+  L.ld = (L.shift + L.Wp + 15) / 16 * 16;
+  return L;
 }
-int64_t padded_w(const DirectGeometry& g) {
-  return (g.OW - 1) * g.s + g.KW;
-}
-// Past the last plane: the reads of a tile's unused pixels (at most 15 per row, stride 2).
 constexpr int64_t kDirectSlack = 32;
+// The buffer's first 64-byte boundary.
+uintptr_t pad_base(const float* xp) {
+  return (reinterpret_cast<uintptr_t>(xp) + 63) & ~uintptr_t{63};
+}
 }  // namespace
 
 int64_t direct_pad_size(const DirectGeometry& g) {
-  return g.C * padded_h(g) * padded_w(g) + kDirectSlack;
-}
-
-void direct_pad(const DirectGeometry& g, const float* x, float* xp) {
-  const int64_t Hp = padded_h(g), Wp = padded_w(g);
-  // Input columns [c0, c1) land in padded columns [c0 + pl, c1 + pl), inside [0, Wp).
-  const int64_t c0 = std::max<int64_t>(0, -g.pl), c1 = std::min(g.W, Wp - g.pl);
-  for (int64_t c = 0; c < g.C; ++c) {
-    float* d = xp + c * Hp * Wp;
-    const float* xc = x + c * g.H * g.W;
-    for (int64_t r = 0; r < Hp; ++r) {
-      float* dr = d + r * Wp;
-      const int64_t ir = r - g.pt;
-      if (ir < 0 || ir >= g.H || c1 <= c0) {
-        std::fill(dr, dr + Wp, 0.f);
-        continue;
-      }
-      std::fill(dr, dr + c0 + g.pl, 0.f);
-      std::copy(xc + ir * g.W + c0, xc + ir * g.W + c1, dr + c0 + g.pl);
-      std::fill(dr + c1 + g.pl, dr + Wp, 0.f);
-    }
-  }
-  std::fill(xp + g.C * Hp * Wp, xp + g.C * Hp * Wp + kDirectSlack, 0.f);
+  const PadLayout L = pad_layout(g);
+  return g.C * L.Hp * L.ld + kDirectSlack + 16;
 }
 
 namespace {
@@ -409,7 +400,9 @@ template <int NB, int S>
 void direct_rows(const DirectGeometry& g, const float* xp, const float* wp, const float* bias,
                  bool clamp, float lo, float hi, float* y, int64_t r0, int64_t r1) {
   constexpr int64_t kT = NB == 1 ? 16 : 12;  // pixels per tile: 16 or 24 accumulators
-  const int64_t Wp = (g.OW - 1) * S + g.KW, plane = ((g.OH - 1) * S + g.KH) * Wp;
+  const PadLayout L = pad_layout(g);
+  const int64_t Wp = L.ld, plane = L.Hp * L.ld;  // Wp: the row stride
+  xp = reinterpret_cast<const float*>(pad_base(xp)) + L.shift;
   const int64_t P = g.OH * g.OW, wblock = g.C * g.KH * g.KW * 16;
   alignas(64) float buf[kT * NB * 16];
   const DirectTile full = direct_tile_for<NB, S>(kT);
@@ -509,6 +502,52 @@ void im2col_shifted(const float* x, int64_t in_size, int64_t C, int64_t ksize, c
             _mm512_maskz_loadu_ps(m[v] & tail, reinterpret_cast<const float*>(src + 64 * v)));
     }
   }
+}
+
+void direct_pad(const DirectGeometry& g, const float* x, float* xp) {
+  // Every row is written as whole aligned vectors: zeros, then the input row (its last part
+  // read as a whole vector and masked in registers, or lane by lane at the end of x), then
+  // zeros. Masked loads, unaligned stores and library calls per row (fill, copy) each cost
+  // this CPU (AMD EPYC) a tenth of a 16-channel layer at 16 x 16.
+  const PadLayout L = pad_layout(g);
+  float* base = reinterpret_cast<float*>(pad_base(xp));
+  const int64_t c0 = std::max<int64_t>(0, -g.pl), c1 = std::min(g.W, L.Wp - g.pl);
+  const int64_t n = c1 > c0 ? c1 - c0 : 0;
+  const int64_t v0 = (L.shift + std::max<int64_t>(g.pl, 0)) / 16;  // the first data vector
+  const int64_t nvec = L.ld / 16, full = n / 16, rest = n % 16;
+  const __mmask16 rest_mask = static_cast<__mmask16>((1u << rest) - 1);
+  const float* x_end = x + g.C * g.H * g.W;
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t c = 0; c < g.C; ++c) {
+    for (int64_t r = 0; r < L.Hp; ++r) {
+      float* dr = base + (c * L.Hp + r) * L.ld;
+      const int64_t ir = r - g.pt;
+      int64_t v = 0;
+      if (ir >= 0 && ir < g.H && n > 0) {
+        for (; v < v0; ++v) _mm512_store_ps(dr + 16 * v, zero);
+        const float* sr = x + (c * g.H + ir) * g.W + c0;
+        for (int64_t q = 0; q < full; ++q, ++v)
+          _mm512_store_ps(dr + 16 * v, _mm512_loadu_ps(sr + 16 * q));
+        if (rest) {
+          const float* st = sr + 16 * full;
+          __m512 val;
+          if (st + 16 <= x_end) {
+            val = _mm512_maskz_mov_ps(rest_mask, _mm512_loadu_ps(st));
+          } else {
+            alignas(64) float tmp[16] = {};
+            for (int64_t q = 0; q < rest; ++q) tmp[q] = st[q];
+            val = _mm512_load_ps(tmp);
+          }
+          _mm512_store_ps(dr + 16 * v, val);
+          ++v;
+        }
+      }
+      for (; v < nvec; ++v) _mm512_store_ps(dr + 16 * v, zero);
+    }
+  }
+  float* slack = base + g.C * L.Hp * L.ld;
+  _mm512_storeu_ps(slack, zero);
+  _mm512_storeu_ps(slack + 16, zero);
 }
 
 void direct_run(const DirectGeometry& g, const float* xp, const float* wp, const float* bias,
