@@ -1,5 +1,5 @@
-// Pieces the convolution kernels share (conv.cc: Conv, FusedConv, FusedExpandDepthwise,
-// im2col; conv_depthwise.cc: the depthwise kernels; conv_winograd.cc: Winograd F(4x4, 3x3)).
+// Pieces the convolution kernels share (conv.cc: Conv, FusedConv, FusedExpandDepthwise;
+// conv_im2col.cc: im2col; conv_depthwise.cc: the depthwise kernels; conv_winograd.cc: Winograd F(4x4, 3x3)).
 // Internal to src/providers/cpu/nn.
 #pragma once
 
