@@ -8,7 +8,7 @@ BUILD_ENV := $(if $(CCACHE),CC="ccache gcc" CXX="ccache g++",)
 PYTEST_ARGS ?=
 
 .PHONY: all venv build install demo test clean format bench bench-real bench-ops bench-tools \
-	wheel check-wheel
+	wheel wheels check-wheel
 
 all: build
 
@@ -75,6 +75,13 @@ wheel: $(STAMP)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m auditwheel repair \
 		$(if $(WHEEL_PLAT),--plat $(WHEEL_PLAT),) --wheel-dir dist $(WHEEL_DIR)/ortlite-*.whl
 	@ls -l dist/ortlite-*.whl
+
+# The same wheel for each CPython of WHEEL_PYTHONS (pythonX.Y on PATH, else pyenv's), each
+# built in its own small venv of the lock's build pins (tools/build_wheels.sh).
+WHEEL_PYTHONS ?= 3.11 3.12 3.13
+.PHONY: wheels
+wheels:
+	WHEEL_PLAT=$(WHEEL_PLAT) tools/build_wheels.sh $(WHEEL_PYTHONS)
 
 # Installs dist/'s wheel into a fresh venv (build/wheel-check) with no compiler reachable
 # and runs a subset of the tests from outside the source tree (tools/check_wheel.sh).

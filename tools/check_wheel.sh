@@ -3,15 +3,17 @@
 # reachable, runs a subset of the tests against it from outside the source tree, and
 # prints the installed size of ortlite next to onnxruntime's (docs/packaging.md).
 #
-# usage: tools/check_wheel.sh [WHEEL]      (default: the newest dist/ortlite-*manylinux*.whl)
+# usage: tools/check_wheel.sh [WHEEL]      (default: the newest dist/ortlite-*manylinux*.whl
+#                                          built for PYTHON's version)
 # env:   PYTHON      the interpreter the venv is made from (default python3)
 #        CHECK_TESTS the test files to run (default below), relative to tests/
 set -eu
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-python3}
-WHEEL=${1:-$(ls -t "$ROOT"/dist/ortlite-*manylinux*.whl 2>/dev/null | head -n 1)}
-[ -n "$WHEEL" ] && [ -f "$WHEEL" ] || { echo "check_wheel: no wheel (run make wheel)" >&2; exit 1; }
+TAG=$("$PYTHON" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+WHEEL=${1:-$(ls -t "$ROOT"/dist/ortlite-*-"$TAG"-*manylinux*.whl 2>/dev/null | head -n 1)}
+[ -n "$WHEEL" ] && [ -f "$WHEEL" ] || { echo "check_wheel: no $TAG wheel (run make wheel)" >&2; exit 1; }
 CHECK_TESTS=${CHECK_TESTS:-"tooling/test_cli.py api/test_api.py api/test_errors.py api/test_model_errors.py ops/test_ops_math.py"}
 DIR=$ROOT/build/wheel-check
 VENV=$DIR/venv

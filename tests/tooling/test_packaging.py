@@ -51,6 +51,20 @@ def test_every_requirement_is_pinned_in_the_lock():
         assert lock.get(canonical(name)) == version, spec
 
 
+def test_wheel_build_venvs_hold_the_build_requirements_at_the_lock_pins():
+    """make wheels (tools/build_wheels.sh) builds each Python's wheel in a venv of these
+    packages at the lock's versions: each must be in the lock, and pyproject.toml's build
+    requirements must all be among them."""
+    with open(os.path.join(ROOT, "tools", "build_wheels.sh")) as f:
+        m = re.search(r'^BUILD_REQS="([^"]+)"', f.read(), re.M)
+    assert m, "tools/build_wheels.sh: no BUILD_REQS line"
+    names = {canonical(n) for n in m.group(1).split()}
+    lock = read_pins("requirements-lock.txt")
+    assert names <= set(lock), names - set(lock)
+    for spec in pyproject()["build-system"]["requires"]:
+        assert canonical(spec.split("==")[0]) in names, spec
+
+
 @pytest.mark.skipif(os.path.realpath(sys.prefix) != os.path.join(ROOT, ".venv"),
                     reason="checks the Makefile's venv")
 def test_the_venv_holds_exactly_the_lock():
