@@ -44,7 +44,7 @@ from ortlite._ortlite import NEWEST_OPSET  # noqa: F401  (the newest default-dom
 # Names whose pure-Python modules load on first use (module __getattr__, PEP 562): they
 # are rarely needed, and their classes (IntEnums among them) would add to every import.
 _LAZY = {
-    "OrtDevice": "_device",
+    "OrtDevice": "_device", "OrtDeviceVendorId": "_device",
     "AdapterFormat": "_adapter", "LoraAdapter": "_adapter",
     "OrtEpDevice": "_ep_device", "OrtHardwareDevice": "_ep_device",
     "OrtHardwareDeviceType": "_ep_device", "get_ep_devices": "_ep_device",

@@ -563,7 +563,8 @@ PyObject* session_get_provider_graph_assignment_info(PyObject* self, PyObject*) 
     }
     Ref mod = Ref::steal(PyImport_ImportModule("ortlite._memory"));
     if (!mod) throw PythonErrorSet{};
-    return PyObject_CallMethod(mod.get(), "_graph_assignment", "O", list.get());
+    return PyObject_CallMethod(mod.get(), "_graph_assignment", "OO", list.get(),
+                               as_sess(self)->sess_options);
   }
   ORTLITE_PY_CATCH(st, nullptr)
 }
@@ -706,7 +707,8 @@ PyMethodDef session_methods[] = {
      PyDoc_STR("get_provider_graph_assignment_info($self, /)\n--\n\n"
                "The main graph's nodes, after the optimizer, by execution provider: a list of\n"
                "OrtEpAssignedSubgraph (ep_name, get_nodes() -> OrtEpAssignedNode with name,\n"
-               "op_type, domain), one per run of consecutive nodes, in execution order.")},
+               "op_type, domain), one per node, in execution order. Fail unless the session\n"
+               "was made with session.record_ep_graph_assignment_info = \"1\".")},
     {"set_providers", as_cfunc(session_set_providers), METH_VARARGS | METH_KEYWORDS,
      PyDoc_STR("set_providers($self, providers=None, provider_options=None)\n--\n\n"
                "Makes the session again from its model and SessionOptions with these providers\n"
