@@ -419,8 +419,16 @@ PyObject* session_run_impl(PyObject* self, PyObject* const* args, Py_ssize_t nar
           if (o == name) return "output '" + name + "' of " + n.label();
       return "output '" + name + "'";
     };
-    Ref result = ortvalues ? outputs_to_ortvalues(st, std::move(outs))
-                           : outputs_to_numpy(st, std::move(outs), label);
+    if (!ortvalues) return outputs_to_numpy(st, std::move(outs), label).release();
+    // Graph outputs declared sparse_tensor come back as sparse OrtValues, as onnxruntime's.
+    std::vector<std::string> sparse(outs.size());
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const std::string& name =
+          in.output_names.empty() ? sess->outputs().at(i).name : in.output_names.at(i);
+      for (const auto& o : sess->outputs())
+        if (o.name == name && o.type.kind == TypeInfo::Kind::kSparseTensor) sparse[i] = name;
+    }
+    Ref result = outputs_to_ortvalues(st, std::move(outs), sparse);
     return result.release();
   }
   ORTLITE_PY_CATCH(st, nullptr)
