@@ -179,6 +179,9 @@ class OrtSparseFormat(_enum.IntEnum):
 
 _ortlite._register_enums(GraphOptimizationLevel, ExecutionMode)
 
+# The default logger (a Python callback) replaces the native severity setter.
+from ortlite._logging import set_default_logger_callback, set_default_logger_severity  # noqa: E402,F401
+
 # Pickle support for sessions, options and CPU OrtValues (docs/distributed.md).
 from ortlite import _pickle  # noqa: E402,F401
 # The exit drain of run_async in multiprocessing's fork / forkserver children.

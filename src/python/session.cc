@@ -113,6 +113,11 @@ void create_core(ModuleState* st, SessionObject* so, ModelSource source, Ref opt
   Py_XSETREF(so->provider_options, choice.options.release());
   so->sess = std::move(created);
   Py_XSETREF(so->source_external, external.release());
+  if (st->log_sink) {
+    // The logger callback hears of the new session; its failure never fails the session.
+    Ref r = Ref::steal(PyObject_CallOneArg(st->log_sink, reinterpret_cast<PyObject*>(so)));
+    if (!r) PyErr_WriteUnraisable(st->log_sink);
+  }
 }
 
 // What pickling needs to know of the source: the bytes as a read-only view (the buffer
