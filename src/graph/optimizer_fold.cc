@@ -187,7 +187,8 @@ void Optimizer::eliminate_noop_casts() {
 
 // ---- CastLike as Cast -----------------------------------------------------------------
 
-// CastLike(x, like) whose `like` has a known element type becomes Cast(x, to = that type)
+// CastLike(x, like) whose `like` has a known element type (not one of the narrow float8 /
+// int4 / float4 / int2 types) becomes Cast(x, to = that type)
 // (saturate kept), as onnxruntime expands it (CastLike is a function of Cast): the model
 // written by optimized_model_filepath then has onnxruntime's Cast. It runs after
 // eliminate_noop_casts, so a CastLike to x's own type stays a (copying) Cast, as in
@@ -208,7 +209,10 @@ void Optimizer::expand_cast_likes() {
       typed = true;
     }
     auto it = types.find(n.inputs[1]);
-    if (it == types.end() || it->second == DataType::kUndefined) continue;
+    // Narrow targets stay CastLike: its kernel names the node and input a narrow type
+    // used before its opset refers to.
+    if (it == types.end() || it->second == DataType::kUndefined || dtype_is_narrow(it->second))
+      continue;
     n.op_type = "Cast";
     n.inputs.pop_back();
     std::vector<Attribute> attrs{make_int_attr("to", static_cast<int64_t>(it->second))};

@@ -426,3 +426,14 @@ def test_castlike_keeps_saturate_and_stays_without_optimizations(tmp_path):
     assert helper.get_node_attr_value(cast, "saturate") == 0
     _save(model, tmp_path / "raw.onnx", level=ortlite.GraphOptimizationLevel.ORT_DISABLE_ALL)
     assert onnx.load(str(tmp_path / "raw.onnx")).graph.node[0].op_type == "CastLike"
+
+
+def test_castlike_to_a_narrow_type_stays_castlike(tmp_path):
+    like = helper.make_tensor("like", TensorProto.FLOAT8E4M3FN, [1], [0.0])
+    g = helper.make_graph([helper.make_node("CastLike", ["x", "like"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT8E4M3FN, [3])],
+                          [like])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
+    _save(model, tmp_path / "opt.onnx")
+    assert [n.op_type for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node] == ["CastLike"]
