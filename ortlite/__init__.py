@@ -44,7 +44,7 @@ from ortlite._ortlite import NEWEST_OPSET  # noqa: F401  (the newest default-dom
 # Names whose pure-Python modules load on first use (module __getattr__, PEP 562): they
 # are rarely needed, and their classes (IntEnums among them) would add to every import.
 _LAZY = {
-    "OrtDevice": "_device",
+    "OrtDevice": "_device", "OrtDeviceVendorId": "_device",
     "AdapterFormat": "_adapter", "LoraAdapter": "_adapter",
     "OrtEpDevice": "_ep_device", "OrtHardwareDevice": "_ep_device",
     "OrtHardwareDeviceType": "_ep_device", "get_ep_devices": "_ep_device",
@@ -178,6 +178,9 @@ class OrtSparseFormat(_enum.IntEnum):
 
 
 _ortlite._register_enums(GraphOptimizationLevel, ExecutionMode)
+
+# The default logger (a Python callback) replaces the native severity setter.
+from ortlite._logging import set_default_logger_callback, set_default_logger_severity  # noqa: E402,F401
 
 # Pickle support for sessions, options and CPU OrtValues (docs/distributed.md).
 from ortlite import _pickle  # noqa: E402,F401

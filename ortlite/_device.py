@@ -1,6 +1,21 @@
 """OrtDevice: onnxruntime's description of a device (type, memory type, vendor, id)."""
 
+import enum
+
 from ortlite._ortlite import InvalidArgument
+
+
+class OrtDeviceVendorId(enum.IntEnum):
+    """PCI vendor ids of OrtDevice.device_vendor_id(), as onnxruntime numbers them."""
+
+    NONE = 0
+    AMD = 0x1002
+    NVIDIA = 0x10DE
+    ARM = 0x13B5
+    MICROSOFT = 0x1414
+    HUAWEI = 0x19E5
+    QUALCOMM = 0x5143
+    INTEL = 0x8086
 
 
 class OrtDevice:
@@ -8,6 +23,8 @@ class OrtDevice:
     OrtDevice.make("cuda", 0); device_type() is OrtDevice.cpu() or OrtDevice.cuda()."""
 
     _TYPES = {"cpu": 0, "cuda": 1, "gpu": 1}
+    # The vendor a device name implies when make() is given none (onnxruntime's aliases).
+    _VENDORS = {"cuda": OrtDeviceVendorId.NVIDIA}
 
     def __init__(self, device_type, memory_type, device_id, vendor_id=0):
         for name, v in (("device_type", device_type), ("memory_type", memory_type),
@@ -23,13 +40,16 @@ class OrtDevice:
 
     @staticmethod
     def make(ort_device_name, device_id, vendor_id=-1):
-        """OrtDevice.make("cpu" | "cuda" | "gpu", device_id, vendor_id=-1)."""
+        """OrtDevice.make("cpu" | "cuda" | "gpu", device_id, vendor_id=-1). Without a
+        vendor_id, "cuda" is NVIDIA's and the others have none (0), as in onnxruntime."""
         if not isinstance(ort_device_name, str):
             raise TypeError(f"ort_device_name must be str, not {type(ort_device_name).__name__}")
         if ort_device_name not in OrtDevice._TYPES:
             raise InvalidArgument(f"Unsupported device type: {ort_device_name}")
+        if vendor_id < 0:
+            vendor_id = int(OrtDevice._VENDORS.get(ort_device_name, OrtDeviceVendorId.NONE))
         return OrtDevice(OrtDevice._TYPES[ort_device_name], OrtDevice.default_memory(), device_id,
-                         vendor_id if vendor_id >= 0 else 0)
+                         int(vendor_id))
 
     @staticmethod
     def cpu():
@@ -41,6 +61,28 @@ class OrtDevice:
 
     @staticmethod
     def gpu():
+        return 1
+
+    # Device types of onnxruntime's other providers: named so that code written for them
+    # reads, but an OrtDevice of these types is refused (ortlite runs none of them).
+    @staticmethod
+    def fpga():
+        return 2
+
+    @staticmethod
+    def npu():
+        return 3
+
+    @staticmethod
+    def cann():
+        return 3
+
+    @staticmethod
+    def dml():
+        return 4
+
+    @staticmethod
+    def webgpu():
         return 1
 
     @staticmethod

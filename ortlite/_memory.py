@@ -213,8 +213,9 @@ class OrtEpAssignedNode:
 
 
 class OrtEpAssignedSubgraph:
-    """Consecutive nodes (in execution order) that one execution provider runs: ep_name and
-    get_nodes()."""
+    """Nodes that one execution provider runs together: ep_name and get_nodes(). ortlite's
+    providers run node by node, so each subgraph holds one node (as onnxruntime's CPU and
+    CUDA providers report it)."""
 
     __slots__ = ("ep_name", "_nodes")
 
@@ -229,11 +230,21 @@ class OrtEpAssignedSubgraph:
         return f"OrtEpAssignedSubgraph(ep_name={self.ep_name!r}, nodes={len(self._nodes)})"
 
 
-def _graph_assignment(rows):
-    """[(name, op_type, domain, provider)] in plan order -> [OrtEpAssignedSubgraph]."""
-    out = []
-    for name, op_type, domain, provider in rows:
-        if not out or out[-1].ep_name != provider:
-            out.append(OrtEpAssignedSubgraph(provider, []))
-        out[-1]._nodes.append(OrtEpAssignedNode(name, op_type, domain))
-    return out
+_RECORD_ENTRY = "session.record_ep_graph_assignment_info"
+
+
+def _graph_assignment(rows, options):
+    """[(name, op_type, domain, provider)] in plan order -> [OrtEpAssignedSubgraph], one a
+    node; only for sessions made with the config entry session.record_ep_graph_assignment_info
+    = "1", as onnxruntime."""
+    from ortlite import Fail
+
+    try:
+        recorded = options.get_session_config_entry(_RECORD_ENTRY) == "1"
+    except RuntimeError:
+        recorded = False
+    if not recorded:
+        raise Fail(f"Session configuration entry '{_RECORD_ENTRY}' must be set to \"1\" to "
+                   "retrieve EP graph assignment information.")
+    return [OrtEpAssignedSubgraph(provider, [OrtEpAssignedNode(name, op_type, domain)])
+            for name, op_type, domain, provider in rows]

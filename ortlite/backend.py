@@ -81,6 +81,10 @@ class OrtliteBackendRep(BackendRep):
     def __init__(self, session):
         self._session = session
         self._inputs = [i.name for i in session.get_inputs()]
+        # A model whose one input is a map takes a dict as that input's value, as
+        # onnxruntime's backend does; otherwise a dict names the inputs.
+        args = session.get_inputs()
+        self._map_input = len(args) == 1 and args[0].type.startswith("map(")
         self._outputs = [o.name for o in session.get_outputs()]
 
     @property
@@ -89,14 +93,15 @@ class OrtliteBackendRep(BackendRep):
 
     def run(self, inputs, **kwargs):
         """inputs: a dict name -> value, a list/tuple of values in graph-input order, or a
-        single value for a one-input model. A value is what InferenceSession.run takes: an
+        single value for a one-input model (for a model whose one input is a map, a dict is
+        that value, as in onnxruntime). A value is what InferenceSession.run takes: an
         array (or anything numpy converts) for a tensor, a list of arrays for a sequence, a
         dict for a map, None for an empty optional; values are passed as they are (a list
         stays a list). kwargs naming RunOptions attributes set them (run_options= passes
         one). Returns the outputs as a namedtuple that can also be indexed by output
         name."""
         run_options = _run_options(kwargs)
-        if isinstance(inputs, dict):
+        if isinstance(inputs, dict) and not self._map_input:
             feeds = dict(inputs)
         elif isinstance(inputs, (list, tuple)):
             if len(inputs) > len(self._inputs):

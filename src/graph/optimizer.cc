@@ -1,7 +1,8 @@
 // Load-time rewrites of the main graph (level >= 1, ORT_ENABLE_BASIC and above):
 //
 //  0. Dead-node elimination, before and after the rest: nodes none of whose outputs reaches
-//     a graph output are removed.
+//     a graph output are removed. Then Casts to their input's own type go, and CastLike
+//     with a known target type becomes Cast (optimizer_fold.cc), as onnxruntime expands it.
 //  1. Constant folding (constant_folding.cc): a default-domain node of a deterministic op
 //     whose inputs are all constants (initializers no feed can replace, Constant nodes,
 //     outputs of folded nodes) runs once with its CPU kernel; its outputs become
@@ -59,6 +60,7 @@ namespace opt {
 void Optimizer::run() {
   eliminate_dead_nodes();  // nothing dead is folded
   eliminate_noop_casts();
+  expand_cast_likes();
   if (level_ >= 2) {
     fuse_qdq();  // before folding turns the weights' DequantizeLinear to float
     eliminate_dead_nodes();

@@ -185,6 +185,43 @@ void Optimizer::eliminate_noop_casts() {
   if (!alias.empty()) compact();
 }
 
+// ---- CastLike as Cast -----------------------------------------------------------------
+
+// CastLike(x, like) whose `like` has a known element type (not one of the narrow float8 /
+// int4 / float4 / int2 types) becomes Cast(x, to = that type)
+// (saturate kept), as onnxruntime expands it (CastLike is a function of Cast): the model
+// written by optimized_model_filepath then has onnxruntime's Cast. It runs after
+// eliminate_noop_casts, so a CastLike to x's own type stays a (copying) Cast, as in
+// onnxruntime.
+void Optimizer::expand_cast_likes() {
+  if (!well_formed()) return;
+  std::vector<int> order;
+  if (!topological_order(g_, order)) return;
+  std::unordered_map<std::string, DataType> types;
+  bool typed = false;
+  for (int i : order) {
+    Node& n = g_.nodes[static_cast<size_t>(i)];
+    if (!is_op(n, "CastLike") || n.inputs.size() != 2 || n.inputs[1].empty() ||
+        n.outputs.size() != 1)
+      continue;
+    if (!typed) {
+      types = infer_elem_types(g_, order);
+      typed = true;
+    }
+    auto it = types.find(n.inputs[1]);
+    // Narrow targets stay CastLike: its kernel names the node and input a narrow type
+    // used before its opset refers to.
+    if (it == types.end() || it->second == DataType::kUndefined || dtype_is_narrow(it->second))
+      continue;
+    n.op_type = "Cast";
+    n.inputs.pop_back();
+    std::vector<Attribute> attrs{make_int_attr("to", static_cast<int64_t>(it->second))};
+    for (const Attribute& a : n.attributes)
+      if (a.name == "saturate") attrs.push_back(a);
+    n.attributes = std::move(attrs);
+  }
+}
+
 // ---- Transposes pushed down and cancelled --------------------------------------------
 
 // A model exported from an NHWC framework wraps every Conv in a Transpose to NCHW and one

@@ -101,6 +101,7 @@ class Optimizer {
   // ---- Casts to the type their input has --------------------------------------------------
 
   void eliminate_noop_casts();
+  void expand_cast_likes();
 
   // ---- Transposes pushed down and cancelled --------------------------------------------
 

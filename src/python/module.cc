@@ -91,7 +91,7 @@ PyObject* value_infos(const std::vector<ValueInfo>& values, const Graph& g) {
       shape = Ref::steal(PyList_New(0));
       if (!shape) return nullptr;
       for (const Dim& d : v.type.dims) {
-        Ref dim = d.has_value ? Ref::steal(PyLong_FromLongLong(d.value))
+        Ref dim = d.has_value        ? Ref::steal(PyLong_FromLongLong(d.value))
                   : !d.param.empty() ? Ref::steal(PyUnicode_FromString(d.param.c_str()))
                                      : Ref::borrow(Py_None);
         if (!dim || PyList_Append(shape.get(), dim.get()) < 0) return nullptr;
@@ -122,7 +122,8 @@ PyObject* describe_model(PyObject* module, PyObject* arg) {
     Ref opsets = Ref::steal(PyList_New(0));
     if (!opsets) return nullptr;
     for (const OpsetImport& o : m.opset_imports) {
-      Ref item = Ref::steal(Py_BuildValue("(sL)", o.domain.c_str(), static_cast<long long>(o.version)));
+      Ref item =
+          Ref::steal(Py_BuildValue("(sL)", o.domain.c_str(), static_cast<long long>(o.version)));
       if (!item || PyList_Append(opsets.get(), item.get()) < 0) return nullptr;
     }
     Ref nodes = Ref::steal(PyList_New(0));
@@ -146,18 +147,20 @@ PyObject* describe_model(PyObject* module, PyObject* arg) {
     Ref metadata = Ref::steal(PyDict_New());
     if (!metadata) return nullptr;
     for (const auto& [k, v] : m.metadata_props) {
-      Ref value = Ref::steal(PyUnicode_DecodeUTF8(v.data(), static_cast<Py_ssize_t>(v.size()), "replace"));
-      if (!value || PyDict_SetItemString(metadata.get(), k.c_str(), value.get()) < 0) return nullptr;
+      Ref value =
+          Ref::steal(PyUnicode_DecodeUTF8(v.data(), static_cast<Py_ssize_t>(v.size()), "replace"));
+      if (!value || PyDict_SetItemString(metadata.get(), k.c_str(), value.get()) < 0)
+        return nullptr;
     }
     return Py_BuildValue(
         "{s:O,s:O,s:O,s:L,s:s,s:s,s:s,s:L,s:s,s:O,s:O,s:O,s:n,s:n}", "inputs", inputs.get(),
         "outputs", outputs.get(), "metadata", metadata.get(), "ir_version",
         static_cast<long long>(m.ir_version), "producer_name", m.producer_name.c_str(),
-        "producer_version", m.producer_version.c_str(), "domain", m.domain.c_str(),
-        "model_version", static_cast<long long>(m.model_version), "graph_name",
-        m.graph.name.c_str(), "opset_imports", opsets.get(), "functions", functions.get(),
-        "nodes", nodes.get(), "initializers", static_cast<Py_ssize_t>(report.initializers),
-        "initializer_bytes", static_cast<Py_ssize_t>(report.initializer_bytes));
+        "producer_version", m.producer_version.c_str(), "domain", m.domain.c_str(), "model_version",
+        static_cast<long long>(m.model_version), "graph_name", m.graph.name.c_str(),
+        "opset_imports", opsets.get(), "functions", functions.get(), "nodes", nodes.get(),
+        "initializers", static_cast<Py_ssize_t>(report.initializers), "initializer_bytes",
+        static_cast<Py_ssize_t>(report.initializer_bytes));
   }
   ORTLITE_PY_CATCH(st, nullptr)
 }
@@ -170,6 +173,17 @@ PyObject* register_enums(PyObject* module, PyObject* args) {
   ModuleState* st = get_module_state(module);
   Py_XSETREF(st->graph_optimization_level_enum, Py_NewRef(graph_opt));
   Py_XSETREF(st->execution_mode_enum, Py_NewRef(exec_mode));
+  Py_RETURN_NONE;
+}
+
+// Called by ortlite._logging: the hook each new session is given to (None: no logging).
+PyObject* set_log_sink(PyObject* module, PyObject* sink) {
+  if (sink != Py_None && !PyCallable_Check(sink)) {
+    PyErr_SetString(PyExc_TypeError, "_set_log_sink expects a callable or None");
+    return nullptr;
+  }
+  ModuleState* st = get_module_state(module);
+  Py_XSETREF(st->log_sink, sink == Py_None ? nullptr : Py_NewRef(sink));
   Py_RETURN_NONE;
 }
 
@@ -195,7 +209,8 @@ PyMethodDef module_methods[] = {
      PyDoc_STR("get_version_string()\n--\n\nortlite's version.")},
     {"set_default_logger_severity", set_default_logger_severity, METH_O,
      PyDoc_STR("set_default_logger_severity(severity, /)\n--\n\n"
-               "Accepted for onnxruntime compatibility (0..4); ortlite logs nothing.")},
+               "Checks a default logger severity (0..4); ortlite.set_default_logger_severity\n"
+               "(ortlite/_logging.py) records it.")},
     {"set_default_logger_verbosity", accept_int, METH_O,
      PyDoc_STR("set_default_logger_verbosity(verbosity, /)\n--\n\n"
                "Accepted for onnxruntime compatibility; ortlite logs nothing.")},
@@ -210,6 +225,9 @@ PyMethodDef module_methods[] = {
     {"_register_enums", register_enums, METH_VARARGS,
      PyDoc_STR("_register_enums(graph_optimization_level, execution_mode, /)\n--\n\n"
                "Internal: the IntEnum classes SessionOptions returns.")},
+    {"_set_log_sink", set_log_sink, METH_O,
+     PyDoc_STR("_set_log_sink(sink, /)\n--\n\n"
+               "Internal: the callable each new session is passed to, or None.")},
     {"_registered_ops", registered_ops, METH_NOARGS,
      PyDoc_STR("_registered_ops($module, /)\n--\n\n"
                "(domain, op_type, since_version, until_version, provider) of every kernel.")},
@@ -271,6 +289,7 @@ int module_traverse(PyObject* module, visitproc visit, void* arg) {
   Py_VISIT(st->sparse_csr_view_type);
   Py_VISIT(st->graph_optimization_level_enum);
   Py_VISIT(st->execution_mode_enum);
+  Py_VISIT(st->log_sink);
   return 0;
 }
 
@@ -291,6 +310,7 @@ int module_clear(PyObject* module) {
   Py_CLEAR(st->sparse_csr_view_type);
   Py_CLEAR(st->graph_optimization_level_enum);
   Py_CLEAR(st->execution_mode_enum);
+  Py_CLEAR(st->log_sink);
   return 0;
 }
 

@@ -29,6 +29,10 @@ struct ModuleState {
   // SessionOptions getters return members of them.
   PyObject* graph_optimization_level_enum;
   PyObject* execution_mode_enum;
+
+  // ortlite._logging's session hook while a logger callback is set (else NULL): called
+  // with each session made, it sends the session's messages to the callback.
+  PyObject* log_sink;
 };
 
 extern PyModuleDef module_def;

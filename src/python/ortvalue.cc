@@ -89,6 +89,30 @@ PyObject* ortvalue_from_numpy(PyTypeObject* cls, PyObject* args, PyObject* kwds)
     Ref cpu = Ref::steal(PyUnicode_FromString("cpu"));
     Ref zero = Ref::steal(PyLong_FromLong(0));
     if (!cpu || !zero) throw PythonErrorSet{};
+    // An OrtDevice in place of the device name (onnxruntime's C-level signature): its type
+    // and id, which a device_id argument may not contradict.
+    Ref dev_name, dev_id;
+    if (device_type && !PyUnicode_Check(device_type) &&
+        PyObject_HasAttrString(device_type, "device_type") &&
+        PyObject_HasAttrString(device_type, "device_id")) {
+      Ref type = Ref::steal(PyObject_CallMethod(device_type, "device_type", nullptr));
+      if (!type) throw PythonErrorSet{};
+      dev_id = Ref::steal(PyObject_CallMethod(device_type, "device_id", nullptr));
+      if (!dev_id) throw PythonErrorSet{};
+      const long kind = PyLong_AsLong(type.get());
+      if (kind == -1 && PyErr_Occurred()) throw PythonErrorSet{};
+      if (kind != 0 && kind != 1)
+        ORTLITE_THROW(kInvalidArgument, "OrtDevice of device type ", kind,
+                      " is not one ortlite places values on (cpu 0, cuda 1)");
+      if (device_id && PyObject_RichCompareBool(device_id, dev_id.get(), Py_EQ) != 1) {
+        if (PyErr_Occurred()) throw PythonErrorSet{};
+        ORTLITE_THROW(kInvalidArgument, "device_id differs from the OrtDevice's id");
+      }
+      dev_name = Ref::steal(PyUnicode_FromString(kind == 0 ? "cpu" : "cuda"));
+      if (!dev_name) throw PythonErrorSet{};
+      device_type = dev_name.get();
+      device_id = dev_id.get();
+    }
     const std::shared_ptr<const ExecutionProvider> device =
         parse_device(device_type ? device_type : cpu.get(), device_id ? device_id : zero.get());
     Ref keep;
@@ -165,6 +189,30 @@ PyObject* ortvalue_from_shape_and_type(PyTypeObject* cls, PyObject* args, PyObje
     Ref cpu = Ref::steal(PyUnicode_FromString("cpu"));
     Ref zero = Ref::steal(PyLong_FromLong(0));
     if (!cpu || !zero) throw PythonErrorSet{};
+    // An OrtDevice in place of the device name (onnxruntime's C-level signature): its type
+    // and id, which a device_id argument may not contradict.
+    Ref dev_name, dev_id;
+    if (device_type && !PyUnicode_Check(device_type) &&
+        PyObject_HasAttrString(device_type, "device_type") &&
+        PyObject_HasAttrString(device_type, "device_id")) {
+      Ref type = Ref::steal(PyObject_CallMethod(device_type, "device_type", nullptr));
+      if (!type) throw PythonErrorSet{};
+      dev_id = Ref::steal(PyObject_CallMethod(device_type, "device_id", nullptr));
+      if (!dev_id) throw PythonErrorSet{};
+      const long kind = PyLong_AsLong(type.get());
+      if (kind == -1 && PyErr_Occurred()) throw PythonErrorSet{};
+      if (kind != 0 && kind != 1)
+        ORTLITE_THROW(kInvalidArgument, "OrtDevice of device type ", kind,
+                      " is not one ortlite places values on (cpu 0, cuda 1)");
+      if (device_id && PyObject_RichCompareBool(device_id, dev_id.get(), Py_EQ) != 1) {
+        if (PyErr_Occurred()) throw PythonErrorSet{};
+        ORTLITE_THROW(kInvalidArgument, "device_id differs from the OrtDevice's id");
+      }
+      dev_name = Ref::steal(PyUnicode_FromString(kind == 0 ? "cpu" : "cuda"));
+      if (!dev_name) throw PythonErrorSet{};
+      device_type = dev_name.get();
+      device_id = dev_id.get();
+    }
     const std::shared_ptr<const ExecutionProvider> device =
         parse_device(device_type ? device_type : cpu.get(), device_id ? device_id : zero.get());
     if (PyUnicode_Check(shape_obj) || PyBytes_Check(shape_obj)) {
@@ -388,7 +436,8 @@ PyMethodDef ortvalue_methods[] = {
      PyDoc_STR("ortvalue_from_numpy($type, numpy_obj, device_type='cpu', device_id=0)\n--\n\n"
                "An OrtValue over a numpy array (or anything numpy.asarray accepts). On the CPU\n"
                "it shares the array's memory when the array is C-contiguous, aligned and in\n"
-               "native byte order, and keeps the array alive; otherwise it holds a copy.")},
+               "native byte order, and keeps the array alive; otherwise it holds a copy.\n"
+               "device_type may also be an OrtDevice (cpu or cuda).")},
     {"ortvalue_from_numpy_with_onnx_type", as_cfunc(ortvalue_from_numpy_with_onnx_type),
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      PyDoc_STR("ortvalue_from_numpy_with_onnx_type($type, data, onnx_element_type)\n--\n\n"

@@ -524,7 +524,8 @@ Ref outputs_to_numpy(ModuleState* st, std::vector<Value> outs,
   return list;
 }
 
-Ref outputs_to_ortvalues(ModuleState* st, std::vector<Value> outs) {
+Ref outputs_to_ortvalues(ModuleState* st, std::vector<Value> outs,
+                         const std::vector<std::string>& sparse_names) {
   std::vector<Tensor> tensors;
   for (const Value& v : outs) {
     if (!v.is_tensor()) {
@@ -537,6 +538,11 @@ Ref outputs_to_ortvalues(ModuleState* st, std::vector<Value> outs) {
   Ref list = Ref::steal(PyList_New(static_cast<Py_ssize_t>(tensors.size())));
   if (!list) throw PythonErrorSet{};
   for (size_t i = 0; i < tensors.size(); ++i) {
+    if (i < sparse_names.size() && !sparse_names[i].empty()) {
+      Ref ov = sparse_coo_ortvalue_from_dense(st, tensors[i], sparse_names[i]);
+      PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), ov.release());
+      continue;
+    }
     Tensor t = keep[i] ? tensors[i] : provider_of(tensors[i])->copy(tensors[i]);
     Ref ov = ortvalue_new(st, std::move(t), nullptr);
     PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), ov.release());

@@ -63,7 +63,10 @@ std::vector<Value> run_without_gil(const Session& sess, RunInputs& in, bool devi
 Ref outputs_to_numpy(ModuleState* st, std::vector<Value> outs,
                      const std::function<std::string(size_t)>& label = {});
 // A list of OrtValues; outputs not exclusively owned by the run are copied. A sequence,
-// map or optional output raises NotImplemented (OrtValue holds tensors only).
-Ref outputs_to_ortvalues(ModuleState* st, std::vector<Value> outs);
+// map or optional output raises NotImplemented (OrtValue holds tensors only). Output i is
+// returned as a COO SparseTensor OrtValue when sparse_names[i] is not empty (its name: the
+// graph output is declared sparse_tensor).
+Ref outputs_to_ortvalues(ModuleState* st, std::vector<Value> outs,
+                         const std::vector<std::string>& sparse_names = {});
 
 }  // namespace ortlite::py

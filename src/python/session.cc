@@ -113,6 +113,11 @@ void create_core(ModuleState* st, SessionObject* so, ModelSource source, Ref opt
   Py_XSETREF(so->provider_options, choice.options.release());
   so->sess = std::move(created);
   Py_XSETREF(so->source_external, external.release());
+  if (st->log_sink) {
+    // The logger callback hears of the new session; its failure never fails the session.
+    Ref r = Ref::steal(PyObject_CallOneArg(st->log_sink, reinterpret_cast<PyObject*>(so)));
+    if (!r) PyErr_WriteUnraisable(st->log_sink);
+  }
 }
 
 // What pickling needs to know of the source: the bytes as a read-only view (the buffer
@@ -419,8 +424,16 @@ PyObject* session_run_impl(PyObject* self, PyObject* const* args, Py_ssize_t nar
           if (o == name) return "output '" + name + "' of " + n.label();
       return "output '" + name + "'";
     };
-    Ref result = ortvalues ? outputs_to_ortvalues(st, std::move(outs))
-                           : outputs_to_numpy(st, std::move(outs), label);
+    if (!ortvalues) return outputs_to_numpy(st, std::move(outs), label).release();
+    // Graph outputs declared sparse_tensor come back as sparse OrtValues, as onnxruntime's.
+    std::vector<std::string> sparse(outs.size());
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const std::string& name =
+          in.output_names.empty() ? sess->outputs().at(i).name : in.output_names.at(i);
+      for (const auto& o : sess->outputs())
+        if (o.name == name && o.type.kind == TypeInfo::Kind::kSparseTensor) sparse[i] = name;
+    }
+    Ref result = outputs_to_ortvalues(st, std::move(outs), sparse);
     return result.release();
   }
   ORTLITE_PY_CATCH(st, nullptr)
@@ -563,7 +576,8 @@ PyObject* session_get_provider_graph_assignment_info(PyObject* self, PyObject*) 
     }
     Ref mod = Ref::steal(PyImport_ImportModule("ortlite._memory"));
     if (!mod) throw PythonErrorSet{};
-    return PyObject_CallMethod(mod.get(), "_graph_assignment", "O", list.get());
+    return PyObject_CallMethod(mod.get(), "_graph_assignment", "OO", list.get(),
+                               as_sess(self)->sess_options);
   }
   ORTLITE_PY_CATCH(st, nullptr)
 }
@@ -706,7 +720,8 @@ PyMethodDef session_methods[] = {
      PyDoc_STR("get_provider_graph_assignment_info($self, /)\n--\n\n"
                "The main graph's nodes, after the optimizer, by execution provider: a list of\n"
                "OrtEpAssignedSubgraph (ep_name, get_nodes() -> OrtEpAssignedNode with name,\n"
-               "op_type, domain), one per run of consecutive nodes, in execution order.")},
+               "op_type, domain), one per node, in execution order. Fail unless the session\n"
+               "was made with session.record_ep_graph_assignment_info = \"1\".")},
     {"set_providers", as_cfunc(session_set_providers), METH_VARARGS | METH_KEYWORDS,
      PyDoc_STR("set_providers($self, providers=None, provider_options=None)\n--\n\n"
                "Makes the session again from its model and SessionOptions with these providers\n"

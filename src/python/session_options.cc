@@ -1,5 +1,6 @@
 #include "python/session_options.h"
 
+#include <cstdlib>
 #include <functional>
 #include <algorithm>
 #include <map>
@@ -744,8 +745,11 @@ void session_options_apply_model_config(
     ModuleState*, PyObject* opts, const std::vector<std::pair<std::string, std::string>>& props,
     SessionConfig* config) {
   SessionOptionsData& d = data_of(opts);
+  // The config entry, or (as onnxruntime reads it at each session) the environment variable.
   auto entry = d.config_entries.find("session.load_config_from_model");
-  if (entry == d.config_entries.end() || entry->second != "1") return;
+  const char* env = std::getenv("ORT_LOAD_CONFIG_FROM_MODEL");
+  const bool from_env = env && std::string(env) == "1";
+  if (!from_env && (entry == d.config_entries.end() || entry->second != "1")) return;
   const std::string* text = nullptr;
   for (const auto& [k, v] : props)
     if (k == "ort_config") {

@@ -47,7 +47,8 @@ class LoadViews {
 // through *views. Throws PythonErrorSet / ortlite::Error.
 LoadOptions session_options_load_options(ModuleState* st, PyObject* opts, LoadViews* views);
 
-// With the config entry session.load_config_from_model = "1": the session options stored
+// With the config entry session.load_config_from_model = "1" (or the environment variable
+// ORT_LOAD_CONFIG_FROM_MODEL = "1", read at each call, as onnxruntime): the session options stored
 // as JSON in the model's metadata_props["ort_config"] ({"session_options": {...}}), as
 // onnxruntime reads them (intra_op_num_threads, inter_op_num_threads, execution_mode,
 // graph_optimization_level, enable_profiling; other keys ignored), applied to `opts` (the

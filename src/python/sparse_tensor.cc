@@ -12,9 +12,11 @@
 #include <new>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <structmember.h>
 
+#include "ortlite/provider.h"
 #include "ortlite/status.h"
 #include "python/errors.h"
 #include "python/numpy_bridge.h"
@@ -569,6 +571,47 @@ Tensor sparse_tensor_densify(PyObject* sparse, const std::string& name) {
         std::memcpy(dst + (r * cols + ix[k]) * item, src + k * item, item);
   }
   return t;
+}
+
+namespace {
+
+// An element is a zero of the dense form when its bytes are zero, or, for floating types,
+// when only the sign bit is set (-0.0): what a dense zero means to a sparse tensor.
+bool is_zero_element(const unsigned char* p, size_t item, bool floating) {
+  for (size_t b = 0; b + 1 < item; ++b)
+    if (p[b] != 0) return false;
+  const unsigned char top = p[item - 1];
+  return top == 0 || (floating && top == 0x80);
+}
+
+}  // namespace
+
+Ref sparse_coo_ortvalue_from_dense(ModuleState* st, const Tensor& dense, const std::string& name) {
+  Tensor t = dense;
+  if (t.buffer() && t.buffer()->device().type != DeviceType::kCPU)
+    t = provider_of(t)->to_host(t, nullptr);
+  const DataType dt = t.dtype();
+  if (dt == DataType::kString || !has_numpy_dtype(dt))
+    ORTLITE_THROW(kNotImplemented, "output '", name, "' is declared sparse_tensor(", dtype_name(dt),
+                  "): sparse outputs of that element type are not supported");
+  const size_t item = dtype_size(dt);
+  const bool floating = dtype_is_float(dt);
+  const auto* src = static_cast<const unsigned char*>(t.raw_data());
+  const int64_t n = t.numel();
+  std::vector<int64_t> nz;
+  for (int64_t i = 0; i < n; ++i)
+    if (!is_zero_element(src + i * item, item, floating)) nz.push_back(i);
+  npy_intp len = static_cast<npy_intp>(nz.size());
+  Ref values = Ref::steal(PyArray_SimpleNew(1, &len, npy_type_of(dt)));
+  if (!values) throw PythonErrorSet{};
+  Ref indices = Ref::steal(PyArray_SimpleNew(1, &len, NPY_INT64));
+  if (!indices) throw PythonErrorSet{};
+  auto* vdst = static_cast<unsigned char*>(PyArray_DATA(as_arr(values.get())));
+  for (size_t k = 0; k < nz.size(); ++k) std::memcpy(vdst + k * item, src + nz[k] * item, item);
+  if (!nz.empty())
+    std::memcpy(PyArray_DATA(as_arr(indices.get())), nz.data(), nz.size() * sizeof(int64_t));
+  Ref sparse = sparse_new(st, kSparseCoo, t.shape(), std::move(values), std::move(indices), Ref());
+  return ortvalue_new(st, Tensor(), sparse.get());
 }
 
 PyObject* ortvalue_sparse(PyObject* ortvalue) {

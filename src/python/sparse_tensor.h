@@ -8,6 +8,7 @@
 
 #include "ortlite/tensor.h"
 #include "python/module_state.h"
+#include "python/util.h"
 
 namespace ortlite::py {
 
@@ -34,6 +35,11 @@ PyObject* sparse_tensor_dense_shape_list(PyObject* sparse);
 // The dense form of a SparseTensor: a new owned CPU tensor (`name` for messages). Throws
 // NotImplemented for string values.
 Tensor sparse_tensor_densify(PyObject* sparse, const std::string& name);
+
+// An OrtValue holding a COO SparseTensor (linear indices) of the non-zero elements of `dense`
+// (copied to the host first when it is on a device): how run_with_ort_values returns an
+// output declared sparse_tensor. `name` for messages; string values are NotImplemented.
+Ref sparse_coo_ortvalue_from_dense(ModuleState* st, const Tensor& dense, const std::string& name);
 
 // OrtValue methods registered in ortvalue.cc's method table.
 PyObject* ortvalue_from_sparse_tensor(PyTypeObject* cls, PyObject* arg);

@@ -725,6 +725,22 @@ def test_ortvalue_from_numpy_matches_onnxruntime():
             onnxruntime.OrtValue.ortvalue_from_numpy(a).data_type()
 
 
+def test_ortvalue_from_numpy_takes_an_ortdevice_like_onnxruntimes_c_api():
+    # onnxruntime's C-level OrtValue.ortvalue_from_numpy(arr, OrtDevice).
+    x = np.arange(6, dtype=F32).reshape(2, 3)
+    theirs = onnxruntime.capi._pybind_state
+    ref = theirs.OrtValue.ortvalue_from_numpy(
+        x, theirs.OrtDevice(theirs.OrtDevice.cpu(), theirs.OrtDevice.default_memory(), 0))
+    ours = ortlite.OrtValue.ortvalue_from_numpy(x, ortlite.OrtDevice.make("cpu", 0))
+    assert (ours.device_name(), ours.shape(), ours.data_type()) == (
+        ref.device_name().lower(), ref.shape(), ref.data_type())  # the C-level one says "Cpu"
+    assert ours.data_ptr() == x.ctypes.data
+    ours = ortlite.OrtValue.ortvalue_from_numpy(x, ortlite.OrtDevice.make("cpu", 0), 0)
+    np.testing.assert_array_equal(ours.numpy(), x)
+    with pytest.raises(ortlite.InvalidArgument, match="device_id differs from the OrtDevice"):
+        ortlite.OrtValue.ortvalue_from_numpy(x, ortlite.OrtDevice.make("cpu", 0), 1)
+
+
 def test_ortvalue_numpy_view_keeps_ortvalue_alive():
     x = np.arange(6, dtype=F32)
     ov = ortlite.OrtValue.ortvalue_from_numpy(x)

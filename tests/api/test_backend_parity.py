@@ -179,3 +179,36 @@ def test_onnx_backend_runner_sequence_and_tfidf_cases():
     assert any("loop13_seq" in i for i in ran), ran
     assert sum("sequence_map" in i for i in ran) >= 10, ran
     assert sum("tfidfvectorizer" in i for i in ran) == 7, ran
+
+
+def _dict_vectorizer_model():
+    ml = "ai.onnx.ml"
+    g = helper.make_graph(
+        [helper.make_node("DictVectorizer", ["m"], ["v"], domain=ml, int64_vocabulary=[0, 1, 2]),
+         helper.make_node("LinearRegressor", ["v"], ["y"], domain=ml,
+                          coefficients=[1.0, 2.0, 3.0], intercepts=[0.5])],
+        "dv", [helper.make_value_info("m", helper.make_map_type_proto(
+            TensorProto.INT64, helper.make_tensor_type_proto(F, None)))],
+        [helper.make_tensor_value_info("y", F, [1, 1])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13),
+                                               helper.make_opsetid(ml, 1)], ir_version=8)
+
+
+def test_a_dict_is_the_value_of_a_models_one_map_input():
+    # onnxruntime's backend passes a dict to a one-input model as that input's value: a map
+    # input takes it, so {name: value} is a map with a string key there, refused by both.
+    model = _dict_vectorizer_model()
+    x = {0: 25.0, 1: 5.13, 2: 0.0}
+    ours = backend.prepare(model).run(x)
+    theirs = ort_backend.prepare(model, device="CPU").run(x)
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-6)
+    with pytest.raises(RuntimeError, match="Unexpected (key|value) type"):
+        ort_backend.prepare(model, device="CPU").run({"m": x})
+    with pytest.raises(ortlite.InvalidArgument, match="Unexpected key type"):
+        backend.prepare(model).run({"m": x})
+
+
+def test_a_dict_names_the_inputs_of_a_tensor_model():
+    a = np.ones((2, 3), np.float32)
+    out = backend.prepare(add_model()).run({"x": a, "y": 2 * a})
+    np.testing.assert_array_equal(out[0], 3 * a)

@@ -378,3 +378,62 @@ def test_saving_over_the_model_file_being_read(tmp_path):
     assert_same(sess.run(None, f)[0], want, rtol=1e-5)
     assert_same(_ort(str(path)).run(None, f)[0], want)
     assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]
+
+
+# --- CastLike is written as Cast ---------------------------------------------------------------
+
+
+def _castlike_model(like_dtype, opset, saturate=None):
+    attrs = {} if saturate is None else {"saturate": saturate}
+    like = numpy_helper.from_array(np.zeros([1], like_dtype), "like")
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(like_dtype))
+    g = helper.make_graph(
+        [helper.make_node("CastLike", ["x", "like"], ["c"], **attrs),
+         helper.make_node("Add", ["c", "like"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", elem, [2, 3])], [like])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=9)
+
+
+@pytest.mark.parametrize("like_dtype,opset", [(np.int32, 15), (np.float32, 18),
+                                              (np.int64, 19), (np.float64, 21)])
+def test_castlike_is_written_as_cast_like_onnxruntime(tmp_path, like_dtype, opset):
+    model = _castlike_model(like_dtype, opset)
+    x = {"x": np.array([[1.5, -2.25, 3.0], [0.0, 7.75, -1.0]], F32)}
+    sess = _save(model, tmp_path / "opt.onnx")
+    written = onnx.load(str(tmp_path / "opt.onnx"))
+    # onnxruntime writes the same: Cast with `to` the like-input's type (a Cast to x's own
+    # type included), Add after it.
+    so = onnxruntime.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "ort.onnx")
+    onnxruntime.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    theirs = onnx.load(str(tmp_path / "ort.onnx"))
+    assert [n.op_type for n in written.graph.node] == [n.op_type for n in theirs.graph.node]
+    cast = written.graph.node[0]
+    assert list(cast.input) == ["x"]
+    assert helper.get_node_attr_value(cast, "to") == helper.np_dtype_to_tensor_dtype(
+        np.dtype(like_dtype))
+    assert_same(sess.run(None, x), _ort(model.SerializeToString()).run(None, x))
+    assert_same(ortlite.InferenceSession(str(tmp_path / "opt.onnx")).run(None, x),
+                sess.run(None, x))
+
+
+def test_castlike_keeps_saturate_and_stays_without_optimizations(tmp_path):
+    model = _castlike_model(np.float64, 19, saturate=0)
+    _save(model, tmp_path / "opt.onnx")
+    cast = onnx.load(str(tmp_path / "opt.onnx")).graph.node[0]
+    assert cast.op_type == "Cast"
+    assert helper.get_node_attr_value(cast, "saturate") == 0
+    _save(model, tmp_path / "raw.onnx", level=ortlite.GraphOptimizationLevel.ORT_DISABLE_ALL)
+    assert onnx.load(str(tmp_path / "raw.onnx")).graph.node[0].op_type == "CastLike"
+
+
+def test_castlike_to_a_narrow_type_stays_castlike(tmp_path):
+    like = helper.make_tensor("like", TensorProto.FLOAT8E4M3FN, [1], [0.0])
+    g = helper.make_graph([helper.make_node("CastLike", ["x", "like"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT8E4M3FN, [3])],
+                          [like])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
+    _save(model, tmp_path / "opt.onnx")
+    assert [n.op_type for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node] == ["CastLike"]

@@ -719,3 +719,22 @@ def test_ortdevice_like_onnxruntime():
         ortlite.OrtDevice.make("cpu", "0")
     with pytest.raises(TypeError):
         ortlite.OrtDevice.make(0, 0)
+
+
+def test_ortdevice_vendor_ids_and_device_type_constants():
+    # onnxruntime 1.23 has neither OrtDeviceVendorId nor a vendor for make("cuda"); the
+    # values are the PCI vendor ids onnxruntime's later releases use.
+    v = ortlite.OrtDeviceVendorId
+    assert (v.NONE, v.AMD, v.NVIDIA, v.MICROSOFT, v.INTEL) == (0, 0x1002, 0x10DE, 0x1414, 0x8086)
+    assert ortlite.OrtDevice.make("cuda", 0).device_vendor_id() == v.NVIDIA
+    assert ortlite.OrtDevice.make("gpu", 0).device_vendor_id() == v.NONE
+    assert ortlite.OrtDevice.make("cpu", 0).device_vendor_id() == v.NONE
+    assert ortlite.OrtDevice.make("cuda", 0, 0).device_vendor_id() == 0
+    # The C-level constants of onnxruntime's OrtDevice, for providers ortlite does not run.
+    theirs = onnxruntime.capi._pybind_state.OrtDevice
+    for name in ("cpu", "cuda", "gpu", "fpga", "npu", "dml", "webgpu", "cann", "default_memory"):
+        assert getattr(ortlite.OrtDevice, name)() == getattr(theirs, name)(), name
+    with pytest.raises(ortlite.InvalidArgument, match="device type 4 is not one ortlite knows"):
+        ortlite.OrtDevice(ortlite.OrtDevice.dml(), 0, 0)
+    with pytest.raises(TypeError):
+        ortlite.OrtDevice.make("cuda", 0, "nvidia")

@@ -139,13 +139,15 @@ def test_set_providers_releases_the_old_session():
 
 
 def test_provider_graph_assignment_info():
+    # One subgraph a node, as onnxruntime's kernel providers report it (1.23 has no such
+    # call: the expectations are onnxruntime 1.2x's documented behaviour).
     so = ortlite.SessionOptions()
     so.graph_optimization_level = ortlite.GraphOptimizationLevel.ORT_DISABLE_ALL
     so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
     info = ortlite.InferenceSession(_add_model(), so).get_provider_graph_assignment_info()
-    assert len(info) == 1
-    assert info[0].ep_name == "CPUExecutionProvider"
-    nodes = info[0].get_nodes()
+    assert [s.ep_name for s in info] == ["CPUExecutionProvider"] * 2
+    nodes = [n for s in info for n in s.get_nodes()]
+    assert [len(s.get_nodes()) for s in info] == [1, 1]
     assert [(n.name, n.op_type, n.domain) for n in nodes] == [("add0", "Add", ""),
                                                               ("relu0", "Relu", "")]
     assert isinstance(info[0], ortlite.OrtEpAssignedSubgraph)
@@ -153,9 +155,22 @@ def test_provider_graph_assignment_info():
 
 
 def test_provider_graph_assignment_sees_the_optimized_graph():
-    info = ortlite.InferenceSession(model_bytes(mlp_model())).get_provider_graph_assignment_info()
+    so = ortlite.SessionOptions()
+    so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    info = ortlite.InferenceSession(model_bytes(mlp_model()), so).get_provider_graph_assignment_info()
     ops = [n.op_type for sub in info for n in sub.get_nodes()]
     assert ops and len(ops) <= len(mlp_model().graph.node)
+
+
+@pytest.mark.parametrize("value", [None, "0", "yes"])
+def test_provider_graph_assignment_needs_the_config_entry(value):
+    so = ortlite.SessionOptions()
+    if value is not None:
+        so.add_session_config_entry("session.record_ep_graph_assignment_info", value)
+    sess = ortlite.InferenceSession(_add_model(), so)
+    with pytest.raises(ortlite.Fail, match="'session.record_ep_graph_assignment_info' must be "
+                                           'set to "1"'):
+        sess.get_provider_graph_assignment_info()
 
 
 # --- build info -------------------------------------------------------------------------------
@@ -189,6 +204,19 @@ def test_load_config_from_model_applies_the_options():
     assert got.graph_optimization_level == ortlite.GraphOptimizationLevel.ORT_ENABLE_BASIC
     assert so.intra_op_num_threads == 0  # the caller's options are not changed
     np.testing.assert_array_equal(sess.run(None, {"x": np.array([1, 9], F32)})[0], [2, 4])
+
+
+@pytest.mark.parametrize("env", ["1", "0"])
+def test_load_config_from_model_by_environment_variable(monkeypatch, env):
+    # ORT_LOAD_CONFIG_FROM_MODEL=1 does what the config entry does, read at each session.
+    monkeypatch.setenv("ORT_LOAD_CONFIG_FROM_MODEL", env)
+    data = _config_model({"intra_op_num_threads": 2, "inter_op_num_threads": 3})
+    ours = ortlite.InferenceSession(data).get_session_options()
+    theirs = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
+    theirs = theirs.get_session_options()
+    assert (ours.intra_op_num_threads, ours.inter_op_num_threads) == (
+        theirs.intra_op_num_threads, theirs.inter_op_num_threads)
+    assert ours.intra_op_num_threads == (2 if env == "1" else 0)
 
 
 def test_without_the_entry_the_model_config_is_ignored():

@@ -252,3 +252,80 @@ def test_sparse_ortvalue_feed_is_refused_clearly():
         sess.run(None, {"x": ov, "y": x})
     with pytest.raises(ortlite.NotImplemented, match="sparse tensor cannot be a feed"):
         sess.run_with_ort_values(["z"], {"x": ov, "y": x})
+
+
+# --- graph outputs declared sparse_tensor -----------------------------------------------------
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+
+def _sparse_out_vi(name, elem, shape):
+    v = helper.make_value_info(name, helper.make_sparse_tensor_type_proto(elem, shape))
+    return v
+
+
+def _sparse_constant_model(values, linear_indices, shape, elem=TensorProto.FLOAT):
+    # What onnx.helper.make_node("Constant", value=<SparseTensorProto>) writes: the sparse
+    # tensor in the 'value' attribute (type SPARSE_TENSOR).
+    sp = helper.make_sparse_tensor(numpy_helper.from_array(values, "v"),
+                                   numpy_helper.from_array(linear_indices, "i"), shape)
+    node = helper.make_node("Constant", [], ["values"], value=sp)
+    g = helper.make_graph([node], "g", [], [_sparse_out_vi("values", elem, shape)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)],
+                             ir_version=8).SerializeToString()
+
+
+def test_sparse_constant_output_comes_back_sparse_like_onnxruntime():
+    data = _sparse_constant_model(np.array([1.7640524, 0.4001572, 0.978738], np.float32),
+                                  np.array([2, 3, 5], np.int64), [3, 3])
+    ours = ortlite.InferenceSession(data).run_with_ort_values(["values"], {})
+    theirs = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
+    theirs = theirs.run_with_ort_values(["values"], {})
+    assert len(ours) == 1 and ours[0].is_sparse_tensor()
+    a, b = ours[0].as_sparse_tensor(), theirs[0].as_sparse_tensor()
+    assert a.format() == ortlite.OrtSparseFormat.ORT_SPARSE_COO
+    assert a.dense_shape() == b.dense_shape() == [3, 3]
+    assert a.data_type() == b.data_type() == "sparse_tensor(float)"
+    np.testing.assert_array_equal(a.values(), b.values())
+    np.testing.assert_array_equal(a.as_coo_view().indices(), b.as_coo_view().indices())
+    # run() returns the dense form (onnxruntime returns its SparseTensor object there).
+    (dense,) = ortlite.InferenceSession(data).run(None, {})
+    np.testing.assert_array_equal(dense.ravel()[[2, 3, 5]], a.values())
+    assert np.count_nonzero(dense) == 3
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.int64,
+                                   np.uint8, np.bool_])
+def test_computed_output_declared_sparse_keeps_the_non_zeros(dtype):
+    # The non-zero elements in row-major order with linear indices (numpy's flatnonzero:
+    # -0.0 is a zero, NaN is not).
+    rng = np.random.default_rng(3)
+    x = (rng.integers(-2, 3, size=(2, 3, 4)) * rng.integers(0, 2, size=(2, 3, 4))).astype(dtype)
+    if np.issubdtype(dtype, np.floating):
+        x.flat[[1, 5]] = [-0.0, np.nan]
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", elem, [2, 3, 4])],
+                          [_sparse_out_vi("y", elem, [2, 3, 4])])
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)],
+                             ir_version=8).SerializeToString()
+    (y,) = ortlite.InferenceSession(data).run_with_ort_values(
+        ["y"], {"x": ortlite.OrtValue.ortvalue_from_numpy(x)})
+    sp = y.as_sparse_tensor()
+    nz = np.flatnonzero(x)
+    assert sp.dense_shape() == [2, 3, 4]
+    np.testing.assert_array_equal(sp.as_coo_view().indices(), nz)
+    np.testing.assert_array_equal(sp.values(), x.ravel()[nz])
+    assert sp.values().dtype == x.dtype
+
+
+def test_string_output_declared_sparse_is_not_implemented():
+    g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.STRING, [2])],
+                          [_sparse_out_vi("y", TensorProto.STRING, [2])])
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)],
+                             ir_version=8).SerializeToString()
+    sess = ortlite.InferenceSession(data)
+    with pytest.raises(ortlite.NotImplemented, match="output 'y' is declared sparse_tensor"):
+        sess.run_with_ort_values(
+            ["y"], {"x": ortlite.OrtValue.ortvalue_from_numpy(np.array(["a", ""], object))})

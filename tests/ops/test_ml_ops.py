@@ -434,8 +434,11 @@ def test_tree_ensemble_classifier_matches_onnxruntime(seed):
                 w["class_nodeids"].append(i)
                 w["class_ids"].append(1 if one_class else int(rng.integers(0, ncls)))
                 w["class_weights"].append(abs(v) if positive else v)
-        a.update(w, post_transform=str(rng.choice(["NONE", "LOGISTIC", "SOFTMAX",
-                                                    "SOFTMAX_ZERO"])))
+        # The binary case with positive weights and LOGISTIC follows onnxruntime's later fix
+        # (test_binary_positive_logistic_scores_are_transformed), not 1.23.
+        posts = ["NONE", "SOFTMAX", "SOFTMAX_ZERO"] + ([] if one_class and positive
+                                                       else ["LOGISTIC"])
+        a.update(w, post_transform=str(rng.choice(posts)))
         strings = bool(rng.integers(0, 2))
         if strings:
             a["classlabels_strings"] = [f"L{i}" for i in range(ncls)]
@@ -898,6 +901,8 @@ def test_one_leaf_tree_post_transforms_match_onnxruntime(case, post):
     x = np.array([[0.5], [1.0], [-2.0]], np.float32)
     got = run_lite(data, {"X": x})
     exp = run_ort(data, {"X": x})
+    if case == "clf_binary_class0" and post == "LOGISTIC":
+        return  # test_binary_positive_logistic_scores_are_transformed
     if case == "clf_binary_class0" and post == "PROBIT":
         # onnxruntime leaves the second score unwritten (NaN or whatever its buffer held
         # before); ortlite writes 0 there.
@@ -909,6 +914,52 @@ def test_one_leaf_tree_post_transforms_match_onnxruntime(case, post):
     for g, e in zip(got, exp):
         assert g.dtype == e.dtype and g.shape == e.shape
         np.testing.assert_allclose(g, e, rtol=1e-6, equal_nan=True)
+
+
+def _binary_tree(weights, base, split):
+    """A two-class TreeEnsembleClassifier whose weights all go to class 0 (the binary case)."""
+    if split:
+        tree = dict(nodes_treeids=[0, 0, 0], nodes_nodeids=[0, 1, 2], nodes_featureids=[0, 0, 0],
+                    nodes_modes=["BRANCH_LT", "LEAF", "LEAF"], nodes_values=[0.5, 0.0, 0.0],
+                    nodes_truenodeids=[1, 0, 0], nodes_falsenodeids=[2, 0, 0])
+        leaves = [1, 2]
+    else:
+        tree, leaves = dict(ONE_LEAF), [0]
+    tree.pop("nodes_missing_value_tracks_true", None)
+    tree.pop("nodes_hitrates", None)
+    w = weights[:len(leaves)]
+    attrs = dict(tree, class_treeids=[0] * len(w), class_nodeids=leaves, class_ids=[0] * len(w),
+                 class_weights=w, classlabels_int64s=[0, 1])
+    if base is not None:
+        attrs["base_values"] = base
+    return lambda post: ml_model("TreeEnsembleClassifier", [("X", F)], [("L", I64), ("P", F)],
+                                 ml_opset=3, post_transform=post, **attrs)
+
+
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("base", [None, [-0.405], [0.3], [0.1, 0.2]])
+@pytest.mark.parametrize("weights", [[0.3, 0.7], [0.0, 0.0], [0.3, -0.3]])
+def test_binary_positive_logistic_scores_are_transformed(split, base, weights):
+    # microsoft/onnxruntime#27533: with weights that are all positive, onnxruntime 1.23 returns
+    # 1 - s / s for LOGISTIC as for NONE; its later releases (and ortlite) return logistic(-s)
+    # / logistic(s), the label still decided as a probability (s > 0.5). The raw score s comes
+    # from onnxruntime 1.23 with NONE, the transform from numpy.
+    make = _binary_tree(weights, base, split)
+    x = np.array([[0.1], [0.9], [-2.0]], np.float32)
+    got_label, got = run_lite(make("LOGISTIC"), {"X": x})
+    ort_label, ort_none = run_ort(make("NONE"), {"X": x})
+    np.testing.assert_array_equal(got_label, run_ort(make("LOGISTIC"), {"X": x})[0])
+    sig = lambda v: 1 / (1 + np.exp(-v.astype(np.float64)))  # noqa: E731
+    positive = min(weights[:2 if split else 1]) >= 0
+    if base is not None and len(base) == 2:
+        exp = sig(ort_none)  # two scores: each one transformed, as in 1.23
+    elif positive:
+        s = ort_none[:, 1]
+        exp = np.stack([sig(-s), sig(s)], axis=1)
+        np.testing.assert_array_equal(got_label, (s > 0.5).astype(np.int64))
+    else:
+        exp = run_ort(make("LOGISTIC"), {"X": x})[1]
+    np.testing.assert_allclose(got, exp, rtol=1e-5, atol=1e-6)
 
 
 def test_single_target_logistic_is_not_applied_like_onnxruntime_1_23():

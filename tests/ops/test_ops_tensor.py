@@ -1260,3 +1260,39 @@ def test_transpose_batched_2d_matches_numpy(shape, perm, dtype, threads):
     so.intra_op_num_threads = threads
     got = ortlite.InferenceSession(model.SerializeToString(), so).run(None, {"x": x})[0]
     np.testing.assert_array_equal(got, np.transpose(x, perm))
+
+
+# ScatterND / ScatterElements reductions: min and max from opset 16, as onnxruntime
+
+
+@pytest.mark.parametrize("opset", [16, 17, 18])
+@pytest.mark.parametrize("reduction", ["add", "mul", "min", "max"])
+def test_scatter_nd_reductions_match_onnxruntime(opset, reduction):
+    # Duplicate indices: the reduction combines every update of a row, in order.
+    feeds = {"data": np.full((2, 2, 3), 0.1, np.float32),
+             "indices": np.array([[0], [1], [0]], np.int64),
+             "updates": (2.0 ** np.arange(1, 19, dtype=np.float32)).reshape(3, 2, 3) * np.where(
+                 np.arange(18) % 3 == 0, -1, 1).reshape(3, 2, 3).astype(np.float32)}
+    m = node_model("ScatterND", feeds, ["y"], attrs=dict(reduction=reduction), opset=opset)
+    check_against_ort(m, feeds, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("opset", [16, 17, 18])
+@pytest.mark.parametrize("reduction", ["min", "max"])
+def test_scatter_elements_min_max_match_onnxruntime(opset, reduction):
+    feeds = {"data": np.arange(9, dtype=np.float32).reshape(3, 3) - 4,
+             "indices": np.array([[1, 0, 2], [0, 2, 1], [1, 0, 2]], np.int64),
+             "updates": np.array([[1.0, -1.1, 9.2], [2.0, 2.1, -2.2], [-7.0, 6.5, 0.5]],
+                                 np.float32)}
+    m = node_model("ScatterElements", feeds, ["y"], attrs=dict(reduction=reduction, axis=0),
+                   opset=opset)
+    check_against_ort(m, feeds, rtol=0, atol=0)
+
+
+def test_scatter_unknown_reduction_is_refused_at_load():
+    feeds = {"data": np.zeros((2, 2), np.float32), "indices": np.array([[0]], np.int64),
+             "updates": np.ones((1, 2), np.float32)}
+    for op in ("ScatterND", "ScatterElements"):
+        with pytest.raises(ortlite.InvalidArgument, match="attribute 'reduction' = 'avg' is not "
+                                                          "supported at opset 18"):
+            session(node_model(op, feeds, ["y"], attrs=dict(reduction="avg"), opset=18))

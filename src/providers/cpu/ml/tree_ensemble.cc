@@ -14,6 +14,8 @@
 //    transform applied is PROBIT;
 //  - a two-class classifier whose weights all go to one class is a "binary case": its
 //    scores and label come from that one score (1 - s / s, or -s / s, see finish_class);
+//    with LOGISTIC the scores are always logistic(-s) / logistic(s), as onnxruntime's fix of
+//    #27533 (later than 1.23) has it;
 //  - scores accumulate in float unless the thresholds or weights are given as double
 //    tensors (the *_as_tensor attributes), and inputs are compared in that precision;
 //  - a score that no leaf reached is written as 0, base value or not.
@@ -778,8 +780,13 @@ class TreeEnsembleClassifier final : public TreeEnsembleKernel {
     const double pos = two ? score[1] : (has[0] ? score[0] : 0.0);
     size_t label;
     if (binary_) {
-      if (all_positive_) {
+      if (all_positive_ && post_ != PostTransform::kLogistic) {
         add = pos > 0.5 ? 0 : 1;
+      } else if (all_positive_) {
+        // LOGISTIC: the scores are the logistic of -s / s, whatever the weights' signs
+        // (onnxruntime 1.2x, microsoft/onnxruntime#27533; 1.23 gives 1 - s / s untransformed);
+        // the label is still decided as a probability.
+        add = pos > 0.5 ? 2 : 3;
       } else {
         add = pos > 0 ? 2 : 3;
       }

@@ -86,7 +86,10 @@ class ConstantKernel : public Kernel {
                                                std::to_string(info.opset()) + ")");
     Tensor t;
     if (form == "value") {
-      const Tensor* v = info.attr_tensor("value");
+      // A sparse tensor in 'value' (what onnx.helper.make_node writes for value=a
+      // SparseTensorProto) is taken as 'sparse_value' is, as onnxruntime does.
+      const Attribute* a = info.node().find_attr("value");
+      const Tensor* v = a && a->type == AttrType::kSparseTensor ? &a->t : info.attr_tensor("value");
       if (!v || !v->defined())
         info.fail(StatusCode::kInvalidGraph, "attribute 'value' holds no tensor");
       if (!dtype_supported(v->dtype()))

@@ -115,8 +115,8 @@ Reduction parse_reduction(const KernelInfo& info) {
   if (r == "none") return Reduction::kNone;
   if (r == "add" && info.opset() >= 16) return Reduction::kAdd;
   if (r == "mul" && info.opset() >= 16) return Reduction::kMul;
-  if (r == "max" && info.opset() >= 18) return Reduction::kMax;
-  if (r == "min" && info.opset() >= 18) return Reduction::kMin;
+  if (r == "max" && info.opset() >= 16) return Reduction::kMax;
+  if (r == "min" && info.opset() >= 16) return Reduction::kMin;
   info.fail(StatusCode::kInvalidArgument, "attribute 'reduction' = '" + r +
                                               "' is not supported at opset " +
                                               std::to_string(info.opset()));
