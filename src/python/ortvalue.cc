@@ -44,6 +44,38 @@ std::shared_ptr<const ExecutionProvider> parse_device(PyObject* device_type, PyO
   return provider_for_device(dev, id);
 }
 
+// The device of ortvalue_from_*(..., device_type=None, device_id=None): "cpu" and 0 when
+// absent; device_type may be a name or an OrtDevice (onnxruntime's C-level signature: its
+// type and id, which a device_id argument may not contradict).
+std::shared_ptr<const ExecutionProvider> device_arg(PyObject* device_type, PyObject* device_id) {
+  Ref cpu = Ref::steal(PyUnicode_FromString("cpu"));
+  Ref zero = Ref::steal(PyLong_FromLong(0));
+  if (!cpu || !zero) throw PythonErrorSet{};
+  Ref dev_name, dev_id;
+  if (device_type && !PyUnicode_Check(device_type) &&
+      PyObject_HasAttrString(device_type, "device_type") &&
+      PyObject_HasAttrString(device_type, "device_id")) {
+    Ref type = Ref::steal(PyObject_CallMethod(device_type, "device_type", nullptr));
+    if (!type) throw PythonErrorSet{};
+    dev_id = Ref::steal(PyObject_CallMethod(device_type, "device_id", nullptr));
+    if (!dev_id) throw PythonErrorSet{};
+    const long kind = PyLong_AsLong(type.get());
+    if (kind == -1 && PyErr_Occurred()) throw PythonErrorSet{};
+    if (kind != 0 && kind != 1)
+      ORTLITE_THROW(kInvalidArgument, "OrtDevice of device type ", kind,
+                    " is not one ortlite places values on (cpu 0, cuda 1)");
+    if (device_id && PyObject_RichCompareBool(device_id, dev_id.get(), Py_EQ) != 1) {
+      if (PyErr_Occurred()) throw PythonErrorSet{};
+      ORTLITE_THROW(kInvalidArgument, "device_id differs from the OrtDevice's id");
+    }
+    dev_name = Ref::steal(PyUnicode_FromString(kind == 0 ? "cpu" : "cuda"));
+    if (!dev_name) throw PythonErrorSet{};
+    device_type = dev_name.get();
+    device_id = dev_id.get();
+  }
+  return parse_device(device_type ? device_type : cpu.get(), device_id ? device_id : zero.get());
+}
+
 // numpy() without the protocol checks; *copied tells whether the array is a copy.
 Ref to_numpy(ModuleState* st, OrtValueObject* self, bool* copied) {
   const Tensor& t = self->tensor;
@@ -86,35 +118,7 @@ PyObject* ortvalue_from_numpy(PyTypeObject* cls, PyObject* args, PyObject* kwds)
                                    const_cast<char**>(kwlist), &obj, &device_type, &device_id))
     return nullptr;
   try {
-    Ref cpu = Ref::steal(PyUnicode_FromString("cpu"));
-    Ref zero = Ref::steal(PyLong_FromLong(0));
-    if (!cpu || !zero) throw PythonErrorSet{};
-    // An OrtDevice in place of the device name (onnxruntime's C-level signature): its type
-    // and id, which a device_id argument may not contradict.
-    Ref dev_name, dev_id;
-    if (device_type && !PyUnicode_Check(device_type) &&
-        PyObject_HasAttrString(device_type, "device_type") &&
-        PyObject_HasAttrString(device_type, "device_id")) {
-      Ref type = Ref::steal(PyObject_CallMethod(device_type, "device_type", nullptr));
-      if (!type) throw PythonErrorSet{};
-      dev_id = Ref::steal(PyObject_CallMethod(device_type, "device_id", nullptr));
-      if (!dev_id) throw PythonErrorSet{};
-      const long kind = PyLong_AsLong(type.get());
-      if (kind == -1 && PyErr_Occurred()) throw PythonErrorSet{};
-      if (kind != 0 && kind != 1)
-        ORTLITE_THROW(kInvalidArgument, "OrtDevice of device type ", kind,
-                      " is not one ortlite places values on (cpu 0, cuda 1)");
-      if (device_id && PyObject_RichCompareBool(device_id, dev_id.get(), Py_EQ) != 1) {
-        if (PyErr_Occurred()) throw PythonErrorSet{};
-        ORTLITE_THROW(kInvalidArgument, "device_id differs from the OrtDevice's id");
-      }
-      dev_name = Ref::steal(PyUnicode_FromString(kind == 0 ? "cpu" : "cuda"));
-      if (!dev_name) throw PythonErrorSet{};
-      device_type = dev_name.get();
-      device_id = dev_id.get();
-    }
-    const std::shared_ptr<const ExecutionProvider> device =
-        parse_device(device_type ? device_type : cpu.get(), device_id ? device_id : zero.get());
+    const std::shared_ptr<const ExecutionProvider> device = device_arg(device_type, device_id);
     Ref keep;
     Tensor t = object_to_tensor(obj, DataType::kUndefined, "numpy_obj", &keep);
     if (!device->on_host())
@@ -186,35 +190,7 @@ PyObject* ortvalue_from_shape_and_type(PyTypeObject* cls, PyObject* args, PyObje
                                    &device_type, &device_id))
     return nullptr;
   try {
-    Ref cpu = Ref::steal(PyUnicode_FromString("cpu"));
-    Ref zero = Ref::steal(PyLong_FromLong(0));
-    if (!cpu || !zero) throw PythonErrorSet{};
-    // An OrtDevice in place of the device name (onnxruntime's C-level signature): its type
-    // and id, which a device_id argument may not contradict.
-    Ref dev_name, dev_id;
-    if (device_type && !PyUnicode_Check(device_type) &&
-        PyObject_HasAttrString(device_type, "device_type") &&
-        PyObject_HasAttrString(device_type, "device_id")) {
-      Ref type = Ref::steal(PyObject_CallMethod(device_type, "device_type", nullptr));
-      if (!type) throw PythonErrorSet{};
-      dev_id = Ref::steal(PyObject_CallMethod(device_type, "device_id", nullptr));
-      if (!dev_id) throw PythonErrorSet{};
-      const long kind = PyLong_AsLong(type.get());
-      if (kind == -1 && PyErr_Occurred()) throw PythonErrorSet{};
-      if (kind != 0 && kind != 1)
-        ORTLITE_THROW(kInvalidArgument, "OrtDevice of device type ", kind,
-                      " is not one ortlite places values on (cpu 0, cuda 1)");
-      if (device_id && PyObject_RichCompareBool(device_id, dev_id.get(), Py_EQ) != 1) {
-        if (PyErr_Occurred()) throw PythonErrorSet{};
-        ORTLITE_THROW(kInvalidArgument, "device_id differs from the OrtDevice's id");
-      }
-      dev_name = Ref::steal(PyUnicode_FromString(kind == 0 ? "cpu" : "cuda"));
-      if (!dev_name) throw PythonErrorSet{};
-      device_type = dev_name.get();
-      device_id = dev_id.get();
-    }
-    const std::shared_ptr<const ExecutionProvider> device =
-        parse_device(device_type ? device_type : cpu.get(), device_id ? device_id : zero.get());
+    const std::shared_ptr<const ExecutionProvider> device = device_arg(device_type, device_id);
     if (PyUnicode_Check(shape_obj) || PyBytes_Check(shape_obj)) {
       PyErr_SetString(PyExc_TypeError, "shape must be a sequence of int");
       throw PythonErrorSet{};
