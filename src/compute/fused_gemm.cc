@@ -286,6 +286,13 @@ void gemm_w_right(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const P
       pool);
 }
 
+void gemm_w_right_panels(const float* a, int64_t lda, int64_t M, const float* w, int64_t N,
+                         int64_t K, float* C, int64_t ldc, const Epilogue& ep) {
+  run(Problem{M, N, K, row_blocks(M, std::max<int64_t>(M, 1)), a, false, lda, 1, w, K * kNR, kNR, C,
+              ldc, &ep},
+      nullptr);
+}
+
 void ConstB::pack(const Tensor* b, bool trans_b) {
   if (!b || b->rank() != 2 || b->numel() == 0 || b->dtype() != DataType::kFloat || !available())
     return;

@@ -105,6 +105,27 @@ def test_matmul_nbits_float16():
     np.testing.assert_allclose(y.astype(np.float64), e, rtol=2e-2, atol=2e-2 * np.abs(e).max())
 
 
+@pytest.mark.parametrize("block", [32, 64, 128, 256])
+@pytest.mark.parametrize("N", [13, 70, 96])
+@pytest.mark.parametrize("M", [25, 128])
+@pytest.mark.parametrize("with_zp", [False, True])
+def test_matmul_nbits_many_rows_panels(block, N, M, with_zp):
+    # More than 24 rows: 4-bit blocks dequantized into the fused GEMM's 32-column panels
+    # (a full panel, a partial one of more and of fewer than 16 columns), bias in its epilogue.
+    K = 256
+    B, scales, zps, bias, w = nbits_case(K, N, 4, block, with_zp, True)
+    m = nbits_model((M, K), K, N, 4, block, B, scales, zps, bias)
+    a = RNG.standard_normal((M, K)).astype(F32)
+    e = a.astype(np.float64) @ w.T + bias
+    (o,) = run_ort(m, {"A": a})
+    for threads in (1, 2):
+        so = ortlite.SessionOptions()
+        so.intra_op_num_threads = threads
+        (y,) = ortlite.InferenceSession(m.SerializeToString(), so).run(None, {"A": a})
+        np.testing.assert_allclose(y, e, rtol=1e-4, atol=1e-4 * float(np.abs(e).max()))
+        np.testing.assert_allclose(y, o, rtol=1e-4, atol=1e-4 * float(np.abs(o).max()))
+
+
 @pytest.mark.parametrize("change,err,match", [
     ("bits", ortlite.NotImplemented, "bits"),
     ("block", ortlite.InvalidGraph, "block_size"),

@@ -14,8 +14,10 @@
 // a few rows of A, column by column, each code unpacked in registers and multiplied with
 // every row of A (AVX-512, 4-bit blocks of a multiple of 32; elsewhere through a K-float row;
 // ORTLITE_NBITS_SCALAR=1 forces that path, for tests);
-// for more rows, in panels of columns (up to 1 MiB of floats, in cache) multiplied with
-// the float GEMM. accuracy_level is read and accepted: ortlite always accumulates the float
+// for more rows, 32 columns at a time dequantized straight into the fused GEMM's packed
+// panel layout (a 16 x 16 register transpose per 16 columns and 16 codes; up to 1 MiB of
+// panels per task, in cache) and multiplied with all of A, the bias in the GEMM's epilogue
+// (without AVX-512: a plain panel through the float GEMM). accuracy_level is read and accepted: ortlite always accumulates the float
 // products (the result of accuracy level 0; onnxruntime's level 4 quantizes A to int8 and
 // differs from it by that quantization).
 #include <algorithm>
@@ -24,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "compute/fused_gemm.h"
 #include "compute/gemm.h"
 #include "compute/simd.h"
 #include "providers/cpu/quant/matmul_nbits_simd.h"
@@ -226,6 +229,40 @@ class MatMulNBits final : public Kernel {
           }
         }
       });
+    } else if (nn::fgemm::available()) {
+      // Units of whole 32-column panels (up to kPanelFloats floats), each dequantized into
+      // the fused GEMM's packed layout and multiplied with all of A, the bias in the epilogue.
+      constexpr int64_t kNR = nn::fgemm::kNR;
+      const int64_t per_unit = std::max<int64_t>(1, kPanelFloats / (K_ * kNR));
+      const int64_t panels = (N_ + kNR - 1) / kNR, units = (panels + per_unit - 1) / per_unit;
+      parallel_for(pool, units, 2.0 * static_cast<double>(M) * K_ * kNR * per_unit,
+                   [&](int64_t u0, int64_t u1) {
+                     thread_local std::vector<float> w, col;
+                     const size_t need = static_cast<size_t>(std::min(per_unit, panels) * K_ * kNR);
+                     if (w.size() < need) w.resize(need);
+                     for (int64_t u = u0; u < u1; ++u) {
+                       const int64_t j0 = u * per_unit * kNR,
+                                     nc = std::min(per_unit * kNR, N_ - j0);
+                       for (int64_t q = 0; q * kNR < nc; ++q) {
+                         const int64_t c0 = j0 + q * kNR, cn = std::min(kNR, N_ - c0);
+                         float* panel = w.data() + q * K_ * kNR;
+                         if (fast) {
+                           Nbits4Column cols[kNR];
+                           for (int64_t j = 0; j < cn; ++j) cols[j] = column(c0 + j);
+                           simd.dequant_panel(cols, static_cast<int>(cn), panel);
+                         } else {
+                           col.resize(static_cast<size_t>(K_));
+                           for (int64_t j = 0; j < cn; ++j) {
+                             dequant_column(L, b, s, z, c0 + j, col.data());
+                             for (int64_t k = 0; k < K_; ++k) panel[k * kNR + j] = col[k];
+                           }
+                         }
+                       }
+                       nn::fgemm::Epilogue ep;
+                       ep.bias_col = bias ? bias + j0 : nullptr;
+                       nn::fgemm::gemm_w_right_panels(a, K_, M, w.data(), nc, K_, y + j0, N_, ep);
+                     }
+                   });
     } else {
       // Panels of whole 16-column groups, up to kPanelFloats floats.
       const int64_t kPanel = std::max<int64_t>(16, kPanelFloats / K_ / 16 * 16);

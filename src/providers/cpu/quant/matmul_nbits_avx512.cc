@@ -94,10 +94,77 @@ void dequant_avx512(const Nbits4Column& c, float* w) {
   }
 }
 
+// r[j] (16 values of row j) becomes r[k] (value k of rows 0..15): a 16 x 16 transpose in
+// registers (pairs of rows interleaved, then pairs of pairs, then 128-bit lanes twice).
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // r[4i + c], 128-bit lane l: rows 4i .. 4i + 3 at k = 4l + c.
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+  }
+  for (int c = 0; c < 4; ++c) {
+    t[c] = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88);      // lanes 0, 2 of row groups 0, 1
+    t[4 + c] = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xdd);  // lanes 1, 3
+    t[8 + c] = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
+    t[12 + c] = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xdd);
+  }
+  for (int c = 0; c < 4; ++c) {
+    r[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
+    r[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xdd);
+    r[4 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0x88);
+    r[12 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0xdd);
+  }
+}
+
+// 32 codes (k0 .. k0 + 31 of one block) of up to 16 columns, dequantized and stored k-major
+// into lanes `lane0` .. lane0 + 15 of the panel.
+inline void panel_chunk(const Nbits4Column* cols, int nc, int64_t blk, int64_t j, float* w,
+                        int lane0) {
+  __m512 lo[16], hi[16];
+  for (int c = 0; c < 16; ++c) {
+    if (c >= nc) {
+      lo[c] = hi[c] = _mm512_setzero_ps();
+      continue;
+    }
+    const Nbits4Column& col = cols[c];
+    const __m512 sc = _mm512_set1_ps(col.scales[blk]);
+    const __m512 zp = _mm512_set1_ps(col.zp ? zero_point(col.zp, blk) : 8.0f);
+    __m512 l, h;
+    unpack32(col.codes + blk * (col.block / 2) + j / 2, l, h);
+    lo[c] = _mm512_mul_ps(_mm512_sub_ps(l, zp), sc);
+    hi[c] = _mm512_mul_ps(_mm512_sub_ps(h, zp), sc);
+  }
+  transpose16(lo);
+  transpose16(hi);
+  for (int k = 0; k < 16; ++k) {
+    _mm512_storeu_ps(w + k * 32 + lane0, lo[k]);
+    _mm512_storeu_ps(w + (k + 16) * 32 + lane0, hi[k]);
+  }
+}
+
+void dequant_panel_avx512(const Nbits4Column* cols, int nc, float* w) {
+  const int64_t kb = cols[0].kb, block = cols[0].block;
+  for (int64_t blk = 0; blk < kb; ++blk)
+    for (int64_t j = 0; j < block; j += 32) {
+      float* wk = w + (blk * block + j) * 32;
+      panel_chunk(cols, nc < 16 ? nc : 16, blk, j, wk, 0);
+      if (nc > 16) panel_chunk(cols + 16, nc - 16, blk, j, wk, 16);
+    }
+}
+
 }  // namespace
 
 Nbits4Simd nbits4_avx512() {
-  return {dot_rows_avx512, dequant_avx512};
+  return {dot_rows_avx512, dequant_avx512, dequant_panel_avx512};
 }
 
 }  // namespace quant

@@ -20,6 +20,10 @@ struct Nbits4Simd {
                    float* out) = nullptr;
   // w[k] = (code - zero point) * scale, k < kb * block.
   void (*dequant)(const Nbits4Column& c, float* w) = nullptr;
+  // cols[0 .. nc) (nc <= 32, all of one layout) dequantized into one panel of the fused
+  // GEMM's packed layout: w[k * 32 + j] for column j, k < kb * block. Lanes j >= nc are
+  // left as they are (the GEMM does not read them).
+  void (*dequant_panel)(const Nbits4Column* cols, int nc, float* w) = nullptr;
 };
 
 // The AVX-512 (F, BW) loops; null members when not compiled (the caller checks the CPU).
