@@ -39,6 +39,9 @@
 //     float + Mul by one float [+ Add of a constant bias per column] becomes com.microsoft
 //     MatMulIntegerToFloat with b_scale 1 (qmatmul.cc). The float operations and their
 //     order are those of the nodes replaced.
+//  8. com.microsoft MatMulNBits without a bias + Add of a constant [N] takes it as its bias
+//     input (onnxruntime's MatMulNBitsFusion); the kernel adds it after each sum, as the Add
+//     did.
 //
 // A fusion only removes values that have exactly one reader, are no graph output and are
 // not read from inside a subgraph; the surviving node keeps the first node's name and the
@@ -48,7 +51,7 @@
 //
 // The rewrites are methods of one pass object (optimizer_internal.h); this file holds the
 // pass order, the graph index and the clean-up, optimizer_fold.cc the folds (1b, 1c, 2 and
-// the no-op Casts), optimizer_fuse.cc the fusions (3 to 6) and optimizer_quant.cc 0b and 7.
+// the no-op Casts), optimizer_fuse.cc the fusions (3 to 6) and optimizer_quant.cc 0b, 7 and 8.
 #include "graph/optimizer.h"
 
 #include "graph/optimizer_internal.h"
@@ -75,6 +78,7 @@ void Optimizer::run() {
   fuse_matmuls();
   fuse_gemms();
   fuse_integer_to_float();
+  fuse_matmul_nbits_bias();
   finish();
 }
 

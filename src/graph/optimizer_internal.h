@@ -161,6 +161,10 @@ class Optimizer {
   int cast_to_float(const std::string& v) const;
   void fuse_integer_to_float();
 
+  // ---- MatMulNBits + Add -------------------------------------------------------------------
+
+  void fuse_matmul_nbits_bias();
+
   // ---- bookkeeping ----------------------------------------------------------------------
 
   void compact();

@@ -1,5 +1,6 @@
 // Quantized fusions of the load-time optimizer (optimizer_internal.h): QDQ groups to
-// QLinearConv / QLinearMatMul, integer products scaled back to float.
+// QLinearConv / QLinearMatMul, integer products scaled back to float, the bias Add after a
+// MatMulNBits.
 #include "graph/optimizer_internal.h"
 
 namespace ortlite {
@@ -243,6 +244,39 @@ void Optimizer::fuse_integer_to_float() {
     for (const OpsetImport& o : m_.opset_imports) have = have || o.domain == "com.microsoft";
     if (!have) m_.opset_imports.push_back(OpsetImport{"com.microsoft", 1});
   }
+}
+
+// ---- MatMulNBits + Add -------------------------------------------------------------------
+
+// MatMulNBits without a bias whose output only an Add of a constant [N] of the scales'
+// type reads takes that constant as its bias input (onnxruntime's MatMulNBitsFusion): the
+// kernel adds it to each finished sum, as the Add did, without another pass over Y.
+void Optimizer::fuse_matmul_nbits_bias() {
+  index();
+  for (size_t i = 0; i < g_.nodes.size(); ++i) {
+    if (dead_[i]) continue;
+    const Node& mm = g_.nodes[i];
+    if (mm.op_type != "MatMulNBits" || mm.domain != "com.microsoft" || mm.outputs.size() != 1 ||
+        mm.inputs.size() < 3 || (mm.inputs.size() > 5 && !mm.inputs[5].empty()) ||
+        mm.inputs.size() > 6)
+      continue;
+    const Attribute* na = mm.find_attr("N");
+    const Tensor* scales = constant(mm.inputs[2]);
+    if (!na || na->type != AttrType::kInt || !scales) continue;
+    const int k = sole_reader(mm.outputs[0]);
+    if (!is_binary(k, "Add")) continue;
+    const std::string o = other_input(g_.nodes[k], mm.outputs[0]);
+    const Tensor* b = o.empty() ? nullptr : constant(o);
+    if (!b || b->dtype() != scales->dtype() || b->rank() != 1 || b->dim(0) != na->i) continue;
+    Node f = mm;
+    f.inputs.resize(6);
+    f.inputs[5] = o;
+    f.outputs = g_.nodes[k].outputs;
+    dead_[k] = 1;
+    g_.nodes[i] = std::move(f);
+    index();
+  }
+  compact();
 }
 
 }  // namespace opt

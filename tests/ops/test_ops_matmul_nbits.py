@@ -126,6 +126,47 @@ def test_matmul_nbits_many_rows_panels(block, N, M, with_zp):
         np.testing.assert_allclose(y, o, rtol=1e-4, atol=1e-4 * float(np.abs(o).max()))
 
 
+def nbits_add_model(bias_shape, K=64, N=40, block=32):
+    """MatMulNBits without a bias, then Add of a constant of bias_shape."""
+    B, scales, zps, _, w = nbits_case(K, N, 4, block, True, False)
+    m = nbits_model(("batch", K), K, N, 4, block, B, scales, zps, None)
+    m.graph.node[0].output[0] = "mm"
+    c = RNG.standard_normal(bias_shape).astype(F32)
+    m.graph.initializer.append(numpy_helper.from_array(c, "c"))
+    m.graph.node.append(helper.make_node("Add", ["c", "mm"], ["Y"]))
+    return m, w, c
+
+
+@pytest.mark.parametrize("bias_shape,fused", [((40,), True), ((1, 40), False), ((3, 40), False)])
+@pytest.mark.parametrize("rows", [1, 3, 30])
+def test_matmul_nbits_add_fused_as_bias(bias_shape, fused, rows, tmp_path):
+    # Add of a constant [N] becomes MatMulNBits' bias input (as onnxruntime's
+    # MatMulNBitsFusion); other shapes stay an Add. Same values at both levels and as
+    # onnxruntime's.
+    import json
+    m, w, c = nbits_add_model(bias_shape)
+    a = RNG.standard_normal((3 if bias_shape[0] == 3 else rows, 64)).astype(F32)
+    outs = {}
+    for level in (ortlite.GraphOptimizationLevel.ORT_DISABLE_ALL,
+                  ortlite.GraphOptimizationLevel.ORT_ENABLE_ALL):
+        so = ortlite.SessionOptions()
+        so.graph_optimization_level = level
+        so.enable_profiling = True
+        so.profile_file_prefix = str(tmp_path / f"p{int(level)}")
+        s = ortlite.InferenceSession(m.SerializeToString(), so)
+        outs[level] = s.run(None, {"A": a})[0]
+        with open(s.end_profiling()) as f:
+            ops = {e["args"]["op_name"] for e in json.load(f) if e.get("cat") == "Node"}
+        if level == ortlite.GraphOptimizationLevel.ORT_ENABLE_ALL:
+            assert ("Add" not in ops) == fused, ops
+    lo, hi = outs.values()
+    np.testing.assert_allclose(hi, lo, rtol=1e-6, atol=1e-6 * float(np.abs(lo).max()))
+    e = a.astype(np.float64) @ w.T + c
+    np.testing.assert_allclose(hi, e, rtol=1e-4, atol=1e-4 * float(np.abs(e).max()))
+    (o,) = run_ort(m, {"A": a})
+    np.testing.assert_allclose(hi, o, rtol=1e-4, atol=1e-4 * float(np.abs(o).max()))
+
+
 @pytest.mark.parametrize("change,err,match", [
     ("bits", ortlite.NotImplemented, "bits"),
     ("block", ortlite.InvalidGraph, "block_size"),
