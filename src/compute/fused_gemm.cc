@@ -66,6 +66,7 @@ struct Problem {
   int64_t ldc;
   const Epilogue* ep;
   const int64_t* b_off = nullptr;  // B row k at b + b_off[k] (+ the panel's columns)
+  bool accumulate = false;         // C holds partial sums to add to
 };
 
 void fill_act(const Epilogue& ep, TileArgs& t) {
@@ -127,7 +128,7 @@ void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
   for (int64_t ks = 0; ks < ksteps; ++ks) {
     const int64_t k0 = ks * kKC;
     t.k = std::min(kKC, p.K - k0);
-    t.accumulate = k0 > 0;
+    t.accumulate = k0 > 0 || p.accumulate;
     t.last = ks + 1 == ksteps;
     for (int64_t j = j0; j < j1; ++j) {
       const int64_t n = j * kNR;
@@ -287,10 +288,11 @@ void gemm_w_right(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const P
 }
 
 void gemm_w_right_panels(const float* a, int64_t lda, int64_t M, const float* w, int64_t N,
-                         int64_t K, float* C, int64_t ldc, const Epilogue& ep) {
-  run(Problem{M, N, K, row_blocks(M, std::max<int64_t>(M, 1)), a, false, lda, 1, w, K * kNR, kNR, C,
-              ldc, &ep},
-      nullptr);
+                         int64_t K, float* C, int64_t ldc, const Epilogue& ep, bool accumulate) {
+  Problem p{M, N,   K,  row_blocks(M, std::max<int64_t>(M, 1)), a, false, lda, 1, w, K * kNR, kNR,
+            C, ldc, &ep};
+  p.accumulate = accumulate;
+  run(p, nullptr);
 }
 
 void ConstB::pack(const Tensor* b, bool trans_b) {

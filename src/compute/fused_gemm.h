@@ -120,10 +120,11 @@ void gemm_w_left_offsets(const Packed& W, const float* x, const int64_t* off, in
 void gemm_w_right(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const Packed& W, float* C,
                   int64_t ldc, const Epilogue& ep, ThreadPool* pool);
 // The same on the calling thread with W given as raw panels in Packed's layout
-// ([panel][k][32], N outputs of depth K, zero-padded, any alignment): weights made for one
-// call, such as MatMulNBits' dequantized blocks.
+// ([panel][k][32], N outputs of depth K, any alignment): weights made for one call, such as
+// MatMulNBits' dequantized blocks. With `accumulate`, C holds partial sums the product is
+// added to (a product split along K); the epilogue still runs.
 void gemm_w_right_panels(const float* a, int64_t lda, int64_t M, const float* w, int64_t N,
-                         int64_t K, float* C, int64_t ldc, const Epilogue& ep);
+                         int64_t K, float* C, int64_t ldc, const Epilogue& ep, bool accumulate);
 
 // Gemm (and FusedGemm) with a constant float B: op(B) packed once at load, then
 // Y = act(alpha op(A) op(B) + beta C) in one pass with C as the epilogue's bias or Z.

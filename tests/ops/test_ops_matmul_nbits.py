@@ -105,14 +105,16 @@ def test_matmul_nbits_float16():
     np.testing.assert_allclose(y.astype(np.float64), e, rtol=2e-2, atol=2e-2 * np.abs(e).max())
 
 
-@pytest.mark.parametrize("block", [32, 64, 128, 256])
+@pytest.mark.parametrize("block", [16, 32, 64, 128, 256])
 @pytest.mark.parametrize("N", [13, 70, 96])
-@pytest.mark.parametrize("M", [25, 128])
+@pytest.mark.parametrize("M", [1, 5, 8, 9, 25, 128])
+@pytest.mark.parametrize("K", [256, 1056])
 @pytest.mark.parametrize("with_zp", [False, True])
-def test_matmul_nbits_many_rows_panels(block, N, M, with_zp):
-    # More than 24 rows: 4-bit blocks dequantized into the fused GEMM's 32-column panels
-    # (a full panel, a partial one of more and of fewer than 16 columns), bias in its epilogue.
-    K = 256
+def test_matmul_nbits_4bit_vector_paths(block, N, M, K, with_zp):
+    # 4-bit blocks of every size: up to 8 rows the dot products (8 rows and 2 columns at a
+    # time, an odd last column), above that the fused GEMM's 32-column panels (a full one, a
+    # partial one of more and of fewer than 16 columns), K in chunks of 512 (1056: 512, 512,
+    # 32; with blocks of 64 or more not a whole number of blocks: the portable path).
     B, scales, zps, bias, w = nbits_case(K, N, 4, block, with_zp, True)
     m = nbits_model((M, K), K, N, 4, block, B, scales, zps, bias)
     a = RNG.standard_normal((M, K)).astype(F32)
