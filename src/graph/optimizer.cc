@@ -32,6 +32,10 @@
 //     QuantizeLinear, become one QLinearConv; the same around MatMul, one QLinearMatMul.
 //     The result is the integer operator's (requantized from the exact int32 sums), not the
 //     float path's: it can differ from it by one quantization step, as onnxruntime's does.
+//     Likewise DequantizeLinear(a), DequantizeLinear(b) -> Add / Mul -> QuantizeLinear become
+//     com.microsoft QLinearAdd / QLinearMul, DequantizeLinear -> GlobalAveragePool ->
+//     QuantizeLinear QLinearGlobalAveragePool, and the Q/DQ pair around Flatten, Reshape,
+//     Transpose, Squeeze or Unsqueeze with equal parameters is dropped (fuse_qdq_ops).
 //  7. Integer products scaled back to float, as dynamic quantization writes them:
 //     ConvInteger [+ Add of an int32 bias per output channel] + Cast to float + Mul by one
 //     float [+ activation, or x * Sigmoid(x)] becomes com.ortlite ConvIntegerToFloat
@@ -64,6 +68,7 @@ void Optimizer::run() {
   eliminate_noop_casts();
   if (level_ >= 2) {
     fuse_qdq();  // before folding turns the weights' DequantizeLinear to float
+    fuse_qdq_ops();
     eliminate_dead_nodes();
   }
   fold_constants(m_);

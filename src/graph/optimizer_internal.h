@@ -151,6 +151,10 @@ class Optimizer {
   bool single_const(const std::string& v) const;
   static int64_t axis_attr(const Node& n, int64_t dflt);
   void fuse_qdq();
+  bool quantize_per_tensor(int k) const;
+  int dequantize_per_tensor(const std::string& v) const;
+  bool same_const(const std::string& a, const std::string& b) const;
+  void fuse_qdq_ops();
   static bool is_int8(DataType t) { return t == DataType::kInt8 || t == DataType::kUInt8; }
 
   // ---- integer products scaled to float ---------------------------------------------------
