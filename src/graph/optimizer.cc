@@ -15,7 +15,8 @@
 //     s = scale / sqrt(var + eps). The Conv becomes a FusedConv whose attribute w_scale holds
 //     s: the kernel scales W while it prepares it at load, so no second copy of W is made.
 //  3. erf-GELU, 0.5 x (1 + erf(x / sqrt 2)) spelled as Div/Erf/Add/Mul/Mul, becomes one
-//     com.ortlite Gelu node.
+//     com.ortlite Gelu node; the tanh form, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715
+//     x^3))), one com.microsoft FastGelu.
 //  3b. A decomposed layer norm over the last axis (ReduceMean, Sub, Pow or Mul, ReduceMean,
 //     Add eps, Sqrt, Div, Mul gamma [, Add beta]) becomes one LayerNormalization.
 //  4. Conv [+ Add] [+ activation, or x * Sigmoid(x) as Silu] becomes com.ortlite FusedConv
@@ -77,6 +78,7 @@ void Optimizer::run() {
   fold_conv_affine();
   fold_batch_norms();
   fuse_gelu();
+  fuse_fast_gelu();
   fuse_layer_norms();
   fuse_convs();
   fuse_expand_depthwise();

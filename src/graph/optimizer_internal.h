@@ -116,7 +116,10 @@ class Optimizer {
 
   static std::string other_input(const Node& n, const std::string& v);
   bool is_binary(int k, const char* op) const;
+  bool half_x_times(const std::string& a, const std::string& x, std::vector<int>& nodes,
+                    std::string& out) const;
   void fuse_gelu();
+  void fuse_fast_gelu();
 
   // ---- LayerNormalization ---------------------------------------------------------------
 
