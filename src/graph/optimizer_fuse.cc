@@ -518,8 +518,13 @@ void Optimizer::fuse_matmuls() {
     float c = 0.f;
     // A scalar factor: rank 0 keeps any output shape; rank 1 only with a rank-2 B (the
     // product then has rank >= 1).
-    if (is_binary(k, "Mul") && scalar(other_input(g_.nodes[k], cur), c, b2 ? 1 : 0)) {
-      alpha = c;
+    // A Div by a scalar becomes the factor 1 / c (onnxruntime's MatMulScaleFusion does the
+    // same; the product may differ from the quotient in its last bit).
+    const bool div = is_binary(k, "Div") && g_.nodes[k].inputs[0] == cur &&
+                     g_.nodes[k].inputs[1] != cur && scalar(g_.nodes[k].inputs[1], c, b2 ? 1 : 0) &&
+                     c != 0.f && std::isfinite(c);
+    if (div || (is_binary(k, "Mul") && scalar(other_input(g_.nodes[k], cur), c, b2 ? 1 : 0))) {
+      alpha = div ? 1.f / c : c;
       is_float = true;
       gone.push_back(k);
       cur = g_.nodes[k].outputs[0];

@@ -484,6 +484,33 @@ def test_attention_scores(threads):
     check_levels(model2, {"x": randn((40,), 3)})
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_attention_scores_divided_by_a_scalar(threads, tmp_path):
+    # MatMul / sqrt(head size), as BERT and GPT-2 exports write it: a FusedMatMul with alpha
+    # 1 / c (the quotient and the product with the reciprocal may differ in the last bit).
+    g = G()
+    s = g.node("Div", [g.node("MatMul", ["q", "k"], ["qk"]),
+                       g.const("sc", np.array(math.sqrt(32), F32))], ["scores"])
+    g.node("Softmax", [s], ["out"], axis=-1)
+    model = g.model([("q", (2, 4, 32, 32)), ("k", (2, 4, 32, 32))], ["out"])
+    feeds = {"q": randn((2, 4, 32, 32), 1), "k": randn((2, 4, 32, 32), 2)}
+    check_levels(model, feeds, threads=threads)
+    assert profiled_ops(model, feeds, tmp_path) == ["FusedMatMul", "Softmax"]
+    # Divided by the product, or by a value known only at run time: left alone.
+    for num, den in (("sc", "qk"), ("qk", "d")):
+        g = G()
+        g.const("sc", np.array(2.0, F32))
+        g.node("Div", [g.node("MatMul", ["q", "k"], ["qk"]) if num == "qk" else num,
+                       g.node("MatMul", ["q", "k"], ["qk"]) if den == "qk" else den], ["out"])
+        ins = [("q", (2, 3, 4)), ("k", (2, 4, 3))] + ([("d", ())] if den == "d" else [])
+        model = g.model(ins, ["out"])
+        feeds = {"q": randn((2, 3, 4), 1), "k": randn((2, 4, 3), 2)}
+        if den == "d":
+            feeds["d"] = np.array(3.0, F32)
+        check_levels(model, feeds)
+        assert "FusedMatMul" not in profiled_ops(model, feeds, tmp_path)
+
+
 def test_matmul_bias_not_matching_is_left_alone():
     # A [1, N] bias would change the output rank of a 1-D product: not fused.
     g = G()
