@@ -24,7 +24,6 @@ namespace fgemm {
 
 namespace {
 
-constexpr int64_t kKC = 1024;
 constexpr std::align_val_t kAlign{64};
 
 int64_t ceil_div(int64_t a, int64_t b) {
@@ -284,6 +283,13 @@ void gemm_w_right(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const P
   const int64_t N = W.outputs(), K = W.depth();
   run(Problem{M, N, K, row_blocks(M, std::max<int64_t>(M, 1)), a, false, a_rs, a_ks, W.data(),
               K * kNR, kNR, C, ldc, &ep},
+      pool);
+}
+
+void gemm_plain(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const float* b, int64_t ldb,
+                int64_t N, int64_t K, float* C, int64_t ldc, const Epilogue& ep, ThreadPool* pool) {
+  run(Problem{M, N, K, row_blocks(M, std::max<int64_t>(M, 1)), a, false, a_rs, a_ks, b, kNR, ldb, C,
+              ldc, &ep},
       pool);
 }
 
