@@ -286,6 +286,26 @@ void gemm_w_right(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const P
       pool);
 }
 
+void gemm_w_right_k(const float* a, int64_t lda, int64_t M, const Packed& W, int64_t k0, int64_t k1,
+                    float* C, int64_t ldc, const Epilogue& ep, bool accumulate, ThreadPool* pool) {
+  Problem p{M,
+            W.outputs(),
+            k1 - k0,
+            row_blocks(M, std::max<int64_t>(M, 1)),
+            a + k0,
+            false,
+            lda,
+            1,
+            W.data() + k0 * kNR,
+            W.depth() * kNR,
+            kNR,
+            C,
+            ldc,
+            &ep};
+  p.accumulate = accumulate;
+  run(p, pool);
+}
+
 void gemm_plain(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const float* b, int64_t ldb,
                 int64_t N, int64_t K, float* C, int64_t ldc, const Epilogue& ep, ThreadPool* pool) {
   run(Problem{M, N, K, row_blocks(M, std::max<int64_t>(M, 1)), a, false, a_rs, a_ks, b, kNR, ldb, C,

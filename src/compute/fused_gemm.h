@@ -120,6 +120,12 @@ void gemm_w_left_offsets(const Packed& W, const float* x, const int64_t* off, in
 // column-wise: a_rs = 1, a_ks = its row stride).
 void gemm_w_right(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const Packed& W, float* C,
                   int64_t ldc, const Epilogue& ep, ThreadPool* pool);
+// gemm_w_right over rows k0 .. k1 - 1 of W's depth only (A read from its column k0), adding to
+// C when `accumulate`: a product split along K in blocks whose partial sums are added in
+// order, as MLAS's and gemm.h's K blocks add theirs (Attention's projection: the same bits).
+void gemm_w_right_k(const float* a, int64_t lda, int64_t M, const Packed& W, int64_t k0, int64_t k1,
+                    float* C, int64_t ldc, const Epilogue& ep, bool accumulate, ThreadPool* pool);
+
 // C[M x N] = epilogue(alpha * A B), A (M x K) with A(i, k) = a[i * a_rs + k * a_ks] and B
 // row-major (K x N, row k at b + k * ldb), both read in place: products too small for packing
 // either operand to pay (compute/gemm.cc sends them here). The epilogue's z may be C itself
