@@ -210,19 +210,22 @@ class MatMulNBits final : public Kernel {
       deinterleave32(a, ad.data(), M * K_);
       parallel_for(pool, N_, 2.0 * static_cast<double>(K_) * (M + 2), [&](int64_t n0, int64_t n1) {
         const float* a = ad.data();
-        // 8 rows of A at a time against 32 columns of codes, both in cache.
-        float out[16];
+        // 8 rows of A at a time against 32 columns of codes, both in cache; 2 columns per
+        // tile (4 for up to 4 rows).
+        float out[32];
         for (int64_t c0 = n0; c0 < n1; c0 += 32) {
           const int64_t c1 = std::min(n1, c0 + 32);
           for (int64_t i0 = 0; i0 < M; i0 += 8) {
             const int64_t r = std::min<int64_t>(8, M - i0);
-            for (int64_t n = c0; n < c1; n += 2) {
-              const int nc = n + 1 < c1 ? 2 : 1;
-              const Nbits4Column cols[2] = {column(n), column(n + nc - 1)};
-              simd.dot_rows(cols, nc, a + i0 * K_, r, K_, out, 2);
+            const int64_t per = r <= 4 ? 4 : 2;
+            for (int64_t n = c0; n < c1; n += per) {
+              const int nc = static_cast<int>(std::min(per, c1 - n));
+              Nbits4Column cols[4];
+              for (int j = 0; j < nc; ++j) cols[j] = column(n + j);
+              simd.dot_rows(cols, nc, a + i0 * K_, r, K_, out, 4);
               for (int64_t i = 0; i < r; ++i)
                 for (int j = 0; j < nc; ++j)
-                  y[(i0 + i) * N_ + n + j] = bias ? out[2 * i + j] + bias[n + j] : out[2 * i + j];
+                  y[(i0 + i) * N_ + n + j] = bias ? out[4 * i + j] + bias[n + j] : out[4 * i + j];
             }
           }
         }

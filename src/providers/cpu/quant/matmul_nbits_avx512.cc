@@ -43,10 +43,16 @@ inline ChunkScale chunk_scale(const Nbits4Column& c, int64_t k) {
   return {s, nzs};
 }
 
-// The 32 codes of 16 bytes from k on, dequantized: even = codes k, k + 2, ..., k + 30, odd =
-// codes k + 1, ..., k + 31. (With a block of 16, lanes 0-7 are the first block's codes.)
-inline void dequant32(const Nbits4Column& c, int64_t k, __m512& even, __m512& odd) {
-  const ChunkScale cs = chunk_scale(c, k);
+// Codes per group of one scale vector: a block, or two blocks of 16.
+inline int64_t group_codes(const Nbits4Column& c) {
+  return c.block < 32 ? 32 : c.block;
+}
+
+// The 32 codes of 16 bytes from k on, dequantized with the group's scale: even = codes k, k +
+// 2, ..., k + 30, odd = codes k + 1, ..., k + 31. (With a block of 16, lanes 0-7 are the first
+// block's codes.)
+inline void dequant32(const Nbits4Column& c, int64_t k, const ChunkScale& cs, __m512& even,
+                      __m512& odd) {
   const __m512i x =
       _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c.codes + k / 2)));
   const __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(x, _mm512_set1_epi32(15)));
@@ -75,23 +81,27 @@ inline __m512 sum16(const __m512 v[16]) {
   return _mm512_add_ps(_mm512_shuffle_ps(x[0], x[1], 0x88), _mm512_shuffle_ps(x[0], x[1], 0xDD));
 }
 
-// out[r * ldo + j] for R rows and C columns (C <= 2): each row's values are loaded once per
-// 32 codes for both columns.
+// out[r * ldo + j] for R rows and C columns (R * C <= 16): each row's values are loaded once
+// per 32 codes for all the columns, each column's scale once per block.
 template <int R, int C>
 void dot_tile(const Nbits4Column* c, const float* a, int64_t lda, float* out, int64_t ldo) {
   __m512 acc[R][C];
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < C; ++j) acc[r][j] = _mm512_setzero_ps();
-  const int64_t K = c[0].kb * c[0].block;
-  for (int64_t k = 0; k < K; k += 32) {
-    __m512 even[C], odd[C];
-    for (int j = 0; j < C; ++j) dequant32(c[j], k, even[j], odd[j]);
-    for (int r = 0; r < R; ++r) {
-      const float* ar = a + r * lda + k;
-      const __m512 a0 = _mm512_loadu_ps(ar), a1 = _mm512_loadu_ps(ar + 16);
-      for (int j = 0; j < C; ++j) {
-        acc[r][j] = _mm512_fmadd_ps(a0, even[j], acc[r][j]);
-        acc[r][j] = _mm512_fmadd_ps(a1, odd[j], acc[r][j]);
+  const int64_t K = c[0].kb * c[0].block, step = group_codes(c[0]);
+  for (int64_t k0 = 0; k0 < K; k0 += step) {
+    ChunkScale cs[C];
+    for (int j = 0; j < C; ++j) cs[j] = chunk_scale(c[j], k0);
+    for (int64_t k = k0; k < k0 + step; k += 32) {
+      __m512 even[C], odd[C];
+      for (int j = 0; j < C; ++j) dequant32(c[j], k, cs[j], even[j], odd[j]);
+      for (int r = 0; r < R; ++r) {
+        const float* ar = a + r * lda + k;
+        const __m512 a0 = _mm512_loadu_ps(ar), a1 = _mm512_loadu_ps(ar + 16);
+        for (int j = 0; j < C; ++j) {
+          acc[r][j] = _mm512_fmadd_ps(a0, even[j], acc[r][j]);
+          acc[r][j] = _mm512_fmadd_ps(a1, odd[j], acc[r][j]);
+        }
       }
     }
   }
@@ -116,20 +126,28 @@ void dot_tile_rows(const Nbits4Column* c, const float* a, int64_t rows, int64_t 
     case 4:
       return dot_tile<4, C>(c, a, lda, out, ldo);
     case 5:
-      return dot_tile<5, C>(c, a, lda, out, ldo);
+      return dot_tile < 5, C < 3 ? C : 3 > (c, a, lda, out, ldo);
     case 6:
-      return dot_tile<6, C>(c, a, lda, out, ldo);
+      return dot_tile < 6, C < 2 ? C : 2 > (c, a, lda, out, ldo);
     case 7:
-      return dot_tile<7, C>(c, a, lda, out, ldo);
+      return dot_tile < 7, C < 2 ? C : 2 > (c, a, lda, out, ldo);
     default:
-      return dot_tile<8, C>(c, a, lda, out, ldo);
+      return dot_tile < 8, C < 2 ? C : 2 > (c, a, lda, out, ldo);
   }
 }
 
 void dot_rows_avx512(const Nbits4Column* c, int cols, const float* a, int64_t rows, int64_t lda,
                      float* out, int64_t ldo) {
-  if (cols == 2) return dot_tile_rows<2>(c, a, rows, lda, out, ldo);
-  return dot_tile_rows<1>(c, a, rows, lda, out, ldo);
+  switch (cols) {
+    case 4:
+      return dot_tile_rows<4>(c, a, rows, lda, out, ldo);
+    case 3:
+      return dot_tile_rows<3>(c, a, rows, lda, out, ldo);
+    case 2:
+      return dot_tile_rows<2>(c, a, rows, lda, out, ldo);
+    default:
+      return dot_tile_rows<1>(c, a, rows, lda, out, ldo);
+  }
 }
 
 // r[j] (16 values of row j) becomes r[k] (value k of rows 0..15): a 16 x 16 transpose in
@@ -163,13 +181,14 @@ inline void transpose16(__m512 r[16]) {
   }
 }
 
-// Codes k .. k + 31 of up to 16 columns, dequantized and stored k-major into lanes lane0 ..
-// lane0 + 15 of the panel (w: row k of the panel).
-inline void panel_chunk(const Nbits4Column* cols, int nc, int64_t k, float* w, int lane0) {
+// Codes k .. k + 31 of up to 16 columns, dequantized with their group scales and stored
+// k-major into lanes lane0 .. lane0 + 15 of the panel (w: row k of the panel).
+inline void panel_chunk(const Nbits4Column* cols, const ChunkScale* cs, int nc, int64_t k, float* w,
+                        int lane0) {
   __m512 even[16], odd[16];
   for (int c = 0; c < 16; ++c) {
     if (c < nc) {
-      dequant32(cols[c], k, even[c], odd[c]);
+      dequant32(cols[c], k, cs[c], even[c], odd[c]);
     } else {
       even[c] = odd[c] = _mm512_setzero_ps();
     }
@@ -183,10 +202,17 @@ inline void panel_chunk(const Nbits4Column* cols, int nc, int64_t k, float* w, i
 }
 
 void dequant_panel_avx512(const Nbits4Column* cols, int nc, int64_t k0, int64_t k1, float* w) {
+  const int64_t step = group_codes(cols[0]);
+  ChunkScale cs[32];
+  int64_t group = -1;
   for (int64_t k = k0; k < k1; k += 32) {
+    if (k / step != group) {  // the columns' scales for the group k is in
+      group = k / step;
+      for (int c = 0; c < nc; ++c) cs[c] = chunk_scale(cols[c], group * step);
+    }
     float* wk = w + (k - k0) * 32;
-    panel_chunk(cols, nc < 16 ? nc : 16, k, wk, 0);
-    if (nc > 16) panel_chunk(cols + 16, nc - 16, k, wk, 16);
+    panel_chunk(cols, cs, nc < 16 ? nc : 16, k, wk, 0);
+    if (nc > 16) panel_chunk(cols + 16, cs + 16, nc - 16, k, wk, 16);
   }
 }
 

@@ -16,8 +16,8 @@ struct Nbits4Column {
 
 struct Nbits4Simd {
   // out[r * ldo + j] = sum_k a[r * lda + k] * w_j[k], r < rows <= 8, w_j the dequantized
-  // column cols[j], j < ncols <= 2. Each group of 32 values of a row of `a` is stored evens
-  // first (deinterleave32).
+  // column cols[j], j < ncols <= 4 (at most 16 / rows columns are taken together; ldo >=
+  // ncols). Each group of 32 values of a row of `a` is stored evens first (deinterleave32).
   void (*dot_rows)(const Nbits4Column* cols, int ncols, const float* a, int64_t rows, int64_t lda,
                    float* out, int64_t ldo) = nullptr;
   // Rows k0 .. k1 - 1 (multiples of 32) of cols[0 .. nc) (nc <= 32, all of one layout)
