@@ -1,8 +1,9 @@
 """Seeded float models and the variants onnxruntime's own tools write from them: dynamic and
 static quantization (QDQ and QOperator), int4 weights (MatMulNBitsQuantizer), float16
-(keep_io_types) and, for the BERT encoder, the transformers optimizer's fused model
-(Attention, EmbedLayerNormalization, SkipLayerNormalization, BiasGelu). Shared by
-tools/bench_tools.py and tests/models/test_tool_models.py.
+(keep_io_types) and, for the BERT encoder and the GPT-2 decoder, the transformers optimizer's
+fused model (Attention, EmbedLayerNormalization, SkipLayerNormalization, BiasGelu or
+FastGelu), also quantized after it (QAttention, MatMulNBits). Shared by tools/bench_tools.py
+and tests/models/test_tool_models.py.
 
 The tools (onnxruntime.quantization, onnxruntime.transformers) are test and benchmark
 dependencies only; they are imported inside the functions that use them.
@@ -187,12 +188,137 @@ def bert(layers=2, hidden=64, heads=4, inter=128, vocab=100, max_pos=32, seed=0,
     return model
 
 
+def gpt2(layers=2, hidden=64, heads=4, inter=256, vocab=100, max_pos=32, seed=0, opset=13):
+    """A seeded float GPT-2 decoder in the shape its PyTorch export writes (what
+    onnxruntime.transformers' "gpt2" fusions look for): input_ids only, position ids from the
+    input's shape, decomposed layer norms, Conv1D layers as Reshape -> Gemm -> Reshape,
+    causal self-attention (the fused q/k/v projection Split into heads, the mask a Slice of a
+    constant lower-triangular buffer, Where to -10000), tanh GELU, a final layer norm and
+    logits through the transposed token embedding (tied weights, written as a constant)."""
+    rng = np.random.default_rng(seed)
+    H = hidden // heads
+    nodes, inits = [], []
+
+    def const(name, arr):
+        inits.append(numpy_helper.from_array(np.asarray(arr), name))
+        return name
+
+    def weight(name, *shape, scale=0.1):
+        return const(name, (rng.standard_normal(shape) * scale).astype(F32))
+
+    def node(op, ins, out, **kw):
+        nodes.append(helper.make_node(op, ins, [out], name=out + "_node", **kw))
+        return out
+
+    def layer_norm(x, p):
+        g = const(p + "_g", (1 + 0.1 * rng.standard_normal(hidden)).astype(F32))
+        b = weight(p + "_b", hidden)
+        m = node("ReduceMean", [x], p + "_mean", axes=[-1])
+        d = node("Sub", [x, m], p + "_sub")
+        pw = node("Pow", [d, "two"], p + "_pow")
+        v = node("ReduceMean", [pw], p + "_var", axes=[-1])
+        dv = node("Div", [d, node("Sqrt", [node("Add", [v, "eps"], p + "_ve")], p + "_sqrt")],
+                  p + "_div")
+        return node("Add", [node("Mul", [dv, g], p + "_mul"), b], p + "_out")
+
+    def conv1d(x, p, n_in, n_out):
+        """HF's Conv1D: x.view(-1, n_in) @ W + b, back to [batch, seq, n_out]."""
+        x2 = node("Reshape", [x, const(p + "_2d", np.array([-1, n_in], np.int64))], p + "_in2d")
+        y = node("Gemm", [x2, weight(p + "_w", n_in, n_out, scale=0.1 / np.sqrt(n_in / 64)),
+                          weight(p + "_b", n_out)], p + "_gemm")
+        shape = node("Concat", ["bs_dims", const(p + "_n", np.array([n_out], np.int64))],
+                     p + "_shape", axis=0)
+        return node("Reshape", [y, shape], p + "_out3d")
+
+    const("two", np.array(2.0, F32))
+    const("eps", np.array(1e-5, F32))
+    const("half", np.array(0.5, F32))
+    const("one", np.array(1.0, F32))
+    const("c0044", np.array(0.044715, F32))
+    const("c0797", np.array(np.sqrt(2 / np.pi), F32))
+    const("three", np.array(3.0, F32))
+    const("sqrt_h", np.array(np.sqrt(H), F32))
+    const("masked_bias", np.array(-10000.0, F32))
+    const("causal", np.tril(np.ones((max_pos, max_pos), np.uint8))[None, None])
+    const("shape_heads_tail", np.array([heads, H], np.int64))
+    const("shape_hidden_tail", np.array([hidden], np.int64))
+    for n, v in (("i0", [0]), ("i1", [1]), ("i2", [2]), ("i3", [3]), ("im1", [-1]),
+                 ("im2", [-2]), ("imax", [2 ** 62])):
+        const(n, np.array(v, np.int64))
+    const("zero_s", np.array(0, np.int64))
+    const("one_s", np.array(1, np.int64))
+    # [batch, seq] of the input, and position ids 0 .. seq - 1.
+    ids_shape = node("Shape", ["input_ids"], "ids_shape")
+    node("Slice", [ids_shape, "i0", "i2", "i0"], "bs_dims")
+    seq = node("Squeeze", [node("Slice", [ids_shape, "i1", "i2", "i0"], "seq_1d"), "i0"], "seq")
+    pos = node("Unsqueeze", [node("Range", ["zero_s", seq, "one_s"], "pos_range"), "i0"],
+               "pos_ids")
+    x = node("Add", [node("Gather", [weight("wte", vocab, hidden, scale=0.2), "input_ids"],
+                          "emb_tok"),
+                     node("Gather", [weight("wpe", max_pos, hidden, scale=0.05), pos], "emb_pos")],
+             "emb")
+    heads_shape = node("Concat", ["bs_dims", "shape_heads_tail"], "heads_shape", axis=0)
+    hidden_shape = node("Concat", ["bs_dims", "shape_hidden_tail"], "hidden_shape", axis=0)
+    for layer in range(layers):
+        p = f"h{layer}_"
+        qkv = conv1d(layer_norm(x, p + "ln1"), p + "attn", hidden, 3 * hidden)
+        split = [p + "q", p + "k", p + "v"]
+        nodes.append(helper.make_node("Split", [qkv], split, name=p + "split", axis=2))
+
+        def heads_of(v, perm):
+            return node("Transpose", [node("Reshape", [v, heads_shape], v + "_rs")], v + "_tr",
+                        perm=perm)
+
+        q, k, v = (heads_of(split[0], [0, 2, 1, 3]), heads_of(split[1], [0, 2, 3, 1]),
+                   heads_of(split[2], [0, 2, 1, 3]))
+        w = node("Div", [node("MatMul", [q, k], p + "qk"), "sqrt_h"], p + "qk_div")
+        # mask = causal[:, :, ns - nd:ns, :ns], nd / ns: the scores' last two dims.
+        w_shape = node("Shape", [w], p + "w_shape")
+        ns = node("Squeeze", [node("Slice", [w_shape, "im1", "imax", "i0"], p + "ns_1d"), "i0"],
+                  p + "ns")
+        nd = node("Squeeze", [node("Slice", [w_shape, "im2", "im1", "i0"], p + "nd_1d"), "i0"],
+                  p + "nd")
+        start = node("Unsqueeze", [node("Sub", [ns, nd], p + "ns_nd"), "i0"], p + "start")
+        ns1 = node("Unsqueeze", [ns, "i0"], p + "ns_u")
+        rows = node("Slice", ["causal", start, ns1, "i2"], p + "mask_rows")
+        mask = node("Slice", [rows, "i0", ns1, "i3"], p + "mask")
+        mask = node("Cast", [mask], p + "mask_bool", to=TensorProto.BOOL)
+        w = node("Where", [mask, w, "masked_bias"], p + "masked")
+        a = node("MatMul", [node("Softmax", [w], p + "probs", axis=-1), v], p + "ctx")
+        a = node("Reshape", [node("Transpose", [a], p + "ctx_tr", perm=[0, 2, 1, 3]),
+                             hidden_shape], p + "ctx_rs")
+        x = node("Add", [x, conv1d(a, p + "proj", hidden, hidden)], p + "res1")
+        f = conv1d(layer_norm(x, p + "ln2"), p + "fc", hidden, inter)
+        # gelu_new: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+        cube = node("Mul", [node("Pow", [f, "three"], p + "g_pow"), "c0044"], p + "g_cube")
+        t = node("Tanh", [node("Mul", [node("Add", [f, cube], p + "g_add1"), "c0797"],
+                               p + "g_mul2")], p + "g_tanh")
+        g = node("Mul", [node("Mul", [f, "half"], p + "g_half"),
+                         node("Add", [t, "one"], p + "g_add2")], p + "gelu")
+        x = node("Add", [x, conv1d(g, p + "mlp_proj", inter, hidden)], p + "res2")
+    x = layer_norm(x, "ln_f")
+    wte = next(t for t in inits if t.name == "wte")
+    const("lm_head", numpy_helper.to_array(wte).T.copy())
+    node("MatMul", [x, "lm_head"], "logits")
+    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"])]
+    out = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "seq", vocab])]
+    model = helper.make_model(helper.make_graph(nodes, "gpt2", inputs, out, initializer=inits),
+                              opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
 def bert_base(seed=3):
     """The benchmark's BERT encoder: 2 layers, hidden 128, 4 heads, intermediate 512."""
     return bert(hidden=128, inter=512, vocab=1000, max_pos=128, seed=seed)
 
 
-FLOAT_MODELS = {"mlp": mlp, "cnn": cnn, "lstm": lstm, "bert": bert_base}
+def gpt2_base(seed=4):
+    """The benchmark's GPT-2 decoder: 2 blocks, hidden 128, 4 heads, MLP 512, 1000 tokens."""
+    return gpt2(hidden=128, inter=512, vocab=1000, max_pos=128, seed=seed)
+
+
+FLOAT_MODELS = {"mlp": mlp, "cnn": cnn, "lstm": lstm, "bert": bert_base, "gpt2": gpt2_base}
 
 
 def feeds(model, seed=0, batch=4, seq=32):
@@ -235,15 +361,21 @@ def _quiet():
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def variant(kind, model, tmp_dir):
+def variant(kind, model, tmp_dir, fused=False):
     """The model `kind` of onnxruntime's tools writes from float `model` (a ModelProto):
     "dynamic" (int8 weights), "dynamic_u8" (uint8 weights), "qdq", "qoperator", "nbits",
-    "fp16" or, for a BERT encoder, "opt" (onnxruntime.transformers.optimizer, model_type
-    "bert"). tmp_dir: a pathlib.Path for the tools' files."""
+    "fp16" or, for a BERT encoder or a GPT-2 decoder, "opt" (onnxruntime.transformers.optimizer,
+    model_type "bert" or "gpt2") and "opt_dynamic" / "opt_nbits" (the optimizer's model through
+    quantize_dynamic / MatMulNBitsQuantizer). tmp_dir: a pathlib.Path for the tools' files;
+    fused: `model` holds com.microsoft nodes (the optimizer's)."""
     import onnx
 
     _quiet()
-    src = tmp_dir / "float.onnx"
+    if kind.startswith("opt_"):
+        # The transformers optimizer's model, then the other tool on it (onnxruntime's GPT-2
+        # conversion tool quantizes its optimized model this way).
+        return variant(kind[4:], variant("opt", model, tmp_dir), tmp_dir, fused=True)
+    src = tmp_dir / f"{kind}_in.onnx"
     dst = tmp_dir / f"{kind}.onnx"
     onnx.save(model, str(src))
     if kind in ("dynamic", "dynamic_u8"):
@@ -252,7 +384,10 @@ def variant(kind, model, tmp_dir):
         # onnxruntime's ConvInteger takes uint8 weights only: convolutional models are
         # quantized with QUInt8 weights for it.
         wt = QuantType.QInt8 if kind == "dynamic" else QuantType.QUInt8
-        quantize_dynamic(str(src), str(dst), weight_type=wt)
+        # The types of com.microsoft outputs are unknown to onnx's shape inference:
+        # onnxruntime's GPT-2 tool gives the default type for them.
+        extra = {"DefaultTensorType": TensorProto.FLOAT} if fused else {}
+        quantize_dynamic(str(src), str(dst), weight_type=wt, extra_options=extra)
     elif kind in ("qdq", "qoperator"):
         from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
@@ -270,20 +405,25 @@ def variant(kind, model, tmp_dir):
 
         onnx.save(convert_float_to_float16(model, keep_io_types=True), str(dst))
     elif kind == "opt":
+        model_type, heads, hidden = _transformer_config(model)
         opt = _transformers_optimizer().optimize_model(
-            str(src), model_type="bert", num_heads=_bert_heads(model),
-            hidden_size=model.graph.output[0].type.tensor_type.shape.dim[2].dim_value, opt_level=0)
+            str(src), model_type=model_type, num_heads=heads, hidden_size=hidden, opt_level=0)
         opt.save_model_to_file(str(dst))
     else:
         raise ValueError(f"unknown variant {kind!r}")
     return onnx.load(str(dst))
 
 
-def _bert_heads(model):
-    for t in model.graph.initializer:
-        if t.name == "shape_heads":
-            return int(numpy_helper.to_array(t)[2])
-    raise ValueError("not a BERT encoder of bert(): no 'shape_heads' initializer")
+def _transformer_config(model):
+    """(model_type, num_heads, hidden_size) of a model of bert() or gpt2()."""
+    inits = {t.name: t for t in model.graph.initializer}
+    if "shape_heads" in inits:
+        return ("bert", int(numpy_helper.to_array(inits["shape_heads"])[2]),
+                model.graph.output[0].type.tensor_type.shape.dim[2].dim_value)
+    if "shape_heads_tail" in inits:
+        heads, size = (int(v) for v in numpy_helper.to_array(inits["shape_heads_tail"]))
+        return "gpt2", heads, heads * size
+    raise ValueError("not a model of bert() or gpt2(): no 'shape_heads' initializer")
 
 
 def _transformers_optimizer():
@@ -321,6 +461,8 @@ CASES = [
     ("mlp", "nbits", 1e-3, 1e-3),
     ("mlp", "fp16", 1e-2, 1e-2), ("cnn", "fp16", 1e-2, 1e-2),
     ("bert", "dynamic", 2e-2, 2e-2), ("bert", "nbits", 1e-3, 1e-3), ("bert", "opt", 1e-4, 1e-4),
+    ("gpt2", "opt", 1e-4, 1e-4), ("gpt2", "dynamic", 2e-2, 2e-2), ("gpt2", "nbits", 1e-3, 1e-3),
+    ("gpt2", "opt_dynamic", 2e-2, 2e-2), ("gpt2", "opt_nbits", 1e-3, 1e-3),
 ]
-# Not here: the float16 BERT, which onnxruntime 1.23.2 itself refuses at load (its layer-norm
-# fusion looks for a Cast input that the float16 converter's model does not have).
+# Not here: the float16 BERT and GPT-2, which onnxruntime 1.23.2 itself refuses at load (its
+# layer-norm fusion looks for a Cast input that the float16 converter's model does not have).

@@ -24,7 +24,6 @@ namespace fgemm {
 
 namespace {
 
-constexpr int64_t kKC = 1024;
 constexpr std::align_val_t kAlign{64};
 
 int64_t ceil_div(int64_t a, int64_t b) {
@@ -66,6 +65,7 @@ struct Problem {
   int64_t ldc;
   const Epilogue* ep;
   const int64_t* b_off = nullptr;  // B row k at b + b_off[k] (+ the panel's columns)
+  bool accumulate = false;         // C holds partial sums to add to
 };
 
 void fill_act(const Epilogue& ep, TileArgs& t) {
@@ -127,7 +127,7 @@ void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
   for (int64_t ks = 0; ks < ksteps; ++ks) {
     const int64_t k0 = ks * kKC;
     t.k = std::min(kKC, p.K - k0);
-    t.accumulate = k0 > 0;
+    t.accumulate = k0 > 0 || p.accumulate;
     t.last = ks + 1 == ksteps;
     for (int64_t j = j0; j < j1; ++j) {
       const int64_t n = j * kNR;
@@ -284,6 +284,31 @@ void gemm_w_right(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const P
   run(Problem{M, N, K, row_blocks(M, std::max<int64_t>(M, 1)), a, false, a_rs, a_ks, W.data(),
               K * kNR, kNR, C, ldc, &ep},
       pool);
+}
+
+void gemm_w_right_k(const float* a, int64_t lda, int64_t M, const Packed& W, int64_t k0, int64_t k1,
+                    float* C, int64_t ldc, const Epilogue& ep, bool accumulate, ThreadPool* pool) {
+  // Panel j's rows k0 .. k1 - 1: the panels keep W's full depth as their stride.
+  const float* w = W.data() + k0 * kNR;
+  const int64_t N = W.outputs(), K = k1 - k0, panel = W.depth() * kNR;
+  Problem p{M, N, K, row_blocks(M, M), a + k0, false, lda, 1, w, panel, kNR, C, ldc, &ep};
+  p.accumulate = accumulate;
+  run(p, pool);
+}
+
+void gemm_plain(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const float* b, int64_t ldb,
+                int64_t N, int64_t K, float* C, int64_t ldc, const Epilogue& ep, ThreadPool* pool) {
+  run(Problem{M, N, K, row_blocks(M, std::max<int64_t>(M, 1)), a, false, a_rs, a_ks, b, kNR, ldb, C,
+              ldc, &ep},
+      pool);
+}
+
+void gemm_w_right_panels(const float* a, int64_t lda, int64_t M, const float* w, int64_t N,
+                         int64_t K, float* C, int64_t ldc, const Epilogue& ep, bool accumulate) {
+  Problem p{M, N,   K,  row_blocks(M, std::max<int64_t>(M, 1)), a, false, lda, 1, w, K * kNR, kNR,
+            C, ldc, &ep};
+  p.accumulate = accumulate;
+  run(p, nullptr);
 }
 
 void ConstB::pack(const Tensor* b, bool trans_b) {

@@ -26,6 +26,7 @@ namespace fgemm {
 constexpr int64_t kMR = 12;      // rows of a tile (A panel height)
 constexpr int64_t kNR = 32;      // columns of a tile (B panel width)
 constexpr int64_t kOffPad = 96;  // entries past K of a B offset table (TileArgs::b_off)
+constexpr int64_t kKC = 1024;    // K block: C holds partial sums between blocks
 
 // One call of the micro-kernel: a rows x cols tile (rows <= 12, cols <= 32) over k steps.
 // Element (r, k) of A is a[r * a_rs + k * a_ks]; row k of B starts at b + k * b_ks (32
@@ -119,6 +120,25 @@ void gemm_w_left_offsets(const Packed& W, const float* x, const int64_t* off, in
 // column-wise: a_rs = 1, a_ks = its row stride).
 void gemm_w_right(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const Packed& W, float* C,
                   int64_t ldc, const Epilogue& ep, ThreadPool* pool);
+// gemm_w_right over rows k0 .. k1 - 1 of W's depth only (A read from its column k0), adding to
+// C when `accumulate`: a product split along K in blocks whose partial sums are added in
+// order, as MLAS's and gemm.h's K blocks add theirs (Attention's projection: the same bits).
+void gemm_w_right_k(const float* a, int64_t lda, int64_t M, const Packed& W, int64_t k0, int64_t k1,
+                    float* C, int64_t ldc, const Epilogue& ep, bool accumulate, ThreadPool* pool);
+
+// C[M x N] = epilogue(alpha * A B), A (M x K) with A(i, k) = a[i * a_rs + k * a_ks] and B
+// row-major (K x N, row k at b + k * ldb), both read in place: products too small for packing
+// either operand to pay (compute/gemm.cc sends them here). The epilogue's z may be C itself
+// when K <= kKC (it is read before C is first written).
+void gemm_plain(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const float* b, int64_t ldb,
+                int64_t N, int64_t K, float* C, int64_t ldc, const Epilogue& ep, ThreadPool* pool);
+
+// The same on the calling thread with W given as raw panels in Packed's layout
+// ([panel][k][32], N outputs of depth K, any alignment): weights made for one call, such as
+// MatMulNBits' dequantized blocks. With `accumulate`, C holds partial sums the product is
+// added to (a product split along K); the epilogue still runs.
+void gemm_w_right_panels(const float* a, int64_t lda, int64_t M, const float* w, int64_t N,
+                         int64_t K, float* C, int64_t ldc, const Epilogue& ep, bool accumulate);
 
 // Gemm (and FusedGemm) with a constant float B: op(B) packed once at load, then
 // Y = act(alpha op(A) op(B) + beta C) in one pass with C as the epilogue's bias or Z.

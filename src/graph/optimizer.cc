@@ -16,7 +16,8 @@
 //     s = scale / sqrt(var + eps). The Conv becomes a FusedConv whose attribute w_scale holds
 //     s: the kernel scales W while it prepares it at load, so no second copy of W is made.
 //  3. erf-GELU, 0.5 x (1 + erf(x / sqrt 2)) spelled as Div/Erf/Add/Mul/Mul, becomes one
-//     com.ortlite Gelu node.
+//     com.ortlite Gelu node; the tanh form, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715
+//     x^3))), one com.microsoft FastGelu.
 //  3b. A decomposed layer norm over the last axis (ReduceMean, Sub, Pow or Mul, ReduceMean,
 //     Add eps, Sqrt, Div, Mul gamma [, Add beta]) becomes one LayerNormalization.
 //  4. Conv [+ Add] [+ activation, or x * Sigmoid(x) as Silu] becomes com.ortlite FusedConv
@@ -25,7 +26,8 @@
 //     depthwise Conv / FusedConv (float weights, no summed input) reads becomes one
 //     com.ortlite FusedExpandDepthwise (conv.cc), which makes and consumes the expanded
 //     value in blocks of rows and channels that stay in cache.
-//  6. MatMul [* scalar] [+ bias] [+ activation] becomes com.ortlite FusedMatMul, and
+//  6. MatMul [* scalar, or / scalar as * (1 / scalar)] [+ bias] [+ activation] becomes
+//     com.ortlite FusedMatMul, and
 //     Gemm + activation com.ortlite FusedGemm (fused_ops.cc).
 //  0b. (level >= 2, ORT_ENABLE_EXTENDED, as onnxruntime's QDQ fusions) QDQ groups run as the
 //     integer operators they stand for: DequantizeLinear(x) and DequantizeLinear of a
@@ -33,6 +35,10 @@
 //     QuantizeLinear, become one QLinearConv; the same around MatMul, one QLinearMatMul.
 //     The result is the integer operator's (requantized from the exact int32 sums), not the
 //     float path's: it can differ from it by one quantization step, as onnxruntime's does.
+//     Likewise DequantizeLinear(a), DequantizeLinear(b) -> Add / Mul -> QuantizeLinear become
+//     com.microsoft QLinearAdd / QLinearMul, DequantizeLinear -> GlobalAveragePool ->
+//     QuantizeLinear QLinearGlobalAveragePool, and the Q/DQ pair around Flatten, Reshape,
+//     Transpose, Squeeze or Unsqueeze with equal parameters is dropped (fuse_qdq_ops).
 //  7. Integer products scaled back to float, as dynamic quantization writes them:
 //     ConvInteger [+ Add of an int32 bias per output channel] + Cast to float + Mul by one
 //     float [+ activation, or x * Sigmoid(x)] becomes com.ortlite ConvIntegerToFloat
@@ -40,6 +46,9 @@
 //     float + Mul by one float [+ Add of a constant bias per column] becomes com.microsoft
 //     MatMulIntegerToFloat with b_scale 1 (qmatmul.cc). The float operations and their
 //     order are those of the nodes replaced.
+//  8. com.microsoft MatMulNBits without a bias + Add of a constant [N] takes it as its bias
+//     input (onnxruntime's MatMulNBitsFusion); the kernel adds it after each sum, as the Add
+//     did.
 //
 // A fusion only removes values that have exactly one reader, are no graph output and are
 // not read from inside a subgraph; the surviving node keeps the first node's name and the
@@ -49,7 +58,7 @@
 //
 // The rewrites are methods of one pass object (optimizer_internal.h); this file holds the
 // pass order, the graph index and the clean-up, optimizer_fold.cc the folds (1b, 1c, 2 and
-// the no-op Casts), optimizer_fuse.cc the fusions (3 to 6) and optimizer_quant.cc 0b and 7.
+// the no-op Casts), optimizer_fuse.cc the fusions (3 to 6) and optimizer_quant.cc 0b, 7 and 8.
 #include "graph/optimizer.h"
 
 #include "graph/optimizer_internal.h"
@@ -63,6 +72,7 @@ void Optimizer::run() {
   expand_cast_likes();
   if (level_ >= 2) {
     fuse_qdq();  // before folding turns the weights' DequantizeLinear to float
+    fuse_qdq_ops();
     eliminate_dead_nodes();
   }
   fold_constants(m_);
@@ -71,12 +81,14 @@ void Optimizer::run() {
   fold_conv_affine();
   fold_batch_norms();
   fuse_gelu();
+  fuse_fast_gelu();
   fuse_layer_norms();
   fuse_convs();
   fuse_expand_depthwise();
   fuse_matmuls();
   fuse_gemms();
   fuse_integer_to_float();
+  fuse_matmul_nbits_bias();
   finish();
 }
 

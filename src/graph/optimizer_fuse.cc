@@ -20,6 +20,40 @@ bool Optimizer::is_binary(int k, const char* op) const {
          g_.nodes[k].outputs.size() == 1;
 }
 
+// x * a * 0.5 in one of three orders, read from a = 1 + erf(..) or 1 + tanh(..): its nodes
+// are added to `nodes` and `out` becomes its output; false when it is not there.
+bool Optimizer::half_x_times(const std::string& a, const std::string& x, std::vector<int>& nodes,
+                             std::string& out) const {
+  float c = 0.f;
+  const int m1 = sole_reader(a);
+  if (!is_binary(m1, "Mul")) return false;
+  const std::string m1o = g_.nodes[m1].outputs[0];
+  const std::string f1 = other_input(g_.nodes[m1], a);
+  nodes.push_back(m1);
+  if (f1 == x) {  // (x * a) * 0.5
+    const int m2 = sole_reader(m1o);
+    if (!is_binary(m2, "Mul") || !scalar(other_input(g_.nodes[m2], m1o), c, 1) || c != 0.5f)
+      return false;
+    nodes.push_back(m2);
+    out = g_.nodes[m2].outputs[0];
+  } else if (scalar(f1, c, 1) && c == 0.5f) {  // x * (a * 0.5)
+    const int m2 = sole_reader(m1o);
+    if (!is_binary(m2, "Mul") || other_input(g_.nodes[m2], m1o) != x) return false;
+    nodes.push_back(m2);
+    out = g_.nodes[m2].outputs[0];
+  } else {  // (x * 0.5) * a
+    auto ph = producer_.find(f1);
+    if (ph == producer_.end() || sole_reader(f1) != m1) return false;
+    const int h = ph->second;
+    if (!is_binary(h, "Mul") || other_input(g_.nodes[h], x).empty() ||
+        !scalar(other_input(g_.nodes[h], x), c, 1) || c != 0.5f)
+      return false;
+    nodes.push_back(h);
+    out = m1o;
+  }
+  return true;
+}
+
 void Optimizer::fuse_gelu() {
   index();
   for (size_t i = 0; i < g_.nodes.size(); ++i) {
@@ -46,35 +80,9 @@ void Optimizer::fuse_gelu() {
     if (!is_binary(add, "Add")) continue;
     const std::string one = other_input(g_.nodes[add], erf.outputs[0]);
     if (!scalar(one, c, 1) || c != 1.f) continue;
-    const std::string a = g_.nodes[add].outputs[0];
-    // Then x * a * 0.5 in one of three orders.
-    const int m1 = sole_reader(a);
-    if (!is_binary(m1, "Mul")) continue;
-    const std::string m1o = g_.nodes[m1].outputs[0];
-    const std::string f1 = other_input(g_.nodes[m1], a);
-    std::vector<int> nodes = {div, static_cast<int>(i), add, m1};
+    std::vector<int> nodes = {div, static_cast<int>(i), add};
     std::string out;
-    if (f1 == x) {  // (x * a) * 0.5
-      const int m2 = sole_reader(m1o);
-      if (!is_binary(m2, "Mul") || !scalar(other_input(g_.nodes[m2], m1o), c, 1) || c != 0.5f)
-        continue;
-      nodes.push_back(m2);
-      out = g_.nodes[m2].outputs[0];
-    } else if (scalar(f1, c, 1) && c == 0.5f) {  // x * (a * 0.5)
-      const int m2 = sole_reader(m1o);
-      if (!is_binary(m2, "Mul") || other_input(g_.nodes[m2], m1o) != x) continue;
-      nodes.push_back(m2);
-      out = g_.nodes[m2].outputs[0];
-    } else {  // (x * 0.5) * a
-      auto ph = producer_.find(f1);
-      if (ph == producer_.end() || sole_reader(f1) != m1) continue;
-      const int h = ph->second;
-      if (!is_binary(h, "Mul") || other_input(g_.nodes[h], x).empty() ||
-          !scalar(other_input(g_.nodes[h], x), c, 1) || c != 0.5f)
-        continue;
-      nodes.push_back(h);
-      out = m1o;
-    }
+    if (!half_x_times(g_.nodes[add].outputs[0], x, nodes, out)) continue;
     Node gelu;
     gelu.name = erf.name;
     gelu.op_type = "Gelu";
@@ -88,6 +96,95 @@ void Optimizer::fuse_gelu() {
     index();
   }
   compact();
+}
+
+// The tanh approximation exporters write for GPT-2's gelu_new,
+//   0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+// (x^3 as Pow(x, 3), x * x * x or x * (x * x); the outer product in any of the erf form's
+// orders), becomes com.microsoft FastGelu(x), as onnxruntime's FastGeluFusion does.
+void Optimizer::fuse_fast_gelu() {
+  index();
+  bool fused = false;
+  auto is_const = [&](const std::string& v, float want, float tol) {
+    float c = 0.f;
+    return scalar(v, c, 1) && std::fabs(c - want) <= tol;
+  };
+  // The node producing v when v is read by it alone.
+  auto only_from = [&](const std::string& v, int reader) {
+    auto it = producer_.find(v);
+    return it != producer_.end() && sole_reader(v) == reader ? it->second : -1;
+  };
+  for (size_t i = 0; i < g_.nodes.size(); ++i) {
+    const int ti = static_cast<int>(i);
+    if (dead_[i] || !is_op(g_.nodes[i], "Tanh") || g_.nodes[i].inputs.size() != 1 ||
+        g_.nodes[i].outputs.size() != 1)
+      continue;
+    // Tanh(u * sqrt(2 / pi)).
+    const int ms = only_from(g_.nodes[i].inputs[0], ti);
+    if (!is_binary(ms, "Mul")) continue;
+    std::string u;
+    for (int k = 0; k < 2 && u.empty(); ++k)
+      if (is_const(g_.nodes[ms].inputs[k], 0.7978845608f, 1e-4f)) u = g_.nodes[ms].inputs[1 - k];
+    // u = x + 0.044715 x^3.
+    const int ua = u.empty() ? -1 : only_from(u, ms);
+    if (!is_binary(ua, "Add")) continue;
+    std::string x;
+    std::vector<int> nodes = {ms, ua};
+    for (int k = 0; k < 2 && x.empty(); ++k) {
+      const std::string cand = g_.nodes[ua].inputs[1 - k];
+      const int mc = only_from(g_.nodes[ua].inputs[k], ua);
+      if (!is_binary(mc, "Mul")) continue;
+      for (int j = 0; j < 2 && x.empty(); ++j) {
+        if (!is_const(g_.nodes[mc].inputs[j], 0.044715f, 1e-6f)) continue;
+        const int cube = only_from(g_.nodes[mc].inputs[1 - j], mc);
+        if (cube < 0 || g_.nodes[cube].outputs.size() != 1) continue;
+        const Node& cn = g_.nodes[cube];
+        bool ok = false;
+        std::vector<int> extra = {mc, cube};
+        if (is_binary(cube, "Pow")) {
+          ok = cn.inputs[0] == cand && is_const(cn.inputs[1], 3.0f, 0.f);
+        } else if (is_binary(cube, "Mul")) {
+          // x * (x * x) or (x * x) * x.
+          for (int q = 0; q < 2 && !ok; ++q) {
+            if (cn.inputs[q] != cand) continue;
+            const int sq = only_from(cn.inputs[1 - q], cube);
+            ok = is_binary(sq, "Mul") && g_.nodes[sq].inputs[0] == cand &&
+                 g_.nodes[sq].inputs[1] == cand;
+            if (ok) extra.push_back(sq);
+          }
+        }
+        if (ok) {
+          x = cand;
+          nodes.insert(nodes.end(), extra.begin(), extra.end());
+        }
+      }
+    }
+    if (x.empty()) continue;
+    // a = tanh + 1, then x * a * 0.5.
+    const int add = sole_reader(g_.nodes[i].outputs[0]);
+    if (!is_binary(add, "Add") ||
+        !is_const(other_input(g_.nodes[add], g_.nodes[i].outputs[0]), 1.f, 0.f))
+      continue;
+    nodes.push_back(add);
+    std::string out;
+    if (!half_x_times(g_.nodes[add].outputs[0], x, nodes, out)) continue;
+    Node gelu;
+    gelu.name = g_.nodes[i].name;
+    gelu.op_type = "FastGelu";
+    gelu.domain = "com.microsoft";
+    gelu.inputs = {x};
+    gelu.outputs = {out};
+    for (int k : nodes) dead_[k] = 1;
+    g_.nodes[i] = std::move(gelu);
+    fused = true;
+    index();
+  }
+  compact();
+  if (fused) {
+    bool have = false;
+    for (const OpsetImport& o : m_.opset_imports) have = have || o.domain == "com.microsoft";
+    if (!have) m_.opset_imports.push_back(OpsetImport{"com.microsoft", 1});
+  }
 }
 
 // ---- LayerNormalization ---------------------------------------------------------------
@@ -421,8 +518,13 @@ void Optimizer::fuse_matmuls() {
     float c = 0.f;
     // A scalar factor: rank 0 keeps any output shape; rank 1 only with a rank-2 B (the
     // product then has rank >= 1).
-    if (is_binary(k, "Mul") && scalar(other_input(g_.nodes[k], cur), c, b2 ? 1 : 0)) {
-      alpha = c;
+    // A Div by a scalar becomes the factor 1 / c (onnxruntime's MatMulScaleFusion does the
+    // same; the product may differ from the quotient in its last bit).
+    const bool div = is_binary(k, "Div") && g_.nodes[k].inputs[0] == cur &&
+                     g_.nodes[k].inputs[1] != cur && scalar(g_.nodes[k].inputs[1], c, b2 ? 1 : 0) &&
+                     c != 0.f && std::isfinite(c);
+    if (div || (is_binary(k, "Mul") && scalar(other_input(g_.nodes[k], cur), c, b2 ? 1 : 0))) {
+      alpha = div ? 1.f / c : c;
       is_float = true;
       gone.push_back(k);
       cur = g_.nodes[k].outputs[0];

@@ -117,7 +117,10 @@ class Optimizer {
 
   static std::string other_input(const Node& n, const std::string& v);
   bool is_binary(int k, const char* op) const;
+  bool half_x_times(const std::string& a, const std::string& x, std::vector<int>& nodes,
+                    std::string& out) const;
   void fuse_gelu();
+  void fuse_fast_gelu();
 
   // ---- LayerNormalization ---------------------------------------------------------------
 
@@ -152,6 +155,10 @@ class Optimizer {
   bool single_const(const std::string& v) const;
   static int64_t axis_attr(const Node& n, int64_t dflt);
   void fuse_qdq();
+  bool quantize_per_tensor(int k) const;
+  int dequantize_per_tensor(const std::string& v) const;
+  bool same_const(const std::string& a, const std::string& b) const;
+  void fuse_qdq_ops();
   static bool is_int8(DataType t) { return t == DataType::kInt8 || t == DataType::kUInt8; }
 
   // ---- integer products scaled to float ---------------------------------------------------
@@ -161,6 +168,10 @@ class Optimizer {
   static bool along_axis(const Shape& s, size_t r, size_t axis, int64_t n);
   int cast_to_float(const std::string& v) const;
   void fuse_integer_to_float();
+
+  // ---- MatMulNBits + Add -------------------------------------------------------------------
+
+  void fuse_matmul_nbits_bias();
 
   // ---- bookkeeping ----------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 // Quantized fusions of the load-time optimizer (optimizer_internal.h): QDQ groups to
-// QLinearConv / QLinearMatMul, integer products scaled back to float.
+// QLinearConv / QLinearMatMul, integer products scaled back to float, the bias Add after a
+// MatMulNBits.
 #include "graph/optimizer_internal.h"
 
 namespace ortlite {
@@ -100,6 +101,104 @@ void Optimizer::fuse_qdq() {
     index();
   }
   compact();
+}
+
+// Whether node k is a QuantizeLinear to uint8 or int8 with per-tensor constant parameters
+// (zero point given), as the QDQ groups end.
+bool Optimizer::quantize_per_tensor(int k) const {
+  if (k < 0) return false;
+  const Node& Q = g_.nodes[k];
+  if (!is_op(Q, "QuantizeLinear") || Q.inputs.size() != 3 || Q.inputs[2].empty() ||
+      Q.outputs.size() != 1 || !single_const(Q.inputs[1]) || !single_const(Q.inputs[2]))
+    return false;
+  const Attribute* qs = Q.find_attr("saturate");
+  const Attribute* qd = Q.find_attr("output_dtype");
+  const Attribute* qb = Q.find_attr("block_size");
+  if ((qs && qs->i != 1) || (qd && qd->i != 0) || (qb && qb->i != 0)) return false;
+  return is_int8(constant(Q.inputs[2])->dtype());
+}
+
+// The per-tensor DequantizeLinear (constant scale and zero point, uint8 or int8) producing v;
+// -1 otherwise.
+int Optimizer::dequantize_per_tensor(const std::string& v) const {
+  const int d = dequantize_of(v);
+  if (d < 0) return -1;
+  const Node& n = g_.nodes[d];
+  if (!single_const(n.inputs[1]) || !single_const(n.inputs[2])) return -1;
+  const Tensor* z = constant(n.inputs[2]);
+  return is_int8(z->dtype()) ? d : -1;
+}
+
+// Whether two one-value constants hold the same bytes and type.
+bool Optimizer::same_const(const std::string& a, const std::string& b) const {
+  const Tensor* x = constant(a);
+  const Tensor* y = constant(b);
+  return x && y && x->dtype() == y->dtype() && x->numel() == 1 && y->numel() == 1 &&
+         std::memcmp(x->raw_data(), y->raw_data(), dtype_size(x->dtype())) == 0;
+}
+
+// The other QDQ groups onnxruntime's QDQ transformer runs as integer operators, with
+// per-tensor uint8 / int8 parameters (level >= 2, after fuse_qdq):
+//  - DequantizeLinear(a), DequantizeLinear(b) -> Add / Mul -> QuantizeLinear: com.microsoft
+//    QLinearAdd / QLinearMul (all three of one type), whose arithmetic is onnxruntime's;
+//  - DequantizeLinear -> GlobalAveragePool -> QuantizeLinear: QLinearGlobalAveragePool;
+//  - DequantizeLinear -> Flatten / Reshape / Transpose / Squeeze / Unsqueeze -> QuantizeLinear
+//    with the same scale and zero point: the operator on the quantized tensor (exact: the
+//    dequantized values quantize back to themselves).
+void Optimizer::fuse_qdq_ops() {
+  index();
+  bool ms_domain = false;
+  for (size_t i = 0; i < g_.nodes.size(); ++i) {
+    if (dead_[i]) continue;
+    const Node& op = g_.nodes[i];
+    if (op.outputs.size() != 1 || op.inputs.empty()) continue;
+    const bool binary =
+        is_binary(static_cast<int>(i), "Add") || is_binary(static_cast<int>(i), "Mul");
+    const bool gap = is_op(op, "GlobalAveragePool") && op.inputs.size() == 1;
+    const bool move = (is_op(op, "Flatten") || is_op(op, "Reshape") || is_op(op, "Transpose") ||
+                       is_op(op, "Squeeze") || is_op(op, "Unsqueeze"));
+    if (!binary && !gap && !move) continue;
+    const int q = sole_reader(op.outputs[0]);
+    if (!quantize_per_tensor(q)) continue;
+    const Node& Q = g_.nodes[q];
+    const DataType qt = constant(Q.inputs[2])->dtype();
+    const int da = dequantize_per_tensor(op.inputs[0]);
+    if (da < 0 || constant(g_.nodes[da].inputs[2])->dtype() != qt) continue;
+    const Node& A = g_.nodes[da];
+    Node f;
+    f.name = op.name;
+    f.outputs = Q.outputs;
+    if (binary) {
+      const int db = dequantize_per_tensor(op.inputs[1]);
+      if (db < 0 || constant(g_.nodes[db].inputs[2])->dtype() != qt) continue;
+      const Node& B = g_.nodes[db];
+      f.op_type = is_op(op, "Add") ? "QLinearAdd" : "QLinearMul";
+      f.domain = "com.microsoft";
+      f.inputs = {A.inputs[0], A.inputs[1], A.inputs[2], B.inputs[0],
+                  B.inputs[1], B.inputs[2], Q.inputs[1], Q.inputs[2]};
+      ms_domain = true;
+    } else if (gap) {
+      f.op_type = "QLinearGlobalAveragePool";
+      f.domain = "com.microsoft";
+      f.inputs = {A.inputs[0], A.inputs[1], A.inputs[2], Q.inputs[1], Q.inputs[2]};
+      f.attributes.push_back(make_int_attr("channels_last", 0));
+      ms_domain = true;
+    } else {
+      if (!same_const(A.inputs[1], Q.inputs[1]) || !same_const(A.inputs[2], Q.inputs[2])) continue;
+      f = op;
+      f.inputs[0] = A.inputs[0];
+      f.outputs = Q.outputs;
+    }
+    dead_[q] = 1;
+    g_.nodes[i] = std::move(f);
+    index();
+  }
+  compact();
+  if (ms_domain) {
+    bool have = false;
+    for (const OpsetImport& o : m_.opset_imports) have = have || o.domain == "com.microsoft";
+    if (!have) m_.opset_imports.push_back(OpsetImport{"com.microsoft", 1});
+  }
 }
 
 // ---- integer products scaled to float ---------------------------------------------------
@@ -243,6 +342,39 @@ void Optimizer::fuse_integer_to_float() {
     for (const OpsetImport& o : m_.opset_imports) have = have || o.domain == "com.microsoft";
     if (!have) m_.opset_imports.push_back(OpsetImport{"com.microsoft", 1});
   }
+}
+
+// ---- MatMulNBits + Add -------------------------------------------------------------------
+
+// MatMulNBits without a bias whose output only an Add of a constant [N] of the scales'
+// type reads takes that constant as its bias input (onnxruntime's MatMulNBitsFusion): the
+// kernel adds it to each finished sum, as the Add did, without another pass over Y.
+void Optimizer::fuse_matmul_nbits_bias() {
+  index();
+  for (size_t i = 0; i < g_.nodes.size(); ++i) {
+    if (dead_[i]) continue;
+    const Node& mm = g_.nodes[i];
+    if (mm.op_type != "MatMulNBits" || mm.domain != "com.microsoft" || mm.outputs.size() != 1 ||
+        mm.inputs.size() < 3 || (mm.inputs.size() > 5 && !mm.inputs[5].empty()) ||
+        mm.inputs.size() > 6)
+      continue;
+    const Attribute* na = mm.find_attr("N");
+    const Tensor* scales = constant(mm.inputs[2]);
+    if (!na || na->type != AttrType::kInt || !scales) continue;
+    const int k = sole_reader(mm.outputs[0]);
+    if (!is_binary(k, "Add")) continue;
+    const std::string o = other_input(g_.nodes[k], mm.outputs[0]);
+    const Tensor* b = o.empty() ? nullptr : constant(o);
+    if (!b || b->dtype() != scales->dtype() || b->rank() != 1 || b->dim(0) != na->i) continue;
+    Node f = mm;
+    f.inputs.resize(6);
+    f.inputs[5] = o;
+    f.outputs = g_.nodes[k].outputs;
+    dead_[k] = 1;
+    g_.nodes[i] = std::move(f);
+    index();
+  }
+  compact();
 }
 
 }  // namespace opt

@@ -1,5 +1,6 @@
 """Load-time graph rewrites (src/graph/optimizer.cc) and the com.ortlite operators they
-write (FusedConv, FusedExpandDepthwise, FusedMatMul, FusedGemm, Gelu): every model runs with
+write (FusedConv, FusedExpandDepthwise, FusedMatMul, FusedGemm, Gelu, and com.microsoft
+FastGelu for the tanh GELU): every model runs with
 graph_optimization_level 0 (no rewrite) and 99, and both are compared with onnxruntime.
 Whether a rewrite happened is visible in error messages, which name the node by its op
 type ("FusedConv node 'conv'")."""
@@ -398,6 +399,74 @@ def test_gelu_alone_and_graph_output_inside():
     check_levels(model2, {"x": randn((3, 50), 1, 3.0)})
 
 
+def tanh_gelu(g, f, cube, order, c1=0.044715):
+    """0.5 f (1 + tanh(sqrt(2 / pi) (f + c1 f^3))), f^3 and the outer product as given."""
+    if cube == "pow":
+        f3 = g.node("Pow", [f, g.const("three", np.array(3, F32))], ["f3"])
+    elif cube == "mul3":  # (f * f) * f
+        f3 = g.node("Mul", [g.node("Mul", [f, f], ["f2"]), f], ["f3"])
+    else:  # f * (f * f)
+        f3 = g.node("Mul", [f, g.node("Mul", [f, f], ["f2"])], ["f3"])
+    u = g.node("Add", [f, g.node("Mul", [g.const("c1", np.array(c1, F32)), f3], ["cf3"])], ["u"])
+    t = g.node("Tanh", [g.node("Mul", [u, g.const("c2", np.array(math.sqrt(2 / math.pi), F32))],
+                               ["su"])], ["tanh"])
+    a = g.node("Add", [t, g.const("one", np.array(1, F32))], ["a"])
+    half = g.const("half", np.array(0.5, F32))
+    if order == "x_a_half":
+        return g.node("Mul", [g.node("Mul", [f, a], ["m1"]), half], ["out"])
+    if order == "half_first":
+        return g.node("Mul", [g.node("Mul", [f, half], ["h"]), a], ["out"])
+    return g.node("Mul", [f, g.node("Mul", [half, a], ["m1"])], ["out"])
+
+
+def profiled_ops(model, feeds, tmp_path):
+    import json
+    import os
+    so = ortlite.SessionOptions()
+    so.enable_profiling = True
+    so.profile_file_prefix = str(tmp_path / "prof")
+    s = ortlite.InferenceSession(model.SerializeToString(), so)
+    s.run(None, feeds)
+    path = s.end_profiling()
+    with open(path) as fh:
+        ops = [e["args"]["op_name"] for e in json.load(fh) if e.get("cat") == "Node"]
+    os.remove(path)
+    return ops
+
+
+@pytest.mark.parametrize("cube", ["pow", "mul3", "mulsq"])
+@pytest.mark.parametrize("order", ["x_a_half", "half_first", "half_on_a"])
+def test_tanh_gelu_becomes_fast_gelu(cube, order, tmp_path):
+    # GPT-2's gelu_new as exporters write it: one com.microsoft FastGelu (as onnxruntime's
+    # FastGeluFusion), within float rounding of the nodes it replaces.
+    g = G()
+    w, b = g.const("w", randn((64, 96), 1, 0.2)), g.const("b", randn((96,), 2))
+    f = g.node("Add", [g.node("MatMul", ["x", w], ["mm"]), b], ["f"])
+    tanh_gelu(g, f, cube, order)
+    model = g.model([("x", (2, 5, 64))], ["out"])
+    feeds = {"x": randn((2, 5, 64), 3, 2.0)}
+    out = check_levels(model, feeds)
+    assert profiled_ops(model, feeds, tmp_path) == ["FusedMatMul", "FastGelu"]
+    x = feeds["x"].astype(np.float64) @ numpy_helper.to_array(g.inits[0]).astype(np.float64)
+    x += numpy_helper.to_array(g.inits[1])
+    ref = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    np.testing.assert_allclose(out[0], ref, rtol=1e-5, atol=1e-5)
+
+
+def test_tanh_gelu_with_other_constants_or_shared_values_stays(tmp_path):
+    g = G()
+    tanh_gelu(g, "x", "pow", "x_a_half", c1=0.05)
+    model = g.model([("x", (3, 50))], ["out"])
+    feeds = {"x": randn((3, 50), 1, 3.0)}
+    check_levels(model, feeds)
+    assert "FastGelu" not in profiled_ops(model, feeds, tmp_path)
+    g = G()
+    tanh_gelu(g, "x", "pow", "x_a_half")
+    model = g.model([("x", (3, 50))], ["out", "tanh"])  # tanh is also a graph output
+    check_levels(model, feeds)
+    assert "FastGelu" not in profiled_ops(model, feeds, tmp_path)
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_attention_scores(threads):
     # Batched MatMul * scalar (alpha), then Softmax; MatMul + bias + Relu with a 1-D A.
@@ -413,6 +482,33 @@ def test_attention_scores(threads):
     g2.node("Relu", [g2.node("Add", [b, g2.node("MatMul", ["x", w], ["mm"])], ["f"])], ["out"])
     model2 = g2.model([("x", (40,))], ["out"])
     check_levels(model2, {"x": randn((40,), 3)})
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_attention_scores_divided_by_a_scalar(threads, tmp_path):
+    # MatMul / sqrt(head size), as BERT and GPT-2 exports write it: a FusedMatMul with alpha
+    # 1 / c (the quotient and the product with the reciprocal may differ in the last bit).
+    g = G()
+    s = g.node("Div", [g.node("MatMul", ["q", "k"], ["qk"]),
+                       g.const("sc", np.array(math.sqrt(32), F32))], ["scores"])
+    g.node("Softmax", [s], ["out"], axis=-1)
+    model = g.model([("q", (2, 4, 32, 32)), ("k", (2, 4, 32, 32))], ["out"])
+    feeds = {"q": randn((2, 4, 32, 32), 1), "k": randn((2, 4, 32, 32), 2)}
+    check_levels(model, feeds, threads=threads)
+    assert profiled_ops(model, feeds, tmp_path) == ["FusedMatMul", "Softmax"]
+    # Divided by the product, or by a value known only at run time: left alone.
+    for num, den in (("sc", "qk"), ("qk", "d")):
+        g = G()
+        g.const("sc", np.array(2.0, F32))
+        g.node("Div", [g.node("MatMul", ["q", "k"], ["qk"]) if num == "qk" else num,
+                       g.node("MatMul", ["q", "k"], ["qk"]) if den == "qk" else den], ["out"])
+        ins = [("q", (2, 3, 4)), ("k", (2, 4, 3))] + ([("d", ())] if den == "d" else [])
+        model = g.model(ins, ["out"])
+        feeds = {"q": randn((2, 3, 4), 1), "k": randn((2, 4, 3), 2)}
+        if den == "d":
+            feeds["d"] = np.array(3.0, F32)
+        check_levels(model, feeds)
+        assert "FusedMatMul" not in profiled_ops(model, feeds, tmp_path)
 
 
 def test_matmul_bias_not_matching_is_left_alone():

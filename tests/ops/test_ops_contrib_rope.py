@@ -1,7 +1,8 @@
-"""com.microsoft RotaryEmbedding (src/providers/cpu/contrib/rotary_embedding.cc): one-node
-models compared with onnxruntime's CPU kernel over the 3-D and 4-D input forms, both position
-id forms, interleaved 0 / 1 and a partial rotary dimension; bad positions and shapes checked
-for typed errors."""
+"""com.microsoft RotaryEmbedding (src/providers/cpu/contrib/rotary_embedding.cc) and
+GroupQueryAttention (group_query_attention.cc): one-node models compared with onnxruntime's
+CPU kernels over the 3-D and 4-D input forms, both position id forms, interleaved 0 / 1 and a
+partial rotary dimension; GQA's past, rotary, attributes and its position_ids, attention_bias
+and head_sink inputs; bad positions and shapes checked for typed errors."""
 
 import numpy as np
 import pytest
@@ -226,3 +227,91 @@ def test_gqa_bad_inputs():
     e = lite_error("GroupQueryAttention", gqa_inputs(rng, 1, 2, 3, 2, 8), outputs=GQA_OUT,
                    attrs=dict(num_heads=3, kv_num_heads=2))
     assert isinstance(e, ortlite.OrtliteError)
+
+
+def with_extra(inputs, rotary_half=0, **extra):
+    """gqa_inputs plus the optional inputs 7-11 (cos / sin when rotary_half is 0 stay out)."""
+    names = dict(inputs)
+    out = list(inputs)
+    if not rotary_half:
+        out += [("cos", None), ("sin", None)]
+    for name in ("position_ids", "attention_bias", "head_sink"):
+        out.append((name, extra.get(name)))
+    assert set(names) >= {"q", "seqlens_k"}
+    return out
+
+
+@pytest.mark.parametrize("bias_shape", ["full", "b1", "n1", "b1n1"])
+@pytest.mark.parametrize("attrs", [dict(), dict(softcap=2.0), dict(local_window_size=2)])
+@pytest.mark.parametrize("past", [None, "token", "prompt"])
+def test_gqa_attention_bias(bias_shape, attrs, past):
+    # Added after the softcap, before the softmax, over the keys each row attends to.
+    rng = np.random.default_rng(13)
+    N, kvN, H = 4, 2, 16
+    if past is None:
+        B, S, inputs = 2, 5, gqa_inputs(rng, 2, 5, N, kvN, H)
+    elif past == "token":
+        B, S, inputs = 3, 1, gqa_inputs(rng, 3, 1, N, kvN, H, [4, 2, 6], 8)
+    else:
+        B, S, inputs = 1, 3, gqa_inputs(rng, 1, 3, N, kvN, H, [5], 6)
+    total = int(dict(inputs)["total"])
+    shape = {"full": (B, N), "b1": (1, N), "n1": (B, 1), "b1n1": (1, 1)}[bias_shape]
+    bias = rnd(rng, *shape, S, total) * 3
+    check_gqa(with_extra(inputs, attention_bias=bias), dict(attrs, num_heads=N, kv_num_heads=kvN))
+
+
+@pytest.mark.parametrize("smooth", [0, 1])
+@pytest.mark.parametrize("past", [False, True])
+def test_gqa_head_sink(smooth, past):
+    # An exp(sink) term per head in each softmax denominator (it replaces smooth_softmax's 0).
+    rng = np.random.default_rng(14)
+    N, kvN, H = 4, 2, 16
+    inputs = gqa_inputs(rng, 1, 4, N, kvN, H, [3], 5) if past else gqa_inputs(rng, 2, 6, N, kvN, H)
+    sink = rnd(rng, N) * 2
+    check_gqa(with_extra(inputs, head_sink=sink),
+              dict(num_heads=N, kv_num_heads=kvN, smooth_softmax=smooth))
+
+
+@pytest.mark.parametrize("past", ["none", "token", "prompt"])
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_gqa_position_ids(past, dtype):
+    # Rotary positions from position_ids: a first prompt reads its first value (the start of
+    # every batch's positions), later calls one position per batch and token.
+    rng = np.random.default_rng(15)
+    N, kvN, H, half = 4, 2, 32, 8
+    if past == "none":
+        B, S = 2, 4
+        inputs = gqa_inputs(rng, B, S, N, kvN, H, rotary_half=half, dtype=dtype)
+        pos = np.tile(np.arange(S, dtype=I64) + 7, (B, 1))
+    elif past == "token":
+        B, S = 3, 1
+        inputs = gqa_inputs(rng, B, S, N, kvN, H, [5, 3, 8], 8, rotary_half=half, dtype=dtype)
+        pos = np.array([[9], [2], [30]], I64)
+    else:
+        B, S = 1, 3
+        inputs = gqa_inputs(rng, B, S, N, kvN, H, [5], 6, rotary_half=half, dtype=dtype)
+        pos = np.array([[11, 12, 20]], I64)
+    tol = dict(rtol=3e-3, atol=3e-3) if dtype == F16 else {}
+    check_gqa(with_extra(inputs, rotary_half=half, position_ids=pos),
+              dict(num_heads=N, kv_num_heads=kvN, do_rotary=1), **tol)
+
+
+def test_gqa_extra_inputs_bad_shapes():
+    rng = np.random.default_rng(16)
+    N, kvN, H = 4, 2, 16
+    attrs = dict(num_heads=N, kv_num_heads=kvN)
+    base = gqa_inputs(rng, 2, 3, N, kvN, H)
+    for extra, match in [(dict(attention_bias=rnd(rng, 2, N, 3, 4)), "attention_bias"),
+                         (dict(attention_bias=rnd(rng, 3, N, 3, 3)), "attention_bias"),
+                         (dict(head_sink=rnd(rng, N + 1)), "head_sink"),
+                         (dict(position_ids=np.zeros((2, 2), I64)), "position_ids"),
+                         (dict(position_ids=np.zeros((2, 3), np.int32)), "position_ids")]:
+        e = lite_error("GroupQueryAttention", with_extra(base, **extra), outputs=GQA_OUT,
+                       attrs=attrs)
+        assert isinstance(e, ortlite.OrtliteError) and match in str(e), str(e)
+    # A position past the cos / sin cache.
+    inputs = gqa_inputs(rng, 1, 1, N, kvN, 32, [3], 4, rotary_half=8)
+    e = lite_error("GroupQueryAttention",
+                   with_extra(inputs, rotary_half=8, position_ids=np.array([[64]], I64)),
+                   outputs=GQA_OUT, attrs=dict(attrs, do_rotary=1))
+    assert isinstance(e, ortlite.InvalidArgument) and "position 64" in str(e)

@@ -105,6 +105,70 @@ def test_matmul_nbits_float16():
     np.testing.assert_allclose(y.astype(np.float64), e, rtol=2e-2, atol=2e-2 * np.abs(e).max())
 
 
+@pytest.mark.parametrize("block", [16, 32, 64, 128, 256])
+@pytest.mark.parametrize("N", [13, 70, 96])
+@pytest.mark.parametrize("M", [1, 5, 8, 9, 25, 128])
+@pytest.mark.parametrize("K", [256, 1056])
+@pytest.mark.parametrize("with_zp", [False, True])
+def test_matmul_nbits_4bit_vector_paths(block, N, M, K, with_zp):
+    # 4-bit blocks of every size: up to 8 rows the dot products (8 rows and 2 columns at a
+    # time, an odd last column), above that the fused GEMM's 32-column panels (a full one, a
+    # partial one of more and of fewer than 16 columns), K in chunks of 512 (1056: 512, 512,
+    # 32; with blocks of 64 or more not a whole number of blocks: the portable path).
+    B, scales, zps, bias, w = nbits_case(K, N, 4, block, with_zp, True)
+    m = nbits_model((M, K), K, N, 4, block, B, scales, zps, bias)
+    a = RNG.standard_normal((M, K)).astype(F32)
+    e = a.astype(np.float64) @ w.T + bias
+    (o,) = run_ort(m, {"A": a})
+    for threads in (1, 2):
+        so = ortlite.SessionOptions()
+        so.intra_op_num_threads = threads
+        (y,) = ortlite.InferenceSession(m.SerializeToString(), so).run(None, {"A": a})
+        np.testing.assert_allclose(y, e, rtol=1e-4, atol=1e-4 * float(np.abs(e).max()))
+        np.testing.assert_allclose(y, o, rtol=1e-4, atol=1e-4 * float(np.abs(o).max()))
+
+
+def nbits_add_model(bias_shape, K=64, N=40, block=32):
+    """MatMulNBits without a bias, then Add of a constant of bias_shape."""
+    B, scales, zps, _, w = nbits_case(K, N, 4, block, True, False)
+    m = nbits_model(("batch", K), K, N, 4, block, B, scales, zps, None)
+    m.graph.node[0].output[0] = "mm"
+    c = RNG.standard_normal(bias_shape).astype(F32)
+    m.graph.initializer.append(numpy_helper.from_array(c, "c"))
+    m.graph.node.append(helper.make_node("Add", ["c", "mm"], ["Y"]))
+    return m, w, c
+
+
+@pytest.mark.parametrize("bias_shape,fused", [((40,), True), ((1, 40), False), ((3, 40), False)])
+@pytest.mark.parametrize("rows", [1, 3, 30])
+def test_matmul_nbits_add_fused_as_bias(bias_shape, fused, rows, tmp_path):
+    # Add of a constant [N] becomes MatMulNBits' bias input (as onnxruntime's
+    # MatMulNBitsFusion); other shapes stay an Add. Same values at both levels and as
+    # onnxruntime's.
+    import json
+    m, w, c = nbits_add_model(bias_shape)
+    a = RNG.standard_normal((3 if bias_shape[0] == 3 else rows, 64)).astype(F32)
+    outs = {}
+    for level in (ortlite.GraphOptimizationLevel.ORT_DISABLE_ALL,
+                  ortlite.GraphOptimizationLevel.ORT_ENABLE_ALL):
+        so = ortlite.SessionOptions()
+        so.graph_optimization_level = level
+        so.enable_profiling = True
+        so.profile_file_prefix = str(tmp_path / f"p{int(level)}")
+        s = ortlite.InferenceSession(m.SerializeToString(), so)
+        outs[level] = s.run(None, {"A": a})[0]
+        with open(s.end_profiling()) as f:
+            ops = {e["args"]["op_name"] for e in json.load(f) if e.get("cat") == "Node"}
+        if level == ortlite.GraphOptimizationLevel.ORT_ENABLE_ALL:
+            assert ("Add" not in ops) == fused, ops
+    lo, hi = outs.values()
+    np.testing.assert_allclose(hi, lo, rtol=1e-6, atol=1e-6 * float(np.abs(lo).max()))
+    e = a.astype(np.float64) @ w.T + c
+    np.testing.assert_allclose(hi, e, rtol=1e-4, atol=1e-4 * float(np.abs(e).max()))
+    (o,) = run_ort(m, {"A": a})
+    np.testing.assert_allclose(hi, o, rtol=1e-4, atol=1e-4 * float(np.abs(o).max()))
+
+
 @pytest.mark.parametrize("change,err,match", [
     ("bits", ortlite.NotImplemented, "bits"),
     ("block", ortlite.InvalidGraph, "block_size"),

@@ -261,6 +261,33 @@ def test_gemm_attrs_and_c_broadcast(ta, tb, cshape, alpha, beta, const_b):
         check(m, ins, **tol(F32, K))
 
 
+@pytest.mark.parametrize("M,K,N", [(2, 3, 2), (16, 64, 16), (32, 32, 32), (12, 1500, 33),
+                                   (33, 70, 65)])
+@pytest.mark.parametrize("ta,tb", [(0, 0), (1, 0), (0, 1), (1, 1)])
+@pytest.mark.parametrize("beta", [0.0, 1.0])
+def test_gemm_small_products_read_in_place(M, K, N, ta, tb, beta):
+    """Products the BLAS does not take run the fused GEMM on the operands in place (B^T
+    copied), C as its summed input when beta is 1 (not past one K block: 1500)."""
+    a = rand((K, M) if ta else (M, K), seed=1)
+    b = rand((N, K) if tb else (K, N), seed=2)
+    c = rand((M, N), seed=3)
+    ins = {"A": a, "B": b, "C": c}
+    m = node_model("Gemm", ins, ["Y"], attrs=dict(transA=ta, transB=tb, alpha=0.75, beta=beta),
+                   opset=13)
+    ref = 0.75 * ((a.T if ta else a).astype(np.float64) @ (b.T if tb else b)) + beta * c
+    for threads in (1, 2):
+        y = session(m, threads).run(None, ins)[0]
+        np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4 * np.sqrt(K))
+
+
+def test_gemm_alpha_zero_ignores_the_product():
+    """alpha = 0: C * beta, whatever A B holds (inf * 0 is not computed)."""
+    a = np.full((4, 3), np.inf, F32)
+    ins = {"A": a, "B": rand((3, 5), seed=2), "C": rand((4, 5), seed=3)}
+    m = node_model("Gemm", ins, ["Y"], attrs=dict(alpha=0.0, beta=1.0), opset=13)
+    np.testing.assert_array_equal(session(m, 1).run(None, ins)[0], ins["C"])
+
+
 @pytest.mark.parametrize("opset", [7, 9, 11, 13, 23])
 @pytest.mark.parametrize("const_b", [False, True])
 def test_gemm_opsets(opset, const_b):

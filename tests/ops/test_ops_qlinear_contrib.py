@@ -1,5 +1,7 @@
 """com.microsoft QOperator kernels (src/providers/cpu/quant): what onnxruntime's
-quantize_static(quant_format=QOperator) and quantize_dynamic write. One-node models on seeded
+quantize_static(quant_format=QOperator) and quantize_dynamic write (QLinearWhere with
+ForceQuantizeNoInputCheck), and the com.microsoft QuantizeLinear / DequantizeLinear of
+UseQDQContribOps, 4-bit types included. One-node models on seeded
 data compared with onnxruntime's CPU kernels byte for byte (integer outputs) or to the last
 bit (float outputs); bad inputs raise typed errors; the QOperator models of tools/tool_models.py
 load and match."""
@@ -153,6 +155,141 @@ def test_binary_bad_inputs(op):
     mixed = list(good)
     mixed[3] = ("B", qdata(I8, (2, 3), 1))
     assert isinstance(lite_error(op, mixed, U8), ortlite.InvalidArgument)
+
+
+def qlinear_add_u16_reference(a, az, as_, b, bz, bs, cz, cs):
+    """onnxruntime's uint16 QLinearAdd (MLAS's raw helper), in numpy float32 steps: each side
+    a product of its difference, the sum divided by c_scale, clamped to [-c_zp, 65535 - c_zp],
+    plus c_zp, rounded half to even."""
+    f = np.float32
+    va = f(as_) * (a.astype(np.int32) - int(az)).astype(f)
+    vb = f(bs) * (b.astype(np.int32) - int(bz)).astype(f)
+    v = (va + vb) / f(cs)
+    v = np.clip(v, f(-int(cz)), f(65535 - int(cz)))
+    return np.rint(v + f(int(cz))).astype(np.uint16)
+
+
+@pytest.mark.parametrize("shapes", [((2, 3, 40), (2, 3, 40)), ((2, 3, 40), (40,)),
+                                    ((), (2, 3, 40)), ((4, 1), (1, 5)), ((1, 20000), (1, 20000))],
+                         ids=str)
+def test_qlinear_add_uint16_against_the_formula(shapes):
+    # onnxruntime registers a uint16 QLinearAdd kernel, but 1.23.2's operator schema refuses
+    # uint16 at load (checked below), so the oracle is its arithmetic written in numpy.
+    sa, sb = shapes
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 65536, size=sa).astype(np.uint16)
+    b = rng.integers(0, 65536, size=sb).astype(np.uint16)
+    for seed in range(3):
+        az, bz, cz = (np.array(v, np.uint16) for v in rng.integers(0, 65536, 3))
+        as_, bs, cs = scale(seed, 1e-5, 1e-3), scale(seed + 1, 1e-5, 1e-3), scale(seed + 2, 1e-5, 2e-3)
+        model, feeds = build("QLinearAdd", [("A", a), ("A_scale", as_), ("A_zero_point", az),
+                                            ("B", b), ("B_scale", bs), ("B_zero_point", bz),
+                                            ("C_scale", cs), ("C_zero_point", cz)], np.uint16,
+                             consts=("A_scale", "A_zero_point", "B_scale", "B_zero_point",
+                                     "C_scale", "C_zero_point"))
+        want = qlinear_add_u16_reference(a, az, as_, b, bz, bs, cz, cs)
+        for threads in (1, 2):
+            (y,) = run_lite(model, feeds, threads)
+            assert y.dtype == np.uint16
+            np.testing.assert_array_equal(y, want)
+        # Within one step of the exact sum (saturated).
+        exact = ((a.astype(np.float64) - float(az)) * float(as_) +
+                 (b.astype(np.float64) - float(bz)) * float(bs)) / float(cs) + float(cz)
+        assert np.abs(y - np.clip(exact, 0, 65535)).max() <= 1.0
+    import onnxruntime
+    with pytest.raises(Exception, match="uint16"):
+        onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def test_qlinear_mul_refuses_uint16():
+    a = np.arange(6, dtype=np.uint16).reshape(2, 3)
+    e = lite_error("QLinearMul", [("A", a), ("A_scale", scale(0)), ("A_zero_point", None),
+                                  ("B", a), ("B_scale", scale(1)), ("B_zero_point", None),
+                                  ("C_scale", scale(2)), ("C_zero_point", None)], np.uint16)
+    assert isinstance(e, ortlite.InvalidArgument) and "uint8 or int8" in str(e)
+
+
+# ---- QLinearWhere --------------------------------------------------------------------------
+
+WHERE_SHAPES = [((2, 3, 4), (2, 3, 4), (2, 3, 4)), ((2, 3, 4), (4,), ()), ((3, 1), (1, 4), (3, 4)),
+                ((), (5, 6), (5, 6)), ((1, 1, 4), (2, 3, 1), (2, 1, 4)), ((300, 70), (70,), (300, 1))]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shapes", WHERE_SHAPES, ids=str)
+@pytest.mark.parametrize("params", ["distinct", "x_is_z", "both_are_z"])
+@pytest.mark.parametrize("const", [True, False])
+def test_qlinear_where_matches_onnxruntime(dtype, shapes, params, const):
+    sc, sx, sy = shapes
+    rng = np.random.default_rng(4)
+    cond = rng.integers(0, 2, size=sc).astype(bool)
+    zs, zz = scale(3, 0.01, 0.1), zp(dtype, 3)
+    xs, xz = (zs, zz) if params != "distinct" else (scale(1), zp(dtype, 1))
+    ys, yz = (zs, zz) if params == "both_are_z" else (scale(2, 0.01, 0.2), zp(dtype, 2))
+    ins = [("condition", cond), ("X", qdata(dtype, sx, 5)), ("X_scale", xs), ("X_zero_point", xz),
+           ("Yv", qdata(dtype, sy, 6)), ("Y_scale", ys), ("Y_zero_point", yz),
+           ("Z_scale", zs), ("Z_zero_point", zz)]
+    consts = ("X_scale", "X_zero_point", "Y_scale", "Y_zero_point", "Z_scale",
+              "Z_zero_point") if const else ()
+    check("QLinearWhere", ins, dtype, consts=consts, threads=2)
+
+
+def test_qlinear_where_bad_inputs():
+    good = [("condition", np.array([True, False])), ("X", qdata(U8, (2,), 0)),
+            ("X_scale", scale(0)), ("X_zero_point", zp(U8, 0)), ("Yv", qdata(U8, (2,), 1)),
+            ("Y_scale", scale(1)), ("Y_zero_point", zp(U8, 1)), ("Z_scale", scale(2)),
+            ("Z_zero_point", zp(U8, 2))]
+    bad = list(good)
+    bad[4] = ("Yv", qdata(I8, (2,), 1))
+    e = lite_error("QLinearWhere", bad, U8)
+    assert isinstance(e, ortlite.InvalidArgument) and "'Y'" in str(e)
+    bad = list(good)
+    bad[0] = ("condition", np.array([1, 0], U8))
+    e = lite_error("QLinearWhere", bad, U8)
+    assert isinstance(e, ortlite.InvalidArgument) and "condition" in str(e)
+    bad = list(good)
+    bad[1] = ("X", qdata(U8, (3,), 0))
+    assert isinstance(lite_error("QLinearWhere", bad, U8), ortlite.InvalidArgument)
+
+
+def test_quantize_static_qoperator_where_model(tmp_path):
+    # quantize_static in QOperator format writes QLinearWhere for a Where whose inputs it
+    # quantizes (ForceQuantizeNoInputCheck); ortlite runs the model as onnxruntime does.
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+    import onnx
+
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array((rng.standard_normal((16, 16)) * 0.3).astype(F32), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["a"]),
+             helper.make_node("Relu", ["x"], ["b"]),
+             helper.make_node("Greater", ["x", "zero"], ["c"]),
+             helper.make_node("Where", ["c", "a", "b"], ["wh"]),
+             helper.make_node("MatMul", ["wh", "w"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                     [4, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          initializer=[w, numpy_helper.from_array(np.array(0, F32), "zero")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    src, dst = tmp_path / "f.onnx", tmp_path / "q.onnx"
+    onnx.save(m, str(src))
+
+    class Reader:
+        def __init__(self):
+            self.items = [{"x": rng.standard_normal((4, 16)).astype(F32)} for _ in range(4)]
+
+        def get_next(self):
+            return self.items.pop() if self.items else None
+
+    quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QOperator,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                    extra_options={"ForceQuantizeNoInputCheck": True})
+    q = onnx.load(str(dst))
+    assert "QLinearWhere" in {n.op_type for n in q.graph.node}
+    feeds = {"x": rng.standard_normal((4, 16)).astype(F32)}
+    expected = run_ort(q, feeds)
+    for threads in (1, 2):
+        assert_same(run_lite(q, feeds, threads), expected, rtol=0, atol=0)
 
 
 # ---- QLinearSigmoid / QLinearLeakyRelu ------------------------------------------------------
@@ -355,6 +492,69 @@ def test_contrib_quantize_dequantize_match_onnxruntime(dtype, axis):
               consts=("y_scale", "y_zero_point"))
     check("DequantizeLinear", [("x", q), ("x_scale", s), ("x_zero_point", z)], F32, attrs,
           consts=("x_scale",), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("qtype", [TensorProto.INT4, TensorProto.UINT4], ids=["int4", "uint4"])
+@pytest.mark.parametrize("axis", [None, 1, -1])
+def test_contrib_quantize_dequantize_4bit_match_onnxruntime(qtype, axis):
+    # com.microsoft QuantizeLinear -> DequantizeLinear with int4 / uint4 (numpy cannot carry
+    # 4-bit tensors through onnxruntime's binding, so the graph takes and gives float).
+    x = (np.random.default_rng(0).standard_normal((2, 6, 5, 3)) * 4).astype(F32)
+    n = 1 if axis is None else x.shape[axis]
+    rng = np.random.default_rng(1)
+    s = rng.uniform(0.2, 0.6, n).astype(F32)
+    lo, hi = (-8, 7) if qtype == TensorProto.INT4 else (0, 15)
+    z = rng.integers(lo // 2, hi // 2 + 1, n)
+    attrs = {} if axis is None else {"axis": axis}
+    dims = [] if axis is None else [n]
+    inits = [numpy_helper.from_array(s.reshape(dims), "s"),
+             helper.make_tensor("z", qtype, dims, z.tolist())]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], domain=MS, **attrs),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], domain=MS, **attrs)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                     list(x.shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid(MS, 1)])
+    m.ir_version = 8
+    expected = run_ort(m, {"x": x})
+    got = run_lite(m, {"x": x})
+    assert_same(got, expected, rtol=0, atol=0)
+    # The data spans more than the 4-bit range: saturated codes and most others occur.
+    assert len(np.unique(got[0])) > 8
+
+
+@pytest.mark.parametrize("qtype", [TensorProto.INT4, TensorProto.UINT4], ids=["int4", "uint4"])
+@pytest.mark.parametrize("per_column", [False, True])
+def test_contrib_dequantize_4bit_weight_into_matmul(qtype, per_column):
+    # A 4-bit constant weight (an odd number of codes: the last byte half used) through the
+    # com.microsoft DequantizeLinear into MatMul: the QDQ weight layout with 4-bit weights.
+    K, N = 7, 5
+    rng = np.random.default_rng(2)
+    lo, hi = (-8, 7) if qtype == TensorProto.INT4 else (0, 15)
+    w = rng.integers(lo, hi + 1, size=(K, N))
+    s = rng.uniform(0.05, 0.2, N if per_column else 1).astype(F32)
+    z = rng.integers(lo, hi + 1, N if per_column else 1)
+    dims = [N] if per_column else []
+    inits = [helper.make_tensor("w", qtype, [K, N], w.reshape(-1).tolist()),
+             numpy_helper.from_array(s.reshape(dims), "s"),
+             helper.make_tensor("z", qtype, dims, z.tolist())]
+    nodes = [helper.make_node("DequantizeLinear", ["w", "s", "z"], ["wd"], domain=MS,
+                              **({"axis": 1} if per_column else {})),
+             helper.make_node("MatMul", ["x", "wd"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                     [3, K])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid(MS, 1)])
+    m.ir_version = 8
+    x = rng.standard_normal((3, K)).astype(F32)
+    ref = x.astype(np.float64) @ ((w - z) * s.astype(np.float64))
+    (got,) = run_lite(m, {"x": x})
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    assert_same([got], run_ort(m, {"x": x}), rtol=1e-6, atol=1e-6)
 
 
 # ---- QLinearAveragePool -------------------------------------------------------------------

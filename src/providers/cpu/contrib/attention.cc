@@ -28,8 +28,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <vector>
 
+#include "compute/fused_gemm.h"
 #include "compute/gemm.h"
 #include "compute/int8_gemm.h"
 #include "providers/cpu/contrib/contrib_common.h"
@@ -242,7 +244,12 @@ class Attention final : public Kernel {
                 "the past_sequence_length input (past_present_share_buffer) is not supported");
     const Tensor* w = info.constant_input(1);
     if (w && w->dtype() == DataType::kFloat && w->rank() == 2 && w->numel() > 0) {
-      packed_ = pack_gemm_b<float>(false, w->dim(0), w->dim(1), w->data<float>(), w->dim(1));
+      // The fused GEMM where it runs, else gemm.h's packed B.
+      if (nn::fgemm::available()) {
+        fpacked_ = nn::fgemm::Packed::pack(w->data<float>(), w->dim(1), w->dim(1), w->dim(0), true);
+      } else {
+        packed_ = pack_gemm_b<float>(false, w->dim(0), w->dim(1), w->data<float>(), w->dim(1));
+      }
       packed_shape_ = w->shape();
     }
   }
@@ -310,26 +317,38 @@ class Attention final : public Kernel {
     float* present = float_output(ctx, 1, Shape{2, B, N, d.T, d.H});
     ThreadPool* pool = ctx.thread_pool();
 
-    // qkv = input @ weights + bias: [B * S, Dtot].
-    std::vector<float> qkv(static_cast<size_t>(B * S * Dtot));
+    // qkv = input @ weights + bias: [B * S, Dtot] (not zeroed: every element is written).
+    const size_t qkv_size = static_cast<size_t>(B * S * Dtot);
+    std::unique_ptr<float[]> qkv_own(new float[qkv_size]);
+    float* qkv = qkv_own.get();
     const float* bp = bias ? bias->data<float>() : nullptr;
     if (bp)
       for (int64_t r = 0; r < B * S; ++r)
-        std::memcpy(qkv.data() + r * Dtot, bp, static_cast<size_t>(Dtot) * sizeof(float));
+        std::memcpy(qkv + r * Dtot, bp, static_cast<size_t>(Dtot) * sizeof(float));
     if (Din == 0) {
-      if (!bp) std::fill(qkv.begin(), qkv.end(), 0.f);
+      if (!bp) std::fill(qkv, qkv + qkv_size, 0.f);
     } else if (B * S == 0) {
       // no rows to project (present still gets the past)
+    } else if (!fpacked_.empty() && packed_shape_ == W.shape()) {
+      // The fused GEMM in K blocks of at most 256 (as even as possible), each block's sums
+      // added to the bias already in qkv in turn: the additions of gemm.h's and MLAS's K
+      // blocks, so the values are the ones the packed GEMM gives (ill-conditioned scores make
+      // a softmax repeat any last-bit difference of the projection).
+      const int64_t blocks = (Din + 255) / 256, kc = (Din + blocks - 1) / blocks;
+      nn::fgemm::Epilogue ep;
+      for (int64_t k0 = 0; k0 < Din; k0 += kc)
+        nn::fgemm::gemm_w_right_k(X.data<float>(), Din, B * S, fpacked_, k0, std::min(Din, k0 + kc),
+                                  qkv, Dtot, ep, bp || k0 > 0, pool);
     } else if (!packed_.empty() && packed_shape_ == W.shape()) {
-      gemm_packed_b<float>(false, B * S, X.data<float>(), Din, packed_, 1.f, bp ? 1.f : 0.f,
-                           qkv.data(), Dtot, pool);
+      gemm_packed_b<float>(false, B * S, X.data<float>(), Din, packed_, 1.f, bp ? 1.f : 0.f, qkv,
+                           Dtot, pool);
     } else {
       gemm(false, false, B * S, Dtot, Din, 1.f, X.data<float>(), Din, W.data<float>(), Dtot,
-           bp ? 1.f : 0.f, qkv.data(), Dtot, pool);
+           bp ? 1.f : 0.f, qkv, Dtot, pool);
     }
-    const View q = bsd_view(qkv.data(), S, Dtot, d.H);
-    View k = bsd_view(qkv.data() + Dq, S, Dtot, d.H);
-    View v = bsd_view(qkv.data() + Dq + Dk, S, Dtot, d.Hv);
+    const View q = bsd_view(qkv, S, Dtot, d.H);
+    View k = bsd_view(qkv + Dq, S, Dtot, d.H);
+    View v = bsd_view(qkv + Dq + Dk, S, Dtot, d.Hv);
     std::vector<float> kv_tmp;
     if (past || present) {
       float* dst = present;
@@ -353,6 +372,7 @@ class Attention final : public Kernel {
  private:
   AttnAttrs attrs_;
   std::vector<int64_t> qkv_sizes_;
+  nn::fgemm::Packed fpacked_;
   PackedGemmMatrix<float> packed_;
   Shape packed_shape_;
 };
@@ -440,9 +460,19 @@ class QAttention final : public Kernel {
     float* present = float_output(ctx, 1, Shape{2, B, N, d.T, d.H});
     ThreadPool* pool = ctx.thread_pool();
 
+    // qkv = float((input - izp) x (weight - wzp)) * (input_scale * weight_scale[j]) + bias[j],
+    // each tile scaled as the 8-bit GEMM finishes it (the same roundings as a pass over an
+    // int32 product: the scale product, the product by it, then the sum).
     const int64_t R = B * S;
-    std::vector<float> qkv(static_cast<size_t>(R * Dtot));
-    std::vector<int32_t> acc(static_cast<size_t>(R * Dtot), 0);
+    const float xsv = xs.data<float>()[0];
+    const float* wsd = ws.data<float>();
+    const float* bd = bias.data<float>();
+    std::unique_ptr<float[]> qkv_own(new float[static_cast<size_t>(R * Dtot)]);
+    float* qkv = qkv_own.get();
+    if (R > 0 && Din == 0) {
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t j = 0; j < Dtot; ++j) qkv[r * Dtot + j] = 0.f + bd[j];
+    }
     if (R > 0 && Din > 0) {
       auto zp_of = [](const Tensor* t, int64_t i) -> int32_t {
         if (!t) return 0;
@@ -458,24 +488,19 @@ class QAttention final : public Kernel {
       int8gemm::PackedB local;
       if (!use_packed)
         int8gemm::pack_b(W.raw_data(), W.dtype() == DataType::kInt8, Din, Dtot, Dtot, &local);
-      int8gemm::gemm(pa, use_packed ? packed_ : local, &za, 0, zb.data(), zb.size() > 1 ? 1 : 0,
-                     acc.data(), Dtot, pool);
+      const std::vector<float> row_scale(static_cast<size_t>(R), xsv);
+      std::vector<float> col_scale(static_cast<size_t>(Dtot));
+      for (int64_t j = 0; j < Dtot; ++j) col_scale[j] = wsd[ws.numel() == 1 ? 0 : j];
+      int8gemm::FloatOut fo;
+      fo.row_scale = row_scale.data();
+      fo.col_scale = col_scale.data();
+      fo.bias = bd;
+      int8gemm::gemm_to_float(pa, use_packed ? packed_ : local, &za, 0, zb.data(),
+                              zb.size() > 1 ? 1 : 0, fo, qkv, Dtot, pool);
     }
-    const float xsv = xs.data<float>()[0];
-    const float* wsd = ws.data<float>();
-    const float* bd = bias.data<float>();
-    std::vector<float> mult(static_cast<size_t>(Dtot));
-    for (int64_t j = 0; j < Dtot; ++j) mult[j] = xsv * wsd[ws.numel() == 1 ? 0 : j];
-    for (int64_t r = 0; r < R; ++r) {
-      const int32_t* ar = acc.data() + r * Dtot;
-      float* qr = qkv.data() + r * Dtot;
-      // A product, then a sum (onnxruntime's scale-and-bias output processor).
-      for (int64_t j = 0; j < Dtot; ++j) qr[j] = static_cast<float>(ar[j]) * mult[j];
-      for (int64_t j = 0; j < Dtot; ++j) qr[j] += bd[j];
-    }
-    const View q = bsd_view(qkv.data(), S, Dtot, d.H);
-    View k = bsd_view(qkv.data() + D, S, Dtot, d.H);
-    View v = bsd_view(qkv.data() + 2 * D, S, Dtot, d.Hv);
+    const View q = bsd_view(qkv, S, Dtot, d.H);
+    View k = bsd_view(qkv + D, S, Dtot, d.H);
+    View v = bsd_view(qkv + 2 * D, S, Dtot, d.Hv);
     std::vector<float> kv_tmp;
     if (past || present) {
       float* dst = present;

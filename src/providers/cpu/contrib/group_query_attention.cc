@@ -1,7 +1,8 @@
 // com.microsoft GroupQueryAttention (onnxruntime's contrib semantics, CPU):
 //
 //   GroupQueryAttention(query, key?, value?, past_key?, past_value?, seqlens_k,
-//                       total_sequence_length, cos_cache?, sin_cache?)
+//                       total_sequence_length, cos_cache?, sin_cache?, position_ids?,
+//                       attention_bias?, head_sink?)
 //     -> (output [B, S, N H], present_key [B, kvN, T', H], present_value [B, kvN, T', H])
 //
 //   query [B, S, N H] with key / value [B, S, kvN H], or query packed [B, S, (N + 2 kvN) H]
@@ -12,13 +13,17 @@
 // A first prompt (S == total_sequence_length) has no past; otherwise batch b's past is its
 // first seqlens_k[b] + 1 - S rows of past_key / past_value. present_* is the past, then the
 // new keys / values, then zeros. Query head n attends causally to kv head n / (N / kvN):
-// softmax(scale q k^T) v, scale 1 / sqrt(H) unless given, with softcap (c tanh(x / c)) before
-// the softmax, and local_window_size w > 0 keeping the last w + 1 keys of each row.
-// smooth_softmax adds an exp(0) term to each softmax denominator. do_rotary rotates the new
-// queries and keys (rotary_interleaved; rotary dimension 2 * cos_cache.shape[1]) at their
-// positions (past length + s). float, and float16 / bfloat16 computed in float.
-// position_ids, attention_bias, head_sink and qk_output are NotImplemented; present_* never
-// share past_*'s buffers.
+// softmax(scale q k^T + bias) v, scale 1 / sqrt(H) unless given, with softcap (c tanh(x / c))
+// before the bias (onnxruntime's order), and local_window_size w > 0 keeping the last w + 1
+// keys of each row. attention_bias [B or 1, N or 1, S, total_sequence_length] is added to
+// the scores of the keys a row attends to. smooth_softmax adds an exp(0) term to each softmax
+// denominator, head_sink [N] an exp(sink[n]) term (the largest score taken with it; it wins
+// over smooth_softmax's 0). do_rotary rotates the new queries and keys (rotary_interleaved;
+// rotary dimension 2 * cos_cache.shape[1]) at their positions: past length + s, or from
+// position_ids [B, >= S] (int64; in a first prompt only its first value, the position of s =
+// 0 in every batch, as onnxruntime reads it); position_ids without do_rotary change nothing.
+// float, and float16 / bfloat16 computed in float. qk_output is NotImplemented; present_*
+// never share past_*'s buffers.
 #include "compute/vectorize.h"  // first: compile options for the loops below
 
 #include <algorithm>
@@ -52,13 +57,10 @@ class GroupQueryAttention final : public Kernel {
                                                "kv_num_heads (" + std::to_string(kvN_) + ")");
     if (info.attr_int("qk_output", 0) != 0)
       info.fail(StatusCode::kNotImplemented, "the qk_output attribute is not supported");
-    for (size_t i = 9; i < 12; ++i)
+    for (size_t i = 12; i < info.num_inputs(); ++i)
       if (info.has_input(i))
-        info.fail(StatusCode::kNotImplemented, std::string("input '") +
-                                                   (i == 9    ? "position_ids"
-                                                    : i == 10 ? "attention_bias"
-                                                              : "head_sink") +
-                                                   "' is not supported");
+        info.fail(StatusCode::kNotImplemented,
+                  "input " + std::to_string(i) + " (quantized KV cache scales) is not supported");
   }
 
   void compute(KernelContext& ctx) const override {
@@ -71,6 +73,9 @@ class GroupQueryAttention final : public Kernel {
     const Tensor& TS = ctx.required_input(6);
     const Tensor* C = ctx.input(7);
     const Tensor* Sn = ctx.input(8);
+    const Tensor* PI = ctx.input(9);
+    const Tensor* AB = ctx.input(10);
+    const Tensor* HS = ctx.input(11);
     check_type(ctx, Q, "query", {DataType::kFloat, DataType::kFloat16, DataType::kBFloat16});
     check_same_type(ctx, Q,
                     {{K, "key"},
@@ -78,7 +83,9 @@ class GroupQueryAttention final : public Kernel {
                      {PK, "past_key"},
                      {PV, "past_value"},
                      {C, "cos_cache"},
-                     {Sn, "sin_cache"}});
+                     {Sn, "sin_cache"},
+                     {AB, "attention_bias"},
+                     {HS, "head_sink"}});
     auto bad = [&](const std::string& m) { ctx.fail(StatusCode::kInvalidArgument, m); };
     if (Q.rank() != 3) bad("query must be 3-D [B, S, D], got " + shape_to_string(Q.shape()));
     const int64_t B = Q.dim(0), S = Q.dim(1);
@@ -129,6 +136,25 @@ class GroupQueryAttention final : public Kernel {
       past[static_cast<size_t>(b)] = p;
       kv_len[static_cast<size_t>(b)] = p + S;
     }
+    if (PI && (PI->dtype() != DataType::kInt64 || PI->rank() != 2 || PI->dim(0) != B ||
+               PI->dim(1) < S || PI->numel() == 0))
+      bad("position_ids must be int64 [B, >= S] = [" + std::to_string(B) +
+          ", >= " + std::to_string(S) + "], got " + dtype_name(PI->dtype()) + " " +
+          shape_to_string(PI->shape()));
+    if (AB && (AB->rank() != 4 || (AB->dim(0) != B && AB->dim(0) != 1) ||
+               (AB->dim(1) != N_ && AB->dim(1) != 1) || AB->dim(2) != S || AB->dim(3) != total))
+      bad("attention_bias must be [B or 1, num_heads or 1, S, total_sequence_length] = [" +
+          std::to_string(B) + " or 1, " + std::to_string(N_) + " or 1, " + std::to_string(S) +
+          ", " + std::to_string(total) + "], got " + shape_to_string(AB->shape()));
+    if (HS && (HS->rank() != 1 || HS->dim(0) != N_))
+      bad("head_sink must be [num_heads] = [" + std::to_string(N_) + "], got " +
+          shape_to_string(HS->shape()));
+    // The rotary position of new token s of batch b.
+    const int64_t* pids = PI ? PI->data<int64_t>() : nullptr;
+    auto position = [&](int64_t b, int64_t s) -> int64_t {
+      if (!pids) return past[static_cast<size_t>(b)] + s;
+      return first_prompt ? pids[0] + s : pids[b * PI->dim(1) + s];
+    };
     int64_t half = 0;
     if (do_rotary_) {
       if (!C || !Sn) bad("do_rotary needs cos_cache and sin_cache");
@@ -139,9 +165,13 @@ class GroupQueryAttention final : public Kernel {
       if (half == 0 || 2 * half > H)
         bad("cos_cache.shape[1] " + std::to_string(half) + " must be in [1, H / 2]");
       for (int64_t b = 0; b < B; ++b)
-        if (past[static_cast<size_t>(b)] + S > C->dim(0))
-          bad("position " + std::to_string(past[static_cast<size_t>(b)] + S - 1) +
-              " is outside the cos / sin cache of " + std::to_string(C->dim(0)) + " positions");
+        for (int64_t s = 0; s < S; ++s) {
+          const int64_t pos = position(b, s);
+          if (pos < 0 || pos >= C->dim(0))
+            bad("position " + std::to_string(pos) + " (batch " + std::to_string(b) + ", token " +
+                std::to_string(s) + ") is outside the cos / sin cache of " +
+                std::to_string(C->dim(0)) + " positions");
+        }
     }
 
     Tensor& Y = ctx.allocate_output(0, Q.dtype(), {B, S, N_ * H});
@@ -151,7 +181,8 @@ class GroupQueryAttention final : public Kernel {
         wants_output(ctx, 2) ? &ctx.allocate_output(2, Q.dtype(), {B, kvN_, Tp, H}) : nullptr;
     if (Y.numel() == 0) return;
 
-    RealIn<float> q_in(&Q), k_in(K), v_in(V), pk_in(PK), pv_in(PV), c_in(C), s_in(Sn);
+    RealIn<float> q_in(&Q), k_in(K), v_in(V), pk_in(PK), pv_in(PV), c_in(C), s_in(Sn), ab_in(AB),
+        hs_in(HS);
     // Row strides of the new query / key / value and where each starts within a row.
     const int64_t row = Q.dim(2), kv_row = packed ? row : kvN_ * H;
     const float* qsrc = q_in.get();
@@ -175,11 +206,12 @@ class GroupQueryAttention final : public Kernel {
       const int64_t p = past[static_cast<size_t>(b)];
       for (int64_t s = 0; s < S; ++s) {
         const int64_t r = b * S + s;
+        const int64_t pos = do_rotary_ ? position(b, s) : 0;
         for (int64_t n = 0; n < N_; ++n)
-          place(qsrc + r * row + n * H, p + s, q.data() + ((b * N_ + n) * S + s) * H);
+          place(qsrc + r * row + n * H, pos, q.data() + ((b * N_ + n) * S + s) * H);
         for (int64_t n = 0; n < kvN_; ++n) {
           const int64_t off = ((b * kvN_ + n) * Tp + p + s) * H;
-          place(ksrc + r * kv_row + n * H, p + s, kc.data() + off);
+          place(ksrc + r * kv_row + n * H, pos, kc.data() + off);
           std::memcpy(vc.data() + off, vsrc + r * kv_row + n * H,
                       static_cast<size_t>(H) * sizeof(float));
         }
@@ -208,11 +240,17 @@ class GroupQueryAttention final : public Kernel {
             const float* vb = vc.data() + (b * kvN_ + n / group) * Tp * H;
             gemm(false, true, S, L, H, alpha, q.data() + t * S * H, H, kb, H, 0.f, sc.data(), Tp,
                  nullptr);
+            // This (b, n)'s [S, total] block of the bias, when there is one.
+            const float* bias = AB ? ab_in.get() + ((AB->dim(0) == 1 ? 0 : b * AB->dim(1)) +
+                                                    (AB->dim(1) == 1 ? 0 : n)) *
+                                                       S * total
+                                   : nullptr;
+            const float* sink = HS ? hs_in.get() + n : nullptr;
             for (int64_t s = 0; s < S; ++s) {
               float* r = sc.data() + s * Tp;
               const int64_t end = p + s + 1;
               const int64_t start = window_ > 0 && end > window_ + 1 ? end - window_ - 1 : 0;
-              softmax_span(r + start, end - start);
+              softmax_span(r + start, end - start, bias ? bias + s * total + start : nullptr, sink);
               std::fill(r, r + start, 0.f);
               std::fill(r + end, r + L, 0.f);
             }
@@ -232,13 +270,18 @@ class GroupQueryAttention final : public Kernel {
   }
 
  private:
-  // softcap, then softmax (smooth: with an exp(0) term in the denominator), in place.
-  void softmax_span(float* x, int64_t n) const {
+  // softcap, then the bias (when given), then softmax (with an exp(sink) term in the
+  // denominator: sink the head's, else 0 with smooth_softmax), in place.
+  void softmax_span(float* x, int64_t n, const float* bias, const float* head_sink) const {
     if (softcap_ > 0.f)
       for (int64_t i = 0; i < n; ++i) x[i] = softcap_ * std::tanh(x[i] / softcap_);
-    float m = smooth_ ? 0.f : -std::numeric_limits<float>::infinity();
+    if (bias)
+      for (int64_t i = 0; i < n; ++i) x[i] += bias[i];
+    const bool has_sink = head_sink || smooth_;
+    const float sink = head_sink ? *head_sink : 0.f;
+    float m = has_sink ? sink : -std::numeric_limits<float>::infinity();
     for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
-    float sum = smooth_ ? std::exp(-m) : 0.f;
+    float sum = has_sink ? std::exp(sink - m) : 0.f;
     for (int64_t i = 0; i < n; ++i) {
       x[i] = std::exp(x[i] - m);
       sum += x[i];

@@ -10,20 +10,25 @@
 // 2^(bits - 1). w[n, k] = (code - zero_point) * scale in float. g_idx (act-order) and zero
 // points of A's type are not supported (a typed error says so).
 //
-// The weights stay packed (no float copy at load). Each run dequantizes them on the fly: for
-// a few rows of A, column by column, each code unpacked in registers and multiplied with
-// every row of A (AVX-512, 4-bit blocks of a multiple of 32; elsewhere through a K-float row;
-// ORTLITE_NBITS_SCALAR=1 forces that path, for tests);
-// for more rows, in panels of columns (up to 1 MiB of floats, in cache) multiplied with
-// the float GEMM. accuracy_level is read and accepted: ortlite always accumulates the float
-// products (the result of accuracy level 0; onnxruntime's level 4 quantizes A to int8 and
-// differs from it by that quantization).
+// The weights stay packed (no float copy at load). Each run dequantizes them on the fly. With
+// AVX-512 and 4-bit codes in whole blocks (K a multiple of 32; matmul_nbits_avx512.cc): for up
+// to 24 rows of A, column by column, 32 codes at a time unpacked and dequantized in registers
+// (code * scale - zero point * scale, one fused multiply-add) and multiplied with 8 rows of A
+// at a time; for more rows, 32 columns at a time dequantized straight into the fused GEMM's
+// packed panel layout (a 16 x 16 register transpose per 16 columns and 16 codes; up to 1 MiB
+// of panels per task, in cache) and multiplied with all of A, the bias in the GEMM's
+// epilogue. Otherwise (2 or 8 bits, a partial last block, ORTLITE_NBITS_SCALAR=1, no
+// AVX-512) a column at a time through a K-float row: dot products for up to 4 rows, panels
+// through the fused (or the float) GEMM above that. accuracy_level is read and accepted:
+// ortlite always accumulates the float products (the result of accuracy level 0;
+// onnxruntime's level 4 quantizes A to int8 and differs from it by that quantization).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "compute/fused_gemm.h"
 #include "compute/gemm.h"
 #include "compute/simd.h"
 #include "providers/cpu/quant/matmul_nbits_simd.h"
@@ -35,8 +40,15 @@ namespace quant {
 namespace {
 
 constexpr int64_t kPanelFloats = int64_t(1) << 18;  // a dequantized panel: 1 MiB at most
-constexpr int64_t kRowsDot = 4;    // up to this many rows of A: the dot-product path
-constexpr int64_t kRowsFast = 24;  // the same with the AVX-512 loops, 8 rows at a time
+constexpr int64_t kChunkK = 512;                    // rows of K dequantized at a time
+constexpr int64_t kChunkFloats = int64_t(1) << 16;  // and up to 256 KiB of them
+constexpr int64_t kRowsDot = 4;  // up to this many rows of A: the dot-product path
+// Up to this many rows, the AVX-512 dot products (8 rows and 2 columns at a time); above, the
+// dequantized panels through the fused GEMM. Panel time over dot-product time (1 thread,
+// thread CPU time) at K x N = 128 x 512, 512 x 128, 768 x 3072, 3072 x 768, 4096 x 4096:
+// 8 rows 0.84, -, 1.33, -, 2.0; 12 rows 0.54, 0.77, 1.03, 1.17, 1.09; 16 rows 0.58, 1.16,
+// 0.74, 0.73, 1.34.
+constexpr int64_t kRowsFast = 8;
 
 // The code of `bits` bits at index i of a packed byte run (low bits first).
 inline uint32_t code_at(const uint8_t* p, int64_t i, int64_t bits) {
@@ -82,7 +94,7 @@ const Nbits4Simd& nbits4_simd() {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        !std::getenv("ORTLITE_NBITS_SCALAR"))
+        __builtin_cpu_supports("avx512dq") && !std::getenv("ORTLITE_NBITS_SCALAR"))
       return nbits4_avx512();
 #endif
     return Nbits4Simd{};
@@ -185,32 +197,35 @@ class MatMulNBits final : public Kernel {
     }
     ThreadPool* pool = ctx.thread_pool();
     const Layout L{K_, bits_, block_, kb_, blob_, zp_bytes_};
-    // The AVX-512 loops take 4-bit blocks of a multiple of 32 that cover K exactly.
+    // The AVX-512 loops take 4-bit codes in whole blocks, K a multiple of 32.
     const Nbits4Simd& simd = nbits4_simd();
-    const bool fast = simd.dot_rows && bits_ == 4 && block_ % 32 == 0 && kb_ * block_ == K_;
+    const bool fast = simd.dot_rows && bits_ == 4 && kb_ * block_ == K_ && K_ % 32 == 0;
     auto column = [&](int64_t n) {
       return Nbits4Column{b + n * kb_ * blob_, s + n * kb_, z ? z + n * zp_bytes_ : nullptr, kb_,
                           block_};
     };
-    auto dequant = [&](int64_t n, float* w) {
-      if (fast) {
-        simd.dequant(column(n), w);
-      } else {
-        dequant_column(L, b, s, z, n, w);
-      }
-    };
     if (M <= kRowsFast && fast) {
+      // A with each 32 values evens first, the order of the codes in the vector loop.
+      std::vector<float> ad(static_cast<size_t>(M * K_));
+      deinterleave32(a, ad.data(), M * K_);
       parallel_for(pool, N_, 2.0 * static_cast<double>(K_) * (M + 2), [&](int64_t n0, int64_t n1) {
-        // 8 rows of A at a time against 32 columns of codes, both in cache.
-        float out[8];
+        const float* a = ad.data();
+        // 8 rows of A at a time against 32 columns of codes, both in cache; 2 columns per
+        // tile (4 for up to 4 rows).
+        float out[32];
         for (int64_t c0 = n0; c0 < n1; c0 += 32) {
           const int64_t c1 = std::min(n1, c0 + 32);
           for (int64_t i0 = 0; i0 < M; i0 += 8) {
             const int64_t r = std::min<int64_t>(8, M - i0);
-            for (int64_t n = c0; n < c1; ++n) {
-              simd.dot_rows(column(n), a + i0 * K_, r, K_, out);
+            const int64_t per = r <= 4 ? 4 : 2;
+            for (int64_t n = c0; n < c1; n += per) {
+              const int nc = static_cast<int>(std::min(per, c1 - n));
+              Nbits4Column cols[4];
+              for (int j = 0; j < nc; ++j) cols[j] = column(n + j);
+              simd.dot_rows(cols, nc, a + i0 * K_, r, K_, out, 4);
               for (int64_t i = 0; i < r; ++i)
-                y[(i0 + i) * N_ + n] = bias ? out[i] + bias[n] : out[i];
+                for (int j = 0; j < nc; ++j)
+                  y[(i0 + i) * N_ + n + j] = bias ? out[4 * i + j] + bias[n + j] : out[4 * i + j];
             }
           }
         }
@@ -226,6 +241,48 @@ class MatMulNBits final : public Kernel {
           }
         }
       });
+    } else if (nn::fgemm::available()) {
+      // Units of whole 32-column panels, dequantized into the fused GEMM's packed layout in
+      // chunks of up to kChunkK rows of K (the AVX-512 loops; the portable one takes all of K)
+      // and multiplied with those columns of A, each chunk's product added to the previous
+      // ones; the bias comes with the first. A unit's chunk is at most kChunkFloats floats,
+      // so it stays in L2 between the dequantization and the product.
+      constexpr int64_t kNR = nn::fgemm::kNR;
+      const int64_t kc = fast ? std::min(K_, kChunkK) : K_;
+      const int64_t per_unit = std::max<int64_t>(1, kChunkFloats / (kc * kNR));
+      const int64_t panels = (N_ + kNR - 1) / kNR, units = (panels + per_unit - 1) / per_unit;
+      parallel_for(pool, units, 2.0 * static_cast<double>(M) * K_ * kNR * per_unit,
+                   [&](int64_t u0, int64_t u1) {
+                     thread_local std::vector<float> w, col;
+                     const size_t need = static_cast<size_t>(std::min(per_unit, panels) * kc * kNR);
+                     if (w.size() < need) w.resize(need);
+                     for (int64_t u = u0; u < u1; ++u) {
+                       const int64_t j0 = u * per_unit * kNR,
+                                     nc = std::min(per_unit * kNR, N_ - j0);
+                       for (int64_t k0 = 0; k0 < K_; k0 += kc) {
+                         const int64_t k1 = std::min(K_, k0 + kc);
+                         for (int64_t q = 0; q * kNR < nc; ++q) {
+                           const int64_t c0 = j0 + q * kNR, cn = std::min(kNR, N_ - c0);
+                           float* panel = w.data() + q * (k1 - k0) * kNR;
+                           if (fast) {
+                             Nbits4Column cols[kNR];
+                             for (int64_t j = 0; j < cn; ++j) cols[j] = column(c0 + j);
+                             simd.dequant_panel(cols, static_cast<int>(cn), k0, k1, panel);
+                           } else {
+                             col.resize(static_cast<size_t>(K_));
+                             for (int64_t j = 0; j < cn; ++j) {
+                               dequant_column(L, b, s, z, c0 + j, col.data());
+                               for (int64_t k = 0; k < K_; ++k) panel[k * kNR + j] = col[k];
+                             }
+                           }
+                         }
+                         nn::fgemm::Epilogue ep;
+                         ep.bias_col = bias && k0 == 0 ? bias + j0 : nullptr;
+                         nn::fgemm::gemm_w_right_panels(a + k0, K_, M, w.data(), nc, k1 - k0,
+                                                        y + j0, N_, ep, k0 > 0);
+                       }
+                     }
+                   });
     } else {
       // Panels of whole 16-column groups, up to kPanelFloats floats.
       const int64_t kPanel = std::max<int64_t>(16, kPanelFloats / K_ / 16 * 16);
@@ -238,7 +295,8 @@ class MatMulNBits final : public Kernel {
             if (w.size() < need) w.resize(need);
             for (int64_t p = p0; p < p1; ++p) {
               const int64_t j0 = p * kPanel, nc = std::min(kPanel, N_ - j0);
-              for (int64_t j = 0; j < nc; ++j) dequant(j0 + j, w.data() + j * K_);
+              for (int64_t j = 0; j < nc; ++j)
+                dequant_column(L, b, s, z, j0 + j, w.data() + j * K_);
               // Y[:, j0:j0+nc] = A x W^T (W: nc x K, row-major). (The fused GEMM on the panel
               // packed for it took as long: 1139-1156 against 1112-1158 us per run.)
               gemm(false, true, M, nc, K_, 1.0f, a, K_, w.data(), K_, 0.0f, y + j0, N_, nullptr);

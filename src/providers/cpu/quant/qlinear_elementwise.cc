@@ -1,5 +1,6 @@
-// com.microsoft QLinearAdd and QLinearMul (uint8, int8; numpy broadcasting; per-tensor
-// scales and optional zero points), QLinearSigmoid and QLinearLeakyRelu (a 256-entry table).
+// com.microsoft QLinearAdd (uint8, int8, uint16) and QLinearMul (uint8, int8) with numpy
+// broadcasting, per-tensor scales and optional zero points; QLinearSigmoid and
+// QLinearLeakyRelu (a 256-entry table).
 //
 // The arithmetic is onnxruntime's (MLAS), operation for operation, so the bytes match:
 //   QLinearAdd: ra = a_scale / c_scale, rb = b_scale / c_scale (float); fixed = c_zp -
@@ -294,6 +295,31 @@ void mul_rows(const BinaryPlan& p, const BinaryParams& q, const T* a, const T* b
     run(a + p.a_off[r], b + p.b_off[r], c + r * n, n, q.az, q.bz, ratio, zc);
 }
 
+// QLinearAdd on uint16: onnxruntime's portable arithmetic (MLAS's raw helper, the only one it
+// has for 16 bits): each side scaled (a float product of the difference), the sum divided
+// by c_scale, clamped to the range less c_zp, c_zp added, rounded half to even. An input
+// that is one value over the run is scaled once.
+void add_rows_u16(const BinaryPlan& p, const BinaryParams& q, const uint16_t* a, const uint16_t* b,
+                  uint16_t* c, int64_t r0, int64_t r1) {
+  const float lo = static_cast<float>(0 - q.cz), hi = static_cast<float>(65535 - q.cz);
+  const float zc = static_cast<float>(q.cz);
+  const int64_t n = p.run;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint16_t* ar = a + p.a_off[r];
+    const uint16_t* br = b + p.b_off[r];
+    uint16_t* cr = c + r * n;
+    for (int64_t i = 0; i < n; ++i) {
+      const float va =
+          fp_barrier(q.as * static_cast<float>(static_cast<int32_t>(ar[i * p.a_step]) - q.az));
+      const float vb =
+          fp_barrier(q.bs * static_cast<float>(static_cast<int32_t>(br[i * p.b_step]) - q.bz));
+      float v = fp_barrier(fp_barrier(va + vb) / q.cs);
+      v = std::min(std::max(v, lo), hi);
+      cr[i] = static_cast<uint16_t>(static_cast<int32_t>(std::nearbyint(fp_barrier(v + zc))));
+    }
+  }
+}
+
 template <bool kAdd>
 class QLinearBinary final : public Kernel {
  public:
@@ -302,7 +328,12 @@ class QLinearBinary final : public Kernel {
   void compute(KernelContext& ctx) const override {
     const Tensor& a = ctx.required_input(0);
     const Tensor& b = ctx.required_input(3);
-    check_qop_int8(ctx, a, "A");
+    const bool u16 = kAdd && a.dtype() == DataType::kUInt16;
+    if (kAdd && !u16 && a.dtype() != DataType::kUInt8 && a.dtype() != DataType::kInt8)
+      ctx.fail(
+          StatusCode::kInvalidArgument,
+          std::string("input 'A' must be uint8, int8 or uint16, got ") + dtype_name(a.dtype()));
+    if (!kAdd) check_qop_int8(ctx, a, "A");
     if (b.dtype() != a.dtype()) {
       ctx.fail(StatusCode::kInvalidArgument, std::string("input 'B' must have the type of 'A' (") +
                                                  dtype_name(a.dtype()) + "), got " +
@@ -313,6 +344,12 @@ class QLinearBinary final : public Kernel {
     Tensor& c = ctx.allocate_output(0, a.dtype(), p.out);
     if (c.numel() == 0) return;
     const double cost = 2.0 * static_cast<double>(p.run);
+    if (u16) {
+      parallel_for(ctx.thread_pool(), p.rows, cost, [&](int64_t s, int64_t e) {
+        add_rows_u16(p, q, a.data<uint16_t>(), b.data<uint16_t>(), c.data<uint16_t>(), s, e);
+      });
+      return;
+    }
     auto run = [&](auto tag) {
       using T = decltype(tag);
       const T* ad = a.data<T>();

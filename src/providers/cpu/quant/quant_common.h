@@ -24,6 +24,7 @@ void register_gather_block_quantized(KernelRegistry& r);  // com.microsoft Gathe
 void register_qlinear_elementwise(KernelRegistry& r);  // QLinearAdd, Mul, Sigmoid, LeakyRelu
 void register_qlinear_pool(KernelRegistry& r);         // QLinearGlobalAveragePool, AveragePool
 void register_qlinear_tensor(KernelRegistry& r);       // QLinearConcat, QLinearSoftmax
+void register_qlinear_where(KernelRegistry& r);        // QLinearWhere
 void register_qgemm(KernelRegistry& r);                // QGemm
 void register_qembed_layer_norm(KernelRegistry& r);    // QEmbedLayerNormalization
 

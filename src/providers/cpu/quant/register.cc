@@ -23,6 +23,7 @@
 //   QLinearAveragePool     qlinear_pool.cc (com.microsoft)
 //   QLinearConcat          qlinear_tensor.cc (com.microsoft)
 //   QLinearSoftmax         qlinear_tensor.cc (com.microsoft)
+//   QLinearWhere           qlinear_where.cc (com.microsoft)
 //   QGemm                  qgemm.cc (com.microsoft)
 //   QEmbedLayerNormalization  qembed_layer_norm.cc (com.microsoft)
 //   DynamicQuantizeMatMul  qmatmul.cc (com.microsoft)
@@ -41,6 +42,7 @@ void register_quant_kernels(KernelRegistry& r) {
   quant::register_qlinear_elementwise(r);
   quant::register_qlinear_pool(r);
   quant::register_qlinear_tensor(r);
+  quant::register_qlinear_where(r);
   quant::register_qgemm(r);
   quant::register_qembed_layer_norm(r);
 }
