@@ -157,7 +157,8 @@ class TreeEnsembleKernel : public Kernel {
   std::vector<FastNode<float>> fnodes_;   // single precision forests
   std::vector<FastNode<double>> dnodes_;  // double precision forests
   std::vector<FastLeaf> leaves_;
-  std::vector<int32_t> froots_;       // per tree its first node (every tree has one), + the end
+  std::vector<int32_t> froots_;  // per tree its first node (every tree has one), the end, padding
+  int64_t ntrees_ = 0;
   std::vector<int32_t> tree_target_;  // inline_: the target each tree's leaves add to
   int64_t max_depth_ = 1;
 
@@ -256,7 +257,9 @@ class TreeEnsembleKernel : public Kernel {
       }
       tree_target_.push_back(n_ > 1 ? cur_target : 0);
     }
-    froots_.push_back(static_cast<int32_t>(nodes.size()));
+    ntrees_ = static_cast<int64_t>(froots_.size());
+    // The end, then padding for the walks' prefetch of a root kRootAhead trees on.
+    froots_.resize(froots_.size() + 2 + kRootAhead, static_cast<int32_t>(nodes.size()));
     inline_ = can_inline;
     if (inline_) {  // leaf slots become the weights themselves
       for (FastNode<double>& nd : nodes) {
@@ -375,62 +378,111 @@ class TreeEnsembleKernel : public Kernel {
   template <typename W, typename TX, typename TT>
   void walk_jobs(const W& w, const FastNode<TT>* nodes, int64_t t0, int64_t t1, const TX* xs,
                  int64_t c, int64_t nr, int32_t* out) const {
-    constexpr int kLanes = 8;
-    constexpr int64_t kRootAhead = 16;
+    if (nr == 1) {
+      walk_lanes<true>(w, nodes, t0, t1, xs, c, nr, out);
+    } else {
+      walk_lanes<false>(w, nodes, t0, t1, xs, c, nr, out);
+    }
+  }
+
+  static constexpr int kLanes = 8;
+  static constexpr int64_t kRootAhead = 16;  // froots_ has this many entries of padding
+
+  template <bool kOneRow, typename W, typename TX, typename TT>
+  void walk_lanes(const W& w, const FastNode<TT>* nodes, int64_t t0, int64_t t1, const TX* xs,
+                  int64_t c, int64_t nr, int32_t* out) const {
     const int32_t* roots = froots_.data();
-    const int64_t ntrees = static_cast<int64_t>(froots_.size()) - 1;
     const int64_t njobs = (t1 - t0) * nr;
-    const bool stream = nr >= 16;
+    const bool stream = !kOneRow && nr >= 16;
     const char* pf = nullptr;
     const char* pf_end = nullptr;
     int32_t node[kLanes];
     const TX* xr[kLanes];
     int64_t job[kLanes];
     int64_t next = 0, t = t0, r = 0;
-    int live = 0;
     auto take = [&](int k) {
-      if (r == 0) {
-        if (t + kRootAhead < ntrees) __builtin_prefetch(nodes + roots[t + kRootAhead]);
-        if (stream && t + 1 < ntrees) {
+      if (kOneRow || r == 0) {
+        __builtin_prefetch(nodes + roots[t + kRootAhead]);
+        if (stream) {
           pf = reinterpret_cast<const char*>(nodes + roots[t + 1]);
           pf_end = reinterpret_cast<const char*>(nodes + roots[t + 2]);
         }
       }
-      if (pf < pf_end) {
+      if (!kOneRow && pf < pf_end) {
         __builtin_prefetch(pf);
         __builtin_prefetch(pf + 64);
         pf += 128;
       }
       job[k] = next++;
       node[k] = roots[t];
-      xr[k] = xs + r * c;
-      if (++r == nr) {
-        r = 0;
+      if constexpr (kOneRow) {
+        xr[k] = xs;
         ++t;
+      } else {
+        xr[k] = xs + r * c;
+        if (++r == nr) {
+          r = 0;
+          ++t;
+        }
       }
     };
-    for (int k = 0; k < kLanes; ++k) {
-      if (next < njobs) {
-        take(k);
-        ++live;
-      } else {
-        job[k] = -1;
-      }
-    }
-    while (live > 0) {
-      for (int k = 0; k < kLanes; ++k) {
-        if (job[k] < 0) continue;
-        if (w.step(nodes, node[k], xr[k])) {
-          out[job[k]] = node[k];
-          if (next < njobs) {
+    int done = -1;  // the lane that found the queue empty
+    if (njobs >= kLanes) {
+      for (int k = 0; k < kLanes; ++k) take(k);
+      // Every lane busy until the queue runs out: no per-lane liveness test.
+      for (;;) {
+        for (int k = 0; k < kLanes; ++k) {
+          if (w.step(nodes, node[k], xr[k])) {
+            out[job[k]] = node[k];
+            if (next == njobs) {
+              done = k;
+              goto drain;
+            }
             take(k);
-          } else {
-            job[k] = -1;
-            --live;
           }
         }
       }
     }
+  drain:
+    // The walks still under way (or, for fewer jobs than lanes, all of them) one by one.
+    for (int k = 0; k < kLanes; ++k) {
+      if (njobs >= kLanes) {
+        if (k == done) continue;
+      } else {
+        if (next == njobs) break;
+        take(k);
+      }
+      while (!w.step(nodes, node[k], xr[k])) {
+      }
+      out[job[k]] = node[k];
+    }
+  }
+
+  // Adds the leaves of trees [t0, t1) to one row's scores, in tree order; tree t's payload
+  // is leaf[(t - t0) * stride].
+  void add_payloads(int64_t t0, int64_t t1, const int32_t* leaf, int64_t stride, double* score,
+                    uint8_t* has) const {
+    if (inline_ && (agg_ == Agg::kSum || agg_ == Agg::kAverage)) {
+      if (n_ == 1) {
+        double s = score[0];
+        for (int64_t t = t0; t < t1; ++t) {
+          float w;
+          std::memcpy(&w, leaf + (t - t0) * stride, sizeof w);
+          s = static_cast<float>(s + w);
+        }
+        score[0] = s;
+        return;
+      }
+      for (int64_t t = t0; t < t1; ++t) {
+        float w;
+        std::memcpy(&w, leaf + (t - t0) * stride, sizeof w);
+        const size_t k = static_cast<size_t>(tree_target_[static_cast<size_t>(t)]);
+        score[k] = static_cast<float>(score[k] + w);
+        has[k] = 1;
+      }
+      return;
+    }
+    for (int64_t t = t0; t < t1; ++t) add_payload(t, leaf[(t - t0) * stride], score, has);
   }
 
   // Adds the leaf with payload p of tree t to one row's scores.
@@ -482,7 +534,7 @@ class TreeEnsembleKernel : public Kernel {
   void for_rows_fast(const KernelContext& ctx, const Tensor& x, Rows rows,
                      const FastNode<TT>* nodes, Fn&& fn) const {
     const int64_t c = rows.c;
-    const int64_t ntrees = static_cast<int64_t>(froots_.size()) - 1;
+    const int64_t ntrees = ntrees_;
     const size_t n = static_cast<size_t>(n_);
     ThreadPool* pool = ctx.thread_pool();
     const int64_t nthreads = pool ? pool->num_threads() : 1;
@@ -508,8 +560,7 @@ class TreeEnsembleKernel : public Kernel {
         for (int64_t r = 0; r < rows.n; ++r) {
           score.assign(n, 0.0);
           has.assign(n, 0);
-          for (int64_t t = 0; t < ntrees; ++t)
-            add_payload(t, leaf[static_cast<size_t>(t * rows.n + r)], score.data(), has.data());
+          add_payloads(0, ntrees, leaf.data() + r, rows.n, score.data(), has.data());
           fn(r, score, has);
         }
         return;
@@ -535,12 +586,9 @@ class TreeEnsembleKernel : public Kernel {
           for (int64_t t0 = 0; t0 < ntrees; t0 += chunk) {
             const int64_t t1 = std::min(ntrees, t0 + chunk);
             walk_jobs(walker, nodes, t0, t1, xs, c, nr, leaf.data());
-            for (int64_t t = t0; t < t1; ++t) {
-              const int32_t* lt = leaf.data() + (t - t0) * nr;
-              for (int64_t r = 0; r < nr; ++r) {
-                const size_t o = static_cast<size_t>(r) * n;
-                add_payload(t, lt[r], bscore.data() + o, bhas.data() + o);
-              }
+            for (int64_t r = 0; r < nr; ++r) {
+              const size_t o = static_cast<size_t>(r) * n;
+              add_payloads(t0, t1, leaf.data() + r, nr, bscore.data() + o, bhas.data() + o);
             }
           }
           for (int64_t r = 0; r < nr; ++r) {
