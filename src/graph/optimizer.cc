@@ -24,7 +24,7 @@
 //     depthwise Conv / FusedConv (float weights, no summed input) reads becomes one
 //     com.ortlite FusedExpandDepthwise (conv.cc), which makes and consumes the expanded
 //     value in blocks of rows and channels that stay in cache.
-//  6. MatMul [* scalar] [+ bias] [+ activation] becomes com.ortlite FusedMatMul, and
+//  6. MatMul [* or / scalar] [+ bias] [+ activation] becomes com.ortlite FusedMatMul, and
 //     Gemm + activation com.ortlite FusedGemm (fused_ops.cc).
 //  0b. (level >= 2, ORT_ENABLE_EXTENDED, as onnxruntime's QDQ fusions) QDQ groups run as the
 //     integer operators they stand for: DequantizeLinear(x) and DequantizeLinear of a

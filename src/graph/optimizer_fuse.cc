@@ -2,6 +2,8 @@
 // FusedConv, FusedExpandDepthwise, FusedMatMul and FusedGemm.
 #include "graph/optimizer_internal.h"
 
+#include <cmath>
+
 namespace ortlite {
 namespace opt {
 
@@ -423,6 +425,16 @@ void Optimizer::fuse_matmuls() {
     // product then has rank >= 1).
     if (is_binary(k, "Mul") && scalar(other_input(g_.nodes[k], cur), c, b2 ? 1 : 0)) {
       alpha = c;
+      is_float = true;
+      gone.push_back(k);
+      cur = g_.nodes[k].outputs[0];
+      k = sole_reader(cur);
+    } else if (is_binary(k, "Div") && g_.nodes[k].inputs[0] == cur &&
+               scalar(g_.nodes[k].inputs[1], c, b2 ? 1 : 0) && c != 0.f && std::isfinite(1.f / c) &&
+               std::isfinite(c)) {
+      // The product / c as alpha = 1 / c, as onnxruntime's MatMulScaleFusion has it (within
+      // an ulp of the division; BERT's scores / sqrt(head size)).
+      alpha = 1.f / c;
       is_float = true;
       gone.push_back(k);
       cur = g_.nodes[k].outputs[0];
