@@ -727,11 +727,166 @@ def tree_cases():
     return out
 
 
+def lgbm_trees(rng, n_trees, max_leaves, max_depth, n_features, n_classes):
+    """Attributes of a LightGBM-style multi-class TreeEnsembleClassifier: trees grown leaf-wise
+    (each split turns a random leaf above max_depth into a node, so depths differ widely),
+    BRANCH_LEQ with missing_value_tracks_true on some nodes, one weight per leaf for the class
+    t % n_classes of tree t, SOFTMAX."""
+    a = collections.defaultdict(list)
+    for t in range(n_trees):
+        nleaves = int(rng.integers(2, max_leaves + 1))
+        # node: [feature, threshold, true, false, depth]; leaves have feature -1
+        nodes = [[-1, 0.0, 0, 0, 0]]
+        leaves = [0]
+        while len(leaves) < nleaves:
+            cands = [i for i in leaves if nodes[i][4] < max_depth]
+            if not cands:
+                break
+            i = cands[int(rng.integers(0, len(cands)))]
+            leaves.remove(i)
+            d = nodes[i][4] + 1
+            nodes.append([-1, 0.0, 0, 0, d])
+            nodes.append([-1, 0.0, 0, 0, d])
+            nodes[i][:4] = [int(rng.integers(0, n_features)), float(rng.normal()),
+                            len(nodes) - 2, len(nodes) - 1]
+            leaves += [len(nodes) - 2, len(nodes) - 1]
+        for i, (f, th, tr, fa, _) in enumerate(nodes):
+            a["nodes_treeids"].append(t)
+            a["nodes_nodeids"].append(i)
+            a["nodes_featureids"].append(max(f, 0))
+            a["nodes_values"].append(th)
+            a["nodes_modes"].append("BRANCH_LEQ" if f >= 0 else "LEAF")
+            a["nodes_truenodeids"].append(tr)
+            a["nodes_falsenodeids"].append(fa)
+            a["nodes_missing_value_tracks_true"].append(int(f >= 0 and rng.random() < 0.5))
+            a["nodes_hitrates"].append(1.0)
+            if f < 0:
+                a["class_treeids"].append(t)
+                a["class_nodeids"].append(i)
+                a["class_ids"].append(t % n_classes)
+                a["class_weights"].append(float(rng.normal() * 0.1))
+    a = dict(a)
+    a.update(classlabels_int64s=list(range(n_classes)), post_transform="SOFTMAX")
+    return a
+
+
+def lgbm_cases():
+    """TreeEnsembleClassifier as the LightGBM model of the real-model corpus (luscinia) has it:
+    132 features, 11 classes, one tree per class and round, trees of 1 to ~700 leaves and
+    depths up to ~16 (that model: 9988 trees, 4.85M nodes)."""
+    out = []
+    for label, n, trees, leaves, depth in [
+            ("LightGBM 1x132, 9988 trees <= 31 leaves, 11 classes", 1, 9988, 31, 16),
+            ("LightGBM 1x132, 1000 trees <= 500 leaves, 11 classes", 1, 1000, 500, 16),
+            ("LightGBM 64x132, 1000 trees <= 500 leaves, 11 classes", 64, 1000, 500, 16),
+            ("LightGBM 256x132, 1000 trees <= 500 leaves, 11 classes", 256, 1000, 500, 16)]:
+        def attrs(label=label, trees=trees, leaves=leaves, depth=depth):
+            return lgbm_trees(_rng("lg" + label), trees, leaves, depth, 132, 11)
+
+        rng = _rng("lx" + label)
+        out.append(Case("TreeEnsembleClassifier", label,
+                        [("x", Lazy(lambda n=n, seed=int(rng.integers(1 << 62)): _nan_rows(
+                            seed, n, 132), (n, 132), np.float32), False)],
+                        attrs, outs=[np.int64, np.float32], domain="ai.onnx.ml"))
+    for label, n, labels in [("1x11 int64 labels", 1, list(range(11))),
+                             ("256x11 int64 labels", 256, list(range(11))),
+                             ("1000x3 string labels", 1000, ["a", "b", "c"])]:
+        from onnx import TensorProto, helper
+
+        key = TensorProto.INT64 if isinstance(labels[0], int) else TensorProto.STRING
+        out_t = helper.make_value_info("z", helper.make_sequence_type_proto(
+            helper.make_map_type_proto(key, helper.make_tensor_type_proto(TensorProto.FLOAT, []))))
+        attrs = ({"classlabels_int64s": labels} if key == TensorProto.INT64
+                 else {"classlabels_strings": labels})
+        rng = _rng("zm" + label)
+        out.append(Case("ZipMap", label, [("x", f32(rng, n, len(labels), lo=0, hi=1), False)],
+                        attrs, domain="ai.onnx.ml", out_types=[out_t]))
+    return out
+
+
+def _nan_rows(seed, n, c):
+    """n x c standard normal features with 2% NaN (missing values), float32."""
+    r = np.random.default_rng(seed)
+    x = r.normal(size=(n, c)).astype(np.float32)
+    x[r.random(size=x.shape) < 0.02] = np.nan
+    return x
+
+
+def minilm_cases():
+    """The shapes of the sentence-embedding MiniLMs of the real-model corpus (hidden 384, 12
+    heads of 32, FFN 1536) at 1x128 and 8x64 tokens."""
+    out = []
+    for label, a, b, bconst in [
+            ("MiniLM 1x128x384 @ 384x384 (q/k/v/out)", (1, 128, 384), (384, 384), True),
+            ("MiniLM 8x64x384 @ 384x1536 (FFN up)", (8, 64, 384), (384, 1536), True),
+            ("MiniLM 1x128x1536 @ 1536x384 (FFN down)", (1, 128, 1536), (1536, 384), True),
+            ("MiniLM 1x12x128x32 @ 1x12x32x128 (scores)", (1, 12, 128, 32), (1, 12, 32, 128),
+             False),
+            ("MiniLM 8x12x64x64 @ 8x12x64x32 (context)", (8, 12, 64, 64), (8, 12, 64, 32),
+             False)]:
+        rng = _rng(label)
+        out.append(Case("MatMul", label, [("a", f32(rng, *a), False),
+                                          ("b", f32(rng, *b, lo=-0.1, hi=0.1), bconst)]))
+    for xs in [(1, 128, 384), (8, 64, 384)]:
+        rng = _rng("mln" + str(xs))
+        out.append(Case("LayerNormalization", "MiniLM " + _shape_str(xs), [
+            ("x", f32(rng, *xs, lo=-3, hi=3), False), ("g", f32(rng, 384, lo=0.5, hi=1.5), True),
+            ("b", f32(rng, 384), True)], dict(axis=-1, epsilon=1e-12)))
+    for xs in [(1, 12, 128, 128), (8, 12, 64, 64)]:
+        rng = _rng("msm" + str(xs))
+        out.append(Case("Softmax", "MiniLM " + _shape_str(xs),
+                        [("x", f32(rng, *xs, lo=-8, hi=8), False)], dict(axis=-1)))
+        out.append(Case("Div", "MiniLM scores " + _shape_str(xs) + " / ()",
+                        [("a", f32(rng, *xs), False), ("b", np.array(5.657, np.float32), True)]))
+        out.append(Case("Add", "MiniLM mask " + _shape_str(xs) + f" + {xs[0]}x1x1x{xs[3]}",
+                        [("a", f32(rng, *xs), False),
+                         ("b", f32(rng, xs[0], 1, 1, xs[3]), False)]))
+        x = f32(rng, *xs)
+        out.append(Case("IsNaN", "MiniLM " + _shape_str(xs), [("x", x, False)], outs=[np.bool_]))
+        out.append(Case("Where", "MiniLM NaN to 0 " + _shape_str(xs), [
+            ("c", Lazy(lambda s=xs, seed=int(rng.integers(1 << 62)): np.random.default_rng(
+                seed).random(s) < 0.01, xs, np.bool_), False),
+            ("x", np.array(0, np.float32), True), ("y", f32(rng, *xs), False)],
+            outs=[np.float32]))
+        out.append(Case("Transpose", "MiniLM heads " + _shape_str(
+            (xs[0], xs[2], xs[1], 32)) + " perm 0213",
+            [("x", f32(rng, xs[0], xs[2], xs[1], 32), False)], dict(perm=[0, 2, 1, 3])))
+    for xs in [(1, 128, 1536), (8, 64, 1536)]:
+        rng = _rng("merf" + str(xs))
+        out.append(Case("Erf", "MiniLM Gelu " + _shape_str(xs), [("x", f32(rng, *xs, lo=-3,
+                                                                          hi=3), False)]))
+        out.append(Case("Mul", "MiniLM Gelu " + _shape_str(xs) + " * ()",
+                        [("a", f32(rng, *xs), False), ("b", np.array(0.7071, np.float32), True)]))
+        out.append(Case("Add", "MiniLM " + _shape_str(xs) + " + 1536",
+                        [("a", f32(rng, *xs), False), ("b", f32(rng, 1536), True)]))
+    for ids in [(1, 128), (8, 64), (32, 16)]:
+        rng = _rng("memb" + str(ids))
+        out.append(Case("Gather", f"MiniLM embedding 30522x384 [{_shape_str(ids)}]", [
+            ("w", f32(rng, 30522, 384), True),
+            ("i", rng.integers(0, 30522, ids).astype(np.int64), False)], dict(axis=0)))
+    for a, b in [((1, 1, 128, 1), (1, 1, 1, 128)), ((8, 1, 64, 64), (8, 1, 64, 64)),
+                 ((1, 1000), (1, 1000))]:
+        rng = _rng("and" + str(a))
+        out.append(Case("And", f"{_shape_str(a)} & {_shape_str(b)}", [
+            ("a", rng.random(a) < 0.5, False), ("b", rng.random(b) < 0.5, False)]))
+    out.append(Case("IsNaN", "1x1000", [("x", f32(_rng("isnan1k"), 1, 1000), False)],
+                    outs=[np.bool_]))
+    for b, s in [(1, 128), (8, 64), (32, 16)]:
+        rng = _rng("gnd" + str(b))
+        idx = np.zeros((b, 1, 1, s, 2), np.int64)
+        idx[..., 0] = np.arange(b).reshape(b, 1, 1, 1)
+        idx[..., 1] = np.arange(s)
+        out.append(Case("GatherND", f"MiniLM mask {b}x{s} by {_shape_str(idx.shape)}", [
+            ("x", rng.random((b, s)) < 0.9, False), ("i", idx, True)], dict(batch_dims=0)))
+    return out
+
+
 FAMILIES = {
     "conv": conv_cases, "convtranspose": conv_transpose_cases, "pool": pool_cases,
     "resize": resize_cases, "matmul": matmul_cases, "quant": quant_cases,
     "binary": binary_cases, "unary": unary_cases, "norm": norm_cases, "reduce": reduce_cases,
     "tensor": tensor_cases, "if": _if_cases, "rnn": rnn_cases, "tree": tree_cases,
+    "lgbm": lgbm_cases, "minilm": minilm_cases,
 }
 
 
@@ -827,8 +982,8 @@ def measure(case, st, path):
             return row
         sessions[label + "_out"] = outs
     rtol, atol_rel = case.tol or (bench_real.RTOL, bench_real.ATOL_REL)
-    lite_out = [np.asarray(o) for o in sessions["ortlite_out"]]
-    ref_out = [np.asarray(o) for o in sessions["onnxruntime_out"]]
+    lite_out = [a for o in sessions["ortlite_out"] for a in bench_real.comparable(o)]
+    ref_out = [a for o in sessions["onnxruntime_out"] for a in bench_real.comparable(o)]
     ok, diff, msg = bench_real.compare_outputs(lite_out, ref_out, rtol, atol_rel,
                                                int_atol=case.int_atol)
     row["max_abs_diff"] = diff

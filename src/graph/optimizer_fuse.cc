@@ -2,6 +2,8 @@
 // FusedConv, FusedExpandDepthwise, FusedMatMul and FusedGemm.
 #include "graph/optimizer_internal.h"
 
+#include <cmath>
+
 namespace ortlite {
 namespace opt {
 
@@ -519,10 +521,11 @@ void Optimizer::fuse_matmuls() {
     // A scalar factor: rank 0 keeps any output shape; rank 1 only with a rank-2 B (the
     // product then has rank >= 1).
     // A Div by a scalar becomes the factor 1 / c (onnxruntime's MatMulScaleFusion does the
-    // same; the product may differ from the quotient in its last bit).
+    // same; the product may differ from the quotient in its last bit: BERT's scores /
+    // sqrt(head size)).
     const bool div = is_binary(k, "Div") && g_.nodes[k].inputs[0] == cur &&
                      g_.nodes[k].inputs[1] != cur && scalar(g_.nodes[k].inputs[1], c, b2 ? 1 : 0) &&
-                     c != 0.f && std::isfinite(c);
+                     c != 0.f && std::isfinite(c) && std::isfinite(1.f / c);
     if (div || (is_binary(k, "Mul") && scalar(other_input(g_.nodes[k], cur), c, b2 ? 1 : 0))) {
       alpha = div ? 1.f / c : c;
       is_float = true;

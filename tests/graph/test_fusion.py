@@ -511,6 +511,20 @@ def test_attention_scores_divided_by_a_scalar(threads, tmp_path):
         assert "FusedMatMul" not in profiled_ops(model, feeds, tmp_path)
 
 
+@pytest.mark.parametrize("divisor,numerator", [(0.0, False), (np.inf, False), (4.0, True)])
+def test_matmul_divided_by_zero_inf_or_into_a_scalar_is_not_fused(divisor, numerator):
+    g = G()
+    c = g.const("c", np.array(divisor, F32))
+    mm = g.node("MatMul", ["x", g.const("w", randn((16, 8), 1))], ["mm"])
+    g.node("Div", [c, mm] if numerator else [mm, c], ["out"])
+    model = g.model([("x", (3, 16))], ["out"])
+    x = randn((3, 16), 2)
+    x[0, :] = 0  # 0 / 0
+    out = session(model, 1, LEVELS[1]).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(out, run_ort(model, {"x": x})[0])
+    assert "FusedMatMul" not in error_text(model, {"x": randn((3, 15), 2)})
+
+
 def test_matmul_bias_not_matching_is_left_alone():
     # A [1, N] bias would change the output rank of a 1-D product: not fused.
     g = G()

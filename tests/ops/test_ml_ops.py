@@ -978,3 +978,101 @@ def test_one_class_classifier_is_refused_at_load():
     # onnxruntime accepts a single class label and returns the raw score; ortlite refuses it.
     with pytest.raises(ortlite.InvalidGraph, match="at least 2 class labels, got 1"):
         ortlite.InferenceSession(one_leaf_classifier("LOGISTIC", 1, [(0, -0.405)]))
+
+
+# Boosted ensembles as LightGBM / XGBoost write them: each tree adds one weight per leaf to a
+# class fixed for the tree (or a single target), trees of very different depths, one-leaf
+# trees among them, NaN features with missing_value_tracks_true. ortlite stores such leaves
+# inside their parent nodes; these compare that layout with onnxruntime, at 1 and 2 threads
+# and at row counts that take the few-rows (trees in parallel) and the row-block paths.
+def boosted_case(rng, kind, ntrees, c, ncls, mode, post, base):
+    a, leaves = deep_trees(rng, ntrees, c, int(rng.integers(1, 11)), [mode], 0.5)
+    for t in range(ntrees):  # a few trees are a single leaf
+        if rng.random() < 0.05:
+            sel = [i for i, tid in enumerate(a["nodes_treeids"]) if tid == t]
+            for k in a:
+                a[k] = [v for i, v in enumerate(a[k]) if i not in set(sel[1:])]
+            i0 = sel[0]
+            a["nodes_modes"][i0], a["nodes_nodeids"][i0] = "LEAF", 0
+            a["nodes_truenodeids"][i0] = a["nodes_falsenodeids"][i0] = 0
+            leaves = [lf for lf in leaves if lf[0] != t] + [(t, 0)]
+    prefix = "target" if kind == "regressor" else "class"
+    w = {prefix + k: [] for k in ("_treeids", "_nodeids", "_ids", "_weights")}
+    for t, i in sorted(leaves):
+        w[prefix + "_treeids"].append(t)
+        w[prefix + "_nodeids"].append(i)
+        w[prefix + "_ids"].append(t % ncls)
+        w[prefix + "_weights"].append(float(rng.normal() * 0.3))
+    a.update(w, post_transform=post)
+    if base:
+        a["base_values"] = np.round(rng.normal(size=ncls), 2).tolist()
+    if kind == "regressor":
+        a.update(n_targets=ncls, aggregate_function=str(rng.choice(["SUM", "AVERAGE", "MIN",
+                                                                      "MAX"])))
+        return ml_model("TreeEnsembleRegressor", [("X", F)], [("Y", F)], ml_opset=3, **a)
+    a["classlabels_int64s"] = [7 * i for i in range(ncls)]
+    return ml_model("TreeEnsembleClassifier", [("X", F)], [("L", I64), ("P", F)], ml_opset=3,
+                    **a)
+
+
+@pytest.mark.parametrize("kind,ncls,post,base", [
+    ("classifier", 5, "SOFTMAX", False), ("classifier", 3, "NONE", True),
+    ("classifier", 4, "LOGISTIC", False), ("regressor", 1, "NONE", True),
+    ("regressor", 3, "NONE", False)])
+@pytest.mark.parametrize("rows", [1, 3, 40, 300])
+def test_boosted_trees_one_weight_per_leaf_match_onnxruntime(kind, ncls, post, base, rows):
+    rng = np.random.default_rng(ncls * 1000 + rows + len(post) + base)
+    c = 12
+    mode = FAST_MODES[rows % 4]
+    data = boosted_case(rng, kind, 60, c, ncls, mode, post, base)
+    x = deep_input(rng, rows, c, F)
+    one = run_lite(data, {"X": x}, threads=1)
+    for threads in (1, 2):
+        got = run_lite(data, {"X": x}, threads=threads)
+        for g, o in zip(got, one):
+            np.testing.assert_array_equal(g, o)
+        assert_same(got, ort_threads(data, {"X": x}, threads), 1e-4, 1e-5)
+
+
+@pytest.mark.parametrize("rows", [1, 40, 300])
+def test_tree_ensemble_v5_one_target_per_tree_matches_onnxruntime(rows):
+    rng = np.random.default_rng(rows)
+    c, nt = 9, 3
+    f = {k: [] for k in ("feat", "split", "mode", "tid", "fid", "tl", "fl", "miss")}
+    lt, lw, roots = [], [], []
+
+    def build(d, target):
+        i = len(f["feat"])
+        for k, v in (("feat", int(rng.integers(0, c))), ("split", float(np.round(rng.normal(), 1))),
+                     ("mode", 0), ("miss", int(rng.random() < 0.5)), ("tid", 0), ("fid", 0),
+                     ("tl", 0), ("fl", 0)):
+            f[k].append(v)
+        for ik, lk in (("tid", "tl"), ("fid", "fl")):
+            if d == 1 or rng.random() < 0.2:
+                lt.append(target)
+                lw.append(float(rng.normal()))
+                f[ik][i], f[lk][i] = len(lt) - 1, 1
+            else:
+                f[ik][i], f[lk][i] = build(d - 1, target), 0
+        return i
+
+    for t in range(80):
+        r = build(int(rng.integers(1, 9)), t % nt)
+        if f["tid"][r] == f["fid"][r]:
+            continue  # onnxruntime 1.23 takes such a root for a one-leaf tree, flags aside
+        roots.append(r)
+    a = dict(nodes_featureids=f["feat"],
+             nodes_splits=numpy_helper.from_array(np.array(f["split"], np.float32), "s"),
+             nodes_modes=numpy_helper.from_array(np.array(f["mode"], np.uint8), "m"),
+             nodes_truenodeids=f["tid"], nodes_falsenodeids=f["fid"], nodes_trueleafs=f["tl"],
+             nodes_falseleafs=f["fl"], nodes_missing_value_tracks_true=f["miss"],
+             leaf_targetids=lt, leaf_weights=numpy_helper.from_array(np.array(lw, np.float32),
+                                                                     "w"),
+             tree_roots=roots, n_targets=nt, aggregate_function=1, post_transform=0)
+    data = v5_model(a, F)
+    x = deep_input(rng, rows, c, F)
+    one = run_lite(data, {"X": x}, threads=1)
+    for threads in (1, 2):
+        got = run_lite(data, {"X": x}, threads=threads)
+        np.testing.assert_array_equal(got[0], one[0])
+        assert_same(got, ort_threads(data, {"X": x}, threads), 1e-4, 1e-5)

@@ -601,3 +601,18 @@ def test_range_errors():
     mu8 = range_model(np.uint8)
     with pytest.raises(ortlite.NotImplemented):
         run_ortlite(mu8, range_feeds(np.uint8, 0, 5, 1))
+
+
+@pytest.mark.parametrize("to", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [7, 8, 37, 4096])
+def test_int64_to_float_rounds_to_nearest_even_like_numpy(to, n):
+    # Vector lengths and tails; values whose float is a tie or needs rounding (beyond 2**24
+    # for float, 2**53 for double) and the int64 extremes.
+    rng = np.random.default_rng(n)
+    x = rng.integers(-(2 ** 63), 2 ** 63 - 1, n, dtype=np.int64, endpoint=True)
+    special = np.array([2 ** 24 + 1, 2 ** 24 + 3, -(2 ** 24) - 1, 2 ** 53 + 1, 2 ** 53 + 3,
+                        2 ** 63 - 1, -(2 ** 63), 0, -1, 2 ** 40 + 2 ** 16 + 1], np.int64)
+    x[:min(n, special.size)] = special[:n]
+    x[special.size:n:3] = rng.integers(-(2 ** 26), 2 ** 26, x[special.size:n:3].size)
+    got = run_ortlite(cast_model(np.int64, to), {"x": x})[0]
+    np.testing.assert_array_equal(got, x.astype(to))

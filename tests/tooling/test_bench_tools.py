@@ -69,12 +69,60 @@ def test_feeds_batch_defaults_to_one_and_other_symbols_must_be_chosen(real):
         real.make_feeds([("x", "tensor(float)", [1])], {"ranges": {"y": ("zeros",)}})
 
 
+def test_token_and_tree_threshold_feeds(real, tmp_path):
+    from onnx import TensorProto, helper
+
+    feeds = real.make_feeds([("ids", "tensor(int64)", ["b", "s"])],
+                            {"shapes": {"ids": [8, 64]}, "ranges": {"ids": ("tokens", 30522)}})
+    ids = feeds["ids"]
+    assert (ids[:, 0] == 101).all() and (ids[:, -1] == 102).all()
+    assert ids[:, 1:-1].min() >= 999 and ids.max() < 30522
+    # Two trees: feature 0 split at -1 and 2, feature 2 at 0.5; feature 1 never split on.
+    node = helper.make_node(
+        "TreeEnsembleRegressor", ["X"], ["Y"], domain="ai.onnx.ml",
+        nodes_treeids=[0, 0, 0, 1, 1, 1], nodes_nodeids=[0, 1, 2, 0, 1, 2],
+        nodes_featureids=[0, 0, 0, 2, 0, 0], nodes_values=[-1.0, 0, 0, 0.5, 0, 0],
+        nodes_modes=["BRANCH_LEQ", "LEAF", "LEAF", "BRANCH_LEQ", "LEAF", "LEAF"],
+        nodes_truenodeids=[1, 0, 0, 1, 0, 0], nodes_falsenodeids=[2, 0, 0, 2, 0, 0],
+        target_treeids=[0, 1], target_nodeids=[1, 1], target_ids=[0, 0], target_weights=[1, 2],
+        n_targets=1)
+    node2 = helper.make_node("TreeEnsembleRegressor", ["X"], ["Z"], domain="ai.onnx.ml",
+                             **{a.name: helper.get_attribute_value(a) for a in node.attribute
+                                if a.name != "nodes_values"}, nodes_values=[2.0, 0, 0, 0.5, 0, 0])
+    g = helper.make_graph([node, node2], "g",
+                          [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 3])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None),
+                           helper.make_tensor_value_info("Z", TensorProto.FLOAT, None)])
+    path = tmp_path / "t.onnx"
+    path.write_bytes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                                         helper.make_opsetid("ai.onnx.ml", 3)])
+                     .SerializeToString())
+    th = real.tree_thresholds(path)
+    assert sorted(th) == [0, 2] and list(th[0]) == [-1.0, 2.0] and list(th[2]) == [0.5]
+    x = real.make_feeds([("X", "tensor(float)", ["N", 3])],
+                        {"shapes": {"X": [400, 3]}, "ranges": {"X": ("tree_thresholds",)}},
+                        model=path)["X"]
+    assert x.shape == (400, 3) and x.dtype == np.float32 and not x[:, 1].any()
+    assert -2 <= x[:, 0].min() and x[:, 0].max() <= 3 and 0 < (x[:, 0] <= -1).sum() < 400
+    assert 0 < (x[:, 0] > 2).sum() < 400 and 0 < (x[:, 2] <= 0.5).sum() < 400
+    with pytest.raises(ValueError, match="needs the model"):
+        real.make_feeds([("X", "tensor(float)", [1, 3])], {"ranges": {"X": ("tree_thresholds",)}})
+
+
+def test_sequence_of_maps_compares_keys_and_values(real):
+    keys, vals = real.comparable([{1: 0.25, 0: 0.75}, {0: 0.5, 1: 0.5}])
+    assert keys.tolist() == [[0, 1], [0, 1]] and vals.tolist() == [[0.75, 0.25], [0.5, 0.5]]
+    (t,) = real.comparable(np.ones(3, np.float32))
+    assert t.dtype == np.float32 and t.shape == (3,)
+
+
 def test_model_table_is_pinned(real):
     names = [m["name"] for m in real.MODELS]
     assert len(names) == len(set(names))
     for m in real.MODELS:
         assert re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][0-9A-Za-z.]*", m["pkg"]), m
-        assert m["member"].endswith(".onnx") and m["note"]
+        assert m["member"].endswith((".onnx", ".onnx.gz")) and m["note"]
+        assert real.model_path(m).suffix == ".onnx"
         assert real.model_path(m).parent.parent == real.MODEL_DIR
 
 

@@ -25,6 +25,7 @@
 // both branches are the same leaf is a one-leaf tree.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <set>
@@ -151,10 +152,16 @@ class TreeEnsembleKernel : public Kernel {
   bool fast_ = false;
   Mode fast_mode_ = Mode::kLeq;
   bool fast_missing_ = false;
+  // Leaf payloads are the leaf's one weight as float bits (a single-precision forest whose
+  // leaves each add one weight to a class fixed per tree: LightGBM, XGBoost, one-target
+  // regressors), so a walk ends without reading a leaf table; otherwise slots in leaves_.
+  bool inline_ = false;
   std::vector<FastNode<float>> fnodes_;   // single precision forests
   std::vector<FastNode<double>> dnodes_;  // double precision forests
   std::vector<FastLeaf> leaves_;
-  std::vector<int32_t> froots_;  // per tree: a node of the layout, or ~(a leaf slot)
+  std::vector<int32_t> froots_;  // per tree its first node (every tree has one), the end, padding
+  int64_t ntrees_ = 0;
+  std::vector<int32_t> tree_target_;  // inline_: the target each tree's leaves add to
   int64_t max_depth_ = 1;
 
   // Per layout node, for forests of mixed modes or EQ / NEQ / MEMBER ones (fast_mode_
@@ -179,37 +186,54 @@ class TreeEnsembleKernel : public Kernel {
     if (m == Mode::kLeaf) m = Mode::kLeq;  // one-leaf trees only
     const bool generic =
         mixed || (m != Mode::kLeq && m != Mode::kLt && m != Mode::kGte && m != Mode::kGt);
-    if (fo_.max_feature > kFeatureMask) return;
+    if (fo_.max_feature > static_cast<int64_t>(kFeatureMask)) return;
     // Shared subtrees are copied into each tree; a forest that would grow past this keeps
     // the generic walk.
     const size_t budget = 2 * fo_.nodes.size() + 4096;
     std::vector<FastNode<double>> nodes;
     std::vector<int32_t> slot(fo_.nodes.size(), -1);
+    bool can_inline = fo_.single;
+    int32_t cur_target = -1;
     struct Todo {
       int32_t k, i;
       int side;
       int64_t depth;
     };
     std::vector<Todo> todo;
+    auto leaf_slot = [&](int32_t i) -> int32_t {
+      const TreeNode& nd = fo_.nodes[static_cast<size_t>(i)];
+      if (slot[static_cast<size_t>(i)] < 0) {
+        slot[static_cast<size_t>(i)] = static_cast<int32_t>(leaves_.size());
+        leaves_.push_back({nd.unique_weight, nd.w0, nd.w1});
+      }
+      if (n_ > 1) {
+        const int32_t target =
+            nd.w1 - nd.w0 == 1 ? static_cast<int32_t>(fo_.weights[nd.w0].target) : -1;
+        if (target < 0 || (cur_target >= 0 && target != cur_target)) can_inline = false;
+        cur_target = target;
+      }
+      return slot[static_cast<size_t>(i)];
+    };
+    // A branch node of the layout for node i; a child that is a leaf is stored in place.
     auto make = [&](int32_t i, int64_t depth) -> int32_t {
       const TreeNode& nd = fo_.nodes[static_cast<size_t>(i)];
-      if (nd.mode == Mode::kLeaf) {
-        if (slot[static_cast<size_t>(i)] < 0) {
-          slot[static_cast<size_t>(i)] = static_cast<int32_t>(leaves_.size());
-          leaves_.push_back({nd.unique_weight, nd.w0, nd.w1});
-        }
-        return ~slot[static_cast<size_t>(i)];
-      }
       const int32_t k = static_cast<int32_t>(nodes.size());
-      const uint32_t feat =
-          static_cast<uint32_t>(nd.feature) | (nd.missing_true ? 0x80000000u : 0u);
-      nodes.push_back({static_cast<int32_t>(feat), nd.threshold, {0, 0}});
+      max_depth_ = std::max(max_depth_, depth);
+      if (nd.mode == Mode::kLeaf) {  // a one-leaf tree: a node whose both branches are it
+        const int32_t s = leaf_slot(i);
+        nodes.push_back({kLeafBit0 | kLeafBit1, 0.0, {s, s}});
+        if (generic) ginfo_.push_back({Mode::kLeq, 0, 0});
+        return k;
+      }
+      const uint32_t meta =
+          static_cast<uint32_t>(nd.feature) | (nd.missing_true ? kMissingBit : 0u);
+      nodes.push_back({meta, nd.threshold, {0, 0}});
       if (generic) ginfo_.push_back({nd.mode, nd.m0, nd.m1});
       todo.push_back({k, i, 0, depth});
-      max_depth_ = std::max(max_depth_, depth);
       return k;
     };
     for (int32_t root : fo_.roots) {
+      cur_target = -1;
       froots_.push_back(make(root, 1));
       while (!todo.empty()) {
         if (nodes.size() > budget) {
@@ -221,21 +245,38 @@ class TreeEnsembleKernel : public Kernel {
         const Todo td = todo.back();
         todo.pop_back();
         const TreeNode& nd = fo_.nodes[static_cast<size_t>(td.i)];
-        if (td.side == 0) {
-          todo.push_back({td.k, td.i, 1, td.depth});
-          const int32_t c = make(nd.t, td.depth + 1);  // preorder: the true subtree next
-          nodes[static_cast<size_t>(td.k)].child[1] = c;
+        if (td.side == 0) todo.push_back({td.k, td.i, 1, td.depth});
+        const int32_t ci = td.side == 0 ? nd.t : nd.f;  // preorder: the true subtree next
+        const int side = td.side == 0 ? 1 : 0;
+        int32_t c;
+        if (fo_.nodes[static_cast<size_t>(ci)].mode == Mode::kLeaf) {
+          c = leaf_slot(ci);
+          nodes[static_cast<size_t>(td.k)].meta |= side ? kLeafBit1 : kLeafBit0;
         } else {
-          const int32_t c = make(nd.f, td.depth + 1);
-          nodes[static_cast<size_t>(td.k)].child[0] = c;
+          c = make(ci, td.depth + 1);
+        }
+        nodes[static_cast<size_t>(td.k)].child[side] = c;
+      }
+      tree_target_.push_back(n_ > 1 ? cur_target : 0);
+    }
+    ntrees_ = static_cast<int64_t>(froots_.size());
+    // The end, then padding for the walks' prefetch of a root kRootAhead trees on.
+    froots_.resize(froots_.size() + 2 + kRootAhead, static_cast<int32_t>(nodes.size()));
+    inline_ = can_inline;
+    if (inline_) {  // leaf slots become the weights themselves
+      for (FastNode<double>& nd : nodes) {
+        for (int side = 0; side < 2; ++side) {
+          if (!(nd.meta & (side ? kLeafBit1 : kLeafBit0))) continue;
+          const FastLeaf& lf = leaves_[static_cast<size_t>(nd.child[side])];
+          const float w = static_cast<float>(n_ == 1 ? lf.unique_weight : fo_.weights[lf.w0].value);
+          std::memcpy(&nd.child[side], &w, sizeof w);
         }
       }
     }
     if (fo_.single) {
       fnodes_.reserve(nodes.size());
       for (const FastNode<double>& nd : nodes)  // thresholds are already float values
-        fnodes_.push_back(
-            {nd.feature, static_cast<float>(nd.threshold), {nd.child[0], nd.child[1]}});
+        fnodes_.push_back({nd.meta, static_cast<float>(nd.threshold), {nd.child[0], nd.child[1]}});
     } else {
       dnodes_ = std::move(nodes);
     }
@@ -244,58 +285,28 @@ class TreeEnsembleKernel : public Kernel {
     fast_ = true;
   }
 
+  // One step of a walk: node i's comparison; i becomes the child taken. Returns true when
+  // that child is a leaf (i is then its payload).
   template <typename TX, typename TT, Mode M, bool kMissing>
   struct Walker {
-    static int32_t pick(bool c, const FastNode<TT>& nd) { return nd.child[c ? 1 : 0]; }
-
-    static int32_t leaf(const FastNode<TT>* nodes, int32_t i, const TX* x) {
-      while (i >= 0) {
-        const FastNode<TT>& nd = nodes[i];
-        const TX v = x[kMissing ? (nd.feature & kFeatureMask) : nd.feature];
-        const TX th = static_cast<TX>(nd.threshold);
-        bool c;
-        if constexpr (M == Mode::kLeq) {
-          c = v <= th;
-        } else if constexpr (M == Mode::kLt) {
-          c = v < th;
-        } else if constexpr (M == Mode::kGte) {
-          c = v >= th;
-        } else {
-          c = v > th;
-        }
-        if constexpr (kMissing) c = c | ((nd.feature < 0) & (v != v));
-        i = pick(c, nd);
+    static bool step(const FastNode<TT>* nodes, int32_t& i, const TX* x) {
+      const FastNode<TT>& nd = nodes[i];
+      const uint32_t meta = nd.meta;
+      const TX v = x[meta & kFeatureMask];
+      const TX th = static_cast<TX>(nd.threshold);
+      bool c;
+      if constexpr (M == Mode::kLeq) {
+        c = v <= th;
+      } else if constexpr (M == Mode::kLt) {
+        c = v < th;
+      } else if constexpr (M == Mode::kGte) {
+        c = v >= th;
+      } else {
+        c = v > th;
       }
-      return ~i;
-    }
-
-    // Four walks in step, from roots[k] over the row x + k * stride (four rows through
-    // one tree, or one row through four trees): they overlap instead of waiting on each
-    // other's loads.
-    static void leaf4(const FastNode<TT>* nodes, const int32_t* roots, const TX* x, int64_t stride,
-                      int32_t* out) {
-      int32_t i[4] = {roots[0], roots[1], roots[2], roots[3]};
-      while ((i[0] & i[1] & i[2] & i[3]) >= 0) {
-        for (int k = 0; k < 4; ++k) {
-          if (i[k] < 0) continue;
-          const FastNode<TT>& nd = nodes[i[k]];
-          const TX v = x[k * stride + (kMissing ? (nd.feature & kFeatureMask) : nd.feature)];
-          const TX th = static_cast<TX>(nd.threshold);
-          bool b;
-          if constexpr (M == Mode::kLeq) {
-            b = v <= th;
-          } else if constexpr (M == Mode::kLt) {
-            b = v < th;
-          } else if constexpr (M == Mode::kGte) {
-            b = v >= th;
-          } else {
-            b = v > th;
-          }
-          if constexpr (kMissing) b = b | ((nd.feature < 0) & (v != v));
-          i[k] = pick(b, nd);
-        }
-      }
-      for (int k = 0; k < 4; ++k) out[k] = ~i[k];
+      if constexpr (kMissing) c = c | ((meta >> 31) & static_cast<uint32_t>(v != v));
+      i = nd.child[c];
+      return (meta >> (kLeafShift + static_cast<uint32_t>(c))) & 1u;
     }
   };
 
@@ -304,45 +315,38 @@ class TreeEnsembleKernel : public Kernel {
     const GenericInfo* info;
     const double* members;
 
-    int32_t leaf(const FastNode<TT>* nodes, int32_t i, const TX* x) const {
-      while (i >= 0) {
-        const FastNode<TT>& nd = nodes[i];
-        const GenericInfo& g = info[i];
-        const double v = static_cast<double>(x[nd.feature & kFeatureMask]);
-        const double th = static_cast<double>(nd.threshold);
-        bool c = false;
-        switch (g.mode) {
-          case Mode::kLeq:
-            c = v <= th;
-            break;
-          case Mode::kLt:
-            c = v < th;
-            break;
-          case Mode::kGte:
-            c = v >= th;
-            break;
-          case Mode::kGt:
-            c = v > th;
-            break;
-          case Mode::kEq:
-            c = v == th;
-            break;
-          case Mode::kNeq:
-            c = v != th;
-            break;
-          default:  // kMember; binary_search would call NaN equal to any member
-            c = !std::isnan(v) && std::binary_search(members + g.m0, members + g.m1, v);
-            break;
-        }
-        if (!c && nd.feature < 0 && std::isnan(v)) c = true;
-        i = nd.child[c ? 1 : 0];
+    bool step(const FastNode<TT>* nodes, int32_t& i, const TX* x) const {
+      const FastNode<TT>& nd = nodes[i];
+      const GenericInfo& g = info[i];
+      const double v = static_cast<double>(x[nd.meta & kFeatureMask]);
+      const double th = static_cast<double>(nd.threshold);
+      bool c = false;
+      switch (g.mode) {
+        case Mode::kLeq:
+          c = v <= th;
+          break;
+        case Mode::kLt:
+          c = v < th;
+          break;
+        case Mode::kGte:
+          c = v >= th;
+          break;
+        case Mode::kGt:
+          c = v > th;
+          break;
+        case Mode::kEq:
+          c = v == th;
+          break;
+        case Mode::kNeq:
+          c = v != th;
+          break;
+        default:  // kMember; binary_search would call NaN equal to any member
+          c = !std::isnan(v) && std::binary_search(members + g.m0, members + g.m1, v);
+          break;
       }
-      return ~i;
-    }
-
-    void leaf4(const FastNode<TT>* nodes, const int32_t* roots, const TX* x, int64_t stride,
-               int32_t* out) const {
-      for (int k = 0; k < 4; ++k) out[k] = leaf(nodes, roots[k], x + k * stride);
+      if (!c && (nd.meta & kMissingBit) && std::isnan(v)) c = true;
+      i = nd.child[c ? 1 : 0];
+      return (nd.meta >> (kLeafShift + (c ? 1u : 0u))) & 1u;
     }
   };
 
@@ -364,6 +368,145 @@ class TreeEnsembleKernel : public Kernel {
         return fast_missing_ ? body(Walker<TX, TT, Mode::kLeq, true>{})
                              : body(Walker<TX, TT, Mode::kLeq, false>{});
     }
+  }
+
+  // Walks trees [t0, t1) over rows [0, nr) of xs (c features a row): job j is tree
+  // t0 + j / nr on row j % nr, and out[j] receives its leaf payload. kLanes walks advance in
+  // turn, each taking the next job as soon as its own ends, so the loads of one overlap the
+  // others' (trees end at very different depths; walks in lock step would wait for the
+  // deepest). The root of a tree a few ahead is prefetched as a tree starts, and with many
+  // rows the whole next tree, a few lines per job: each tree comes from memory once per
+  // block of rows, as a stream rather than as misses on the walks' path.
+  template <typename W, typename TX, typename TT>
+  void walk_jobs(const W& w, const FastNode<TT>* nodes, int64_t t0, int64_t t1, const TX* xs,
+                 int64_t c, int64_t nr, int32_t* out) const {
+    if (nr == 1) {
+      walk_lanes<true>(w, nodes, t0, t1, xs, c, nr, out);
+    } else {
+      walk_lanes<false>(w, nodes, t0, t1, xs, c, nr, out);
+    }
+  }
+
+  static constexpr int kLanes = 8;
+  static constexpr int64_t kRootAhead = 16;  // froots_ has this many entries of padding
+
+  template <bool kOneRow, typename W, typename TX, typename TT>
+  void walk_lanes(const W& w, const FastNode<TT>* nodes, int64_t t0, int64_t t1, const TX* xs,
+                  int64_t c, int64_t nr, int32_t* out) const {
+    const int32_t* roots = froots_.data();
+    const int64_t njobs = (t1 - t0) * nr;
+    const bool stream = !kOneRow && nr >= 16;
+    const char* pf = nullptr;
+    const char* pf_end = nullptr;
+    int32_t node[kLanes];
+    const TX* xr[kLanes];
+    int64_t job[kLanes];
+    int64_t next = 0, t = t0, r = 0;
+    auto take = [&](int k) {
+      if (kOneRow || r == 0) {
+        __builtin_prefetch(nodes + roots[t + kRootAhead]);
+        if (stream) {
+          pf = reinterpret_cast<const char*>(nodes + roots[t + 1]);
+          pf_end = reinterpret_cast<const char*>(nodes + roots[t + 2]);
+        }
+      }
+      if (!kOneRow && pf < pf_end) {
+        __builtin_prefetch(pf);
+        __builtin_prefetch(pf + 64);
+        pf += 128;
+      }
+      job[k] = next++;
+      node[k] = roots[t];
+      if constexpr (kOneRow) {
+        xr[k] = xs;
+        ++t;
+      } else {
+        xr[k] = xs + r * c;
+        if (++r == nr) {
+          r = 0;
+          ++t;
+        }
+      }
+    };
+    int done = -1;  // the lane that found the queue empty
+    if (njobs >= kLanes) {
+      for (int k = 0; k < kLanes; ++k) take(k);
+      // Every lane busy until the queue runs out: no per-lane liveness test.
+      for (;;) {
+        for (int k = 0; k < kLanes; ++k) {
+          if (w.step(nodes, node[k], xr[k])) {
+            out[job[k]] = node[k];
+            if (next == njobs) {
+              done = k;
+              goto drain;
+            }
+            take(k);
+          }
+        }
+      }
+    }
+  drain:
+    // The walks still under way (or, for fewer jobs than lanes, all of them) one by one.
+    for (int k = 0; k < kLanes; ++k) {
+      if (njobs >= kLanes) {
+        if (k == done) continue;
+      } else {
+        if (next == njobs) break;
+        take(k);
+      }
+      while (!w.step(nodes, node[k], xr[k])) {
+      }
+      out[job[k]] = node[k];
+    }
+  }
+
+  // Adds the leaves of trees [t0, t1) to one row's scores, in tree order; tree t's payload
+  // is leaf[(t - t0) * stride].
+  void add_payloads(int64_t t0, int64_t t1, const int32_t* leaf, int64_t stride, double* score,
+                    uint8_t* has) const {
+    if (inline_ && (agg_ == Agg::kSum || agg_ == Agg::kAverage)) {
+      if (n_ == 1) {
+        double s = score[0];
+        for (int64_t t = t0; t < t1; ++t) {
+          float w;
+          std::memcpy(&w, leaf + (t - t0) * stride, sizeof w);
+          s = static_cast<float>(s + w);
+        }
+        score[0] = s;
+        return;
+      }
+      for (int64_t t = t0; t < t1; ++t) {
+        float w;
+        std::memcpy(&w, leaf + (t - t0) * stride, sizeof w);
+        const size_t k = static_cast<size_t>(tree_target_[static_cast<size_t>(t)]);
+        score[k] = static_cast<float>(score[k] + w);
+        has[k] = 1;
+      }
+      return;
+    }
+    for (int64_t t = t0; t < t1; ++t) add_payload(t, leaf[(t - t0) * stride], score, has);
+  }
+
+  // Adds the leaf with payload p of tree t to one row's scores.
+  void add_payload(int64_t t, int32_t p, double* score, uint8_t* has) const {
+    if (!inline_) {
+      const FastLeaf& lf = leaves_[static_cast<size_t>(p)];
+      add_leaf(lf.unique_weight, lf.w0, lf.w1, score, has);
+      return;
+    }
+    float w;
+    std::memcpy(&w, &p, sizeof w);
+    if (n_ == 1) {
+      add_leaf(w, 0, 0, score, has);
+      return;
+    }
+    const size_t k = static_cast<size_t>(tree_target_[static_cast<size_t>(t)]);
+    if (agg_ == Agg::kSum || agg_ == Agg::kAverage) {
+      score[k] = round_to(true, score[k] + w);
+    } else if (!has[k] || (agg_ == Agg::kMin ? w < score[k] : w > score[k])) {
+      score[k] = w;
+    }
+    has[k] = 1;
   }
 
   // The rows [r0, r0 + nr) of x as TX, in the comparison precision: x itself when it
@@ -388,90 +531,66 @@ class TreeEnsembleKernel : public Kernel {
   }
 
   // for_rows over the layout. Each row's leaves are aggregated in tree order, as
-  // aggregate() does, so the scores are the same bit for bit.
+  // aggregate() does, so the scores are the same bit for bit whatever the thread count.
   template <typename TX, typename TT, typename Fn>
   void for_rows_fast(const KernelContext& ctx, const Tensor& x, Rows rows,
                      const FastNode<TT>* nodes, Fn&& fn) const {
     const int64_t c = rows.c;
-    const int64_t ntrees = static_cast<int64_t>(froots_.size());
+    const int64_t ntrees = ntrees_;
     const size_t n = static_cast<size_t>(n_);
     ThreadPool* pool = ctx.thread_pool();
-    const int nthreads = pool ? pool->num_threads() : 1;
+    const int64_t nthreads = pool ? pool->num_threads() : 1;
     const double walk_cost = static_cast<double>(std::min<int64_t>(max_depth_, 64)) * 4.0;
+    const bool threaded =
+        nthreads > 1 && static_cast<double>(rows.n * ntrees) * walk_cost >= 65536.0;
     with_walker<TX, TT>([&](auto walker) {
-      if (nthreads > 1 && rows.n < 2 * static_cast<int64_t>(nthreads) && ntrees >= 4 * nthreads) {
+      if (threaded && rows.n < 2 * nthreads && ntrees >= 4 * nthreads) {
         // Few rows: the trees are walked in parallel, the leaves then summed in order.
         std::vector<TX> buf;
         const TX* xs = load_rows<TX>(x, c, 0, rows.n, buf);
         std::vector<int32_t> leaf(static_cast<size_t>(rows.n * ntrees));
-        parallel_for(pool, ntrees, static_cast<double>(rows.n) * walk_cost,
-                     [&](int64_t b, int64_t e) {
-                       for (int64_t r = 0; r < rows.n; ++r) {
-                         int32_t* lr = leaf.data() + r * ntrees;
-                         int64_t t = b;
-                         for (; t + 4 <= e; t += 4)
-                           walker.leaf4(nodes, froots_.data() + t, xs + r * c, 0, lr + t);
-                         for (; t < e; ++t)
-                           lr[t] = walker.leaf(nodes, froots_[static_cast<size_t>(t)], xs + r * c);
-                       }
-                     });
+        const int64_t parts = 4 * nthreads, per = (ntrees + parts - 1) / parts;
+        pool->parallel_for((ntrees + per - 1) / per,
+                           [&](int64_t b, int64_t e) {
+                             const int64_t t0 = b * per, t1 = std::min(ntrees, e * per);
+                             walk_jobs(walker, nodes, t0, t1, xs, c, rows.n,
+                                       leaf.data() + t0 * rows.n);
+                           },
+                           1);
         std::vector<double> score;
         std::vector<uint8_t> has;
         for (int64_t r = 0; r < rows.n; ++r) {
           score.assign(n, 0.0);
           has.assign(n, 0);
-          for (int64_t t = 0; t < ntrees; ++t) {
-            const FastLeaf& lf =
-                leaves_[static_cast<size_t>(leaf[static_cast<size_t>(r * ntrees + t)])];
-            add_leaf(lf.unique_weight, lf.w0, lf.w1, score.data(), has.data());
-          }
+          add_payloads(0, ntrees, leaf.data() + r, rows.n, score.data(), has.data());
           fn(r, score, has);
         }
         return;
       }
-      // Blocks of rows, each walked tree by tree: a tree stays in cache across the block.
-      constexpr int64_t kBlock = 128;
-      const double cost = static_cast<double>(ntrees) * walk_cost + static_cast<double>(c);
-      parallel_for(pool, rows.n, cost, [&](int64_t b, int64_t e) {
+      // Blocks of rows, one per thread up to kBlock rows: each block walks the trees in
+      // chunks (every row of the block through a chunk's trees, tree by tree), so each
+      // tree is read from memory once per block.
+      constexpr int64_t kBlock = 256;
+      const int64_t per = std::min(kBlock, threaded ? (rows.n + nthreads - 1) / nthreads : kBlock);
+      const int64_t nblocks = (rows.n + per - 1) / per;
+      auto blocks = [&](int64_t b, int64_t e) {
         std::vector<TX> buf;
         std::vector<double> bscore, score;
         std::vector<uint8_t> bhas, has;
-        for (int64_t r0 = b; r0 < e; r0 += kBlock) {
-          const int64_t nr = std::min(kBlock, e - r0);
+        std::vector<int32_t> leaf;
+        for (int64_t blk = b; blk < e; ++blk) {
+          const int64_t r0 = blk * per, nr = std::min(per, rows.n - r0);
           const TX* xs = load_rows<TX>(x, c, r0, nr, buf);
           bscore.assign(static_cast<size_t>(nr) * n, 0.0);
           bhas.assign(static_cast<size_t>(nr) * n, 0);
-          const int64_t nr4 = nr / 4 * 4;
-          for (int64_t t = 0; t < ntrees; ++t) {
-            const int32_t root = froots_[static_cast<size_t>(t)];
-            const int32_t roots[4] = {root, root, root, root};
-            for (int64_t r = 0; r < nr4; r += 4) {
-              int32_t lv[4];
-              walker.leaf4(nodes, roots, xs + r * c, c, lv);
-              for (int k = 0; k < 4; ++k) {
-                const FastLeaf& lf = leaves_[static_cast<size_t>(lv[k])];
-                const size_t o = static_cast<size_t>(r + k) * n;
-                add_leaf(lf.unique_weight, lf.w0, lf.w1, bscore.data() + o, bhas.data() + o);
-              }
-            }
-          }
-          // The rows left over go through four trees at a time, still summed in order.
-          for (int64_t r = nr4; r < nr; ++r) {
-            double* sr = bscore.data() + static_cast<size_t>(r) * n;
-            uint8_t* hr = bhas.data() + static_cast<size_t>(r) * n;
-            int64_t t = 0;
-            for (; t + 4 <= ntrees; t += 4) {
-              int32_t lv[4];
-              walker.leaf4(nodes, froots_.data() + t, xs + r * c, 0, lv);
-              for (int k = 0; k < 4; ++k) {
-                const FastLeaf& lf = leaves_[static_cast<size_t>(lv[k])];
-                add_leaf(lf.unique_weight, lf.w0, lf.w1, sr, hr);
-              }
-            }
-            for (; t < ntrees; ++t) {
-              const FastLeaf& lf = leaves_[static_cast<size_t>(
-                  walker.leaf(nodes, froots_[static_cast<size_t>(t)], xs + r * c))];
-              add_leaf(lf.unique_weight, lf.w0, lf.w1, sr, hr);
+          const int64_t chunk = std::max<int64_t>(1, 16384 / nr);
+          leaf.resize(static_cast<size_t>(std::min(chunk, ntrees) * nr));
+          for (int64_t t0 = 0; t0 < ntrees; t0 += chunk) {
+            const int64_t t1 = std::min(ntrees, t0 + chunk);
+            walk_jobs(walker, nodes, t0, t1, xs, c, nr, leaf.data());
+            for (int64_t r = 0; r < nr; ++r) {
+              const size_t o = static_cast<size_t>(r) * n;
+              add_payloads(t0, t1, leaf.data() + r, nr, bscore.data() + o, bhas.data() + o);
             }
           }
           for (int64_t r = 0; r < nr; ++r) {
@@ -483,10 +602,14 @@ class TreeEnsembleKernel : public Kernel {
             fn(r0 + r, score, has);
           }
         }
-      });
+      };
+      if (threaded && nblocks > 1) {
+        pool->parallel_for(nblocks, blocks, 1);
+      } else {
+        blocks(0, nblocks);
+      }
     });
   }
-
   // Runs fn(row, features) over the rows of x in parallel, features as double in the
   // comparison precision.
   template <typename Fn>
@@ -498,7 +621,7 @@ class TreeEnsembleKernel : public Kernel {
     }
     const bool single = fo_.single;
     const DataType dt = x.dtype();
-    if (fast_) {
+    if (fast_ && rows.c > 0) {
       if (!single) {
         for_rows_fast<double, double>(ctx, x, rows, dnodes_.data(), fn);
       } else if (dt == DataType::kDouble) {

@@ -46,13 +46,14 @@ struct Forest {
   bool single = true;  // float precision for features, thresholds and sums
 };
 
-// The traversal layout built at load when every branch node of the forest has the same
-// mode among LEQ, LT, GTE and GT: the nodes of each tree stored contiguously in preorder,
-// 16 bytes a node with float thresholds. A child >= 0 is a node of the layout, a child < 0
-// is ~(a leaf slot). The feature's top bit marks missing_value_tracks_true.
+// The traversal layout built at load: the branch nodes of each tree stored contiguously in
+// preorder, 16 bytes a node with float thresholds. meta holds the feature index, bit 31
+// missing_value_tracks_true, and bits 29 / 30 whether child[0] (false) / child[1] (true) is a
+// leaf; a child that is a branch is a node index, a leaf child holds the leaf's payload
+// (tree_ensemble.cc), so a walk never reads a leaf record.
 template <typename TT>
 struct FastNode {
-  int32_t feature;
+  uint32_t meta;
   TT threshold;
   int32_t child[2];  // false, true: indexed by the comparison, which keeps the walk branch-free
 };
@@ -62,7 +63,10 @@ struct FastLeaf {
   uint32_t w0, w1;
 };
 
-constexpr int32_t kFeatureMask = 0x7fffffff;
+constexpr uint32_t kFeatureMask = 0x1fffffff;
+constexpr uint32_t kMissingBit = 0x80000000u;
+constexpr uint32_t kLeafShift = 29;
+constexpr uint32_t kLeafBit0 = 1u << kLeafShift, kLeafBit1 = 2u << kLeafShift;
 
 inline double round_to(bool single, double v) {
   return single ? static_cast<double>(static_cast<float>(v)) : v;

@@ -204,6 +204,14 @@ ORTLITE_AVX512 int64_t cast_avx512(const From* s, To* d, int64_t n) {
   } else if constexpr (std::is_same_v<From, double> && std::is_same_v<To, int64_t>) {
     for (; i + 8 <= n; i += 8)
       _mm512_storeu_si512(d + i, _mm512_cvttpd_epi64(_mm512_loadu_pd(s + i)));
+  } else if constexpr (std::is_same_v<From, int64_t> && std::is_same_v<To, float>) {
+    // Rounded to nearest (the MXCSR default), as static_cast rounds; the plain loop was
+    // one scalar conversion per element (1x64x56x56: 119 us, onnxruntime 69).
+    for (; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(d + i, _mm512_cvtepi64_ps(_mm512_loadu_si512(s + i)));
+  } else if constexpr (std::is_same_v<From, int64_t> && std::is_same_v<To, double>) {
+    for (; i + 8 <= n; i += 8)
+      _mm512_storeu_pd(d + i, _mm512_cvtepi64_pd(_mm512_loadu_si512(s + i)));
   } else if constexpr (std::is_same_v<To, bool>) {
     // 16 results per step, from a 16-bit mask of the nonzero elements.
     for (; i + 16 <= n; i += 16) {
@@ -235,7 +243,8 @@ ORTLITE_AVX512 int64_t cast_avx512(const From* s, To* d, int64_t n) {
 #endif
 
 // The pairs cast_avx512 converts: float / double -> integers and bool, 32- and 64-bit
-// integers -> bool. (The other pairs vectorize well enough from the plain loop.)
+// integers -> bool, int64 -> float / double. (The other pairs vectorize well enough from the
+// plain loop.)
 template <typename To, typename From>
 constexpr bool kSimdCast =
     ((std::is_same_v<From, float> &&
@@ -245,7 +254,8 @@ constexpr bool kSimdCast =
      (std::is_same_v<From, double> &&
       (std::is_same_v<To, int64_t> || std::is_same_v<To, int32_t> || std::is_same_v<To, bool>)) ||
      (std::is_integral_v<From> && (sizeof(From) == 4 || sizeof(From) == 8) &&
-      std::is_same_v<To, bool>));
+      std::is_same_v<To, bool>) ||
+     (std::is_same_v<From, int64_t> && (std::is_same_v<To, float> || std::is_same_v<To, double>)));
 
 // The vector part of a conversion, with the results of convert() (x86 cvtt: truncation;
 // NaN and out-of-range give the int32 / int64 minimum, which the narrower integer targets
