@@ -403,7 +403,7 @@ void direct_rows(const DirectGeometry& g, const float* xp, const float* wp, cons
   const PadLayout L = pad_layout(g);
   const int64_t Wp = L.ld, plane = L.Hp * L.ld;  // Wp: the row stride
   xp = reinterpret_cast<const float*>(pad_base(xp)) + L.shift;
-  const int64_t P = g.OH * g.OW, wblock = g.C * g.KH * g.KW * 16;
+  const int64_t P = g.y_plane ? g.y_plane : g.OH * g.OW, wblock = g.C * g.KH * g.KW * 16;
   alignas(64) float buf[kT * NB * 16];
   const DirectTile full = direct_tile_for<NB, S>(kT);
   const int64_t rest = g.OW % kT;
@@ -516,7 +516,8 @@ void direct_pad(const DirectGeometry& g, const float* x, float* xp) {
   const int64_t v0 = (L.shift + std::max<int64_t>(g.pl, 0)) / 16;  // the first data vector
   const int64_t nvec = L.ld / 16, full = n / 16, rest = n % 16;
   const __mmask16 rest_mask = static_cast<__mmask16>((1u << rest) - 1);
-  const float* x_end = x + g.C * g.H * g.W;
+  const int64_t x_plane = g.x_plane ? g.x_plane : g.H * g.W;
+  const float* x_end = x + (g.C - 1) * x_plane + g.H * g.W;
   const __m512 zero = _mm512_setzero_ps();
   for (int64_t c = 0; c < g.C; ++c) {
     for (int64_t r = 0; r < L.Hp; ++r) {
@@ -525,7 +526,7 @@ void direct_pad(const DirectGeometry& g, const float* x, float* xp) {
       int64_t v = 0;
       if (ir >= 0 && ir < g.H && n > 0) {
         for (; v < v0; ++v) _mm512_store_ps(dr + 16 * v, zero);
-        const float* sr = x + (c * g.H + ir) * g.W + c0;
+        const float* sr = x + c * x_plane + ir * g.W + c0;
         for (int64_t q = 0; q < full; ++q, ++v)
           _mm512_store_ps(dr + 16 * v, _mm512_loadu_ps(sr + 16 * q));
         if (rest) {

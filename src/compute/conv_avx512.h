@@ -68,6 +68,9 @@ struct DirectGeometry {
   int64_t KH, KW;        // kernel
   int64_t s;             // stride (both axes)
   int64_t pt, pl;        // leading pads
+  // Channel strides of x and y when they are not the planes above (0: H * W and OH * OW):
+  // a band of an image's rows is a geometry of those rows with the image's strides.
+  int64_t x_plane = 0, y_plane = 0;
 };
 
 // Whether direct_run() takes this geometry (the kernel is built for it; whether it is the

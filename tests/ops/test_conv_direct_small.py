@@ -183,3 +183,61 @@ def test_float16(shape):
     got = run_lite(model, {"x": x})[0]
     assert got.dtype == np.float16
     np.testing.assert_allclose(got.astype(np.float32), ref, rtol=2e-3, atol=2e-3)
+
+
+_BANDS_CHILD = r"""
+import sys
+import numpy as np
+import ortlite
+models = np.load(sys.argv[1], allow_pickle=True)
+outs = {}
+for key in models.files:
+    model, feeds = models[key]
+    for threads in (2, 3):
+        so = ortlite.SessionOptions()
+        so.intra_op_num_threads = threads
+        outs[f"{key}_t{threads}"] = ortlite.InferenceSession(model, so).run(None, feeds)[0]
+np.savez(sys.argv[2], **outs)
+"""
+
+
+def test_one_image_in_bands_over_threads(tmp_path):
+    """One image over 2 or 3 threads: its output rows are split in a band a thread (from a
+    size of layer that ORTLITE_CONV_BAND_MIN_WORK=0 lowers to every layer, in a child
+    process), each band padding its own input rows. Each band computes its pixels exactly as
+    one thread does: the result equals the 1-thread one bit for bit, and onnxruntime's within
+    rounding, for every single-image case above (top, bottom and side padding, strides 1 and
+    2, images up to 224x224) and the fused epilogues (residual Add, LeakyRelu after the
+    store)."""
+    import subprocess
+    import sys
+
+    from helpers import subprocess_env
+
+    cases = {}
+    for i, (N, C, M, H, W, k, s, pads) in enumerate(c for c in CASES if c[0] == 1):
+        w = randn((M, C) + k, 30 + i, scale=1.0 / np.sqrt(C * k[0] * k[1]))
+        x = randn((N, C, H, W), 60 + i)
+        cases[f"c{i}"] = (conv_net(x.shape, w, randn((M,), 90 + i), [s, s], pads,
+                                   post=("Relu", {})), {"x": x})
+    for post in POSTS:
+        w = randn((16, 16, 3, 3), 4, scale=0.2)
+        x = randn((1, 16, 16, 16), 6)
+        cases[f"res_{post[0]}"] = (conv_net(x.shape, w, randn((16,), 5), [1, 1], [1, 1, 1, 1],
+                                            post=post, residual=True),
+                                   {"x": x, "r": randn((1, 16, 16, 16), 7)})
+    packed = {}
+    for key, (model, feeds) in cases.items():
+        pair = np.empty(2, dtype=object)
+        pair[0], pair[1] = model.SerializeToString(), feeds
+        packed[key] = pair
+    src, dst = tmp_path / "cases.npz", tmp_path / "outs.npz"
+    np.savez(src, **packed)
+    subprocess.run([sys.executable, "-c", _BANDS_CHILD, str(src), str(dst)], check=True,
+                   env=subprocess_env(ORTLITE_CONV_BAND_MIN_WORK="0"), timeout=300)
+    outs = np.load(dst)
+    for key, (model, feeds) in cases.items():
+        one = run_lite(model, feeds, threads=1)[0]
+        for threads in (2, 3):
+            np.testing.assert_array_equal(outs[f"{key}_t{threads}"], one, err_msg=key)
+        check(model, feeds)
