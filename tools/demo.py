@@ -11,12 +11,15 @@ import time
 import numpy as np
 
 import ortlite
+from settle import settle
 
 
 def latencies_us(sessions, feeds, reps=2000):
     """Median per-call time of each session, measured interleaved: 7 blocks of calls each,
-    one session's block after the other's, with a 20 ms pause before each block so that the
-    other runtime's spinning worker threads have gone to sleep and do not take a core."""
+    one session's block after the other's. Before each block, an untimed pause until the
+    worker threads the previous block left spinning are idle (tools/settle.py: onnxruntime's
+    spin for about 35 ms after a run, ortlite's for 1 ms), so that they do not take a core
+    from the block being timed."""
     for sess in sessions:
         for _ in range(10):
             sess.run(None, feeds)
@@ -24,7 +27,7 @@ def latencies_us(sessions, feeds, reps=2000):
     samples = [[] for _ in sessions]
     for _ in range(7):
         for i, sess in enumerate(sessions):
-            time.sleep(0.02)
+            settle()
             t0 = time.perf_counter()
             for _ in range(n):
                 sess.run(None, feeds)
