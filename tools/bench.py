@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))  # the in-place build: ortlite/_ortlite*.so
 sys.path.insert(0, str(ROOT / "tools"))
 
 import bench_models  # noqa: E402
+from settle import settle  # noqa: E402
 
 WORKLOADS = ("tiny", "mlp", "resnet18", "mobilenetv2", "bert", "import", "load", "rss", "sgemm")
 RTOL = 1e-3
@@ -53,8 +54,9 @@ class Settings:
         self.quick = quick
         self.reps = 3 if quick else 11  # timed repetitions per runtime (median reported)
         self.rep_seconds = 0.01 if quick else 0.3  # a repetition repeats calls to last this
-        # Untimed pause before each repetition: worker threads the other runtime left
-        # spinning go idle, so they do not take cores from the repetition being timed.
+        # Untimed pause before each repetition, at least this long and until the worker
+        # threads the other runtime left spinning are idle (tools/settle.py), so they do not
+        # take cores from the repetition being timed.
         self.gap_seconds = 0.002 if quick else 0.02
         self.warm_seconds = 0.02 if quick else 0.3
         self.load_reps = 3 if quick else 7
@@ -259,7 +261,7 @@ def interleaved(fns, st):
         for _ in range(st.reps):
             for label, fn in fns:
                 n = calls[label]
-                time.sleep(st.gap_seconds)
+                settle(minimum=st.gap_seconds)
                 t0 = time.perf_counter_ns()
                 for _ in range(n):
                     fn()

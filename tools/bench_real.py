@@ -37,6 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from settle import settle  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT_DIR = ROOT / "build" / "bench_real"
 DL_DIR = OUT_DIR / "dl"
@@ -160,7 +163,9 @@ class Settings:
         self.quick = quick
         self.reps = 3 if quick else 11  # timed repetitions per runtime (median reported)
         self.rep_seconds = 0.02 if quick else 0.2  # a repetition repeats calls to last this
-        self.gap_seconds = 0.005 if quick else 0.03  # untimed pause before each repetition
+        # Untimed pause before each repetition: at least this, and until both children's
+        # worker threads are idle (tools/settle.py).
+        self.gap_seconds = 0.005 if quick else 0.03
         self.warm_seconds = 0.05 if quick else 0.3
 
 
@@ -652,7 +657,8 @@ def measure(spec, feeds_path, threads, st, config):
         samples = {rt: [] for rt in kids}
         for _ in range(st.reps):
             for rt, kid in kids.items():
-                time.sleep(st.gap_seconds)
+                # Untimed, until both children's worker threads are idle (tools/settle.py).
+                settle([k.proc.pid for k in kids.values()], minimum=st.gap_seconds)
                 ans = kid.ask(rep=calls[rt])
                 if not ans["ok"]:
                     row.update(status=f"{rt} fails", error=ans["error"])

@@ -112,3 +112,34 @@ def test_measured_peak_replaces_the_assumed_one(tmp_path):
     assert peak["assumed_per_core_gflops"] == assumed["per_core_gflops"]
     assert peak["all_cores_gflops"] == pytest.approx(peak["per_core_gflops"] * cores)
     assert peak["derivation"].startswith("measured: ") and assumed["derivation"] in peak["derivation"]
+
+
+def test_settle_waits_for_spinning_threads_to_go_idle():
+    """tools/settle.py: with a thread of this process busy for 0.3 s, settle() returns only
+    once it has stopped; with none it returns at once (after its minimum pause)."""
+    import importlib
+    import threading
+    import time
+
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    try:
+        settle = importlib.import_module("settle")
+    finally:
+        sys.path.pop(0)
+    if settle.cpu_ns([os.getpid()]) is None:
+        pytest.skip("no /proc/PID/task/*/schedstat")
+    stop_at = time.perf_counter() + 0.3
+
+    def spin():
+        while time.perf_counter() < stop_at:
+            pass
+
+    t = threading.Thread(target=spin)
+    t.start()
+    waited = settle.settle(minimum=0.001, limit=2.0)
+    done = time.perf_counter()
+    t.join()
+    assert done >= stop_at - 0.01, waited
+    t0 = time.perf_counter()
+    assert settle.settle(minimum=0.001) < 0.25
+    assert time.perf_counter() - t0 < 0.3
