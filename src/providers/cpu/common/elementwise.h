@@ -375,10 +375,48 @@ void for_each_span(const BroadcastPlan<N>& p, int64_t begin, int64_t end, Fn&& f
 
 // ---- runners ----------------------------------------------------------------------------
 
+// The float loops over contiguous spans are compiled for AVX-512, AVX2 and the baseline and
+// picked at load time (GNU ifunc). The baseline's 16-byte SSE2 loads and stores held
+// memory-bound ops on large tensors to one 16-byte store a cycle (Neg on 1x256x80x80: 233
+// against onnxruntime's 169 us).
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && defined(__linux__)
+#define ORTLITE_EW_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define ORTLITE_EW_CLONES
+#endif
+
+template <typename Op>
+ORTLITE_EW_CLONES void binary_span_f32(const float* a, const float* b, float* o, int64_t sa,
+                                       int64_t sb, int64_t n, const Op op) {
+  if (sa != 0 && sb != 0) {
+    for (int64_t i = 0; i < n; ++i) o[i] = op(a[i], b[i]);
+  } else if (sb != 0) {
+    const float x = a[0];
+    for (int64_t i = 0; i < n; ++i) o[i] = op(x, b[i]);
+  } else if (sa != 0) {
+    const float y = b[0];
+    for (int64_t i = 0; i < n; ++i) o[i] = op(a[i], y);
+  } else {
+    const float v = op(a[0], b[0]);
+    for (int64_t i = 0; i < n; ++i) o[i] = v;
+  }
+}
+
+template <typename Op>
+ORTLITE_EW_CLONES void unary_span_f32(const float* __restrict x, float* __restrict y, int64_t n,
+                                      const Op op) {
+  for (int64_t i = 0; i < n; ++i) y[i] = op(x[i]);
+}
+
 // One row piece of a binary op on storage types: op(TA, TB) -> TO.
 template <typename TA, typename TB, typename TO, typename Op>
 inline void binary_span(const TA* a, const TB* b, TO* o, int64_t sa, int64_t sb, int64_t n,
                         const Op& op_ref) {
+  if constexpr (std::is_same_v<TA, float> && std::is_same_v<TB, float> &&
+                std::is_same_v<TO, float>) {
+    binary_span_f32(a, b, o, sa, sb, n, op_ref);
+    return;
+  }
   // A local copy: the compiler can then keep the op's parameters in registers instead of
   // reloading them after every store to o (which might alias them).
   const Op op = op_ref;
@@ -428,6 +466,8 @@ void run_unary(ThreadPool* pool, const TI* x, TO* y, int64_t n, double cost, con
     TO* __restrict ys = y;
     if constexpr (is_half_v<TI> || is_half_v<TO>) {
       for (int64_t i = begin; i < end; ++i) ys[i] = store<TO>(op_local(load(xs[i])));
+    } else if constexpr (std::is_same_v<TI, float> && std::is_same_v<TO, float>) {
+      unary_span_f32(xs + begin, ys + begin, end - begin, op_local);
     } else {
       for (int64_t i = begin; i < end; ++i) ys[i] = static_cast<TO>(op_local(xs[i]));
     }
