@@ -157,6 +157,12 @@ std::string Optimizer::unique_name(const std::string& base) {
 
 // ---- bookkeeping ----------------------------------------------------------------------
 
+void Optimizer::import_com_microsoft() {
+  for (const OpsetImport& o : m_.opset_imports)
+    if (o.domain == "com.microsoft") return;
+  m_.opset_imports.push_back(OpsetImport{"com.microsoft", 1});
+}
+
 void Optimizer::compact() {
   std::vector<Node> kept;
   kept.reserve(g_.nodes.size());

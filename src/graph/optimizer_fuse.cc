@@ -182,11 +182,7 @@ void Optimizer::fuse_fast_gelu() {
     index();
   }
   compact();
-  if (fused) {
-    bool have = false;
-    for (const OpsetImport& o : m_.opset_imports) have = have || o.domain == "com.microsoft";
-    if (!have) m_.opset_imports.push_back(OpsetImport{"com.microsoft", 1});
-  }
+  if (fused) import_com_microsoft();
 }
 
 // ---- LayerNormalization ---------------------------------------------------------------

@@ -176,6 +176,9 @@ class Optimizer {
   // ---- bookkeeping ----------------------------------------------------------------------
 
   void compact();
+  // Adds the com.microsoft opset import (version 1) when the model has none: after a rewrite
+  // wrote one of that domain's nodes.
+  void import_com_microsoft();
   void eliminate_dead_nodes();
   bool well_formed() const;
   void finish();

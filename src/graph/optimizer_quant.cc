@@ -194,11 +194,7 @@ void Optimizer::fuse_qdq_ops() {
     index();
   }
   compact();
-  if (ms_domain) {
-    bool have = false;
-    for (const OpsetImport& o : m_.opset_imports) have = have || o.domain == "com.microsoft";
-    if (!have) m_.opset_imports.push_back(OpsetImport{"com.microsoft", 1});
-  }
+  if (ms_domain) import_com_microsoft();
 }
 
 // ---- integer products scaled to float ---------------------------------------------------
@@ -337,11 +333,7 @@ void Optimizer::fuse_integer_to_float() {
     index();
   }
   compact();
-  if (ms_domain) {
-    bool have = false;
-    for (const OpsetImport& o : m_.opset_imports) have = have || o.domain == "com.microsoft";
-    if (!have) m_.opset_imports.push_back(OpsetImport{"com.microsoft", 1});
-  }
+  if (ms_domain) import_com_microsoft();
 }
 
 // ---- MatMulNBits + Add -------------------------------------------------------------------

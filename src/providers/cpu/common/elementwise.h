@@ -385,21 +385,30 @@ void for_each_span(const BroadcastPlan<N>& p, int64_t begin, int64_t end, Fn&& f
 #define ORTLITE_EW_CLONES
 #endif
 
-template <typename Op>
-ORTLITE_EW_CLONES void binary_span_f32(const float* a, const float* b, float* o, int64_t sa,
-                                       int64_t sb, int64_t n, const Op op) {
+// The loops of one row piece of a binary op: o[i] = op(a[i], b[i]), with a or b constant
+// where its stride is 0. Always inlined: into binary_span_f32's clones, it is compiled for
+// each of their targets.
+template <typename TA, typename TB, typename TO, typename Op>
+__attribute__((always_inline)) inline void binary_loops(const TA* a, const TB* b, TO* o, int64_t sa,
+                                                        int64_t sb, int64_t n, const Op& op) {
   if (sa != 0 && sb != 0) {
     for (int64_t i = 0; i < n; ++i) o[i] = op(a[i], b[i]);
   } else if (sb != 0) {
-    const float x = a[0];
+    const TA x = a[0];
     for (int64_t i = 0; i < n; ++i) o[i] = op(x, b[i]);
   } else if (sa != 0) {
-    const float y = b[0];
+    const TB y = b[0];
     for (int64_t i = 0; i < n; ++i) o[i] = op(a[i], y);
   } else {
-    const float v = op(a[0], b[0]);
+    const TO v = op(a[0], b[0]);
     for (int64_t i = 0; i < n; ++i) o[i] = v;
   }
+}
+
+template <typename Op>
+ORTLITE_EW_CLONES void binary_span_f32(const float* a, const float* b, float* o, int64_t sa,
+                                       int64_t sb, int64_t n, const Op op) {
+  binary_loops(a, b, o, sa, sb, n, op);
 }
 
 template <typename Op>
@@ -420,18 +429,7 @@ inline void binary_span(const TA* a, const TB* b, TO* o, int64_t sa, int64_t sb,
   // A local copy: the compiler can then keep the op's parameters in registers instead of
   // reloading them after every store to o (which might alias them).
   const Op op = op_ref;
-  if (sa != 0 && sb != 0) {
-    for (int64_t i = 0; i < n; ++i) o[i] = op(a[i], b[i]);
-  } else if (sb != 0) {
-    const TA x = a[0];
-    for (int64_t i = 0; i < n; ++i) o[i] = op(x, b[i]);
-  } else if (sa != 0) {
-    const TB y = b[0];
-    for (int64_t i = 0; i < n; ++i) o[i] = op(a[i], y);
-  } else {
-    const TO v = op(a[0], b[0]);
-    for (int64_t i = 0; i < n; ++i) o[i] = v;
-  }
+  binary_loops(a, b, o, sa, sb, n, op);
 }
 
 // Binary op over a plan. `op` works on compute types (float for the 16-bit floats) and
