@@ -361,6 +361,30 @@ def _quiet():
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
+_SATURATES = None
+
+
+def ort_u8s8_saturates():
+    """Whether onnxruntime's u8 x s8 integer products saturate on this CPU (without VNNI it
+    adds pairs of products in saturating int16): 2 x 255 x 127 comes back as 32767."""
+    global _SATURATES
+    if _SATURATES is None:
+        import onnxruntime
+
+        a, b = np.full((1, 2), 255, np.uint8), np.full((2, 1), 127, np.int8)
+        g = helper.make_graph(
+            [helper.make_node("MatMulInteger", ["a", "b"], ["y"])], "g",
+            [helper.make_tensor_value_info("a", TensorProto.UINT8, [1, 2])],
+            [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
+            [numpy_helper.from_array(b, "b")])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+        m.ir_version = 8
+        s = onnxruntime.InferenceSession(m.SerializeToString(),
+                                         providers=["CPUExecutionProvider"])
+        _SATURATES = int(s.run(None, {"a": a})[0].ravel()[0]) != 2 * 255 * 127
+    return _SATURATES
+
+
 def variant(kind, model, tmp_dir, fused=False):
     """The model `kind` of onnxruntime's tools writes from float `model` (a ModelProto):
     "dynamic" (int8 weights), "dynamic_u8" (uint8 weights), "qdq", "qoperator", "nbits",
@@ -387,7 +411,10 @@ def variant(kind, model, tmp_dir, fused=False):
         # The types of com.microsoft outputs are unknown to onnx's shape inference:
         # onnxruntime's GPT-2 tool gives the default type for them.
         extra = {"DefaultTensorType": TensorProto.FLOAT} if fused else {}
-        quantize_dynamic(str(src), str(dst), weight_type=wt, extra_options=extra)
+        # 7-bit int8 weights (reduce_range) on CPUs where onnxruntime's u8 x s8 products
+        # saturate (no VNNI), as onnxruntime advises there: both runtimes are exact then.
+        quantize_dynamic(str(src), str(dst), weight_type=wt, extra_options=extra,
+                         reduce_range=wt == QuantType.QInt8 and ort_u8s8_saturates())
     elif kind in ("qdq", "qoperator"):
         from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 

@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ortlite
-from helpers import run_ort
+from helpers import int8_range, run_ort
 
 F32 = np.float32
 RNG = np.random.default_rng(7)
@@ -58,7 +58,7 @@ def both_levels(m, feeds, tmp_path, threads=1):
 def dq_conv(act, cin=8, cout=16, k=3, stride=1, group=1, w_dtype=np.uint8, bias=True,
             bias_shape=(1, -1, 1, 1)):
     """x -> DynamicQuantizeLinear -> ConvInteger -> [+ bias] -> Cast -> Mul -> [act]."""
-    qmin, qmax = (0, 255) if w_dtype == np.uint8 else (-128, 127)
+    qmin, qmax = (0, 255) if w_dtype == np.uint8 else int8_range()
     w = RNG.integers(qmin, qmax + 1, size=(cout, cin // group, k, k)).astype(w_dtype)
     inits = {"w": w, "wz": np.asarray(RNG.integers(qmin, qmax + 1), w_dtype),
              "ws": np.asarray(0.02, F32), "bf": RNG.standard_normal(cout).astype(F32),
@@ -128,7 +128,7 @@ def test_conv_integer_cast_read_twice_is_not_fused(tmp_path):
 
 
 def dq_matmul(k, n, b_dtype=np.int8, bias=True, per_col_zp=False):
-    qmin, qmax = (0, 255) if b_dtype == np.uint8 else (-128, 127)
+    qmin, qmax = (0, 255) if b_dtype == np.uint8 else int8_range()
     inits = {"b": RNG.integers(qmin, qmax + 1, size=(k, n)).astype(b_dtype),
              "bz": (RNG.integers(qmin, qmax + 1, size=(n,)) if per_col_zp
                     else np.asarray(RNG.integers(qmin, qmax + 1))).astype(b_dtype),
@@ -166,7 +166,7 @@ def test_matmul_integer_to_float(shape, b_dtype, bias, tmp_path):
 
 
 def mitf_model(a_shape, k, n, b_dtype, per_col_scale, with_zp, with_bias):
-    qmin, qmax = (0, 255) if b_dtype == np.uint8 else (-128, 127)
+    qmin, qmax = (0, 255) if b_dtype == np.uint8 else int8_range()
     inits = {"b": RNG.integers(qmin, qmax + 1, size=(k, n)).astype(b_dtype),
              "as": np.asarray(0.05, F32),
              "bs": (RNG.uniform(0.01, 0.1, size=n) if per_col_scale

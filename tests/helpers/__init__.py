@@ -252,3 +252,28 @@ def optimized_session(model, level=None):
 def node_ops(s):
     """The op type of each node a session runs, in order (from its node placement)."""
     return [label.split(" node")[0] for label, _ in s._node_placement()]
+
+
+def ort_u8s8_saturates():
+    """Whether onnxruntime's u8 x s8 integer products saturate on this CPU. Without VNNI its
+    kernels add pairs of u8 x s8 products in saturating int16 (pmaddubsw), so 255 * 127 +
+    255 * 127 comes back as 32767 instead of 64770: there the oracle is exact only while
+    int8 weights stay within I8_SAFE_RANGE (onnxruntime's reduce_range)."""
+    import sys
+
+    tools = os.path.join(ROOT, "tools")
+    if tools not in sys.path:
+        sys.path.insert(0, tools)
+    import tool_models
+
+    return tool_models.ort_u8s8_saturates()
+
+
+# int8 values where no pair of u8 x s8 products can saturate int16 (2 * 255 * 64 < 32768).
+I8_SAFE_RANGE = (-64, 63)
+
+
+def int8_range():
+    """(lo, hi) for int8 weights compared with onnxruntime: the full range where its
+    products are exact, I8_SAFE_RANGE where they saturate (ort_u8s8_saturates)."""
+    return I8_SAFE_RANGE if ort_u8s8_saturates() else (-128, 127)

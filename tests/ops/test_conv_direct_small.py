@@ -236,8 +236,26 @@ def test_one_image_in_bands_over_threads(tmp_path):
     subprocess.run([sys.executable, "-c", _BANDS_CHILD, str(src), str(dst)], check=True,
                    env=subprocess_env(ORTLITE_CONV_BAND_MIN_WORK="0"), timeout=300)
     outs = np.load(dst)
+    # The bands are the direct kernel's (AVX-512F); elsewhere the threads split the product
+    # another way, and the results are only compared with onnxruntime.
+    banded = _cpu_has("avx512f")
     for key, (model, feeds) in cases.items():
         one = run_lite(model, feeds, threads=1)[0]
         for threads in (2, 3):
-            np.testing.assert_array_equal(outs[f"{key}_t{threads}"], one, err_msg=key)
+            if banded:
+                np.testing.assert_array_equal(outs[f"{key}_t{threads}"], one, err_msg=key)
+            else:
+                np.testing.assert_allclose(outs[f"{key}_t{threads}"], one, rtol=1e-5,
+                                           atol=1e-5, err_msg=key)
         check(model, feeds)
+
+
+def _cpu_has(flag):
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return flag in line.split()
+    except OSError:
+        pass
+    return False
