@@ -14,7 +14,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <new>
 #include <vector>
 
@@ -23,6 +25,28 @@ namespace nn {
 namespace fgemm {
 
 namespace {
+
+// 0: no fused GEMM, 1: AVX2 + FMA, 2: AVX-512F; ORTLITE_GEMM_ISA caps it.
+int isa_level() {
+  static const int level = [] {
+    int l = cpu_has_avx512() ? 2 : cpu_has_avx2_fma() ? 1 : 0;
+    if (const char* env = std::getenv("ORTLITE_GEMM_ISA")) {
+      const std::string s(env);
+      if (s == "sse2" || s == "generic") l = 0;
+      if (s == "avx2") l = std::min(l, 1);
+    }
+    return l;
+  }();
+  return level;
+}
+
+void tile(const TileArgs& t) {
+  if (isa_level() == 2) {
+    tile_avx512(t);
+  } else {
+    tile_avx2(t);
+  }
+}
 
 constexpr std::align_val_t kAlign{64};
 
@@ -162,7 +186,7 @@ void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
         const int64_t first = (i - i0) * share;
         t.pf_lines = std::min(share, lines - first);
         t.pf = t.pf_lines > 0 ? next + first * 16 : nullptr;
-        tile_avx512(t);
+        tile(t);
       }
     }
   }
@@ -231,8 +255,11 @@ void run(const Problem& p, ThreadPool* pool) {
 }  // namespace
 
 bool available() {
-  static const bool ok = cpu_has_avx512();
-  return ok;
+  return isa_level() >= 1;
+}
+
+bool uses_avx512() {
+  return isa_level() == 2;
 }
 
 void Packed::Free::operator()(float* p) const {

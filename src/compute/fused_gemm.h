@@ -7,8 +7,10 @@
 //
 //   C[M x N] = act(alpha * A[M x K] B[K x N] + bias + Z)
 //
-// The micro-kernel (fused_gemm_avx512.cc) computes 12 x 32 tiles with AVX-512F; on a CPU
-// without it available() is false and callers keep their BLAS path.
+// The micro-kernel computes 12 x 32 tiles: with AVX-512F (fused_gemm_avx512.cc), else with
+// AVX2 + FMA as 6 x 16 sub-tiles (fused_gemm_avx2.cc); on a CPU with neither available() is
+// false and callers keep their BLAS path. ORTLITE_GEMM_ISA (avx2, sse2) caps the choice as
+// it caps gemm.h's kernels.
 #pragma once
 
 #include <algorithm>
@@ -61,10 +63,14 @@ struct TileArgs {
   const int64_t* b_off;
 };
 void tile_avx512(const TileArgs& t);
+void tile_avx2(const TileArgs& t);
 bool cpu_has_avx512();
+bool cpu_has_avx2_fma();
 
-// Whether the fused GEMM runs on this CPU (AVX-512F).
+// Whether the fused GEMM runs on this CPU (AVX-512F, or AVX2 and FMA).
 bool available();
+// Whether it runs on the AVX-512 micro-kernel (false: AVX2, or not at all).
+bool uses_avx512();
 
 // Weights packed for the micro-kernel, immutable once made (shared by concurrent runs):
 // panels of 32 output features (rows of a conv's W, columns of a MatMul's B), [panel][k][32],

@@ -215,6 +215,33 @@ for (M, K, N) in [(1, 37, 50), (50, 37, 1), (13, 29, 300), (257, 513, 129), (7, 
                     y = session(m, threads).run(None, ins)[0]
                     np.testing.assert_allclose(y, ref, rtol=1e-4 if dt == np.float32 else 1e-10,
                                                atol=1e-4 if dt == np.float32 else 1e-10)
+# Convolutions (the fused GEMM's implicit im2col and 1x1 products, Relu in its epilogue) and a
+# MatMul with a constant B of several rows, against onnxruntime.
+import onnxruntime
+from onnx import helper
+for (N, C, M, H, k, s, p, g) in [(1, 16, 16, 16, 3, 1, 1, 1), (2, 3, 20, 33, 3, 2, 1, 1),
+                                 (1, 24, 40, 14, 1, 1, 0, 1), (1, 32, 37, 9, 5, 1, 2, 1),
+                                 (1, 8, 12, 12, 3, 1, 1, 2)]:
+    x = rand((N, C, H, H), np.float32, seed=4)
+    w = rand((M, C // g, k, k), np.float32, seed=5)
+    bias = rand((M,), np.float32, seed=6)
+    conv = helper.make_node("Conv", ["X", "W", "B"], ["c"], kernel_shape=[k, k], strides=[s, s],
+                            pads=[p] * 4, group=g)
+    relu = helper.make_node("Relu", ["c"], ["Y"])
+    m = node_model("Conv", dict(X=x), ["Y"], consts=dict(W=w, B=bias))
+    m.graph.ClearField("node")
+    m.graph.node.extend([conv, relu])
+    ref = onnxruntime.InferenceSession(m.SerializeToString(),
+                                       providers=["CPUExecutionProvider"]).run(None, dict(X=x))[0]
+    for threads in (1, 3):
+        y = session(m, threads).run(None, dict(X=x))[0]
+        np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+for (M, K, N) in [(5, 64, 70), (33, 200, 96), (2, 1100, 40)]:
+    a, b = rand((M, K), np.float32, seed=7), rand((K, N), np.float32, seed=8)
+    m = node_model("MatMul", dict(A=a), ["Y"], consts=dict(B=b), order=["A", "B"])
+    for threads in (1, 3):
+        y = session(m, threads).run(None, dict(A=a))[0]
+        np.testing.assert_allclose(y, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 print("OK")
 """
 
@@ -222,7 +249,8 @@ print("OK")
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 kernels")
 @pytest.mark.parametrize("isa", ["sse2", "avx2", "avx512"])
 def test_gemm_kernel_variants(isa):
-    """Every micro-kernel set the machine supports (ORTLITE_GEMM_ISA caps the choice)."""
+    """Every micro-kernel set the machine supports (ORTLITE_GEMM_ISA caps the choice, for
+    gemm.h's kernels and the fused GEMM's: AVX-512, AVX2, or none below AVX2)."""
     env = dict(os.environ, ORTLITE_GEMM_ISA=isa)
     script = GEMM_SCRIPT.format(root=ROOT, tests=TESTS, here=HERE)
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
@@ -1851,3 +1879,54 @@ def test_fast_global_pool(xs, threads):
     y[0, 1, 0, 0] = np.nan
     got = run_lite(node_model("GlobalMaxPool", {"X": y}, ["Y"]), {"X": y}, threads)[0]
     assert got[0, 0, 0, 0] == np.nanmax(y[0, 0]) and np.isnan(got[0, 1, 0, 0])
+
+
+# The pooling loops on every instruction-set path (16, 8 and 4 lanes): ORTLITE_FAST_ISA caps
+# the run-time choice, so each path runs in its own process (on a CPU without the
+# instruction set the lower path is taken), and the parent compares with onnxruntime.
+_POOL_ISA_SCRIPT = r"""
+import sys
+import numpy as np
+import ortlite
+cases = np.load(sys.argv[1], allow_pickle=True)
+out = {}
+for key in cases.files:
+    model, x = cases[key]
+    so = ortlite.SessionOptions()
+    so.intra_op_num_threads = 1
+    s = ortlite.InferenceSession(model, so)
+    out[key] = s.run(None, {"X": x})[0]
+np.savez(sys.argv[2], **out)
+"""
+
+
+@pytest.mark.parametrize("isa", ["sse2", "avx2", "avx512"])
+def test_pools_each_isa(isa, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    cases = {}
+    for i, (xs, attrs) in enumerate(WIDE_POOL_CASES + POOL_CASES[3:11]):
+        x = rand(xs)
+        x.flat[::7] = -3e38
+        for op in ("MaxPool", "AveragePool"):
+            cases[f"{op}_{i}"] = (node_model(op, {"X": x}, ["Y"], attrs=attrs, opset=12), x)
+    for op in ("GlobalMaxPool", "GlobalAveragePool"):
+        for n in (1, 7, 33, 100, 1000):
+            x = rand((2, 3, n))
+            cases[f"{op}_{n}"] = (node_model(op, {"X": x}, ["Y"]), x)
+    packed = {}
+    for key, (m, x) in cases.items():
+        pair = np.empty(2, dtype=object)
+        pair[0], pair[1] = m.SerializeToString(), x
+        packed[key] = pair
+    np.savez(tmp_path / "in.npz", **packed)
+    r = subprocess.run([sys.executable, "-c", _POOL_ISA_SCRIPT, str(tmp_path / "in.npz"),
+                        str(tmp_path / "out.npz")], env=dict(os.environ, ORTLITE_FAST_ISA=isa),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = np.load(tmp_path / "out.npz")
+    for key, (m, x) in cases.items():
+        expected = run_ort(m, {"X": x})[0]
+        np.testing.assert_allclose(out[key], expected, rtol=1e-5, atol=1e-5, err_msg=key)
