@@ -40,6 +40,15 @@ ORTLITE_NN_INLINE float hsum8(const v8sf& v) {
 #define ORTLITE_NN_CLONES512
 #endif
 
+// One function compiled for one ISA, called only after a run-time CPU check.
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define ORTLITE_NN_TARGET_AVX512 __attribute__((target("avx512f")))
+#define ORTLITE_NN_TARGET_AVX2 __attribute__((target("avx2,fma")))
+#else
+#define ORTLITE_NN_TARGET_AVX512
+#define ORTLITE_NN_TARGET_AVX2
+#endif
+
 typedef float v16sf __attribute__((vector_size(64)));
 
 ORTLITE_NN_INLINE void load16(const float* p, v16sf& v) {
