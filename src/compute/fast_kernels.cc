@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "compute/fast_math.h"
+#include "compute/simd.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define ORTLITE_FAST_X86 1
@@ -131,15 +132,6 @@ using UnaryImpl = void (*)(UnaryFn, const float*, float*, int64_t);
 using ExpSumImpl = float (*)(const float*, float, float*, int64_t);
 using SoftmaxImpl = void (*)(const float*, float*, int64_t, bool);
 
-// 0: sse2, 1: avx2, 2: avx512 (no cap: 2).
-int isa_cap() {
-  const char* v = std::getenv("ORTLITE_FAST_ISA");
-  if (v == nullptr) return 2;
-  if (std::strcmp(v, "sse2") == 0) return 0;
-  if (std::strcmp(v, "avx2") == 0) return 1;
-  return 2;
-}
-
 struct Dispatch {
   UnaryImpl unary = unary_base;
   ExpSumImpl exp_sum = exp_sum_base;
@@ -148,7 +140,7 @@ struct Dispatch {
   Dispatch() {
 #ifdef ORTLITE_FAST_X86
     __builtin_cpu_init();
-    const int cap = isa_cap();
+    const int cap = nn::fast_isa_cap();
     if (cap >= 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")) {
       unary = avx512::unary;
       exp_sum = avx512::exp_sum;

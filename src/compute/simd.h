@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && defined(__linux__)
@@ -39,6 +40,16 @@ ORTLITE_NN_INLINE float hsum8(const v8sf& v) {
 #else
 #define ORTLITE_NN_CLONES512
 #endif
+
+// The cap ORTLITE_FAST_ISA puts on the run-time choice of the float loops that have one
+// instance per ISA (compute/fast_kernels.cc, pooling, depthwise): 0 sse2, 1 avx2, 2 avx512.
+inline int fast_isa_cap() {
+  const char* v = std::getenv("ORTLITE_FAST_ISA");
+  if (v == nullptr) return 2;
+  if (std::strcmp(v, "sse2") == 0) return 0;
+  if (std::strcmp(v, "avx2") == 0) return 1;
+  return 2;
+}
 
 // One function compiled for one ISA, called only after a run-time CPU check.
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))

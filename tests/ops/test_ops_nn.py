@@ -1900,13 +1900,54 @@ np.savez(sys.argv[2], **out)
 """
 
 
+def _depthwise_model(x_shape, c_out, k, s, pads, expand):
+    """[1x1 Conv + Clip ->] depthwise k x k Conv + Clip(0, 6) (the optimizer fuses the pair
+    into FusedExpandDepthwise); input X."""
+    rng = np.random.default_rng(k + s + c_out)
+    c_in = x_shape[1]
+    nodes, inits, h = [], {}, "X"
+    if expand:
+        inits["we"] = (rng.standard_normal((c_out, c_in, 1, 1)) / np.sqrt(c_in)).astype(F32)
+        nodes += [helper.make_node("Conv", ["X", "we"], ["e"], kernel_shape=[1, 1]),
+                  helper.make_node("Clip", ["e", "lo", "hi"], ["ea"])]
+        h = "ea"
+    inits["wd"] = (rng.standard_normal((c_out, 1, k, k)) / k).astype(F32)
+    inits["bd"] = rng.standard_normal(c_out).astype(F32)
+    inits["lo"], inits["hi"] = np.array(0, F32), np.array(6, F32)
+    nodes += [helper.make_node("Conv", [h, "wd", "bd"], ["d"], kernel_shape=[k, k],
+                               strides=[s, s], pads=list(pads), group=c_out),
+              helper.make_node("Clip", ["d", "lo", "hi"], ["Y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT,
+                                                                     list(x_shape))],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(v, n) for n, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+DW_ISA_CASES = [
+    ((1, 24, 30, 30), 24, 3, 1, (1, 1, 1, 1), False),
+    ((1, 16, 37, 41), 16, 3, 2, (1, 1, 1, 1), False),
+    ((2, 40, 7, 7), 40, 5, 1, (2, 2, 2, 2), False),
+    ((1, 8, 80, 80), 48, 3, 1, (1, 1, 1, 1), True),      # bands of rows x 32 channels
+    ((1, 6, 64, 70), 40, 3, 2, (0, 1, 1, 0), True),
+    ((1, 16, 14, 14), 80, 3, 1, (1, 1, 1, 1), True),
+    ((1, 4, 90, 75), 36, 5, 2, (2, 2, 2, 2), True),
+]
+
+
 @pytest.mark.parametrize("isa", ["sse2", "avx2", "avx512"])
-def test_pools_each_isa(isa, tmp_path):
+def test_pools_and_depthwise_each_isa(isa, tmp_path):
+    """Pooling, depthwise convolutions and FusedExpandDepthwise (its bands with the AVX-512
+    in-place depthwise kernel, or with the padded-buffer one below AVX-512) on each path."""
     import os
     import subprocess
     import sys
 
     cases = {}
+    for i, (xs, c_out, k, s, pads, expand) in enumerate(DW_ISA_CASES):
+        cases[f"dw_{i}"] = (_depthwise_model(xs, c_out, k, s, pads, expand), rand(xs))
     for i, (xs, attrs) in enumerate(WIDE_POOL_CASES + POOL_CASES[3:11]):
         x = rand(xs)
         x.flat[::7] = -3e38

@@ -868,7 +868,7 @@ class ExpandDepthwise final : public Kernel {
     bool dilated = false;
     for (int64_t d : attrs_.dilations) dilated = dilated || d != 1;
     const int64_t sw = attrs_.strides.size() == 2 ? attrs_.strides[1] : 1;
-    bands_ok_ = cvx::available() && fgemm::available() && !dilated && sw <= 2 && wd->dim(3) <= 16;
+    bands_ok_ = fgemm::available() && !dilated && sw <= 2 && wd->dim(3) <= 16;
     se_ = se;
     if (!fgemm::available()) {
       we_own_.assign(we->data<float>(), we->data<float>() + we->numel());
@@ -963,7 +963,10 @@ class ExpandDepthwise final : public Kernel {
   // shared by two bands are computed by both; the groups share the input block in cache.
   void banded(const cvx::DwGeometry& g, const float* x, const float* be, const float* bd, float* y,
               int64_t N, int64_t C, int64_t Ce, ThreadPool* pool) const {
-    const std::vector<uint32_t> masks = cvx::dw_masks(g);
+    // The depthwise step: AVX-512's in-place kernel (cvx::dw_run), else depthwise_2d over the
+    // block (its padded-buffer kernels) into a band of the task's channels, copied to Y.
+    const bool direct = cvx::available() && fast_isa_cap() >= 2;  // ORTLITE_FAST_ISA
+    const std::vector<uint32_t> masks = direct ? cvx::dw_masks(g) : std::vector<uint32_t>();
     const bool clamp = act_.kind == ActKind::kRelu || act_.kind == ActKind::kClip;
     const float lo = act_.kind == ActKind::kClip ? act_.p0 : 0.f;
     const float hi = act_.kind == ActKind::kClip ? act_.p1 : std::numeric_limits<float>::infinity();
@@ -996,6 +999,10 @@ class ExpandDepthwise final : public Kernel {
       bg.H = nr;
       bg.OH = oy1 - oy0;
       bg.pt = r0 + g.pt - oy0 * g.sh;
+      if (!direct) {
+        band_generic(g, bg, buf.data(), bd, c0, cn, y + (n * Ce + c0) * P + oy0 * g.OW, P);
+        return;
+      }
       for (int64_t c = c0; c < c0 + cn; ++c) {
         float* yc = y + (n * Ce + c) * P + oy0 * g.OW;
         cvx::dw_run(bg, masks.data(), buf.data() + (c - c0) * nr * g.W, wd_.data() + c * kk,
@@ -1011,6 +1018,37 @@ class ExpandDepthwise final : public Kernel {
     } else {
       for (int64_t t = 0; t < tasks; ++t) run_task(t);
     }
+  }
+
+  // The depthwise output rows of a band (geometry bg over the block of cn channels, nr =
+  // bg.H rows each) with depthwise_2d, for channels [c0, c0 + cn): into a scratch band, then
+  // each channel's rows to y (channel planes P apart).
+  void band_generic(const cvx::DwGeometry& g, const cvx::DwGeometry& bg, const float* block,
+                    const float* bd, int64_t c0, int64_t cn, float* y, int64_t P) const {
+    SpatialGeometry sg;
+    sg.rank = 2;
+    sg.in = {bg.H, g.W};
+    sg.out = {bg.OH, g.OW};
+    sg.kernel = {g.KH, g.KW};
+    sg.stride = {g.sh, g.sw};
+    sg.dilation = {1, 1};
+    // Rows past the block that the last output row's taps reach are zero padding (they
+    // are below the image: a band inside it has every row it reads in the block).
+    const int64_t need_rows = (bg.OH - 1) * g.sh + g.KH;
+    const int64_t need_cols = (g.OW - 1) * g.sw + g.KW;
+    sg.pad_begin = {bg.pt, g.pl};
+    sg.pad_end = {std::max<int64_t>(0, need_rows - bg.H - bg.pt),
+                  std::max<int64_t>(0, need_cols - g.W - g.pl)};
+    Epilogue<float> ep;
+    ep.bias = bd ? bd + c0 : nullptr;
+    ep.act = act_;
+    const int64_t pb = bg.OH * g.OW;
+    thread_local std::vector<float> out;
+    if (out.size() < static_cast<size_t>(cn * pb)) out.resize(static_cast<size_t>(cn * pb));
+    depthwise_2d<float>(sg, block, wd_.data() + c0 * g.KH * g.KW, ep, out.data(), 1, cn, cn,
+                        nullptr);
+    for (int64_t c = 0; c < cn; ++c)
+      std::memcpy(y + c * P, out.data() + c * pb, static_cast<size_t>(pb) * sizeof(float));
   }
 
   // Channels per task, and floats of a task's block of expanded rows (256 KiB, in L2).

@@ -81,12 +81,16 @@ ORTLITE_NN_INLINE void dw_pad_impl(const DwPlan& p, const T* xc, T* buf) {
 // out[i] = b + sum_t w[t] * base[toff[t] + i] for i < len; all taps accumulate in
 // registers, one store per output vector. 3x3 kernels get the taps unrolled. With kClamp the
 // result is clipped to [lo, hi] (Relu, Clip) before it is stored, NaN kept.
-template <typename T, int kTaps, bool kClamp>
+// kVB: the widest vector in bytes (64 AVX-512, 32 AVX2, 16 SSE2), one vector of half that
+// width after it. Each ISA gets its own instance: GCC splits a vector wider than the ISA's
+// registers element by element where it selects (the clamp), which made the AVX2 build of
+// the 64-byte loop several times slower than onnxruntime's depthwise convolution.
+template <typename T, int kTaps, bool kClamp, int kVB>
 ORTLITE_NN_INLINE void dw_span_impl(const T* base, const int64_t* toff, const T* w, int64_t ntaps,
                                     T b, T lo, T hi, T* out, int64_t len) {
-  typedef T v64 __attribute__((vector_size(64)));
-  typedef T v32 __attribute__((vector_size(32)));
-  constexpr int64_t L = 64 / sizeof(T), H = 32 / sizeof(T);
+  typedef T v64 __attribute__((vector_size(kVB)));
+  typedef T v32 __attribute__((vector_size(kVB / 2)));
+  constexpr int64_t L = kVB / sizeof(T), H = kVB / 2 / sizeof(T);
   const int64_t nt = kTaps > 0 ? kTaps : ntaps;
   int64_t i = 0;
   // 64-byte vectors, then one of 32 bytes: the same loop for either vector type (named by
@@ -120,25 +124,25 @@ ORTLITE_NN_INLINE void dw_span_impl(const T* base, const int64_t* toff, const T*
   }
 }
 
-template <typename T>
+template <typename T, int kVB>
 ORTLITE_NN_INLINE void dw_span_any(const T* base, const int64_t* toff, const T* w, int64_t ntaps,
                                    T b, bool clamp, T lo, T hi, T* out, int64_t len) {
   if (ntaps == 9) {
     if (clamp) {
-      dw_span_impl<T, 9, true>(base, toff, w, ntaps, b, lo, hi, out, len);
+      dw_span_impl<T, 9, true, kVB>(base, toff, w, ntaps, b, lo, hi, out, len);
     } else {
-      dw_span_impl<T, 9, false>(base, toff, w, ntaps, b, lo, hi, out, len);
+      dw_span_impl<T, 9, false, kVB>(base, toff, w, ntaps, b, lo, hi, out, len);
     }
   } else if (clamp) {
-    dw_span_impl<T, 0, true>(base, toff, w, ntaps, b, lo, hi, out, len);
+    dw_span_impl<T, 0, true, kVB>(base, toff, w, ntaps, b, lo, hi, out, len);
   } else {
-    dw_span_impl<T, 0, false>(base, toff, w, ntaps, b, lo, hi, out, len);
+    dw_span_impl<T, 0, false, kVB>(base, toff, w, ntaps, b, lo, hi, out, len);
   }
 }
 
 // Output channel from the padded buffer of its input channel, epilogue included (z is the
 // channel's plane of Z or null); tmp holds flat_len values.
-template <typename T>
+template <typename T, int kVB>
 ORTLITE_NN_INLINE void dw_out_impl(const DwPlan& p, const T* buf, const T* w, T b,
                                    const ActSpec& act, const T* z, T* tmp, T* yc) {
   // Relu and Clip without Z are applied in registers; anything else on each finished row.
@@ -147,13 +151,13 @@ ORTLITE_NN_INLINE void dw_out_impl(const DwPlan& p, const T* buf, const T* w, T 
   const T hi =
       act.kind == ActKind::kClip ? static_cast<T>(act.p1) : std::numeric_limits<T>::infinity();
   const bool epi = !clamp && (z || act.kind != ActKind::kNone);
-  if (p.flat) dw_span_any(buf, p.toff, w, p.ntaps, b, clamp, lo, hi, tmp, p.flat_len);
+  if (p.flat) dw_span_any<T, kVB>(buf, p.toff, w, p.ntaps, b, clamp, lo, hi, tmp, p.flat_len);
   for (int64_t oy = 0; oy < p.OH; ++oy) {
     T* yr = yc + oy * p.OW;
     if (p.flat) {
       copy_run(yr, tmp + oy * p.pitch, p.OW);
     } else {
-      dw_span_any(buf + oy * p.sh * p.PWs, p.toff, w, p.ntaps, b, clamp, lo, hi, yr, p.OW);
+      dw_span_any<T, kVB>(buf + oy * p.sh * p.PWs, p.toff, w, p.ntaps, b, clamp, lo, hi, yr, p.OW);
     }
     if (epi) bias_add_act(act, yr, p.OW, T(0), z ? z + oy * p.OW : nullptr);
   }
@@ -162,9 +166,32 @@ ORTLITE_NN_INLINE void dw_out_impl(const DwPlan& p, const T* buf, const T* w, T 
 ORTLITE_CONV_CLONES void dw_pad_f32(const DwPlan& p, const float* xc, float* buf) {
   dw_pad_impl<float>(p, xc, buf);
 }
-ORTLITE_CONV_CLONES void dw_out_f32(const DwPlan& p, const float* buf, const float* w, float b,
-                                    const ActSpec& act, const float* z, float* tmp, float* yc) {
-  dw_out_impl<float>(p, buf, w, b, act, z, tmp, yc);
+ORTLITE_NN_TARGET_AVX512 void dw_out_avx512(const DwPlan& p, const float* buf, const float* w,
+                                            float b, const ActSpec& act, const float* z, float* tmp,
+                                            float* yc) {
+  dw_out_impl<float, 64>(p, buf, w, b, act, z, tmp, yc);
+}
+ORTLITE_NN_TARGET_AVX2 void dw_out_avx2(const DwPlan& p, const float* buf, const float* w, float b,
+                                        const ActSpec& act, const float* z, float* tmp, float* yc) {
+  dw_out_impl<float, 32>(p, buf, w, b, act, z, tmp, yc);
+}
+void dw_out_sse2(const DwPlan& p, const float* buf, const float* w, float b, const ActSpec& act,
+                 const float* z, float* tmp, float* yc) {
+  dw_out_impl<float, 16>(p, buf, w, b, act, z, tmp, yc);
+}
+void dw_out_f32(const DwPlan& p, const float* buf, const float* w, float b, const ActSpec& act,
+                const float* z, float* tmp, float* yc) {
+  static const auto fn = [] {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    __builtin_cpu_init();
+    const int cap = fast_isa_cap();
+    if (cap >= 2 && __builtin_cpu_supports("avx512f")) return dw_out_avx512;
+    if (cap >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+      return dw_out_avx2;
+#endif
+    return dw_out_sse2;
+  }();
+  fn(p, buf, w, b, act, z, tmp, yc);
 }
 void dw_pad(const DwPlan& p, const float* xc, float* buf) {
   dw_pad_f32(p, xc, buf);
@@ -178,7 +205,7 @@ void dw_out(const DwPlan& p, const float* buf, const float* w, float b, const Ac
 }
 void dw_out(const DwPlan& p, const double* buf, const double* w, double b, const ActSpec& act,
             const double* z, double* tmp, double* yc) {
-  dw_out_impl<double>(p, buf, w, b, act, z, tmp, yc);
+  dw_out_impl<double, 16>(p, buf, w, b, act, z, tmp, yc);
 }
 
 // Depthwise with the direct AVX-512 kernel (conv_avx512.h): no padded copy of the input.

@@ -161,16 +161,6 @@ int64_t pool2d_scratch(const Geo3& g) {
   return kPoolGroup * pool2d_slot(g);
 }
 
-// ORTLITE_FAST_ISA caps the pooling loops' instruction set as it caps the float
-// functions' (compute/fast_kernels.cc): 0 sse2, 1 avx2, 2 avx512.
-int pool_isa_cap() {
-  const char* v = std::getenv("ORTLITE_FAST_ISA");
-  if (v == nullptr) return 2;
-  if (std::strcmp(v, "sse2") == 0) return 0;
-  if (std::strcmp(v, "avx2") == 0) return 1;
-  return 2;
-}
-
 template <int N>
 struct VecOf;
 template <>
@@ -388,7 +378,7 @@ void pool2d_rows_f32(const Geo3& g, bool is_max, int mode, const float* cdiv, co
   static const auto fn = [] {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
     __builtin_cpu_init();
-    const int cap = pool_isa_cap();
+    const int cap = fast_isa_cap();
     if (cap >= 2 && __builtin_cpu_supports("avx512f")) return pool2d_rows_avx512;
     if (cap >= 1 && __builtin_cpu_supports("avx2")) return pool2d_rows_avx2;
 #endif
@@ -506,7 +496,7 @@ float reduce_f32(bool is_max, const float* x, int64_t n) {
   static const auto fn = [] {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
     __builtin_cpu_init();
-    const int cap = pool_isa_cap();
+    const int cap = fast_isa_cap();
     if (cap >= 2 && __builtin_cpu_supports("avx512f")) return reduce_avx512;
     if (cap >= 1 && __builtin_cpu_supports("avx2")) return reduce_avx2;
 #endif
