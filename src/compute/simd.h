@@ -51,6 +51,19 @@ inline int fast_isa_cap() {
   return 2;
 }
 
+// The instance of a loop for the best ISA this CPU has, within fast_isa_cap(): avx512
+// (AVX-512F), avx2 (AVX2 and FMA), else sse2.
+template <typename F>
+F pick_by_isa(F avx512, F avx2, F sse2) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  __builtin_cpu_init();
+  const int cap = fast_isa_cap();
+  if (cap >= 2 && __builtin_cpu_supports("avx512f")) return avx512;
+  if (cap >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return avx2;
+#endif
+  return sse2;
+}
+
 // One function compiled for one ISA, called only after a run-time CPU check.
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define ORTLITE_NN_TARGET_AVX512 __attribute__((target("avx512f")))

@@ -181,16 +181,7 @@ void dw_out_sse2(const DwPlan& p, const float* buf, const float* w, float b, con
 }
 void dw_out_f32(const DwPlan& p, const float* buf, const float* w, float b, const ActSpec& act,
                 const float* z, float* tmp, float* yc) {
-  static const auto fn = [] {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    __builtin_cpu_init();
-    const int cap = fast_isa_cap();
-    if (cap >= 2 && __builtin_cpu_supports("avx512f")) return dw_out_avx512;
-    if (cap >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-      return dw_out_avx2;
-#endif
-    return dw_out_sse2;
-  }();
+  static const auto fn = pick_by_isa(dw_out_avx512, dw_out_avx2, dw_out_sse2);
   fn(p, buf, w, b, act, z, tmp, yc);
 }
 void dw_pad(const DwPlan& p, const float* xc, float* buf) {

@@ -375,15 +375,7 @@ void pool2d_rows_sse2(const Geo3& g, bool is_max, int mode, const float* cdiv, c
 
 void pool2d_rows_f32(const Geo3& g, bool is_max, int mode, const float* cdiv, const float* x,
                      const float* x_end, float* y, int64_t rb, int64_t re, float* scratch) {
-  static const auto fn = [] {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    __builtin_cpu_init();
-    const int cap = fast_isa_cap();
-    if (cap >= 2 && __builtin_cpu_supports("avx512f")) return pool2d_rows_avx512;
-    if (cap >= 1 && __builtin_cpu_supports("avx2")) return pool2d_rows_avx2;
-#endif
-    return pool2d_rows_sse2;
-  }();
+  static const auto fn = pick_by_isa(pool2d_rows_avx512, pool2d_rows_avx2, pool2d_rows_sse2);
   fn(g, is_max, mode, cdiv, x, x_end, y, rb, re, scratch);
 }
 
@@ -493,15 +485,7 @@ float reduce_sse2(bool is_max, const float* x, int64_t n) {
 }
 
 float reduce_f32(bool is_max, const float* x, int64_t n) {
-  static const auto fn = [] {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    __builtin_cpu_init();
-    const int cap = fast_isa_cap();
-    if (cap >= 2 && __builtin_cpu_supports("avx512f")) return reduce_avx512;
-    if (cap >= 1 && __builtin_cpu_supports("avx2")) return reduce_avx2;
-#endif
-    return reduce_sse2;
-  }();
+  static const auto fn = pick_by_isa(reduce_avx512, reduce_avx2, reduce_sse2);
   return fn(is_max, x, n);
 }
 
