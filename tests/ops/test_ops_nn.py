@@ -1939,8 +1939,9 @@ DW_ISA_CASES = [
 
 @pytest.mark.parametrize("isa", ["sse2", "avx2", "avx512"])
 def test_pools_and_depthwise_each_isa(isa, tmp_path):
-    """Pooling, depthwise convolutions and FusedExpandDepthwise (its bands with the AVX-512
-    in-place depthwise kernel, or with the padded-buffer one below AVX-512) on each path."""
+    """Pooling, depthwise convolutions, FusedExpandDepthwise (its bands with the AVX-512
+    in-place depthwise kernel, or with the padded-buffer one below AVX-512) and float
+    ReduceMax / ReduceMin on each path."""
     import os
     import subprocess
     import sys
@@ -1957,6 +1958,16 @@ def test_pools_and_depthwise_each_isa(isa, tmp_path):
         for n in (1, 7, 33, 100, 1000):
             x = rand((2, 3, n))
             cases[f"{op}_{n}"] = (node_model(op, {"X": x}, ["Y"]), x)
+    # ReduceMax / ReduceMin over float and double rows of every remainder (their loops are
+    # per ISA too), with a NaN in one row.
+    for op in ("ReduceMax", "ReduceMin"):
+        for dt in (F32, F64):
+            for n in (1, 5, 17, 40, 333):
+                x = rand((3, n)).astype(dt)
+                x[1, n // 2] = np.nan
+                cases[f"{op}_{dt.__name__}_{n}"] = (
+                    node_model(op, {"X": x}, ["Y"], attrs=dict(axes=[1], keepdims=0), opset=13),
+                    x)
     packed = {}
     for key, (m, x) in cases.items():
         pair = np.empty(2, dtype=object)
@@ -1969,5 +1980,10 @@ def test_pools_and_depthwise_each_isa(isa, tmp_path):
     assert r.returncode == 0, r.stderr
     out = np.load(tmp_path / "out.npz")
     for key, (m, x) in cases.items():
-        expected = run_ort(m, {"X": x})[0]
-        np.testing.assert_allclose(out[key], expected, rtol=1e-5, atol=1e-5, err_msg=key)
+        if key.startswith("Reduce"):
+            # numpy: NaN propagates, as in ortlite (onnxruntime's ReduceMax skips it).
+            expected = (np.max if key.startswith("ReduceMax") else np.min)(x, axis=1)
+        else:
+            expected = run_ort(m, {"X": x})[0]
+        np.testing.assert_allclose(out[key], expected, rtol=1e-5, atol=1e-5, equal_nan=True,
+                                   err_msg=key)
