@@ -1262,6 +1262,46 @@ def test_transpose_batched_2d_matches_numpy(shape, perm, dtype, threads):
     np.testing.assert_array_equal(got, np.transpose(x, perm))
 
 
+_TRANSPOSE_ISA_SCRIPT = r"""
+import sys
+import numpy as np
+import ortlite
+from onnx import TensorProto, helper
+rng = np.random.default_rng(5)
+for shape, perm in [((1, 56, 56, 64), [0, 3, 1, 2]), ((2, 31, 18), [0, 2, 1]),
+                    ((1, 12, 128, 64), [0, 1, 3, 2]), ((17, 33), [1, 0]), ((8, 8), [1, 0]),
+                    ((3, 9, 24), [0, 2, 1])]:
+    x = rng.standard_normal(shape).astype(np.float32)
+    node = helper.make_node("Transpose", ["x"], ["y"], perm=perm)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                      shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    for threads in (1, 2):
+        so = ortlite.SessionOptions()
+        so.intra_op_num_threads = threads
+        y = ortlite.InferenceSession(m.SerializeToString(), so).run(None, {"x": x})[0]
+        np.testing.assert_array_equal(y, np.transpose(x, perm))
+print("OK")
+"""
+
+
+@pytest.mark.parametrize("isa", ["sse2", "avx2", "avx512"])
+def test_transpose_tiles_each_isa(isa):
+    """The 2-D tile transposes on each path (AVX-512 16 x 16 tiles, AVX2 8 x 8 blocks with
+    element-wise edges, plain loops): ORTLITE_FAST_ISA caps the choice in a fresh process."""
+    import os
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", _TRANSPOSE_ISA_SCRIPT],
+                       env=dict(os.environ, ORTLITE_FAST_ISA=isa), capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "OK"
+
+
 # ScatterND / ScatterElements reductions: min and max from opset 16, as onnxruntime
 
 

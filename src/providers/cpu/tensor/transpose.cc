@@ -5,9 +5,14 @@
 #include <algorithm>
 #include <cstring>
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "compute/cpu_avx512.h"
 
 #include "compute/conv_avx512.h"
+#include "compute/simd.h"
 #include "providers/cpu/tensor/tensor_kernels.h"
 #include "providers/shared/transpose_slice.h"
 
@@ -35,12 +40,54 @@ bool batched_2d(const Shape& in, const std::vector<int64_t>& perm, int64_t* B, i
   return true;
 }
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#define ORTLITE_HAVE_AVX2_TRANSPOSE 1
+// dst[c * ldd + r] = src[r * lds + c] for an 8 x 8 block of 4-byte elements, in AVX2
+// registers: 32-bit and 64-bit interleaves, then the 128-bit halves.
+__attribute__((target("avx2"))) void transpose8_avx2(const float* src, int64_t lds, float* dst,
+                                                     int64_t ldd) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * lds);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
+    t[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
+  }
+  for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + i * ldd, t[i]);
+}
+
+bool cpu_has_avx2() {
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
+  return ok;
+}
+#endif
+
 // dst[b][c][r] = src[b][r][c] for 4-byte elements, in 16 x 16 tiles (transposed in
-// registers with AVX-512), split over the thread pool by rows of tiles.
+// registers with AVX-512, or as 8 x 8 blocks with AVX2), split over the thread pool by rows
+// of tiles.
 void transpose_2d_u32(const uint32_t* src, uint32_t* dst, int64_t B, int64_t R, int64_t C,
                       ThreadPool* pool) {
   const int64_t tiles_r = (R + 15) / 16;
-  const bool vec = nn::cvx::available();
+  // ORTLITE_FAST_ISA caps the choice (avx2: the 8 x 8 blocks, sse2: element by element).
+  const int cap = nn::fast_isa_cap();
+  const bool vec = nn::cvx::available() && cap >= 2;
+#if defined(ORTLITE_HAVE_AVX2_TRANSPOSE)
+  const bool vec8 = !vec && cap >= 1 && cpu_has_avx2();
+#else
+  const bool vec8 = false;
+#endif
   parallel_for(pool, B * tiles_r, 16.0 * static_cast<double>(C), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / tiles_r, r0 = (t % tiles_r) * 16;
@@ -54,8 +101,20 @@ void transpose_2d_u32(const uint32_t* src, uint32_t* dst, int64_t B, int64_t R, 
                                reinterpret_cast<float*>(d + c0 * R), R);
           continue;
         }
-        for (int c = 0; c < cols; ++c)
-          for (int r = 0; r < rows; ++r) d[(c0 + c) * R + r] = s[r * C + c0 + c];
+        for (int rb = 0; rb < rows; rb += 8) {
+          for (int cb = 0; cb < cols; cb += 8) {
+#if defined(ORTLITE_HAVE_AVX2_TRANSPOSE)
+            if (vec8 && rb + 8 <= rows && cb + 8 <= cols) {
+              transpose8_avx2(reinterpret_cast<const float*>(s + rb * C + c0 + cb), C,
+                              reinterpret_cast<float*>(d + (c0 + cb) * R + rb), R);
+              continue;
+            }
+#endif
+            const int re = std::min(rows, rb + 8), ce = std::min(cols, cb + 8);
+            for (int c = cb; c < ce; ++c)
+              for (int r = rb; r < re; ++r) d[(c0 + c) * R + r] = s[r * C + c0 + c];
+          }
+        }
       }
     }
   });
