@@ -43,12 +43,16 @@ ORTLITE_NN_INLINE float hsum8(const v8sf& v) {
 
 // The cap ORTLITE_FAST_ISA puts on the run-time choice of the float loops that have one
 // instance per ISA (compute/fast_kernels.cc, pooling, depthwise): 0 sse2, 1 avx2, 2 avx512.
+// Read once: Transpose and FusedExpandDepthwise ask on every call.
 inline int fast_isa_cap() {
-  const char* v = std::getenv("ORTLITE_FAST_ISA");
-  if (v == nullptr) return 2;
-  if (std::strcmp(v, "sse2") == 0) return 0;
-  if (std::strcmp(v, "avx2") == 0) return 1;
-  return 2;
+  static const int cap = [] {
+    const char* v = std::getenv("ORTLITE_FAST_ISA");
+    if (v == nullptr) return 2;
+    if (std::strcmp(v, "sse2") == 0) return 0;
+    if (std::strcmp(v, "avx2") == 0) return 1;
+    return 2;
+  }();
+  return cap;
 }
 
 // The instance of a loop for the best ISA this CPU has, within fast_isa_cap(): avx512
