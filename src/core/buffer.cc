@@ -3,7 +3,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <pthread.h>
 #include <string>
 
 #include "ortlite/status.h"
@@ -12,28 +14,146 @@ namespace ortlite {
 
 namespace {
 constexpr size_t kAlignment = 64;
+// Room in front of an aligned block: the pointer malloc returned and the block's capacity.
+constexpr size_t kHeader = 2 * sizeof(void*);
 
-// 64-byte aligned blocks carved from plain malloc, the original pointer stored just before
-// the aligned one. glibc's memalign/aligned_alloc leaves free fragments in front of each
-// block; with a fragmented heap, alternating allocate/free of the same sizes then grows
-// the heap without bound (seen as RSS rising run after run). malloc does not.
+// 64-byte aligned blocks carved from plain malloc, the original pointer and the capacity
+// stored just before the aligned one. glibc's memalign/aligned_alloc leaves free fragments
+// in front of each block; with a fragmented heap, alternating allocate/free of the same
+// sizes then grows the heap without bound (seen as RSS rising run after run). malloc does
+// not.
 void* aligned_malloc(size_t bytes) {
-  if (bytes > SIZE_MAX - kAlignment - sizeof(void*)) return nullptr;
-  void* raw = std::malloc(bytes + kAlignment + sizeof(void*));
+  if (bytes > SIZE_MAX - kAlignment - kHeader) return nullptr;
+  void* raw = std::malloc(bytes + kAlignment + kHeader);
   if (!raw) return nullptr;
-  const uintptr_t start = reinterpret_cast<uintptr_t>(raw) + sizeof(void*);
+  const uintptr_t start = reinterpret_cast<uintptr_t>(raw) + kHeader;
   const uintptr_t aligned = (start + kAlignment - 1) & ~static_cast<uintptr_t>(kAlignment - 1);
   reinterpret_cast<void**>(aligned)[-1] = raw;
+  reinterpret_cast<size_t*>(aligned)[-2] = bytes;
   return reinterpret_cast<void*>(aligned);
+}
+
+size_t block_capacity(void* p) {
+  return static_cast<size_t*>(p)[-2];
 }
 
 void aligned_free(void* p) {
   if (p) std::free(static_cast<void**>(p)[-1]);
 }
+
+// Large blocks that ortlite freed, kept for the next allocation of about their size.
+//
+// A run's graph outputs are new buffers on every call (numpy owns them afterwards), and
+// glibc serves blocks above its mmap threshold (128 KiB until its heuristics raise it,
+// which depend on what the process freed before) with a fresh mapping each time: every
+// page faults in and is zeroed again. An 800 KB elementwise output then took 95-240 us a
+// run instead of 25-35 us. Blocks here are already resident.
+//
+// At most kMaxBlocks blocks and max_bytes() bytes (ORTLITE_BUFFER_CACHE_MB, default 64;
+// 0 turns the cache off); the oldest go first. Not under AddressSanitizer, which then
+// sees every block freed and would otherwise miss a use after free.
+class BlockCache {
+ public:
+  static constexpr size_t kMinBytes = size_t{64} << 10;
+  static constexpr int kMaxBlocks = 32;
+
+  // A cached block of capacity in [bytes, bytes + bytes / 8], or null.
+  void* take(size_t bytes) {
+    if (bytes < kMinBytes || max_bytes() == 0) return nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    int best = -1;
+    for (int i = 0; i < n_; ++i) {
+      const size_t cap = blocks_[i].cap;
+      if (cap >= bytes && cap - bytes <= bytes / 8 && (best < 0 || cap < blocks_[best].cap))
+        best = i;
+    }
+    if (best < 0) return nullptr;
+    void* p = blocks_[best].p;
+    held_ -= blocks_[best].cap;
+    for (int i = best; i + 1 < n_; ++i) blocks_[i] = blocks_[i + 1];
+    --n_;
+    return p;
+  }
+
+  // Keeps p (true) or leaves it to the caller to free (false).
+  bool put(void* p) {
+    const size_t cap = block_capacity(p), limit = max_bytes();
+    if (cap < kMinBytes || cap > limit / 2) return false;
+    void* evicted[kMaxBlocks];
+    int ne = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      int drop = 0;
+      size_t held = held_;
+      while (drop < n_ && (n_ - drop >= kMaxBlocks || held + cap > limit)) {
+        held -= blocks_[drop].cap;
+        evicted[ne++] = blocks_[drop].p;
+        ++drop;
+      }
+      if (drop > 0) {
+        for (int i = drop; i < n_; ++i) blocks_[i - drop] = blocks_[i];
+        n_ -= drop;
+      }
+      blocks_[n_++] = {p, cap};
+      held_ = held + cap;
+    }
+    for (int i = 0; i < ne; ++i) aligned_free(evicted[i]);
+    return true;
+  }
+
+  // fork: the child has only the forking thread; a lock another thread held at fork time
+  // would never be released there. prepare takes it; both sides let it go.
+  void lock() { mu_.lock(); }
+  void unlock() { mu_.unlock(); }
+
+ private:
+  static size_t max_bytes() {
+#if defined(__SANITIZE_ADDRESS__)
+    return 0;
+#else
+    static const size_t v = [] {
+      const char* e = std::getenv("ORTLITE_BUFFER_CACHE_MB");
+      const long mb = e && *e ? std::atol(e) : 64;
+      return mb > 0 ? static_cast<size_t>(mb) << 20 : size_t{0};
+    }();
+    return v;
+#endif
+  }
+
+  struct Block {
+    void* p;
+    size_t cap;
+  };
+  std::mutex mu_;
+  Block blocks_[kMaxBlocks] = {};
+  int n_ = 0;
+  size_t held_ = 0;
+};
+
+// Leaked on purpose: buffers may be released by threads still running during static
+// destruction. The blocks it holds at exit stay reachable.
+BlockCache& block_cache() {
+  static BlockCache* c = [] {
+    auto* cache = new BlockCache();
+    pthread_atfork([] { block_cache().lock(); }, [] { block_cache().unlock(); },
+                   [] { block_cache().unlock(); });
+    return cache;
+  }();
+  return *c;
+}
+
+void* allocate_block(size_t bytes) {
+  if (void* p = block_cache().take(bytes)) return p;
+  return aligned_malloc(bytes);
+}
+
+void free_block(void* p) {
+  if (p && !block_cache().put(p)) aligned_free(p);
+}
 }  // namespace
 
 Buffer* Buffer::allocate(size_t bytes) {
-  void* p = aligned_malloc(bytes == 0 ? 1 : bytes);
+  void* p = allocate_block(bytes == 0 ? 1 : bytes);
   if (!p) ORTLITE_THROW(kFail, "failed to allocate ", bytes, " bytes");
   Buffer* b = new Buffer();
   b->data_ = p;
@@ -76,7 +196,7 @@ Buffer::~Buffer() {
   if (release_) {
     release_();
   } else if (kind_ == BufferKind::kOwned) {
-    aligned_free(data_);
+    free_block(data_);
   }
 }
 
