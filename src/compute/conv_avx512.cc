@@ -504,7 +504,10 @@ void im2col_shifted(const float* x, int64_t in_size, int64_t C, int64_t ksize, c
   }
 }
 
-void direct_pad(const DirectGeometry& g, const float* x, float* xp) {
+// GCC would turn the zero-store loops into memset calls, one or two a row: 3-4% of the demo
+// CNN's run, the calls' overhead on runs of 1-3 vectors.
+__attribute__((optimize("no-tree-loop-distribute-patterns"))) void direct_pad(
+    const DirectGeometry& g, const float* x, float* xp) {
   // Every row is written as whole aligned vectors: zeros, then the input row (its last part
   // read as a whole vector and masked in registers, or lane by lane at the end of x), then
   // zeros. Masked loads, unaligned stores and library calls per row (fill, copy) each cost

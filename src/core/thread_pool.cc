@@ -185,27 +185,31 @@ namespace {
 struct ParallelJob {
   const std::function<void(int64_t, int64_t)>* fn;
   int64_t n, chunk, num_chunks;
-  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> next{1};  // chunk 0 is the caller's
   std::atomic<int64_t> done{0};
   std::mutex mu;
   std::condition_variable cv;
   std::exception_ptr error;
 
+  void run(int64_t c) {
+    const int64_t b = c * chunk, e = std::min(n, b + chunk);
+    try {
+      (*fn)(b, e);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!error) error = std::current_exception();
+    }
+    if (done.fetch_add(1) + 1 == num_chunks) {
+      std::lock_guard<std::mutex> lock(mu);
+      cv.notify_all();
+    }
+  }
+
   void work() {
     for (;;) {
       const int64_t c = next.fetch_add(1);
       if (c >= num_chunks) return;
-      const int64_t b = c * chunk, e = std::min(n, b + chunk);
-      try {
-        (*fn)(b, e);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!error) error = std::current_exception();
-      }
-      if (done.fetch_add(1) + 1 == num_chunks) {
-        std::lock_guard<std::mutex> lock(mu);
-        cv.notify_all();
-      }
+      run(c);
     }
   }
 };
@@ -242,6 +246,13 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     else
       cv_.notify_all();
   }
+  // The caller always computes the first chunk and helpers claim from the second on, so
+  // that the same thread computes the same part of consecutive kernels (the top band of
+  // each convolution of a network, say) and finds its input in its own core's cache. When
+  // a spinning helper could claim chunk 0 first, a 2-thread demo CNN (16-channel convs on
+  // 16 x 16 planes, their rows split in two bands) ran 5 us slower than at 1 thread, the
+  // halves of each activation moving between the cores.
+  job->run(0);
   job->work();
   if (!spin_until([&] { return job->done.load() == job->num_chunks; }, allow_spinning_)) {
     std::unique_lock<std::mutex> lock(job->mu);

@@ -142,7 +142,8 @@ bool implicit_conv(const ConvArgs<float>& a, int64_t Cg, int64_t Mg, int64_t ksi
   const float* src = a.x;
   thread_local std::vector<float> pad_buf;
   if (padded) {
-    pad_buf.resize(static_cast<size_t>(images * Cg * plane));
+    if (pad_buf.size() < static_cast<size_t>(images * Cg * plane))
+      pad_buf.resize(static_cast<size_t>(images * Cg * plane));  // grown only
     float* pd = pad_buf.data();
     const float* x = a.x;
     parallel_for(pool, images * Cg, static_cast<double>(plane), [&](int64_t c0, int64_t c1) {
@@ -266,7 +267,7 @@ bool direct_geometry_ok(const SpatialGeometry& g, int64_t C) {
 double band_min_work() {
   static const double v = [] {
     const char* e = std::getenv("ORTLITE_CONV_BAND_MIN_WORK");
-    return e ? std::atof(e) : 4e5;
+    return e ? std::atof(e) : 2e6;
   }();
   return v;
 }
@@ -304,7 +305,10 @@ void direct_conv(const ConvArgs<float>& a, ThreadPool* pool) {
             bg.H = std::max<int64_t>(dg.H - row0, 0);
             bg.x_plane = in_size;
             bg.y_plane = P;
-            band_pad.resize(static_cast<size_t>(cvx::direct_pad_size(bg)));
+            // Grown only: a resize to a larger size zero-fills the new part, and the
+            // convolutions of a network alternate between sizes (1-2 us a run in the demo).
+            const auto need = static_cast<size_t>(cvx::direct_pad_size(bg));
+            if (band_pad.size() < need) band_pad.resize(need);
             cvx::direct_pad(bg, a.x + std::min(row0, dg.H) * dg.W, band_pad.data());
             float* yb = a.y + r0 * dg.OW;
             cvx::direct_run(bg, band_pad.data(), a.wt.direct->data(), a.ep.bias, clamp, lo, hi, yb,
@@ -321,7 +325,8 @@ void direct_conv(const ConvArgs<float>& a, ThreadPool* pool) {
   if (a.N < 2 || nthreads < 2 || work * static_cast<double>(a.N) < 2e6) pool = nullptr;
   parallel_for(pool, a.N, work, [&](int64_t n0, int64_t n1) {
     thread_local std::vector<float> pad_buf;
-    pad_buf.resize(static_cast<size_t>(cvx::direct_pad_size(dg)));
+    const auto need = static_cast<size_t>(cvx::direct_pad_size(dg));
+    if (pad_buf.size() < need) pad_buf.resize(need);  // grown only, as band_pad
     for (int64_t n = n0; n < n1; ++n) {
       cvx::direct_pad(dg, a.x + n * a.C * in_size, pad_buf.data());
       float* y = a.y + n * a.M * P;
