@@ -31,8 +31,8 @@ bool dw_supported(const DwGeometry& g) {
 }
 
 bool direct_supported(const DirectGeometry& g) {
-  return available() && (g.M == 16 || g.M == 32) && (g.s == 1 || g.s == 2) && g.C >= 1 &&
-         g.KH >= 1 && g.KW >= 1 && g.OH >= 1 && g.OW >= 1;
+  return available() && (g.M == 16 || (g.M > 0 && g.M % 32 == 0)) && (g.s == 1 || g.s == 2) &&
+         g.C >= 1 && g.KH >= 1 && g.KW >= 1 && g.OH >= 1 && g.OW >= 1;
 }
 
 std::vector<float> direct_pack(const float* w, int64_t M, int64_t C, int64_t KH, int64_t KW,
@@ -558,9 +558,18 @@ void direct_run(const DirectGeometry& g, const float* xp, const float* wp, const
                 bool clamp, float lo, float hi, float* y, int64_t r0, int64_t r1) {
   if (g.M == 16) {
     (g.s == 1 ? direct_rows<1, 1> : direct_rows<1, 2>)(g, xp, wp, bias, clamp, lo, hi, y, r0, r1);
-  } else {
-    (g.s == 1 ? direct_rows<2, 1> : direct_rows<2, 2>)(g, xp, wp, bias, clamp, lo, hi, y, r0, r1);
+    return;
   }
+  // 32 output channels a pass (a stem's 64 from 3 input channels: two passes over the
+  // padded input, which stays in L2).
+  const int64_t block = g.C * g.KH * g.KW * 16, P = g.y_plane ? g.y_plane : g.OH * g.OW;
+  DirectGeometry g32 = g;
+  g32.M = 32;
+  g32.y_plane = P;
+  for (int64_t m = 0; m < g.M; m += 32)
+    (g.s == 1 ? direct_rows<2, 1> : direct_rows<2, 2>)(g32, xp, wp + (m / 16) * block,
+                                                       bias ? bias + m : nullptr, clamp, lo, hi,
+                                                       y + m * P, r0, r1);
 }
 
 void dw_run(const DwGeometry& g, const uint32_t* masks, const float* xc, const float* w, float b,

@@ -59,11 +59,12 @@ void im2col_shifted(const float* x, int64_t in_size, int64_t C, int64_t ksize, c
 void deinterleave2(const float* s, int64_t n, float* even, float* odd);
 
 // Direct dense 2-D convolution for few output channels (group 1, 16 or 32 output
-// channels): vectorized over the output channels, one 16-channel accumulator per pixel of a
-// tile of an output row, one weight load per kernel tap, each input value broadcast from a
-// zero-padded copy of the image (direct_pad). Strides 1 or 2 (equal), dilation 1.
+// channels, or a multiple of 32 computed 32 a pass): vectorized over the output channels, one
+// 16-channel accumulator per pixel of a tile of an output row, one weight load per kernel tap, each
+// input value broadcast from a zero-padded copy of the image (direct_pad). Strides 1 or 2 (equal),
+// dilation 1.
 struct DirectGeometry {
-  int64_t C, M;          // input channels; output channels (16 or 32)
+  int64_t C, M;          // input channels; output channels (16 or a multiple of 32)
   int64_t H, W, OH, OW;  // input and output plane
   int64_t KH, KW;        // kernel
   int64_t s;             // stride (both axes)

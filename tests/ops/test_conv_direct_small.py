@@ -1,5 +1,6 @@
 """The direct AVX-512 convolution for small dense layers (cvx::direct_run in
-src/compute/conv_avx512.cc: group 1, 16 or 32 output channels, up to 32 input channels,
+src/compute/conv_avx512.cc: group 1, 16 or 32 output channels, up to 32 input channels; 64 or
+96 output channels, 32 a pass, for stems of up to 4 input channels with 5x5 or larger kernels;
 outputs up to 32x32 (any size up to 4 input channels), strides 1 / 2, kernels up to 7x7) against onnxruntime: every tile width
 (full and partial rows of 16 / 12 pixels, 4 to 32 wide outputs), odd and asymmetric pads,
 pads beyond the kernel, 1-channel and 32-channel inputs, bias or none, the fused Relu / Clip /
@@ -80,6 +81,10 @@ CASES = [
     (1, 3, 16, 224, 224, (3, 3), 2, [1, 1, 1, 1]),   # a stem: any output size up to 4 channels
     (1, 4, 32, 45, 67, (3, 3), 1, [1, 1, 1, 1]),     # 4 channels, wide odd rows
     (2, 3, 32, 97, 131, (5, 5), 2, [2, 1, 2, 1]),    # 5x5 stride 2 stem, batch 2
+    (1, 3, 64, 224, 224, (7, 7), 2, [3, 3, 3, 3]),   # the ResNet stem: two passes of 32
+    (2, 3, 96, 41, 37, (5, 5), 1, [2, 2, 2, 2]),     # three passes, odd sizes, batch 2
+    (1, 4, 64, 30, 33, (5, 5), 2, [2, 1, 2, 1]),     # asymmetric pads
+    (1, 3, 64, 40, 40, (3, 3), 2, [1, 1, 1, 1]),     # 3x3: not direct (im2col + GEMM)
 ]
 
 
@@ -129,6 +134,18 @@ def test_threads(threads, shape):
     a = check(conv_net(x.shape, w, b, [1, 1], [1, 1, 1, 1], post=("Relu", {})), {"x": x},
               threads=threads)
     assert (a >= 0).all()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_stem_passes_in_bands_with_residual(threads):
+    """A 64-channel 7x7 stem, its rows in bands over the threads, each band's 32-channel
+    passes writing its own rows of both halves, then the residual Add and Relu fused."""
+    w = randn((64, 3, 7, 7), 14, scale=0.1)
+    b = randn((64,), 15)
+    x = randn((1, 3, 96, 90), 16)
+    feeds = {"x": x, "r": randn((1, 64, 48, 45), 17)}
+    check(conv_net(x.shape, w, b, [2, 2], [3, 3, 3, 3], post=("Relu", {}), residual=True), feeds,
+          threads=threads)
 
 
 @pytest.mark.parametrize("post", [("Relu", {}), ("Clip", {})], ids=["Relu", "Clip"])
