@@ -179,17 +179,38 @@ void ThreadPool::schedule(std::function<void()> task) {
 }
 
 namespace {
-// Shared state of one parallel_for: chunks are claimed by an atomic counter, so the caller
-// and any helper that picks up a queued task share the work; whoever arrives after the
-// last chunk is claimed does nothing.
+// Shared state of one parallel_for. The chunks are cut into one contiguous segment per
+// participant (the caller is participant 0, each helper takes the next number when it
+// starts): each works through its own segment first, then claims what is left of the
+// others'. Whoever arrives after the last chunk is claimed does nothing.
+//
+// Segments rather than one shared counter: consecutive kernels over the same activation
+// give the same part of it (the top rows, the first pixels) to the same thread, which
+// finds its input in its own core's cache. With one counter, which thread computed which
+// part changed from kernel to kernel, and a part written by one core was read by the other.
 struct ParallelJob {
+  struct alignas(64) Segment {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
   const std::function<void(int64_t, int64_t)>* fn;
   int64_t n, chunk, num_chunks;
-  std::atomic<int64_t> next{1};  // chunk 0 is the caller's
+  int parts = 1;
+  std::unique_ptr<Segment[]> segments;
+  std::atomic<int> joined{1};  // participant numbers given out; 0 is the caller's
   std::atomic<int64_t> done{0};
   std::mutex mu;
   std::condition_variable cv;
   std::exception_ptr error;
+
+  void split(int participants) {
+    parts = participants;
+    segments.reset(new Segment[static_cast<size_t>(parts)]);
+    for (int p = 0; p < parts; ++p) {
+      segments[p].next.store(num_chunks * p / parts, std::memory_order_relaxed);
+      segments[p].end = num_chunks * (p + 1) / parts;
+    }
+  }
 
   void run(int64_t c) {
     const int64_t b = c * chunk, e = std::min(n, b + chunk);
@@ -205,12 +226,19 @@ struct ParallelJob {
     }
   }
 
-  void work() {
+  void drain(int seg) {
+    Segment& s = segments[seg];
     for (;;) {
-      const int64_t c = next.fetch_add(1);
-      if (c >= num_chunks) return;
+      if (s.next.load(std::memory_order_relaxed) >= s.end) return;
+      const int64_t c = s.next.fetch_add(1);
+      if (c >= s.end) return;
       run(c);
     }
+  }
+
+  // Participant p: its own segment, then the others' in turn.
+  void work(int p) {
+    for (int k = 0; k < parts; ++k) drain((p + k) % parts);
   }
 };
 }  // namespace
@@ -232,10 +260,15 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   if (max_chunk > 0) job->chunk = std::min(job->chunk, max_chunk);
   job->num_chunks = (n + job->chunk - 1) / job->chunk;
   const int64_t helpers = std::min<int64_t>(threads - 1, job->num_chunks - 1);
+  job->split(static_cast<int>(helpers + 1));
   int sleeping;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (int64_t i = 0; i < helpers; ++i) queue_.push_back([job] { job->work(); });
+    for (int64_t i = 0; i < helpers; ++i)
+      queue_.push_back([job] {
+        const int p = job->joined.fetch_add(1);
+        job->work(p < job->parts ? p : 0);
+      });
     queued_.fetch_add(static_cast<int>(helpers), std::memory_order_release);
     sleeping = sleepers_;
   }
@@ -246,14 +279,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     else
       cv_.notify_all();
   }
-  // The caller always computes the first chunk and helpers claim from the second on, so
-  // that the same thread computes the same part of consecutive kernels (the top band of
-  // each convolution of a network, say) and finds its input in its own core's cache. When
-  // a spinning helper could claim chunk 0 first, a 2-thread demo CNN (16-channel convs on
-  // 16 x 16 planes, their rows split in two bands) ran 5 us slower than at 1 thread, the
-  // halves of each activation moving between the cores.
-  job->run(0);
-  job->work();
+  job->work(0);
   if (!spin_until([&] { return job->done.load() == job->num_chunks; }, allow_spinning_)) {
     std::unique_lock<std::mutex> lock(job->mu);
     job->cv.wait(lock, [&] { return job->done.load() == job->num_chunks; });
