@@ -1987,3 +1987,21 @@ def test_pools_and_depthwise_each_isa(isa, tmp_path):
             expected = run_ort(m, {"X": x})[0]
         np.testing.assert_allclose(out[key], expected, rtol=1e-5, atol=1e-5, equal_nan=True,
                                    err_msg=key)
+
+
+@pytest.mark.parametrize("shape", [(1, 16, 32, 32), (2, 5, 37, 35), (1, 3, 2, 2), (1, 7, 6, 66),
+                                   (3, 2, 9, 31), (1, 64, 112, 112)],
+                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("threads", [1, 2])
+def test_maxpool_2x2_stride2(shape, threads):
+    """MaxPool 2x2 stride 2 without padding (its own AVX-512 kernel where the CPU has it):
+    odd sizes drop the last row / column, rows of 1 to 56 outputs (masked tails of a
+    16-output vector), -inf inputs, against onnxruntime."""
+    x = rng(41).standard_normal(shape).astype(F32)
+    x.reshape(-1)[::7] = -np.inf
+    model = helpers.node_model("MaxPool", {"x": x}, ["y"],
+                               attrs={"kernel_shape": [2, 2], "strides": [2, 2]})
+    expected = run_ort(model, {"x": x})[0]
+    actual = run_lite(model, {"x": x}, threads)[0]
+    assert actual.shape == expected.shape
+    np.testing.assert_array_equal(actual, expected)

@@ -13,6 +13,10 @@
 #include <type_traits>
 #include <vector>
 
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+#endif
+
 #include "providers/cpu/nn/nn_common.h"
 #include "providers/shared/pool_attrs.h"
 #include "compute/simd.h"
@@ -543,11 +547,74 @@ void max_pool_indices(const Geo3& g, const T* x, T* y, int64_t* ind, int64_t cha
   });
 }
 
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+// GCC 12 reports the _mm512_undefined_ps() inside its own intrinsics as maybe-uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// MaxPool 2x2 stride 2 without padding (2-D, float, AVX-512F): 16 outputs of a row from
+// two rows of 32 inputs, the column pairs split by two permutes. The general row kernel
+// reduces the rows into a scratch row and its column phases first; on the demo CNN's
+// 1x16x32x32 pool that was 3.5 of a 45 us run. The same selects as the general kernel:
+// max(v, acc) keeps acc when v is NaN, so a NaN never wins (as there).
+ORTLITE_NN_TARGET_AVX512 void max_pool_2x2s2_avx512(const Geo3& g, const float* x, float* y,
+                                                    int64_t rb, int64_t re) {
+  const int64_t in2 = g.in[2], out1 = g.out[1], out2 = g.out[2];
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t r = rb; r < re; ++r) {
+    const int64_t c = r / out1, oy = r % out1;
+    const float* x0 = x + c * g.in_size + 2 * oy * in2;
+    const float* x1 = x0 + in2;
+    float* yr = y + r * out2;
+    for (int64_t ox = 0; ox < out2; ox += 16) {
+      const int64_t n = std::min<int64_t>(16, out2 - ox), m = 2 * n;
+      const __mmask16 ma = m >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << m) - 1);
+      const __mmask16 mb = m <= 16 ? __mmask16(0) : __mmask16((1u << (m - 16)) - 1);
+      const __mmask16 mn = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+      const float* p0 = x0 + 2 * ox;
+      const float* p1 = x1 + 2 * ox;
+      // Per column: row 0 against -inf, then row 1 (the general kernel's vertical pass).
+      const __m512 a = _mm512_max_ps(_mm512_maskz_loadu_ps(ma, p1),
+                                     _mm512_max_ps(_mm512_maskz_loadu_ps(ma, p0), ninf));
+      const __m512 b = _mm512_max_ps(_mm512_maskz_loadu_ps(mb, p1 + 16),
+                                     _mm512_max_ps(_mm512_maskz_loadu_ps(mb, p0 + 16), ninf));
+      const __m512 left = _mm512_permutex2var_ps(a, even, b);
+      const __m512 right = _mm512_permutex2var_ps(a, odd, b);
+      _mm512_mask_storeu_ps(yr + ox, mn, _mm512_max_ps(right, left));
+    }
+  }
+}
+#pragma GCC diagnostic pop
+#endif
+
+// Whether max_pool_2x2s2_avx512 takes the geometry, on this CPU.
+bool max_pool_2x2s2_ok(const Geo3& g) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  static const bool cpu = fast_isa_cap() >= 2 && __builtin_cpu_supports("avx512f");
+  return cpu && g.k[0] == 1 && g.in[0] == 1 && g.k[1] == 2 && g.k[2] == 2 && g.s[1] == 2 &&
+         g.s[2] == 2 && g.d[1] == 1 && g.d[2] == 1 && g.pb[1] == 0 && g.pb[2] == 0 &&
+         g.pe[1] == 0 && g.pe[2] == 0 && g.out[1] == g.in[1] / 2 && g.out[2] == g.in[2] / 2 &&
+         g.out[1] > 0 && g.out[2] > 0;
+#else
+  (void)g;
+  return false;
+#endif
+}
+
 template <typename T>
 void max_pool(const Geo3& g, const T* x, T* y, int64_t* ind, int64_t channels,
               int64_t storage_order, ThreadPool* pool) {
   if (ind) {
     max_pool_indices<T>(g, x, y, ind, channels, storage_order, pool);
+  } else if (std::is_same_v<T, float> && max_pool_2x2s2_ok(g)) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    const float* xf = reinterpret_cast<const float*>(x);
+    float* yf = reinterpret_cast<float*>(y);
+    parallel_for(pool, channels * g.out[1], 4.0 * static_cast<double>(g.out[2]),
+                 [&](int64_t rb, int64_t re) { max_pool_2x2s2_avx512(g, xf, yf, rb, re); });
+#endif
   } else if (std::is_same_v<T, float> && pool2d_fast_ok(g)) {
     pool2d_f32(g, true, 0, reinterpret_cast<const float*>(x), reinterpret_cast<float*>(y), channels,
                pool);
