@@ -101,14 +101,16 @@ def test_write_docs_keeps_the_real_model_and_operator_blocks(quick_report, tmp_p
 def test_measured_peak_replaces_the_assumed_one(tmp_path):
     """The sgemm row's core peak is measured (tools/fma_peak.c) where a C compiler builds it;
     the assumed figure stays in the report beside it. A core cannot issue more FMAs than its
-    widest units at the reported clock allow, turbo included (1.5x)."""
+    widest units at the reported clock allow, turbo included: up to 2.5x the clock that
+    /proc/cpuinfo reports, which in a VM is the base clock (a 2.1 GHz Xeon measured 201.7
+    GFLOP/s a core, 1.50x the 134.4 that 2.1 GHz gives; its turbo is above 3.1 GHz)."""
     bench = _bench_module()
     _, flags, lscpu, cpuinfo, cores = bench.machine()
     assumed = bench.peak_flops(flags, lscpu, cpuinfo, cores)
     peak = bench.measured_peak(flags, assumed, tmp_path, runs=2, ms=50)
     if peak is None:
         pytest.skip("no C compiler or no FMA on this CPU")
-    assert 0 < peak["per_core_gflops"] <= 1.5 * assumed["per_core_gflops"]
+    assert 0 < peak["per_core_gflops"] <= 2.5 * assumed["per_core_gflops"]
     assert peak["assumed_per_core_gflops"] == assumed["per_core_gflops"]
     assert peak["all_cores_gflops"] == pytest.approx(peak["per_core_gflops"] * cores)
     assert peak["derivation"].startswith("measured: ") and assumed["derivation"] in peak["derivation"]
