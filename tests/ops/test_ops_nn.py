@@ -1634,6 +1634,11 @@ CONVT_CASES = [
     ((1, 8, 150, 150), (8, 8, 2, 2), dict(strides=[2, 2])),  # the GEMM in several chunks
     ((1, 8, 150, 150), (8, 8, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
     ((1, 64, 20, 20), (64, 32, 2, 2), dict(strides=[2, 2])),
+    # Stride 2 adds four inputs into eight outputs at a time: row lengths around the vector.
+    ((1, 32, 40, 40), (32, 16, 4, 4), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((1, 6, 37), (6, 4, 4), dict(strides=[2], pads=[1, 1])),
+    ((1, 6, 13), (6, 4, 5), dict(strides=[2], pads=[2, 1])),
+    ((2, 16, 9, 23), (16, 8, 4, 4), dict(strides=[2, 2], pads=[1, 2, 2, 1])),
 ]
 
 
