@@ -5,7 +5,6 @@
     outputs = sess.run(None, {"x": x})
 """
 
-import enum as _enum
 import os as _os
 
 import numpy as _numpy  # noqa: F401  (first: numpy's own BLAS reads the environment as it is)
@@ -45,6 +44,8 @@ from ortlite._ortlite import NEWEST_OPSET  # noqa: F401  (the newest default-dom
 # are rarely needed, and their classes (IntEnums among them) would add to every import.
 _LAZY = {
     "OrtDevice": "_device", "OrtDeviceVendorId": "_device",
+    "set_default_logger_callback": "_logging", "set_default_logger_severity": "_logging",
+    "GraphOptimizationLevel": "_enums", "ExecutionMode": "_enums", "OrtSparseFormat": "_enums",
     "AdapterFormat": "_adapter", "LoraAdapter": "_adapter",
     "OrtEpDevice": "_ep_device", "OrtHardwareDevice": "_ep_device",
     "OrtHardwareDeviceType": "_ep_device", "get_ep_devices": "_ep_device",
@@ -55,12 +56,18 @@ _LAZY = {
 }
 
 
+# Submodules that load on first use as well.
+_LAZY_MODULES = ("_pickle", "_logging", "_enums")
+
+
 def __getattr__(name):
     module = _LAZY.get(name)
-    if module is None:
+    if module is None and name not in _LAZY_MODULES:
         raise AttributeError(f"module 'ortlite' has no attribute {name!r}")
     from importlib import import_module
 
+    if module is None:
+        return import_module("ortlite." + name)  # the import binds it in globals()
     value = getattr(import_module("ortlite." + module), name)
     globals()[name] = value
     return value
@@ -151,39 +158,34 @@ def get_build_info():
             f"providers={','.join(_ortlite.get_available_providers())}")
 
 
-class GraphOptimizationLevel(_enum.IntEnum):
-    """SessionOptions.graph_optimization_level, numbered as onnxruntime's."""
 
-    ORT_DISABLE_ALL = 0
-    ORT_ENABLE_BASIC = 1
-    ORT_ENABLE_EXTENDED = 2
-    ORT_ENABLE_LAYOUT = 3
-    ORT_ENABLE_ALL = 99
+# The default logger (ortlite/_logging.py, loaded on first use) replaces the native
+# severity setter.
+del set_default_logger_severity  # noqa: F821  (from the native module's names above)
 
-
-class ExecutionMode(_enum.IntEnum):
-    """SessionOptions.execution_mode, numbered as onnxruntime's."""
-
-    ORT_SEQUENTIAL = 0
-    ORT_PARALLEL = 1
+# Pickle support for sessions, options and CPU OrtValues (docs/distributed.md): these
+# reducers load ortlite/_pickle.py on the first pickle, and it registers its own in their
+# place. Unpickling names ortlite._pickle's functions, so it loads the module as well.
+import copyreg as _copyreg  # noqa: E402
 
 
-class OrtSparseFormat(_enum.IntEnum):
-    """SparseTensor.format(), numbered as onnxruntime's."""
+def _lazy_reducer(name):
+    def reduce(obj):
+        from ortlite import _pickle
 
-    ORT_SPARSE_UNDEFINED = 0
-    ORT_SPARSE_COO = 1
-    ORT_SPARSE_CSRC = 2
-    ORT_SPARSE_BLOCK_SPARSE = 4
+        return getattr(_pickle, name)(obj)
+
+    return reduce
 
 
-_ortlite._register_enums(GraphOptimizationLevel, ExecutionMode)
+for _cls, _name in ((_ortlite.InferenceSession, "_reduce_session"),
+                    (_ortlite.SessionOptions, "_reduce_session_options"),
+                    (_ortlite.RunOptions, "_reduce_run_options"),
+                    (RunOptions, "_reduce_run_options"),
+                    (_ortlite.OrtValue, "_reduce_ortvalue")):
+    _copyreg.pickle(_cls, _lazy_reducer(_name))
+del _cls, _name
 
-# The default logger (a Python callback) replaces the native severity setter.
-from ortlite._logging import set_default_logger_callback, set_default_logger_severity  # noqa: E402,F401
-
-# Pickle support for sessions, options and CPU OrtValues (docs/distributed.md).
-from ortlite import _pickle  # noqa: E402,F401
 # The exit drain of run_async in multiprocessing's fork / forkserver children.
 from ortlite import _process  # noqa: E402,F401
 

@@ -165,7 +165,8 @@ PyObject* describe_model(PyObject* module, PyObject* arg) {
   ORTLITE_PY_CATCH(st, nullptr)
 }
 
-// Called once by ortlite/__init__.py, so that SessionOptions returns enum members.
+// Called once by ortlite/_enums.py (imported on first use), so that SessionOptions returns
+// enum members.
 PyObject* register_enums(PyObject* module, PyObject* args) {
   PyObject* graph_opt = nullptr;
   PyObject* exec_mode = nullptr;

@@ -125,6 +125,15 @@ PyObject* get_int(PyObject* self, void* closure) {
     Py_DECREF(as_int);
     return nullptr;
   }
+  if (!st->graph_optimization_level_enum) {
+    // ortlite._enums defines the IntEnums on first use and registers them here.
+    PyObject* enums = PyImport_ImportModule("ortlite._enums");
+    if (!enums) {
+      Py_DECREF(as_int);
+      return nullptr;
+    }
+    Py_DECREF(enums);
+  }
   PyObject* enum_cls = f.kind == IntKind::kGraphOptLevel ? st->graph_optimization_level_enum
                                                          : st->execution_mode_enum;
   if (!enum_cls) return as_int;

@@ -272,7 +272,7 @@ PyObject* sparse_dense_shape(PyObject* self, PyObject*) {
 }
 
 PyObject* sparse_format(PyObject* self, PyObject*) {
-  // Members of ortlite.OrtSparseFormat (ortlite/__init__.py), as onnxruntime's format().
+  // Members of ortlite.OrtSparseFormat (ortlite/_enums.py), as onnxruntime's format().
   Ref mod = Ref::steal(PyImport_ImportModule("ortlite"));
   if (!mod) return nullptr;
   Ref e = Ref::steal(PyObject_GetAttrString(mod.get(), "OrtSparseFormat"));
