@@ -36,7 +36,12 @@ void matmul_real(const MatMulPlan& p, const T* a, const T* b, T* c,
     gemm(false, false, M, N, K, T(1), a + p.a_index[n] * M * K, K, b + p.b_index[n] * K * N, N,
          T(0), c + n * M * N, N, tp);
   };
-  if (p.batches > 1 && pool && pool->num_threads() > 1 && per < 4e6) {
+  // Whole products per thread when they are small, or when they share out evenly (12
+  // attention heads over 2 threads: 12 x (384 x 64 x 384) 0.83 -> 0.9x against onnxruntime
+  // split inside each product; each product then runs on one thread).
+  const int64_t threads = pool ? pool->num_threads() : 1;
+  if (p.batches > 1 && threads > 1 &&
+      (per < 4e6 || p.batches % threads == 0 || p.batches >= 4 * threads)) {
     parallel_for(pool, p.batches, per, [&](int64_t s, int64_t e) {
       for (int64_t n = s; n < e; ++n) one(n, nullptr);
     });
