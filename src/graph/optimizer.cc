@@ -134,6 +134,27 @@ int Optimizer::sole_reader(const std::string& value) const {
   return dead_[r] ? -1 : r;
 }
 
+bool Optimizer::rank_at_least_2(const std::string& value) const {
+  if (const Tensor* t = constant(value)) return t->rank() >= 2;
+  for (const auto* infos : {&g_.inputs, &g_.value_info})
+    for (const ValueInfo& vi : *infos)
+      if (vi.name == value && vi.type.kind == TypeInfo::Kind::kTensor && vi.type.has_shape)
+        return vi.type.dims.size() >= 2;
+  auto it = producer_.find(value);
+  if (it == producer_.end() || dead_[it->second]) return false;
+  const Node& n = g_.nodes[it->second];
+  if (n.outputs.empty() || n.outputs[0] != value) return false;
+  if (is_op(n, "Transpose")) {
+    const Attribute* perm = n.find_attr("perm");
+    return perm && perm->ints.size() >= 2;
+  }
+  if (is_op(n, "Reshape") && n.inputs.size() >= 2) {
+    const Tensor* shape = constant(n.inputs[1]);
+    return shape && shape->rank() == 1 && shape->dim(0) >= 2;
+  }
+  return false;
+}
+
 // A float scalar constant (one element, rank <= max_rank).
 bool Optimizer::scalar(const std::string& name, float& v, size_t max_rank) const {
   const Tensor* t = constant(name);

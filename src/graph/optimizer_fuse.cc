@@ -514,15 +514,19 @@ void Optimizer::fuse_matmuls() {
     std::vector<int> gone;
     int k = sole_reader(cur);
     float c = 0.f;
-    // A scalar factor: rank 0 keeps any output shape; rank 1 only with a rank-2 B (the
-    // product then has rank >= 1).
+    // A scalar factor: rank 0 keeps any output shape; rank 1 only when an operand is known
+    // to have rank 2 or more (the product then has rank >= 1): a constant 2-D B, or
+    // attention's per-head operands (Transposes to rank 4).
+    const size_t factor_rank =
+        b2 || rank_at_least_2(mm.inputs[0]) || rank_at_least_2(mm.inputs[1]) ? 1 : 0;
     // A Div by a scalar becomes the factor 1 / c (onnxruntime's MatMulScaleFusion does the
     // same; the product may differ from the quotient in its last bit: BERT's scores /
     // sqrt(head size)).
     const bool div = is_binary(k, "Div") && g_.nodes[k].inputs[0] == cur &&
-                     g_.nodes[k].inputs[1] != cur && scalar(g_.nodes[k].inputs[1], c, b2 ? 1 : 0) &&
-                     c != 0.f && std::isfinite(c) && std::isfinite(1.f / c);
-    if (div || (is_binary(k, "Mul") && scalar(other_input(g_.nodes[k], cur), c, b2 ? 1 : 0))) {
+                     g_.nodes[k].inputs[1] != cur &&
+                     scalar(g_.nodes[k].inputs[1], c, factor_rank) && c != 0.f &&
+                     std::isfinite(c) && std::isfinite(1.f / c);
+    if (div || (is_binary(k, "Mul") && scalar(other_input(g_.nodes[k], cur), c, factor_rank))) {
       alpha = div ? 1.f / c : c;
       is_float = true;
       gone.push_back(k);

@@ -86,6 +86,10 @@ class Optimizer {
 
   void index();
   const Tensor* constant(const std::string& name) const;
+  // Whether `value` is known to have rank 2 or more: a constant, a graph input or value_info
+  // of that rank, or the output of a Transpose with such a perm or a Reshape to such a
+  // constant shape. False when unknown.
+  bool rank_at_least_2(const std::string& value) const;
   int sole_reader(const std::string& value) const;
   bool scalar(const std::string& name, float& v, size_t max_rank = 0) const;
   std::string unique_name(const std::string& base);

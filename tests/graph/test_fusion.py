@@ -511,6 +511,38 @@ def test_attention_scores_divided_by_a_scalar(threads, tmp_path):
         assert "FusedMatMul" not in profiled_ops(model, feeds, tmp_path)
 
 
+def test_attention_scale_of_shape_1_is_fused_when_the_product_has_rank(tmp_path):
+    # Exporters also write the scale as a [1] tensor. It keeps the product's shape when an
+    # operand has rank >= 2: graph inputs of rank 4, or Transposes to rank 4 (BERT's heads).
+    g = G()
+    qt = g.node("Transpose", ["q"], ["qt"], perm=[0, 2, 1, 3])
+    kt = g.node("Transpose", ["k"], ["kt"], perm=[0, 2, 3, 1])
+    s = g.node("Mul", [g.node("MatMul", [qt, kt], ["qk"]), g.const("sc", np.array([0.125], F32))],
+               ["scores"])
+    g.node("Softmax", [s], ["out"], axis=-1)
+    model = g.model([("q", (1, 16, 2, 8)), ("k", (1, 16, 2, 8))], ["out"])
+    feeds = {"q": randn((1, 16, 2, 8), 1), "k": randn((1, 16, 2, 8), 2)}
+    check_levels(model, feeds)
+    assert profiled_ops(model, feeds, tmp_path) == ["Transpose", "Transpose", "FusedMatMul",
+                                                     "Softmax"]
+    g = G()
+    g.node("Div", [g.node("MatMul", ["q", "k"], ["qk"]), g.const("sc", np.array([4.0], F32))],
+           ["out"])
+    model = g.model([("q", (2, 3, 8)), ("k", (2, 8, 5))], ["out"])
+    feeds = {"q": randn((2, 3, 8), 1), "k": randn((2, 8, 5), 2)}
+    check_levels(model, feeds)
+    assert profiled_ops(model, feeds, tmp_path) == ["FusedMatMul"]
+    # Two 1-D operands: the product is a scalar and the [1] factor makes it [1]. Not fused.
+    g = G()
+    g.node("Mul", [g.node("MatMul", ["a", "b"], ["ab"]), g.const("sc", np.array([0.5], F32))],
+           ["out"])
+    model = g.model([("a", (8,)), ("b", (8,))], ["out"])
+    feeds = {"a": randn((8,), 1), "b": randn((8,), 2)}
+    out = check_levels(model, feeds)
+    assert out[0].shape == (1,)
+    assert "FusedMatMul" not in profiled_ops(model, feeds, tmp_path)
+
+
 @pytest.mark.parametrize("divisor,numerator", [(0.0, False), (np.inf, False), (4.0, True)])
 def test_matmul_divided_by_zero_inf_or_into_a_scalar_is_not_fused(divisor, numerator):
     g = G()
