@@ -347,6 +347,62 @@ void run_narrow3(const DwGeometry& g, const uint32_t* masks, const float* xc, co
   }
 }
 
+// 3x3, strides 2, output rows of at most 8 (14 x 14 -> 7 x 7): two output rows a vector
+// (lanes 0-7 row oy, 8-15 row oy + 1). Per kernel row, the two input rows are each loaded at
+// tap columns 0 and 2 and their even / odd lanes gathered by two-source permutes. Rows
+// outside the image load as zeros (their mask is 0), as columns outside it do. A Conv of
+// 576 planes 14 x 14 -> 7 x 7: 58 -> 43 us a run (onnxruntime 44).
+void run_narrow3_s2(const DwGeometry& g, const float* xc, const float* w, float b, bool clamp,
+                    float lo, float hi, float* yc) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  // Lane j of a load at tap column kx reads input column j - pl + kx.
+  auto col_mask = [&](int64_t kx) {
+    uint32_t m = 0;
+    for (int64_t j = 0; j < 16; ++j)
+      if (j - g.pl + kx >= 0 && j - g.pl + kx < g.W) m |= 1u << j;
+    return static_cast<__mmask16>(m);
+  };
+  const __mmask16 c0 = col_mask(0), c2 = col_mask(2);
+  const __mmask16 lo_out = static_cast<__mmask16>((1u << g.OW) - 1);
+  const __m512 w0 = _mm512_set1_ps(w[0]), w1 = _mm512_set1_ps(w[1]), w2 = _mm512_set1_ps(w[2]),
+               w3 = _mm512_set1_ps(w[3]), w4 = _mm512_set1_ps(w[4]), w5 = _mm512_set1_ps(w[5]),
+               w6 = _mm512_set1_ps(w[6]), w7 = _mm512_set1_ps(w[7]), w8 = _mm512_set1_ps(w[8]);
+  const __m512 vb = _mm512_set1_ps(b), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  const __m512 z = _mm512_setzero_ps();
+  const int64_t W = g.W, H = g.H;
+  // Kernel row taps for input rows ia (output row oy) and ib (oy + 1; -1: none).
+  auto taps = [&](int64_t ia, int64_t ib, __m512 k0, __m512 k1, __m512 k2, __m512 acc) {
+    const bool va = ia >= 0 && ia < H, vb2 = ib >= 0 && ib < H;
+    const float* ra = xc + (va ? ia : 0) * W - g.pl;
+    const float* rb = xc + (vb2 ? ib : 0) * W - g.pl;
+    const __m512 a0 = _mm512_maskz_loadu_ps(va ? c0 : 0, ra);
+    const __m512 a2 = _mm512_maskz_loadu_ps(va ? c2 : 0, ra + 2);
+    const __m512 b0 = _mm512_maskz_loadu_ps(vb2 ? c0 : 0, rb);
+    const __m512 b2 = _mm512_maskz_loadu_ps(vb2 ? c2 : 0, rb + 2);
+    acc = _mm512_fmadd_ps(k0, _mm512_permutex2var_ps(a0, even, b0), acc);
+    acc = _mm512_fmadd_ps(k1, _mm512_permutex2var_ps(a0, odd, b0), acc);
+    return _mm512_fmadd_ps(k2, _mm512_permutex2var_ps(a2, even, b2), acc);
+  };
+  for (int64_t oy = 0; oy < g.OH; oy += 2) {
+    const bool two = oy + 1 < g.OH;
+    const int64_t ia = oy * 2 - g.pt, ib = two ? ia + 2 : -1;
+    const __m512 r0 = taps(ia, ib, w0, w1, w2, vb);
+    const __m512 r1 = taps(ia + 1, two ? ib + 1 : -1, w3, w4, w5, z);
+    const __m512 r2 = taps(ia + 2, two ? ib + 2 : -1, w6, w7, w8, z);
+    __m512 acc = _mm512_add_ps(_mm512_add_ps(r0, r1), r2);
+    if (clamp) {
+      // max / min return their second operand when either is NaN: NaN stays.
+      acc = _mm512_mask_max_ps(acc, 0xFFFF, vlo, acc);
+      acc = _mm512_mask_min_ps(acc, 0xFFFF, vhi, acc);
+    }
+    float* yr = yc + oy * g.OW;
+    _mm512_mask_storeu_ps(yr, lo_out, acc);
+    // Lanes 8.. to row oy + 1 (the store's masked-off lanes touch no memory).
+    if (two) _mm512_mask_storeu_ps(yr + g.OW - 8, static_cast<__mmask16>(lo_out << 8), acc);
+  }
+}
+
 inline __m512 shuf(__m512 a, __m512 b, bool lo_pairs) {
   return lo_pairs ? _mm512_shuffle_f32x4(a, b, 0x88) : _mm512_shuffle_f32x4(a, b, 0xdd);
 }
@@ -637,6 +693,8 @@ void dw_run(const DwGeometry& g, const uint32_t* masks, const float* xc, const f
     } else {
       run_impl<1, 0>(g, masks, xc, w, b, clamp, lo, hi, yc);
     }
+  } else if (k3 && g.sh == 2 && g.OW <= 8) {
+    run_narrow3_s2(g, xc, w, b, clamp, lo, hi, yc);
   } else if (k3) {
     run_impl<2, 3>(g, masks, xc, w, b, clamp, lo, hi, yc);
   } else {

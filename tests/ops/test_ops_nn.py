@@ -1942,25 +1942,31 @@ DW_ISA_CASES = [
 ]
 
 
-# 3x3 stride-1 depthwise planes with rows of at most 16 outputs (conv_avx512.cc run_narrow3:
-# one vector a row, two rows an iteration): every width to 16, odd and even heights (the
-# last row alone), one-row images, asymmetric and wide padding, alone and inside
+# 3x3 depthwise planes of narrow rows (conv_avx512.cc): stride 1 with at most 16 outputs a
+# row (run_narrow3: one vector a row, two rows an iteration) and stride 2 with at most 8
+# (run_narrow3_s2: two rows a vector). Widths through those bounds, odd and even heights
+# (the last row alone), one-row images, asymmetric and wide padding, alone and inside
 # FusedExpandDepthwise's bands, with NaN and infinities kept through the Clip.
-NARROW_DW_CASES = [(h, w, pads) for w in (1, 2, 5, 7, 8, 9, 13, 14, 16)
+def _out(n, lo, hi, s):
+    return (n + lo + hi - 3) // s + 1
+
+
+NARROW_DW_CASES = [(h, w, s, pads) for s in (1, 2)
+                   for w in (1, 2, 5, 7, 8, 9, 13, 14, 15, 16, 17)
                    for h, pads in ((1, (1, 1, 1, 1)), (2, (0, 1, 0, 1)), (7, (1, 1, 1, 1)),
                                    (14, (0, 0, 0, 0)), (15, (1, 0, 2, 1)), (16, (2, 2, 2, 2)))
-                   if w + pads[1] + pads[3] - 2 <= 16 and w + pads[1] + pads[3] >= 3
-                   and h + pads[0] + pads[2] >= 3]
+                   if w + pads[1] + pads[3] >= 3 and h + pads[0] + pads[2] >= 3
+                   and _out(w, pads[1], pads[3], s) <= (16 if s == 1 else 8)]
 
 
-@pytest.mark.parametrize("h,w,pads", NARROW_DW_CASES, ids=str)
+@pytest.mark.parametrize("h,w,s,pads", NARROW_DW_CASES, ids=str)
 @pytest.mark.parametrize("expand", [False, True], ids=["dw", "expand_dw"])
-def test_depthwise_3x3_narrow_rows(h, w, pads, expand):
+def test_depthwise_3x3_narrow_rows(h, w, s, pads, expand):
     x = rand((1, 24, h, w), seed=h * 31 + w, lo=-4, hi=8)
     x[0, 3, h // 2, w // 2] = np.nan
     x[0, 5, 0, 0] = np.inf
     x[0, 6, h - 1, w - 1] = -np.inf
-    m = _depthwise_model(x.shape, 24 if not expand else 48, 3, 1, pads, expand)
+    m = _depthwise_model(x.shape, 24 if not expand else 48, 3, s, pads, expand)
     for threads in (1, 2):
         check(m, {"X": x}, threads=threads)
 
