@@ -35,13 +35,16 @@ namespace {
 // ahead of it at 64^3 and 80^3: 76 against 80 us, 10.9 against 13.5.)
 constexpr double kSmallProduct = double(1 << 21);
 
-// Products whose tiles are all full (M >= 32 rows, N a multiple of 32) go to the fused GEMM
-// in place ahead of the BLAS, up to this many multiply-adds on one thread (kSmallProduct
-// when the product is split over threads). Per head of attention, 1 thread, against
-// onnxruntime: 12 x (128 x 64 x 128) 0.85 with the BLAS, 1.04 in place; 12 x (384 x 64 x
-// 384) 0.84 and 0.91; 128^3 0.99 and 1.25; 1024 x 32 x 64 0.77 and 1.09. With partial
-// tiles the BLAS stays ahead (100^3: 1.56 against 1.21; 8 x 12 x (50 x 64 x 50): 1.29
-// against 0.96), and so it does below 32 rows (16 x 384 x 384: 0.95 against 0.84).
+// Products whose tiles are all full (M >= 32 rows, N a multiple of 32) and deep enough (K >=
+// 64), from 2^20 multiply-adds up to kFullTileProduct on one thread (kSmallProduct when the
+// product is split over threads), go to the fused GEMM in place ahead of the BLAS. Per head
+// of attention, 1 thread, against onnxruntime, BLAS / in place: 12 x (128 x 64 x 128) 0.85
+// / 1.04-1.10, 12 x (128 x 128 x 64) 0.82-0.85 / 1.09-1.11, 12 x (384 x 64 x 384) 0.84 /
+// 0.91, 4 x (64 x 256 x 64) 0.86 / 1.21, 256 x 96 x 256 0.96 / 1.15. The BLAS stays ahead
+// with partial tiles (100^3: 1.56 / 1.21; 8 x 12 x (50 x 64 x 50): 1.29 / 0.96), below 32
+// rows (16 x 384 x 384: 0.95 / 0.84), at K = 32 (12 x (128 x 32 x 128): 1.15 / 0.97) and
+// for smaller products (8 x 12 x (64 x 64 x 64): 1.26 / 1.04).
+constexpr double kFullTileMin = double(1 << 20);
 constexpr double kFullTileProduct = double(1 << 25);
 
 struct Dispatch {
@@ -408,7 +411,7 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha
           ThreadPool* pool) {
   const double work = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   const bool split = pool && pool->num_threads() > 1;
-  const bool full_tiles = M >= 32 && N % 32 == 0;
+  const bool full_tiles = M >= 32 && N % 32 == 0 && K >= 64 && work >= kFullTileMin;
   const double in_place_max = full_tiles && !split ? kFullTileProduct : kSmallProduct;
   if (!(full_tiles && work <= in_place_max) &&
       blas::gemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool))
