@@ -15,6 +15,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace ortlite {
@@ -38,6 +39,13 @@ class ThreadPool {
   // worth claiming one by one: finer ranges even out the threads' finishing times).
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
                     int64_t max_chunk = 0);
+  // The same for any callable, held by reference (no std::function of a lambda's captures
+  // is allocated per call).
+  template <typename Fn, typename = std::enable_if_t<!std::is_same_v<
+                             std::decay_t<Fn>, std::function<void(int64_t, int64_t)>>>>
+  void parallel_for(int64_t n, const Fn& fn, int64_t max_chunk = 0) {
+    parallel_for(n, std::function<void(int64_t, int64_t)>(std::cref(fn)), max_chunk);
+  }
 
   // Queues a task for a worker thread (used by async runs). Runs inline when the pool has
   // no workers.
@@ -49,6 +57,10 @@ class ThreadPool {
   void after_fork_in_child();
 
  private:
+  struct Job;  // one parallel_for's shared state (thread_pool.cc), reused through free_jobs_
+  Job* acquire_job();
+  void release_job(Job* job);
+  void free_jobs();
   void worker_loop();
   void start_workers_after_fork();
   int num_threads_ = 1;
@@ -61,6 +73,8 @@ class ThreadPool {
   std::atomic<int> queued_{0};  // queue_.size(), readable without the lock (spinning workers)
   int sleepers_ = 0;            // workers blocked on cv_ (guarded by mu_)
   bool stop_ = false;
+  std::mutex jobs_mu_;
+  std::vector<Job*> free_jobs_;  // guarded by jobs_mu_; deleted with the pool
 };
 
 // Splits [0, n) for `pool` (may be null: runs serially). `cost` is a rough count of
