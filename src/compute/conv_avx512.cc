@@ -295,6 +295,25 @@ void run_impl(const DwGeometry& g, const uint32_t* masks, const float* xc, const
   }
 }
 
+// A 3x3 kernel's nine weights, the bias and the clamp bounds, broadcast once per plane.
+struct Dw3x3 {
+  __m512 w[9], vb, vlo, vhi;
+  Dw3x3(const float* wt, float b, float lo, float hi)
+      : vb(_mm512_set1_ps(b)), vlo(_mm512_set1_ps(lo)), vhi(_mm512_set1_ps(hi)) {
+    for (int t = 0; t < 9; ++t) w[t] = _mm512_set1_ps(wt[t]);
+  }
+  // The three kernel rows' sums added, then clamped when `clamp` (max / min return their
+  // second operand when either is NaN: NaN stays).
+  __attribute__((always_inline)) __m512 sum(__m512 a0, __m512 a1, __m512 a2, bool clamp) const {
+    __m512 acc = _mm512_add_ps(_mm512_add_ps(a0, a1), a2);
+    if (clamp) {
+      acc = _mm512_mask_max_ps(acc, 0xFFFF, vlo, acc);
+      acc = _mm512_mask_min_ps(acc, 0xFFFF, vhi, acc);
+    }
+    return acc;
+  }
+};
+
 // 3x3, strides 1, output rows of at most 16 (MobileNetV2's 14 x 14 planes): one vector a row,
 // the three tap-column masks in mask registers for the whole plane, the nine weights in
 // registers, one accumulator per kernel row, and two output rows an iteration sharing the
@@ -306,10 +325,7 @@ void run_narrow3(const DwGeometry& g, const uint32_t* masks, const float* xc, co
   const __mmask16 m0 = static_cast<__mmask16>(masks[0]), m1 = static_cast<__mmask16>(masks[1]),
                   m2 = static_cast<__mmask16>(masks[2]);
   const __mmask16 st = static_cast<__mmask16>((1u << g.OW) - 1);
-  const __m512 w0 = _mm512_set1_ps(w[0]), w1 = _mm512_set1_ps(w[1]), w2 = _mm512_set1_ps(w[2]),
-               w3 = _mm512_set1_ps(w[3]), w4 = _mm512_set1_ps(w[4]), w5 = _mm512_set1_ps(w[5]),
-               w6 = _mm512_set1_ps(w[6]), w7 = _mm512_set1_ps(w[7]), w8 = _mm512_set1_ps(w[8]);
-  const __m512 vb = _mm512_set1_ps(b), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  const Dw3x3 k(w, b, lo, hi);
   const __m512 z = _mm512_setzero_ps();
   const int64_t W = g.W, H = g.H;
   // Input row iy's three shifted loads times one kernel row's weights, added to acc; rows
@@ -322,28 +338,25 @@ void run_narrow3(const DwGeometry& g, const uint32_t* masks, const float* xc, co
     return _mm512_fmadd_ps(k2, _mm512_maskz_loadu_ps(m2, r + 2), acc);
   };
   auto finish = [&](__m512 a0, __m512 a1, __m512 a2, float* yr) {
-    __m512 acc = _mm512_add_ps(_mm512_add_ps(a0, a1), a2);
-    if (clamp) {
-      // max / min return their second operand when either is NaN: NaN stays.
-      acc = _mm512_mask_max_ps(acc, 0xFFFF, vlo, acc);
-      acc = _mm512_mask_min_ps(acc, 0xFFFF, vhi, acc);
-    }
-    _mm512_mask_storeu_ps(yr, st, acc);
+    _mm512_mask_storeu_ps(yr, st, k.sum(a0, a1, a2, clamp));
   };
   int64_t oy = 0;
   for (; oy + 2 <= g.OH; oy += 2) {
     const int64_t iy = oy - g.pt;
     // Output oy reads input rows iy .. iy + 2, output oy + 1 rows iy + 1 .. iy + 3.
-    __m512 a0 = taps(iy, w0, w1, w2, vb), b0 = taps(iy + 1, w0, w1, w2, vb);
-    __m512 a1 = taps(iy + 1, w3, w4, w5, z), b1 = taps(iy + 2, w3, w4, w5, z);
-    __m512 a2 = taps(iy + 2, w6, w7, w8, z), b2 = taps(iy + 3, w6, w7, w8, z);
+    __m512 a0 = taps(iy, k.w[0], k.w[1], k.w[2], k.vb),
+           b0 = taps(iy + 1, k.w[0], k.w[1], k.w[2], k.vb);
+    __m512 a1 = taps(iy + 1, k.w[3], k.w[4], k.w[5], z),
+           b1 = taps(iy + 2, k.w[3], k.w[4], k.w[5], z);
+    __m512 a2 = taps(iy + 2, k.w[6], k.w[7], k.w[8], z),
+           b2 = taps(iy + 3, k.w[6], k.w[7], k.w[8], z);
     finish(a0, a1, a2, yc + oy * g.OW);
     finish(b0, b1, b2, yc + (oy + 1) * g.OW);
   }
   if (oy < g.OH) {
     const int64_t iy = oy - g.pt;
-    finish(taps(iy, w0, w1, w2, vb), taps(iy + 1, w3, w4, w5, z), taps(iy + 2, w6, w7, w8, z),
-           yc + oy * g.OW);
+    finish(taps(iy, k.w[0], k.w[1], k.w[2], k.vb), taps(iy + 1, k.w[3], k.w[4], k.w[5], z),
+           taps(iy + 2, k.w[6], k.w[7], k.w[8], z), yc + oy * g.OW);
   }
 }
 
@@ -365,21 +378,18 @@ void run_narrow3_s2(const DwGeometry& g, const float* xc, const float* w, float 
   };
   const __mmask16 c0 = col_mask(0), c2 = col_mask(2);
   const __mmask16 lo_out = static_cast<__mmask16>((1u << g.OW) - 1);
-  const __m512 w0 = _mm512_set1_ps(w[0]), w1 = _mm512_set1_ps(w[1]), w2 = _mm512_set1_ps(w[2]),
-               w3 = _mm512_set1_ps(w[3]), w4 = _mm512_set1_ps(w[4]), w5 = _mm512_set1_ps(w[5]),
-               w6 = _mm512_set1_ps(w[6]), w7 = _mm512_set1_ps(w[7]), w8 = _mm512_set1_ps(w[8]);
-  const __m512 vb = _mm512_set1_ps(b), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  const Dw3x3 k(w, b, lo, hi);
   const __m512 z = _mm512_setzero_ps();
   const int64_t W = g.W, H = g.H;
   // Kernel row taps for input rows ia (output row oy) and ib (oy + 1; -1: none).
   auto taps = [&](int64_t ia, int64_t ib, __m512 k0, __m512 k1, __m512 k2, __m512 acc) {
-    const bool va = ia >= 0 && ia < H, vb2 = ib >= 0 && ib < H;
+    const bool va = ia >= 0 && ia < H, vb_row = ib >= 0 && ib < H;
     const float* ra = xc + (va ? ia : 0) * W - g.pl;
-    const float* rb = xc + (vb2 ? ib : 0) * W - g.pl;
+    const float* rb = xc + (vb_row ? ib : 0) * W - g.pl;
     const __m512 a0 = _mm512_maskz_loadu_ps(va ? c0 : 0, ra);
     const __m512 a2 = _mm512_maskz_loadu_ps(va ? c2 : 0, ra + 2);
-    const __m512 b0 = _mm512_maskz_loadu_ps(vb2 ? c0 : 0, rb);
-    const __m512 b2 = _mm512_maskz_loadu_ps(vb2 ? c2 : 0, rb + 2);
+    const __m512 b0 = _mm512_maskz_loadu_ps(vb_row ? c0 : 0, rb);
+    const __m512 b2 = _mm512_maskz_loadu_ps(vb_row ? c2 : 0, rb + 2);
     acc = _mm512_fmadd_ps(k0, _mm512_permutex2var_ps(a0, even, b0), acc);
     acc = _mm512_fmadd_ps(k1, _mm512_permutex2var_ps(a0, odd, b0), acc);
     return _mm512_fmadd_ps(k2, _mm512_permutex2var_ps(a2, even, b2), acc);
@@ -387,15 +397,10 @@ void run_narrow3_s2(const DwGeometry& g, const float* xc, const float* w, float 
   for (int64_t oy = 0; oy < g.OH; oy += 2) {
     const bool two = oy + 1 < g.OH;
     const int64_t ia = oy * 2 - g.pt, ib = two ? ia + 2 : -1;
-    const __m512 r0 = taps(ia, ib, w0, w1, w2, vb);
-    const __m512 r1 = taps(ia + 1, two ? ib + 1 : -1, w3, w4, w5, z);
-    const __m512 r2 = taps(ia + 2, two ? ib + 2 : -1, w6, w7, w8, z);
-    __m512 acc = _mm512_add_ps(_mm512_add_ps(r0, r1), r2);
-    if (clamp) {
-      // max / min return their second operand when either is NaN: NaN stays.
-      acc = _mm512_mask_max_ps(acc, 0xFFFF, vlo, acc);
-      acc = _mm512_mask_min_ps(acc, 0xFFFF, vhi, acc);
-    }
+    const __m512 r0 = taps(ia, ib, k.w[0], k.w[1], k.w[2], k.vb);
+    const __m512 r1 = taps(ia + 1, two ? ib + 1 : -1, k.w[3], k.w[4], k.w[5], z);
+    const __m512 r2 = taps(ia + 2, two ? ib + 2 : -1, k.w[6], k.w[7], k.w[8], z);
+    const __m512 acc = k.sum(r0, r1, r2, clamp);
     float* yr = yc + oy * g.OW;
     _mm512_mask_storeu_ps(yr, lo_out, acc);
     // Lanes 8.. to row oy + 1 (the store's masked-off lanes touch no memory).
