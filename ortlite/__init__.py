@@ -158,7 +158,6 @@ def get_build_info():
             f"providers={','.join(_ortlite.get_available_providers())}")
 
 
-
 # The default logger (ortlite/_logging.py, loaded on first use) replaces the native
 # severity setter.
 del set_default_logger_severity  # noqa: F821  (from the native module's names above)

@@ -410,18 +410,21 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
           ThreadPool* pool) {
   const double work = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  // Whether the fused GEMM can take the product with its operands in place (AVX-512F, not
+  // under ORTLITE_GEMM_ISA caps); elsewhere the BLAS keeps every product it takes.
+  const bool in_place = M > 1 && N > 1 && K > 0 && alpha != 0.f &&
+                        (beta == 0.f || (beta == 1.f && K <= nn::fgemm::kKC)) &&
+                        nn::fgemm::available() && dispatch().f32 == gemm_detail::avx512_table_f32();
   const bool split = pool && pool->num_threads() > 1;
   const bool full_tiles = M >= 32 && N % 32 == 0 && K >= 64 && work >= kFullTileMin;
   const double in_place_max = full_tiles && !split ? kFullTileProduct : kSmallProduct;
-  if (!(full_tiles && work <= in_place_max) &&
+  if (!(in_place && full_tiles && work <= in_place_max) &&
       blas::gemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool))
     return;
   // Products the BLAS does not take, and those of full tiles (attention's per-head products,
   // batched MatMuls of a few dozen rows) with the fused GEMM, operands read in place:
   // packing both per call cost more than the product.
-  if (M > 1 && N > 1 && K > 0 && work <= in_place_max && alpha != 0.f &&
-      (beta == 0.f || (beta == 1.f && K <= nn::fgemm::kKC)) && nn::fgemm::available() &&
-      dispatch().f32 == gemm_detail::avx512_table_f32()) {  // not under ORTLITE_GEMM_ISA caps
+  if (in_place && work <= in_place_max) {
     const float* b = B;
     int64_t ld = ldb;
     std::vector<float> bt;
