@@ -2039,3 +2039,30 @@ def test_maxpool_2x2_stride2(shape, threads):
     actual = run_lite(model, {"x": x}, threads)[0]
     assert actual.shape == expected.shape
     np.testing.assert_array_equal(actual, expected)
+
+
+# Linear Resize of 8- and 16-bit integers takes the per-plane path (two axes at most); its
+# integers are the ONNX reference's (double arithmetic, rounded half to even, saturated)
+# bit for bit, including the near-ties of inexact weights (scales 1.7, 0.6, 2.5).
+# onnxruntime truncates instead, so it is not the oracle here.
+INT_RESIZE_CASES = [((1, 3, 24, 32), [1, 1, 2, 2]), ((1, 3, 24, 32), [1, 1, 0.5, 0.5]),
+                    ((2, 5, 7, 9), [1, 1, 1.7, 0.6]), ((1, 1, 1, 13), [1, 1, 3, 1.3]),
+                    ((3, 11, 5), [1, 1, 2.5]), ((2, 3, 6, 4), [1, 1, 1, 2]),
+                    ((2, 3, 6, 4), [1, 1, 2, 1]), ((1, 2, 1, 1), [1, 1, 5, 3])]
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.uint16, np.int16])
+@pytest.mark.parametrize("ctm", ["half_pixel", "asymmetric", "align_corners",
+                                 "pytorch_half_pixel", "half_pixel_symmetric"])
+@pytest.mark.parametrize("shape,scales", INT_RESIZE_CASES)
+def test_resize_linear_small_ints_match_reference(dtype, ctm, shape, scales):
+    info = np.iinfo(dtype)
+    x = rng(len(shape)).integers(info.min, int(info.max) + 1, size=shape).astype(dtype)
+    consts = {"roi": np.array([], np.float32), "scales": np.array(scales, np.float32)}
+    m = node_model("Resize", {"X": x}, ["Y"], attrs=dict(mode="linear",
+                   coordinate_transformation_mode=ctm), opset=19, consts=consts)
+    expected = ReferenceEvaluator(m).run(None, {"X": x})[0]
+    for threads in (1, 2):
+        (actual,) = run_lite(m, {"X": x}, threads=threads)
+        assert actual.dtype == dtype
+        np.testing.assert_array_equal(actual, expected)

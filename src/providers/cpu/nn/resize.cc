@@ -191,6 +191,35 @@ void linear_plane(const float* x, int64_t iw_n, float* y, int64_t oh_n, int64_t 
   }
 }
 
+// One plane of linear resizing of integers, with the general path's arithmetic (double, the
+// height axis first, each output the sum of its two weighted neighbours in order, rounded
+// half to even and saturated), so that both give the same integers. Left to the baseline
+// ISA: contracting a product and a sum into one FMA would round differently.
+template <typename T, typename Table>
+void int_linear_plane(const T* x, int64_t iw_n, T* y, int64_t oh_n, int64_t ow_n, const Table& th,
+                      const Table& tw, double* row) {
+  constexpr double lo = static_cast<double>(std::numeric_limits<T>::lowest());
+  constexpr double hi = static_cast<double>(std::numeric_limits<T>::max());
+  for (int64_t yo = 0; yo < oh_n; ++yo) {
+    const size_t h = static_cast<size_t>(yo);
+    const T* a = x + th.i0[h] * iw_n;
+    if (th.resized) {
+      const T* b = x + th.i1[h] * iw_n;
+      const double c0 = th.d0[h], c1 = th.d1[h];
+      for (int64_t i = 0; i < iw_n; ++i)
+        row[i] = c0 * static_cast<double>(a[i]) + c1 * static_cast<double>(b[i]);
+    } else {
+      for (int64_t i = 0; i < iw_n; ++i) row[i] = static_cast<double>(a[i]);
+    }
+    T* dst = y + yo * ow_n;
+    for (int64_t i = 0; i < ow_n; ++i) {
+      const size_t w = static_cast<size_t>(i);
+      const double v = tw.resized ? tw.d0[w] * row[tw.i0[w]] + tw.d1[w] * row[tw.i1[w]] : row[i];
+      dst[i] = static_cast<T>(std::min(std::max(std::nearbyint(v), lo), hi));
+    }
+  }
+}
+
 class Resize final : public Kernel {
  public:
   explicit Resize(const KernelInfo& info)
@@ -428,6 +457,7 @@ class Resize final : public Kernel {
     bool resized = false;
     std::vector<int64_t> i0, i1;
     std::vector<float> w0, w1;
+    std::vector<double> d0, d1;  // the weights in double (linear, integer elements)
     std::vector<char> ex;
     bool any_ex = false;
   };
@@ -457,6 +487,8 @@ class Resize final : public Kernel {
         t.i1[i] = idx[i][1];
         t.w0[i] = static_cast<float>(cf[i][0]);
         t.w1[i] = static_cast<float>(cf[i][1]);
+        t.d0.push_back(cf[i][0]);
+        t.d1.push_back(cf[i][1]);
       }
     }
   }
@@ -470,7 +502,12 @@ class Resize final : public Kernel {
     const size_t r = in.size();
     if (r < 2 || antialias_ || exclude_outside_ || mode_ == RMode::kCubic) return false;
     const bool is_float = x.dtype() == DataType::kFloat;
-    if (mode_ == RMode::kLinear && !is_float) return false;
+    // 8- and 16-bit integers are exact in float, and so are the products by the table's
+    // weights up to float's rounding of the sum; wider integers keep the double path.
+    const DataType dt = x.dtype();
+    const bool small_int = dt == DataType::kUInt8 || dt == DataType::kInt8 ||
+                           dt == DataType::kUInt16 || dt == DataType::kInt16;
+    if (mode_ == RMode::kLinear && !is_float && !small_int) return false;
     if (ctm_ == Ctm::kTfCropAndResize && !is_float) return false;
     const size_t esize = dtype_size(x.dtype());
     if (esize != 1 && esize != 2 && esize != 4 && esize != 8) return false;
@@ -498,6 +535,24 @@ class Resize final : public Kernel {
     const float ev = static_cast<float>(static_cast<double>(extrapolation_));
     ThreadPool* pool = ctx.thread_pool();
     const double cost = static_cast<double>(oh_n * ow_n) * (mode_ == RMode::kLinear ? 4 : 1);
+    if (mode_ == RMode::kLinear && !is_float) {
+      auto run_int = [&](auto tag) {
+        using T = decltype(tag);
+        const T* xp = x.data<T>();
+        T* yp = y.data<T>();
+        parallel_for(pool, outer, cost, [&](int64_t o0, int64_t o1) {
+          std::vector<double> row(static_cast<size_t>(iw_n));
+          for (int64_t o = o0; o < o1; ++o)
+            int_linear_plane(xp + o * ih_n * iw_n, iw_n, yp + o * oh_n * ow_n, oh_n, ow_n, th, tw,
+                             row.data());
+        });
+      };
+      if (dt == DataType::kUInt8) run_int(uint8_t{});
+      if (dt == DataType::kInt8) run_int(int8_t{});
+      if (dt == DataType::kUInt16) run_int(uint16_t{});
+      if (dt == DataType::kInt16) run_int(int16_t{});
+      return true;
+    }
     if (mode_ == RMode::kLinear) {
       const float* xp = x.data<float>();
       float* yp = y.data<float>();
