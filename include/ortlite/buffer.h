@@ -25,6 +25,12 @@ enum class BufferKind : int {
   kConstant = 2,  // the session's weights (initializers, possibly a file mapping)
 };
 
+// Asks the kernel for 2 MiB pages over the whole 2 MiB pages inside [p, p + bytes) (Linux,
+// where transparent huge pages are on request; a no-op elsewhere). For large blocks that
+// are written or streamed through: each huge page faults in once, and page walks are fewer.
+void advise_huge_pages(void* p, size_t bytes);
+constexpr size_t kHugePageBytes = size_t{2} << 20;
+
 class Buffer {
  public:
   // Allocates `bytes` (64-byte aligned, at least 1 byte) of CPU memory. Throws

@@ -96,6 +96,9 @@ class Packed {
 
  private:
   struct Free {
+    Free() noexcept : align(64) {}
+    explicit Free(size_t a) noexcept : align(a) {}
+    size_t align;  // the alignment it was allocated with
     void operator()(float* p) const;
   };
   int64_t n_ = 0, k_ = 0;

@@ -7,6 +7,7 @@
 #include <new>
 #include <pthread.h>
 #include <string>
+#include <sys/mman.h>
 
 #include "ortlite/status.h"
 
@@ -16,6 +17,7 @@ namespace {
 constexpr size_t kAlignment = 64;
 // Room in front of an aligned block: the pointer malloc returned and the block's capacity.
 constexpr size_t kHeader = 2 * sizeof(void*);
+constexpr size_t kHugeMin = size_t{4} << 20;
 
 // 64-byte aligned blocks carved from plain malloc, the original pointer and the capacity
 // stored just before the aligned one. glibc's memalign/aligned_alloc leaves free fragments
@@ -30,6 +32,13 @@ void* aligned_malloc(size_t bytes) {
   const uintptr_t aligned = (start + kAlignment - 1) & ~static_cast<uintptr_t>(kAlignment - 1);
   reinterpret_cast<void**>(aligned)[-1] = raw;
   reinterpret_cast<size_t*>(aligned)[-2] = bytes;
+  // Large blocks are mapped afresh by malloc each time (above the block cache's bounds
+  // too): in 2 MiB pages, where the kernel allows them on request, a 72 MB output faults in
+  // about 700 times a run instead of 17,600 (a batched MatMul of 8 x (1500 x 64 x 1500):
+  // 55-85 -> 28-29 ms a run). numpy asks the same for its arrays from 4 MiB.
+  if (bytes >= kHugeMin) {
+    advise_huge_pages(reinterpret_cast<void*>(aligned), bytes);
+  }
   return reinterpret_cast<void*>(aligned);
 }
 
@@ -151,6 +160,17 @@ void free_block(void* p) {
   if (p && !block_cache().put(p)) aligned_free(p);
 }
 }  // namespace
+
+void advise_huge_pages(void* p, size_t bytes) {
+#if defined(MADV_HUGEPAGE)
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p), h = kHugePageBytes;
+  const uintptr_t lo = (a + h - 1) & ~(h - 1), hi = (a + bytes) & ~(h - 1);
+  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);  // advice only
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
 
 Buffer* Buffer::allocate(size_t bytes) {
   void* p = allocate_block(bytes == 0 ? 1 : bytes);

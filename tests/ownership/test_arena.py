@@ -278,3 +278,48 @@ def test_large_outputs_reuse_resident_blocks(cache_mb):
         assert faults_per_run > 500  # 1024 pages of 4 KiB a run
     else:
         assert faults_per_run < 20
+
+
+HUGE_SCRIPT = r"""
+import resource, sys
+sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
+import numpy as np
+from onnx import helper
+import ortlite
+from helpers import make_model
+F = np.float32
+n = 10 << 20  # a 40 MiB output: above the block cache's bound for one block
+model = make_model([helper.make_node("Neg", ["x"], ["y"])], [("x", F, [n])], [("y", F, [n])])
+sess = ortlite.InferenceSession(model.SerializeToString())
+x = np.ones(n, dtype=F)
+for _ in range(2):
+    sess.run(None, {{"x": x}})
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(10):
+    y = sess.run(None, {{"x": x}})[0]
+    assert y[n - 1] == -1.0 and y[0] == -1.0
+    del y
+after = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+print((after - before) / 10)
+"""
+
+
+def _thp_on_request():
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return "[never]" not in f.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _thp_on_request(), reason="no transparent huge pages on this kernel")
+def test_very_large_outputs_fault_in_huge_pages():
+    """An output too large for the block cache is a fresh mapping on every run. ortlite asks
+    for 2 MiB pages on blocks from 4 MiB, so its 10,240 pages of 4 KiB fault in as about 20
+    huge ones (plus the partial pages at both ends)."""
+    script = HUGE_SCRIPT.format(root=ROOT, tests=TESTS)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    faults_per_run = float(out.stdout.split()[-1])
+    assert faults_per_run < 2500, faults_per_run
