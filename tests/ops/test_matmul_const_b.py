@@ -91,3 +91,53 @@ def test_two_input_products_match_onnxruntime_and_numpy(a_shape, b_shape, thread
                                atol=1e-4 * np.sqrt(K))
     ref = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.sqrt(K))
+
+
+# One row of A against a B that is an input (gemm.cc gemv_row, axpy_rows: column blocks of
+# 8, 4 and 1 vectors, the last columns from the row's last whole vector, B narrower than
+# one vector by columns): widths around each block size for float (16 lanes) and double (8),
+# a decoder's per-head scores (batched, 1 x 64 x 200), and alpha / beta through Gemm.
+ROW_WIDTHS = [1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 127, 128, 129, 143, 200, 257, 600]
+
+
+@pytest.mark.parametrize("N", ROW_WIDTHS)
+@pytest.mark.parametrize("K", [1, 5, 64])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_one_row_by_input_b_matches_numpy(N, K, dtype):
+    elem = TensorProto.FLOAT if dtype == np.float32 else TensorProto.DOUBLE
+    g = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "g",
+                          [helper.make_tensor_value_info("a", elem, [2, 3, 1, K]),
+                           helper.make_tensor_value_info("b", elem, [2, 3, K, N])],
+                          [helper.make_tensor_value_info("y", elem, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    rng = np.random.default_rng(N * 10 + K)
+    a = rng.standard_normal((2, 3, 1, K)).astype(dtype)
+    b = rng.standard_normal((2, 3, K, N)).astype(dtype)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for threads in (1, 2):
+        got = run_lite(m, {"a": a, "b": b}, threads)[0]
+        assert got.dtype == dtype and got.shape == ref.shape
+        np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * np.sqrt(K))
+
+
+@pytest.mark.parametrize("N", [17, 129, 200])
+def test_one_row_gemm_alpha_beta_matches_onnxruntime(N):
+    K = 48
+    g = helper.make_graph(
+        [helper.make_node("Gemm", ["a", "b", "c"], ["y"], alpha=0.5, beta=-2.0)], "g",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, K]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [K, N]),
+         helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, N])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    rng = np.random.default_rng(N)
+    feeds = {"a": rng.standard_normal((1, K)).astype(np.float32),
+             "b": rng.standard_normal((K, N)).astype(np.float32),
+             "c": rng.standard_normal((1, N)).astype(np.float32)}
+    got = run_lite(m, feeds)[0]
+    np.testing.assert_allclose(got, run_ort(m, feeds)[0], rtol=1e-5, atol=1e-5)
+    ref = 0.5 * (feeds["a"].astype(np.float64) @ feeds["b"]) - 2.0 * feeds["c"]
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
