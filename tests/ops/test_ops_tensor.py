@@ -1336,3 +1336,17 @@ def test_scatter_unknown_reduction_is_refused_at_load():
         with pytest.raises(ortlite.InvalidArgument, match="attribute 'reduction' = 'avg' is not "
                                                           "supported at opset 18"):
             session(node_model(op, feeds, ["y"], attrs=dict(reduction="avg"), opset=18))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.float16, np.bool_, np.int8])
+@pytest.mark.parametrize("shape", [(1, 1), (3, 5), (5, 3), (0, 4), (64, 64), (7, 1)])
+@pytest.mark.parametrize("k", [0, 1, -1, -4, 4, 100, -100, 2**62, -(2**63), 2**63 - 1])
+def test_eyelike_diagonals_match_numpy(dtype, shape, k):
+    """EyeLike fills zeros then its diagonal; diagonals outside the matrix (also k at the
+    int64 bounds) leave it all zeros."""
+    x = np.zeros(shape, dtype)
+    m = node_model("EyeLike", {"x": x}, ["y"], attrs={"k": k})
+    (y,) = run_ortlite(m, {"x": x})
+    expected = np.eye(shape[0], shape[1], k=int(np.clip(k, -10**6, 10**6)), dtype=dtype)
+    assert y.dtype == expected.dtype
+    np.testing.assert_array_equal(y, expected)

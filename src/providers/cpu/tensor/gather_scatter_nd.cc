@@ -449,8 +449,11 @@ class EyeLike final : public Kernel {
     ORTLITE_DISPATCH_NUMERIC(dt, "EyeLike", [&](auto tag) {
       using T = decltype(tag);
       T* dst = static_cast<T*>(y.raw_data());
-      for (int64_t i = 0; i < rows; ++i) {
-        for (int64_t j = 0; j < cols; ++j) dst[i * cols + j] = T(j - i == k ? 1 : 0);
+      // Zero is all-zero bits in every numeric type (float16 and bfloat16 included).
+      std::memset(static_cast<void*>(dst), 0, static_cast<size_t>(y.numel()) * sizeof(T));
+      if (k < cols && k > -rows) {  // else no diagonal element lies inside
+        for (int64_t i = std::max<int64_t>(0, -k); i < rows && i + k < cols; ++i)
+          dst[i * cols + i + k] = T(1);
       }
     });
   }
