@@ -1217,6 +1217,37 @@ def test_col2im_3d_and_integer_types_match_reference():
     check_against_reference(helpers.node_model("Col2Im", feeds, ["y"], opset=18), feeds)
 
 
+# 2-D Col2Im adds each kernel offset's values along image rows; the sums must equal the
+# reference's exactly for integers and to rounding for floats: strides 1-3, pads that
+# drop whole rows and columns, dilations, non-square blocks and images.
+COL2IM_2D = [([5, 7], [2, 3], {}), ([9, 9], [3, 3], dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+             ([8, 10], [3, 2], dict(dilations=[2, 3], pads=[2, 0, 1, 3])),
+             ([6, 6], [1, 1], dict(strides=[3, 2])), ([7, 5], [4, 4], dict(pads=[3, 3, 3, 3])),
+             ([1, 13], [1, 5], dict(strides=[1, 3], pads=[0, 4, 0, 2]))]
+
+
+def _col2im_blocks(image, block, attrs):
+    s = attrs.get("strides", [1, 1])
+    p = attrs.get("pads", [0, 0, 0, 0])
+    d = attrs.get("dilations", [1, 1])
+    return int(np.prod([(image[i] + p[i] + p[i + 2] - d[i] * (block[i] - 1) - 1) // s[i] + 1
+                        for i in range(2)]))
+
+
+@pytest.mark.parametrize("image,block,attrs", COL2IM_2D)
+@pytest.mark.parametrize("dtype", [F32, np.int32, np.float16])
+def test_col2im_2d_matches_reference(image, block, attrs, dtype):
+    L = _col2im_blocks(image, block, attrs)
+    x = rng(L).integers(-50, 50, size=(2, 3 * block[0] * block[1], L)).astype(dtype)
+    if dtype == F32:
+        x = x * np.float32(0.37)
+    feeds = {"x": x, "image": np.array(image, np.int64), "block": np.array(block, np.int64)}
+    m = helpers.node_model("Col2Im", feeds, ["y"], attrs=attrs, opset=18)
+    check_against_reference(m, feeds, rtol=1e-6, atol=1e-5)
+    for threads in (1, 2):
+        np.testing.assert_array_equal(run_lite(m, feeds, threads=threads)[0], run_lite(m, feeds)[0])
+
+
 def test_col2im_errors():
     feeds = {"x": np.zeros((1, 4, 5), F32), "image": np.array([3, 3], np.int64),
              "block": np.array([2, 2], np.int64)}

@@ -177,6 +177,37 @@ A wrap_add(A a, A b) {
   }
 }
 
+// One 2-D plane of Col2Im: each kernel offset's block values added along the image rows
+// they fall on (a contiguous run of columns at stride 1), in the same order as the general
+// path (kernel offset, then block position), so every sum is the same.
+template <typename Acc, typename T>
+void plane_2d(const T* s, const std::vector<int64_t>& image, const std::vector<int64_t>& block,
+              const std::vector<int64_t>& cols, const std::vector<int64_t>& str,
+              const std::vector<int64_t>& pad, const std::vector<int64_t>& dil, Acc* acc) {
+  const int64_t H = image[0], W = image[1], nb = cols[0] * cols[1];
+  for (int64_t ky = 0; ky < block[0]; ++ky) {
+    for (int64_t kx = 0; kx < block[1]; ++kx, s += nb) {
+      const int64_t x0 = kx * dil[1] - pad[1], sx = str[1];
+      // Columns bx with 0 <= bx * sx + x0 < W.
+      const int64_t lo = x0 >= 0 ? 0 : (-x0 + sx - 1) / sx;
+      const int64_t hi = x0 >= W ? 0 : std::min(cols[1], (W - 1 - x0) / sx + 1);
+      for (int64_t by = 0; by < cols[0]; ++by) {
+        const int64_t iy = by * str[0] - pad[0] + ky * dil[0];
+        if (iy < 0 || iy >= H) continue;
+        const T* row = s + by * cols[1];
+        Acc* out = acc + iy * W;  // column bx * sx + x0, inside the row for bx in [lo, hi)
+        if (sx == 1) {
+          for (int64_t bx = lo; bx < hi; ++bx)
+            out[bx + x0] = wrap_add(out[bx + x0], static_cast<Acc>(row[bx]));
+        } else {
+          for (int64_t bx = lo; bx < hi; ++bx)
+            out[bx * sx + x0] = wrap_add(out[bx * sx + x0], static_cast<Acc>(row[bx]));
+        }
+      }
+    }
+  }
+}
+
 // Col2Im(input [N, C * prod(block_shape), L], image_shape, block_shape) -> [N, C,
 // image_shape...]: the inverse of im2col, summing the blocks that overlap. L must be the
 // number of block positions the (padded, strided, dilated) image holds.
@@ -258,25 +289,36 @@ class Col2Im final : public Kernel {
     const int64_t img = y.numel() / (batch * channels);
     // For each (kernel offset, block position): its image offset, or -1 when it falls in
     // the padding. Shared by every (n, c) plane.
-    std::vector<int64_t> target(static_cast<size_t>(bl * nblocks));
+    const bool planar = n == 2;  // 2-D: row segments, no table (plane_2d)
+    std::vector<int64_t> target(planar ? 0 : static_cast<size_t>(bl * nblocks));
     std::vector<int64_t> ko(n), bo(n);
-    for (int64_t kk = 0; kk < bl; ++kk) {
+    for (int64_t kk = 0; kk < (planar ? 0 : bl); ++kk) {
       int64_t rem = kk;
       for (size_t i = n; i-- > 0;) {
         ko[i] = rem % block[i];
         rem /= block[i];
       }
-      for (int64_t b = 0; b < nblocks; ++b) {
-        int64_t rb = b, off = 0;
-        for (size_t i = n; i-- > 0;) {
-          bo[i] = rb % cols[i];
-          rb /= cols[i];
-        }
-        for (size_t i = 0; i < n && off >= 0; ++i) {
+      // Block positions in row-major order: the leading axes as an odometer (bo), the
+      // last axis as the inner loop (no division per element).
+      std::fill(bo.begin(), bo.end(), 0);
+      const size_t last = n - 1;
+      const int64_t inner = cols[last];
+      int64_t* t = target.data() + kk * nblocks;
+      for (int64_t b = 0; b < nblocks; b += inner) {
+        int64_t base = 0;
+        for (size_t i = 0; i < last && base >= 0; ++i) {
           const int64_t pos = bo[i] * str[i] - pad[i] + ko[i] * dil[i];
-          off = pos < 0 || pos >= image[i] ? -1 : off * image[i] + pos;
+          base = pos < 0 || pos >= image[i] ? -1 : base * image[i] + pos;
         }
-        target[static_cast<size_t>(kk * nblocks + b)] = off;
+        const int64_t p0 = ko[last] * dil[last] - pad[last];
+        for (int64_t c = 0; c < inner; ++c) {
+          const int64_t pos = c * str[last] + p0;
+          t[b + c] = base < 0 || pos < 0 || pos >= image[last] ? -1 : base * image[last] + pos;
+        }
+        for (size_t i = last; i-- > 0;) {
+          if (++bo[i] < cols[i]) break;
+          bo[i] = 0;
+        }
       }
     }
     auto run = [&](auto tag) {
@@ -291,7 +333,10 @@ class Col2Im final : public Kernel {
                      for (int64_t p = begin; p < end; ++p) {
                        std::fill(acc.begin(), acc.end(), Acc(0));
                        const T* s = src + p * bl * nblocks;
-                       for (int64_t j = 0; j < bl * nblocks; ++j) {
+                       if (planar) {
+                         plane_2d(s, image, block, cols, str, pad, dil, acc.data());
+                       }
+                       for (int64_t j = 0; j < (planar ? 0 : bl * nblocks); ++j) {
                          const int64_t t = target[static_cast<size_t>(j)];
                          if (t >= 0) {
                            acc[static_cast<size_t>(t)] =
