@@ -545,6 +545,18 @@ def test_multi_head_attention_attributes_and_bias(attrs):
     check("MultiHeadAttention", ins, ("Y",), {"num_heads": heads, **attrs}, out_types=MHA_OUT)
 
 
+@pytest.mark.parametrize("L", [1, 15, 16, 17, 33, 200])
+def test_multi_head_attention_bias_with_minus_infinity(L):
+    """Scores rows of any length (the softmax's vector body and its tail), with -inf in an
+    attention bias on some keys of each row (never all of them)."""
+    rng = np.random.default_rng(50 + L)
+    B, S, D, heads = 1, 5, 32, 2
+    ab = rnd(rng, 1, heads, S, L)
+    ab[..., 1::3] = -np.inf
+    ins = mha_inputs(rng, B, S, L, D, D, False, None, attn_bias=ab)
+    check("MultiHeadAttention", ins, ("Y",), {"num_heads": heads}, out_types=MHA_OUT)
+
+
 @pytest.mark.parametrize("S,P", [(1, 6), (3, 4)])
 def test_multi_head_attention_past_present(S, P):
     rng = np.random.default_rng(41 + S)

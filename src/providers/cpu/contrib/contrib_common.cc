@@ -37,14 +37,8 @@ void check_vector(const KernelContext& ctx, const Tensor& p, int64_t n, const ch
 }
 
 void softmax_rows(float* x, int64_t rows, int64_t n) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float* p = x + r * n;
-    float m = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < n; ++i) m = std::max(m, p[i]);
-    const float sum = fast::exp_sum(p, m, p, n);
-    const float inv = 1.0f / sum;
-    for (int64_t i = 0; i < n; ++i) p[i] *= inv;
-  }
+  if (n <= 0) return;
+  for (int64_t r = 0; r < rows; ++r) fast::softmax(x + r * n, x + r * n, n, false);
 }
 
 }  // namespace contrib
