@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "compute/blas.h"
+#include "compute/conv_avx512.h"
 #include "compute/fused_gemm.h"
 #include "compute/gemm_kernels.h"
 #include "ortlite/status.h"
@@ -428,10 +429,13 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha
     const float* b = B;
     int64_t ld = ldb;
     std::vector<float> bt;
-    if (transB) {  // op(B) = B^T copied row-major (K x N)
+    if (transB) {  // op(B) = B^T copied row-major (K x N), 16 x 16 blocks in registers
       bt.resize(static_cast<size_t>(K * N));
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t k = 0; k < K; ++k) bt[k * N + n] = B[n * ldb + k];
+      for (int64_t n = 0; n < N; n += 16)
+        for (int64_t k = 0; k < K; k += 16)
+          nn::cvx::transpose16(B + n * ldb + k, ldb, static_cast<int>(std::min<int64_t>(16, N - n)),
+                               static_cast<int>(std::min<int64_t>(16, K - k)),
+                               bt.data() + k * N + n, N);
       b = bt.data();
       ld = N;
     }

@@ -141,3 +141,24 @@ def test_one_row_gemm_alpha_beta_matches_onnxruntime(N):
     np.testing.assert_allclose(got, run_ort(m, feeds)[0], rtol=1e-5, atol=1e-5)
     ref = 0.5 * (feeds["a"].astype(np.float64) @ feeds["b"]) - 2.0 * feeds["c"]
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+# Gemm with transB = 1 and both operands inputs: products small enough for the fused GEMM in
+# place copy op(B) in 16 x 16 blocks first (gemm.cc): sizes around and between the blocks.
+@pytest.mark.parametrize("M,N,K", [(2, 2, 1), (3, 17, 5), (16, 16, 16), (33, 31, 47),
+                                   (128, 128, 64), (5, 100, 300), (64, 96, 17)])
+def test_gemm_trans_b_inputs_match_numpy(M, N, K):
+    g = helper.make_graph(
+        [helper.make_node("Gemm", ["a", "b"], ["y"], transB=1, alpha=0.125)], "g",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [M, K]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [N, K])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    rng = np.random.default_rng(M * N + K)
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((N, K)).astype(np.float32)
+    ref = 0.125 * (a.astype(np.float64) @ b.T.astype(np.float64))
+    for threads in (1, 2):
+        got = run_lite(m, {"a": a, "b": b}, threads)[0]
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.sqrt(K))
