@@ -146,15 +146,19 @@ class RotaryEmbedding final : public Kernel {
     const int64_t batch_stride = N * S * H;
     const float* xp = x.get();
     float* yp = y.get();
-    parallel_for(ctx.thread_pool(), B * S * N, 4.0 * static_cast<double>(H),
+    // Over (batch, position) pairs, every head of one in turn (one position's cos / sin).
+    parallel_for(ctx.thread_pool(), B * S, 4.0 * static_cast<double>(N * H),
                  [&](int64_t lo, int64_t hi) {
                    for (int64_t t = lo; t < hi; ++t) {
-                     const int64_t b = t / (S * N), s = (t / N) % S, n = t % N;
-                     const int64_t off = b * batch_stride + s * seq_stride + n * head_stride;
+                     const int64_t b = t / S, s = t % S;
                      const int64_t p = offset_form ? pos[0] + s : pos[b * S + s];
-                     rotate_half(xp + off, c.get() + p * half, sn.get() + p * half, R, interleaved_,
-                                 yp + off);
-                     if (R < H) std::memcpy(yp + off + R, xp + off + R, (H - R) * sizeof(float));
+                     const float* cp = c.get() + p * half;
+                     const float* sp = sn.get() + p * half;
+                     int64_t off = b * batch_stride + s * seq_stride;
+                     for (int64_t n = 0; n < N; ++n, off += head_stride) {
+                       rotate_half(xp + off, cp, sp, R, interleaved_, yp + off);
+                       if (R < H) std::memcpy(yp + off + R, xp + off + R, (H - R) * sizeof(float));
+                     }
                    }
                  });
     y.commit();
