@@ -2097,3 +2097,29 @@ def test_resize_linear_small_ints_match_reference(dtype, ctm, shape, scales):
         (actual,) = run_lite(m, {"X": x}, threads=threads)
         assert actual.dtype == dtype
         np.testing.assert_array_equal(actual, expected)
+
+
+@pytest.mark.parametrize("center", [0, 1])
+@pytest.mark.parametrize("nbox,ncls,max_out,thr", [(50, 3, 10, None), (300, 4, 50, 0.2),
+                                                   (1, 1, 5, None), (200, 2, 0, None),
+                                                   (120, 3, 1000, 0.0)])
+def test_non_max_suppression_matches_onnxruntime(center, nbox, ncls, max_out, thr):
+    """Overlapping random boxes (corners in either order, some of zero area), tied scores,
+    two batch items: selected indices and their order as onnxruntime's."""
+    r = rng(nbox + ncls)
+    xy = r.uniform(0, 50, size=(2, nbox, 2)).astype(F32)
+    wh = r.uniform(0, 20, size=(2, nbox, 2)).astype(F32)
+    wh[:, ::17] = 0
+    if center:
+        boxes = np.concatenate([xy, wh], axis=-1)
+    else:
+        boxes = np.concatenate([xy, xy + wh], axis=-1)[..., [2, 1, 0, 3]]  # y1 x0 y0 x1
+    scores = np.round(r.uniform(0, 1, size=(2, ncls, nbox)), 1).astype(F32)  # many ties
+    feeds = {"boxes": boxes, "scores": scores}
+    consts = {"max": np.array([max_out], np.int64), "iou": np.array([0.4], F32)}
+    if thr is not None:
+        consts["thr"] = np.array([thr], F32)
+    m = node_model("NonMaxSuppression", feeds, ["y"], out_dtypes=[np.int64],
+                   attrs=dict(center_point_box=center), opset=11, consts=consts)
+    (got,) = run_lite(m, feeds)
+    np.testing.assert_array_equal(got, run_ort(m, feeds)[0])

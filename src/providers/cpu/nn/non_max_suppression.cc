@@ -50,9 +50,13 @@ class NonMaxSuppression final : public Kernel {
     const float* bx = boxes.data<float>();
     const float* sc = scores.data<float>();
     std::vector<int64_t> out;
-    std::vector<int64_t> cand, chosen;
+    std::vector<int64_t> cand;
+    std::vector<Box> boxes_n, chosen;
     for (int64_t b = 0; b < nb; ++b) {
-      const float* bb = bx + b * nbox * 4;
+      // Each box's corners and area once per batch item, not once per comparison.
+      boxes_n.resize(static_cast<size_t>(nbox));
+      for (int64_t i = 0; i < nbox; ++i)
+        boxes_n[static_cast<size_t>(i)] = corners(bx + (b * nbox + i) * 4);
       for (int64_t c = 0; c < nc; ++c) {
         const float* s = sc + (b * nc + c) * nbox;
         cand.clear();
@@ -64,15 +68,16 @@ class NonMaxSuppression final : public Kernel {
                          [&](int64_t l, int64_t r) { return s[l] > s[r]; });
         for (int64_t i : cand) {
           if (static_cast<int64_t>(chosen.size()) >= max_out) break;
+          const Box& a = boxes_n[static_cast<size_t>(i)];
           bool keep = true;
-          for (int64_t j : chosen) {
-            if (suppress(bb + i * 4, bb + j * 4, iou)) {
+          for (const Box& k : chosen) {
+            if (suppress(a, k, iou)) {
               keep = false;
               break;
             }
           }
           if (keep) {
-            chosen.push_back(i);
+            chosen.push_back(a);
             out.insert(out.end(), {b, c, i});
           }
         }
@@ -83,36 +88,36 @@ class NonMaxSuppression final : public Kernel {
   }
 
  private:
-  bool suppress(const float* a, const float* b, float thr) const {
-    float ax0, ax1, ay0, ay1, bx0, bx1, by0, by1;
+  struct Box {
+    float x0, x1, y0, y1, area;
+  };
+
+  Box corners(const float* a) const {
+    Box r;
     if (center_ == 0) {
-      ax0 = std::min(a[1], a[3]);
-      ax1 = std::max(a[1], a[3]);
-      ay0 = std::min(a[0], a[2]);
-      ay1 = std::max(a[0], a[2]);
-      bx0 = std::min(b[1], b[3]);
-      bx1 = std::max(b[1], b[3]);
-      by0 = std::min(b[0], b[2]);
-      by1 = std::max(b[0], b[2]);
+      r.x0 = std::min(a[1], a[3]);
+      r.x1 = std::max(a[1], a[3]);
+      r.y0 = std::min(a[0], a[2]);
+      r.y1 = std::max(a[0], a[2]);
     } else {
-      ax0 = a[0] - a[2] / 2;
-      ax1 = a[0] + a[2] / 2;
-      ay0 = a[1] - a[3] / 2;
-      ay1 = a[1] + a[3] / 2;
-      bx0 = b[0] - b[2] / 2;
-      bx1 = b[0] + b[2] / 2;
-      by0 = b[1] - b[3] / 2;
-      by1 = b[1] + b[3] / 2;
+      r.x0 = a[0] - a[2] / 2;
+      r.x1 = a[0] + a[2] / 2;
+      r.y0 = a[1] - a[3] / 2;
+      r.y1 = a[1] + a[3] / 2;
     }
-    const float ix0 = std::max(ax0, bx0), ix1 = std::min(ax1, bx1);
+    r.area = (r.x1 - r.x0) * (r.y1 - r.y0);
+    return r;
+  }
+
+  static bool suppress(const Box& a, const Box& b, float thr) {
+    const float ix0 = std::max(a.x0, b.x0), ix1 = std::min(a.x1, b.x1);
     if (ix1 <= ix0) return false;
-    const float iy0 = std::max(ay0, by0), iy1 = std::min(ay1, by1);
+    const float iy0 = std::max(a.y0, b.y0), iy1 = std::min(a.y1, b.y1);
     if (iy1 <= iy0) return false;
     const float inter = (ix1 - ix0) * (iy1 - iy0);
     if (inter <= 0) return false;
-    const float area_a = (ax1 - ax0) * (ay1 - ay0), area_b = (bx1 - bx0) * (by1 - by0);
-    const float uni = area_a + area_b - inter;
-    if (area_a <= 0 || area_b <= 0 || uni <= 0) return false;
+    const float uni = a.area + b.area - inter;
+    if (a.area <= 0 || b.area <= 0 || uni <= 0) return false;
     return inter / uni > thr;
   }
 
