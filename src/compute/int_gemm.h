@@ -1,5 +1,5 @@
 // Integer matrix multiply for MatMul / Gemm on int32, int64, uint32, uint64 (wrap-around
-// arithmetic, like onnxruntime's Eigen path). Not performance-critical.
+// arithmetic, like onnxruntime's Eigen path): rows of C as sums of B's rows, vectorized.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +11,10 @@
 
 namespace ortlite {
 namespace nn {
+
+// row[0:n] += a * b[0:n], wrapping (int_gemm.cc).
+void int_axpy(uint32_t* row, uint32_t a, const uint32_t* b, int64_t n);
+void int_axpy(uint64_t* row, uint64_t a, const uint64_t* b, int64_t n);
 
 // C[M x N] (row stride N) = op(A) * op(B), op(A) M x K, op(B) K x N.
 template <typename T>
@@ -25,8 +29,8 @@ void int_gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const T
                    for (int64_t k = 0; k < K; ++k) {
                      const U a = static_cast<U>(transA ? A[k * lda + i] : A[i * lda + k]);
                      if (!transB) {
-                       const T* b = B + k * ldb;
-                       for (int64_t j = 0; j < N; ++j) row[j] += a * static_cast<U>(b[j]);
+                       // T and its unsigned type may alias.
+                       int_axpy(row.data(), a, reinterpret_cast<const U*>(B + k * ldb), N);
                      } else {
                        for (int64_t j = 0; j < N; ++j) row[j] += a * static_cast<U>(B[j * ldb + k]);
                      }

@@ -162,3 +162,29 @@ def test_gemm_trans_b_inputs_match_numpy(M, N, K):
     for threads in (1, 2):
         got = run_lite(m, {"a": a, "b": b}, threads)[0]
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.sqrt(K))
+
+
+# Integer MatMul (compute/int_gemm: rows of C as vectorized sums of B's rows) wraps around
+# like numpy's integer matmul: products that overflow, odd widths, batches, both operands
+# inputs and a constant B.
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32, np.uint64])
+@pytest.mark.parametrize("a_shape,b_shape", [((3, 5), (5, 7)), ((2, 33, 17), (2, 17, 65)),
+                                             ((1, 300), (300, 1)), ((4, 64), (64, 129))])
+def test_integer_matmul_wraps_like_numpy(dtype, a_shape, b_shape):
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    g = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "g",
+                          [helper.make_tensor_value_info("a", elem, list(a_shape)),
+                           helper.make_tensor_value_info("b", elem, list(b_shape))],
+                          [helper.make_tensor_value_info("y", elem, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(sum(a_shape) * 3 + sum(b_shape))
+    a = rng.integers(info.min, info.max, size=a_shape, dtype=dtype, endpoint=True)
+    b = rng.integers(info.min, info.max, size=b_shape, dtype=dtype, endpoint=True)
+    with np.errstate(over="ignore"):
+        ref = np.matmul(a, b)
+    for threads in (1, 2):
+        got = run_lite(m, {"a": a, "b": b}, threads)[0]
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got, ref)
