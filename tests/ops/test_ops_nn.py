@@ -2123,3 +2123,36 @@ def test_non_max_suppression_matches_onnxruntime(center, nbox, ncls, max_out, th
                    attrs=dict(center_point_box=center), opset=11, consts=consts)
     (got,) = run_lite(m, feeds)
     np.testing.assert_array_equal(got, run_ort(m, feeds)[0])
+
+
+def _affine_grid_numpy(theta, size, align):
+    """AffineGrid's definition in float64: base coordinates per axis (x over the last),
+    then theta @ (x, y[, z], 1) for every point."""
+    spatial = size[2:]
+    axes = []
+    for n in spatial:
+        i = np.arange(n, dtype=np.float64)
+        if align:
+            axes.append(np.zeros(n) if n <= 1 else -1 + 2 * i / (n - 1))
+        else:
+            axes.append((2 * i + 1) / n - 1)
+    grids = np.meshgrid(*axes, indexing="ij")  # (D,) H, W
+    coords = np.stack(list(grids[::-1]) + [np.ones_like(grids[0])], axis=-1)  # x, y[, z], 1
+    return np.einsum("...c,brc->b...r", coords, theta.astype(np.float64))
+
+
+@pytest.mark.parametrize("size", [[2, 3, 5, 7], [1, 1, 1, 9], [3, 2, 4, 1, 6], [2, 1, 64, 64],
+                                  [1, 1, 0, 4]])
+@pytest.mark.parametrize("align", [0, 1])
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_affine_grid_matches_numpy(size, align, dtype):
+    k = len(size) - 2
+    theta = rng(sum(size)).standard_normal((size[0], k, k + 1)).astype(dtype)
+    feeds = {"theta": theta}
+    m = node_model("AffineGrid", feeds, ["y"], attrs=dict(align_corners=align), opset=20,
+                   consts={"size": np.array(size, np.int64)})
+    (got,) = run_lite(m, feeds)
+    ref = _affine_grid_numpy(theta, size, align)
+    assert got.dtype == dtype and got.shape == tuple(size[:1] + size[2:] + [k])
+    tol = 1e-6 if dtype == F32 else 1e-13
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)

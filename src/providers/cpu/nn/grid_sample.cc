@@ -267,34 +267,60 @@ class AffineGrid final : public Kernel {
         return len <= 1 ? 0.0 : -1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(len - 1);
       return (2.0 * static_cast<double>(i) + 1.0) / static_cast<double>(len) - 1.0;
     };
-    std::vector<double> out(static_cast<size_t>(n * pts * k));
-    std::vector<double> coord(static_cast<size_t>(k + 1), 1.0);
-    for (int64_t b = 0; b < n; ++b) {
-      const double* t = &th[static_cast<size_t>(b * k * (k + 1))];
-      for (int64_t p = 0; p < pts; ++p) {
-        int64_t rem = p;
-        // coord = (x, y[, z], 1): x runs over the last spatial dim.
-        for (int64_t d = k; d-- > 0;) {
-          const int64_t len = sp[static_cast<size_t>(d)];
-          coord[static_cast<size_t>(k - 1 - d)] = base(rem % len, len);
-          rem /= len;
-        }
-        for (int64_t r = 0; r < k; ++r) {
-          double v = 0;
-          for (int64_t c = 0; c <= k; ++c) v += t[r * (k + 1) + c] * coord[static_cast<size_t>(c)];
-          out[static_cast<size_t>((b * pts + p) * k + r)] = v;
-        }
-      }
+    // Each axis's base coordinates once; the points in row-major order by a counter.
+    std::vector<std::vector<double>> axis(static_cast<size_t>(k));
+    for (int64_t d = 0; d < k; ++d) {
+      const int64_t len = sp[static_cast<size_t>(d)];
+      for (int64_t i = 0; i < len; ++i) axis[static_cast<size_t>(d)].push_back(base(i, len));
     }
     Tensor& y = ctx.allocate_output(0, theta.dtype(), out_shape);
+    if (pts == 0) return;
     ORTLITE_DISPATCH_FLOAT(theta.dtype(), "AffineGrid", [&](auto tag) {
       using T = decltype(tag);
-      T* p = y.data<T>();
-      for (size_t i = 0; i < out.size(); ++i) {
+      auto put = [](double v) {
         if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
-          p[i] = T(static_cast<float>(out[i]));
+          return T(static_cast<float>(v));
         } else {
-          p[i] = static_cast<T>(out[i]);
+          return static_cast<T>(v);
+        }
+      };
+      T* o = y.data<T>();
+      std::vector<double> coord(static_cast<size_t>(k + 1), 1.0);
+      std::vector<int64_t> idx(static_cast<size_t>(k), 0);
+      for (int64_t b = 0; b < n; ++b) {
+        const double* t = &th[static_cast<size_t>(b * k * (k + 1))];
+        if (k == 2) {
+          // Each output ((t0 x + t1 y) + t2) as the general loop sums it, the row's
+          // products by y taken once.
+          const std::vector<double>& xs = axis[1];
+          for (int64_t h = 0; h < sp[0]; ++h) {
+            const double yv = axis[0][static_cast<size_t>(h)];
+            const double c0 = t[1] * yv;
+            const double c1 = t[4] * yv;
+            for (size_t w = 0; w < xs.size(); ++w, o += 2) {
+              o[0] = put(t[0] * xs[w] + c0 + t[2] * 1.0);
+              o[1] = put(t[3] * xs[w] + c1 + t[5] * 1.0);
+            }
+          }
+          continue;
+        }
+        std::fill(idx.begin(), idx.end(), 0);
+        // coord = (x, y[, z], 1): x runs over the last spatial dim.
+        for (int64_t d = 0; d < k; ++d)
+          coord[static_cast<size_t>(k - 1 - d)] = axis[static_cast<size_t>(d)][0];
+        for (int64_t p = 0; p < pts; ++p) {
+          for (int64_t r = 0; r < k; ++r) {
+            double v = 0;
+            for (int64_t c = 0; c <= k; ++c)
+              v += t[r * (k + 1) + c] * coord[static_cast<size_t>(c)];
+            *o++ = put(v);
+          }
+          for (int64_t d = k; d-- > 0;) {
+            const size_t du = static_cast<size_t>(d);
+            if (++idx[du] == sp[du]) idx[du] = 0;
+            coord[static_cast<size_t>(k - 1 - d)] = axis[du][static_cast<size_t>(idx[du])];
+            if (idx[du] != 0) break;
+          }
         }
       }
     });
