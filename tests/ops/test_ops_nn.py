@@ -2156,3 +2156,32 @@ def test_affine_grid_matches_numpy(size, align, dtype):
     assert got.dtype == dtype and got.shape == tuple(size[:1] + size[2:] + [k])
     tol = 1e-6 if dtype == F32 else 1e-13
     np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+
+
+def test_non_max_suppression_sparse_boxes_match_onnxruntime():
+    """Few overlaps: most candidates are kept until max_output_boxes_per_class stops it."""
+    r = rng(77)
+    xy = r.uniform(0, 500, size=(1, 1500, 2)).astype(F32)
+    wh = r.uniform(5, 80, size=(1, 1500, 2)).astype(F32)
+    feeds = {"boxes": np.concatenate([xy, xy + wh], axis=-1),
+             "scores": r.uniform(0, 1, size=(1, 6, 1500)).astype(F32)}
+    consts = {"max": np.array([100], np.int64), "iou": np.array([0.5], F32),
+              "thr": np.array([0.3], F32)}
+    m = node_model("NonMaxSuppression", feeds, ["y"], out_dtypes=[np.int64], opset=11,
+                   consts=consts)
+    np.testing.assert_array_equal(run_lite(m, feeds)[0], run_ort(m, feeds)[0])
+
+
+def test_non_max_suppression_nan_scores_come_last():
+    """NaN scores (no threshold) are taken after every number, in index order."""
+    boxes = np.array([[[0, 0, 1, 1], [0, 2, 1, 3], [0, 4, 1, 5], [0, 6, 1, 7], [0, 8, 1, 9]]],
+                     F32)
+    scores = np.array([[[np.nan, 0.2, np.nan, 0.9, 0.5]]], F32)
+    feeds = {"boxes": boxes, "scores": scores}
+    m = node_model("NonMaxSuppression", feeds, ["y"], out_dtypes=[np.int64], opset=11,
+                   consts={"max": np.array([10], np.int64)})
+    (got,) = run_lite(m, feeds)
+    np.testing.assert_array_equal(got[:, 2], [3, 4, 1, 0, 2])
+    m = node_model("NonMaxSuppression", feeds, ["y"], out_dtypes=[np.int64], opset=11,
+                   consts={"max": np.array([4], np.int64)})
+    np.testing.assert_array_equal(run_lite(m, feeds)[0][:, 2], [3, 4, 1, 0])

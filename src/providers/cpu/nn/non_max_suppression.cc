@@ -3,6 +3,7 @@
 // IoU with a selected one exceeds iou_threshold; boxes as corners [y1, x1, y2, x2] (any
 // order) or, with center_point_box = 1, [x_center, y_center, width, height].
 #include <algorithm>
+#include <cmath>
 #include <type_traits>
 
 #include "providers/cpu/nn/nn_common.h"
@@ -50,7 +51,19 @@ class NonMaxSuppression final : public Kernel {
     const float* bx = boxes.data<float>();
     const float* sc = scores.data<float>();
     std::vector<int64_t> out;
-    std::vector<int64_t> cand;
+    // Candidates in a max-heap by (score, then lower index): only those taken before
+    // max_output boxes are kept get ordered (a full sort of every class's candidates cost
+    // more than the suppression itself). NaN scores come after every number, lower index
+    // first.
+    struct Cand {
+      float s;
+      int64_t i;
+    };
+    auto lower = [](const Cand& a, const Cand& b) {
+      return a.s < b.s || (a.s == b.s && a.i > b.i);
+    };
+    std::vector<Cand> cand;
+    std::vector<int64_t> nans;
     std::vector<Box> boxes_n, chosen;
     for (int64_t b = 0; b < nb; ++b) {
       // Each box's corners and area once per batch item, not once per comparison.
@@ -60,14 +73,29 @@ class NonMaxSuppression final : public Kernel {
       for (int64_t c = 0; c < nc; ++c) {
         const float* s = sc + (b * nc + c) * nbox;
         cand.clear();
+        nans.clear();
         chosen.clear();
         for (int64_t i = 0; i < nbox; ++i) {
-          if (!has_score_thr || s[i] > score_thr) cand.push_back(i);
+          if (has_score_thr && !(s[i] > score_thr)) continue;
+          if (std::isnan(s[i])) {
+            nans.push_back(i);
+          } else {
+            cand.push_back({s[i], i});
+          }
         }
-        std::stable_sort(cand.begin(), cand.end(),
-                         [&](int64_t l, int64_t r) { return s[l] > s[r]; });
-        for (int64_t i : cand) {
-          if (static_cast<int64_t>(chosen.size()) >= max_out) break;
+        std::make_heap(cand.begin(), cand.end(), lower);
+        size_t next_nan = 0;
+        while (static_cast<int64_t>(chosen.size()) < max_out) {
+          int64_t i;
+          if (!cand.empty()) {
+            std::pop_heap(cand.begin(), cand.end(), lower);
+            i = cand.back().i;
+            cand.pop_back();
+          } else if (next_nan < nans.size()) {
+            i = nans[next_nan++];
+          } else {
+            break;
+          }
           const Box& a = boxes_n[static_cast<size_t>(i)];
           bool keep = true;
           for (const Box& k : chosen) {
