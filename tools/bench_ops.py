@@ -881,12 +881,83 @@ def minilm_cases():
     return out
 
 
+def _typed(rng, shape, dtype, lo=-1.0, hi=1.0):
+    """Like f32 in any numeric type: uniform in [lo, hi) (integers: [lo, hi))."""
+    seed, dt = int(rng.integers(1 << 62)), np.dtype(dtype)
+
+    def make():
+        g = np.random.default_rng(seed)
+        if dt.kind in "iu":
+            return g.integers(int(lo), int(hi), size=shape).astype(dt)
+        return g.uniform(lo, hi, shape).astype(dt)
+
+    return Lazy(make, shape, dt)
+
+
+def breadth_cases():
+    """Shapes, element types and operators outside the model corpus, where a generic path
+    once ran many times slower than onnxruntime: integer Resize, one-row and integer
+    products, contrib attention pieces, Einsum, box suppression, small generators."""
+    out = []
+    ms = "com.microsoft"
+    r = _rng("resize linear u8")
+    out.append(Case("Resize", "linear half_pixel x2 uint8 1x3x240x320",
+                    [("x", _typed(r, (1, 3, 240, 320), np.uint8, 0, 256), False),
+                     ("", None, True), ("scales", np.array([1, 1, 2, 2], np.float32), True)],
+                    # ortlite rounds the blended value half to even, as the ONNX reference
+                    # does; onnxruntime truncates it: they differ by one at most.
+                    dict(mode="linear"), opset=13, int_atol=1))
+    r = _rng("matmul decoder")
+    out.append(Case("MatMul", "2x12x1x64 @ 2x12x64x200 (decoder scores)",
+                    [("a", f32(r, 2, 12, 1, 64), False), ("b", f32(r, 2, 12, 64, 200), False)]))
+    r = _rng("matmul int32")
+    out.append(Case("MatMul", "int32 128x256 @ 256x128",
+                    [("a", _typed(r, (128, 256), np.int32, -100, 100), False),
+                     ("b", _typed(r, (256, 128), np.int32, -100, 100), False)]))
+    r = _rng("fused matmul")
+    out.append(Case("FusedMatMul", "8x128x64 @ (8x128x64)^T alpha 0.125",
+                    [("a", f32(r, 8, 128, 64), False), ("b", f32(r, 8, 128, 64), False)],
+                    dict(transB=1, alpha=0.125), domain=ms))
+    r = _rng("mha")
+    out.append(Case("MultiHeadAttention", "1x128x768 12 heads",
+                    [(n, f32(r, 1, 128, 768), False) for n in ("q", "k", "v")],
+                    dict(num_heads=12), domain=ms))
+    r = _rng("rope")
+    out.append(Case("RotaryEmbedding", "1x128x768 12 heads",
+                    [("x", f32(r, 1, 128, 768), False),
+                     ("pos", np.arange(128, dtype=np.int64)[None], True),
+                     ("cos", f32(r, 256, 32), True), ("sin", f32(r, 256, 32), True)],
+                    dict(num_heads=12), domain=ms))
+    r = _rng("nms")
+    xy = np.random.default_rng(5).uniform(0, 500, (1, 2000, 2)).astype(np.float32)
+    wh = np.random.default_rng(6).uniform(5, 80, (1, 2000, 2)).astype(np.float32)
+    out.append(Case("NonMaxSuppression", "2000 boxes x 80 classes, max 100",
+                    [("boxes", np.concatenate([xy, xy + wh], -1), False),
+                     ("scores", f32(r, 1, 80, 2000, lo=0, hi=1), False),
+                     ("max", np.array([100], np.int64), True),
+                     ("iou", np.array([0.5], np.float32), True),
+                     ("thr", np.array([0.3], np.float32), True)], outs=[np.int64], opset=11))
+    out.append(Case("EyeLike", "512x512", [("x", np.zeros((512, 512), np.float32), False)],
+                    dict(k=1)))
+    r = _rng("col2im")
+    out.append(Case("Col2Im", "64 x 3x3 blocks into 56x56, pad 1",
+                    [("x", f32(r, 1, 64 * 9, 56 * 56), False),
+                     ("image", np.array([56, 56], np.int64), True),
+                     ("block", np.array([3, 3], np.int64), True)], dict(pads=[1, 1, 1, 1]),
+                    opset=18))
+    r = _rng("affine grid")
+    out.append(Case("AffineGrid", "2x2x3 -> 2x3x64x64",
+                    [("theta", f32(r, 2, 2, 3), False),
+                     ("size", np.array([2, 3, 64, 64], np.int64), True)], opset=20))
+    return out
+
+
 FAMILIES = {
     "conv": conv_cases, "convtranspose": conv_transpose_cases, "pool": pool_cases,
     "resize": resize_cases, "matmul": matmul_cases, "quant": quant_cases,
     "binary": binary_cases, "unary": unary_cases, "norm": norm_cases, "reduce": reduce_cases,
     "tensor": tensor_cases, "if": _if_cases, "rnn": rnn_cases, "tree": tree_cases,
-    "lgbm": lgbm_cases, "minilm": minilm_cases,
+    "lgbm": lgbm_cases, "minilm": minilm_cases, "breadth": breadth_cases,
 }
 
 
