@@ -1,8 +1,12 @@
 // LpNormalization: float16 / bfloat16 / float / double; arithmetic in double.
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "providers/cpu/nn/double_io.h"
+#include "providers/cpu/nn/norm_simd.h"
+#include "providers/cpu/reduce/reduce_simd.h"
 
 namespace ortlite {
 namespace nn {
@@ -26,6 +30,8 @@ class LpNorm final : public Kernel {
                   inner = dims_product(x.shape(), axis + 1, x.rank());
     Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
     const int64_t p = p_;
+    if (x.dtype() == DataType::kFloat) return run_fast<float>(ctx, x, y, outer, n, inner);
+    if (x.dtype() == DataType::kDouble) return run_fast<double>(ctx, x, y, outer, n, inner);
     ORTLITE_DISPATCH_FLOAT(x.dtype(), "LpNormalization", [&](auto tag) {
       using T = decltype(tag);
       const T* src = x.data<T>();
@@ -48,6 +54,62 @@ class LpNorm final : public Kernel {
   }
 
  private:
+  // float / double: the norms accumulated in double as vectorized sums (a contiguous run
+  // when the axis is innermost, else `inner` norms at once, row by row), then
+  // y = x * (1 / norm) in double.
+  template <typename T>
+  void run_fast(KernelContext& ctx, const Tensor& x, Tensor& y, int64_t outer, int64_t n,
+                int64_t inner) const {
+    const T* src = x.data<T>();
+    T* dst = y.data<T>();
+    const bool l1 = p_ == 1;
+    parallel_for(
+        ctx.thread_pool(), outer, 3.0 * static_cast<double>(n * inner), [&](int64_t b, int64_t e) {
+          std::vector<double> acc(static_cast<size_t>(inner)), inv(acc);
+          for (int64_t o = b; o < e; ++o) {
+            const T* xs = src + o * n * inner;
+            T* ys = dst + o * n * inner;
+            if (inner == 1) {
+              double s;
+              if constexpr (std::is_same_v<T, float>)
+                s = l1 ? reduce::simd::sum_abs_f32(xs, n) : reduce::simd::sum_sq_f32(xs, n);
+              else
+                s = l1 ? reduce::simd::sum_abs_f64(xs, n) : reduce::simd::sum_sq_f64(xs, n);
+              acc[0] = s;
+            } else {
+              std::fill(acc.begin(), acc.end(), 0.0);
+              for (int64_t k = 0; k < n; ++k)
+                accumulate_rows(l1 ? AccTerm::kAbs : AccTerm::kSquare, xs + k * inner, acc.data(),
+                                inner);
+            }
+            // 1 / norm. A zero norm (0 / 0 = +0, as the scalar path writes it), a NaN
+            // one or one so small that 1 / norm overflows (double subnormals) takes
+            // the scalar division.
+            bool tiny = false;
+            for (size_t i = 0; i < acc.size(); ++i) {
+              const double norm = l1 ? acc[i] : std::sqrt(acc[i]);
+              tiny = tiny || !(norm >= 1e-300);
+              acc[i] = norm;
+              inv[i] = 1.0 / norm;
+            }
+            if (tiny) {
+              for (int64_t k = 0; k < n; ++k) {
+                for (int64_t i = 0; i < inner; ++i) {
+                  const double norm = acc[static_cast<size_t>(i)];
+                  const double v = static_cast<double>(xs[k * inner + i]);
+                  ys[k * inner + i] = static_cast<T>(norm == 0 ? 0.0 : v / norm);
+                }
+              }
+            } else if (inner == 1) {
+              affine(xs, ys, n, 0.0, inv[0], -0.0);
+            } else {
+              for (int64_t k = 0; k < n; ++k)
+                scale_rows(xs + k * inner, inv.data(), ys + k * inner, inner);
+            }
+          }
+        });
+  }
+
   int64_t axis_;
   int64_t p_;
 };

