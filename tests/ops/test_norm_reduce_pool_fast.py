@@ -183,3 +183,155 @@ def test_lp_norm_edges():
     d = np.full((2, 3), 5e-324)
     m = node_model("LpNormalization", {"x": d}, ["y"], attrs={"axis": 1, "p": 1})
     check(m, {"x": d}, expected=[np.full((2, 3), 1 / 3)], rtol=1e-12)
+
+
+# ---- reductions -----------------------------------------------------------------------------
+
+
+def reduce_model(op, x, axes, keepdims=1):
+    if op == "ReduceSum":
+        return node_model(op, {"x": x}, ["y"], attrs={"keepdims": keepdims}, opset=13,
+                          consts={"a": np.array(axes, np.int64)})
+    return node_model(op, {"x": x}, ["y"], attrs={"axes": axes, "keepdims": keepdims}, opset=17)
+
+
+def reduce_ref(op, x, axes, keepdims):
+    x64 = x.astype(np.float64)
+    ax = tuple(axes)
+    kd = bool(keepdims)
+    with np.errstate(all="ignore"):
+        r = {"ReduceSum": lambda: x64.sum(ax, keepdims=kd),
+             "ReduceMean": lambda: x64.mean(ax, keepdims=kd),
+             "ReduceSumSquare": lambda: (x64 * x64).sum(ax, keepdims=kd),
+             "ReduceL1": lambda: np.abs(x64).sum(ax, keepdims=kd),
+             "ReduceL2": lambda: np.sqrt((x64 * x64).sum(ax, keepdims=kd)),
+             "ReduceProd": lambda: x64.prod(ax, keepdims=kd),
+             "ReduceLogSumExp": lambda: np.log(np.exp(x64).sum(ax, keepdims=kd))}[op]()
+    return r.astype(x.dtype)
+
+
+COLUMN_SHAPES = [((8, 128, 768), [1]), ((64, 1000), [0]), ((3, 5, 7, 11), [0, 2]),
+                 ((2, 33, 17), [1]), ((5, 3, 130), [0, 1]), ((4, 6, 7, 9), [-3, -2]),
+                 ((129, 3), [0]), ((2, 3, 4, 200), [1, 2]), ((1, 1), [0]), ((7, 1, 65), [0])]
+
+
+@pytest.mark.parametrize("shape,axes", COLUMN_SHAPES)
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceSumSquare", "ReduceL1",
+                                "ReduceL2"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_column_sums(shape, axes, op, dtype):
+    x = data(shape, 20, dtype)
+    for keepdims in (1, 0):
+        m = reduce_model(op, x, axes, keepdims)
+        check(m, {"x": x}, rtol=1e-6, atol=1e-6, expected=[reduce_ref(op, x, axes, keepdims)])
+    check(reduce_model(op, x, axes), {"x": x}, rtol=1e-5, atol=1e-5)
+
+
+def test_column_sums_edges():
+    x = data((40, 70), 21)
+    x[3, 5] = np.nan
+    x[4, 6] = np.inf
+    x[5, 7] = -np.inf
+    x[6, 7] = np.inf
+    x[:, 9] = np.float32(3e38)  # the float sum would overflow; double does not
+    for op in ("ReduceSum", "ReduceSumSquare", "ReduceL1"):
+        got = check(reduce_model(op, x, [0]), {"x": x}, expected=[reduce_ref(op, x, [0], 1)])[0]
+        assert np.isnan(got[0, 5]) and np.isnan(got[0, 7]) == (op == "ReduceSum")
+    got = check(reduce_model("ReduceMean", x, [0]), {"x": x},
+                expected=[reduce_ref("ReduceMean", x, [0], 1)])[0]
+    assert got[0, 9] == np.float32(3e38)
+
+
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 33, 1000, 100003, 1000000])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_long_prod(n, dtype):
+    x = np.random.default_rng(n).uniform(0.999, 1.001, n).astype(dtype)
+    check(reduce_model("ReduceProd", x, [0]), {"x": x}, rtol=1e-5 if n > 1000 else 1e-6,
+          expected=[reduce_ref("ReduceProd", x, [0], 1)])
+    y = data((5, n), 22, dtype)
+    check(reduce_model("ReduceProd", y, [1], 0), {"x": y}, rtol=1e-5,
+          expected=[reduce_ref("ReduceProd", y, [1], 0)])
+
+
+def test_long_prod_edges():
+    x = np.random.default_rng(1).uniform(0.9, 1.1, 1000).astype(np.float32)
+    for v, want in ((0.0, 0.0), (np.inf, np.inf), (np.nan, np.nan), (-0.0, -0.0)):
+        y = x.copy()
+        y[517] = v
+        got = check(reduce_model("ReduceProd", y, [0]), {"x": y},
+                    expected=[reduce_ref("ReduceProd", y, [0], 1)])[0]
+        assert np.array_equal(got, np.array([want], np.float32), equal_nan=True)
+    z = np.full(200, 10.0, np.float32)  # 1e200 in double: inf as float
+    got = check(reduce_model("ReduceProd", z, [0]), {"x": z})[0]
+    assert got[0] == np.inf
+
+
+@pytest.mark.parametrize("shape,axes", [((1000000,), [0]), ((64, 1000), [1]), ((3, 17), [1]),
+                                        ((2, 5, 7), [2]), ((1, 64, 56, 56), [2, 3]),
+                                        ((8, 9, 40), [-1])])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_long_logsumexp(shape, axes, dtype):
+    x = data(shape, 23, dtype, 30.0)
+    check(reduce_model("ReduceLogSumExp", x, axes), {"x": x}, rtol=1e-6, atol=1e-6,
+          expected=[reduce_ref("ReduceLogSumExp", x - 0, axes, 1)])
+    check(reduce_model("ReduceLogSumExp", x, axes), {"x": x}, rtol=1e-5, atol=1e-5)
+
+
+def test_logsumexp_exp_accuracy():
+    # Arguments across the whole range of exp, the subnormal results included: the sum
+    # against numpy's exp in double.
+    rng = np.random.default_rng(24)
+    x = np.concatenate([rng.uniform(-745, 0, 5000), rng.uniform(-1, 0, 5000),
+                        [-744.9, -708.4, -700, -1e-300, 0.0, -0.5 * np.log(2)]])
+    got = run_lite(reduce_model("ReduceLogSumExp", x, [0]), {"x": x})[0]
+    np.testing.assert_allclose(got, [np.log(np.exp(x).sum())], rtol=1e-14)
+    for i in range(0, x.size - 16, 997):
+        w = x[i:i + 16]
+        g = run_lite(reduce_model("ReduceLogSumExp", w, [0]), {"x": w})[0]
+        np.testing.assert_allclose(g, [np.log(np.exp(w).sum())], rtol=1e-14)
+
+
+def test_logsumexp_edges():
+    x = data((4, 100), 25, np.float32, 5.0)
+    x[0, 10] = np.nan
+    x[1, 20] = np.inf
+    x[2, :] = -np.inf
+    x[3, 30] = -np.inf
+    got = check(reduce_model("ReduceLogSumExp", x, [1], 0), {"x": x})[0]
+    assert np.isnan(got[0]) and got[1] == np.inf and got[2] == -np.inf and np.isfinite(got[3])
+    big = np.full(100, 1e30, np.float32)
+    got = check(reduce_model("ReduceLogSumExp", big, [0]), {"x": big}, rtol=1e-6)[0]
+    np.testing.assert_allclose(got, [np.float32(1e30)], rtol=1e-6)
+
+
+_ISA_SCRIPT = r"""
+import sys, numpy as np
+sys.path.insert(0, sys.argv[1])
+from helpers import node_model, run_lite
+out = {}
+rng = np.random.default_rng(0)
+for i, (shape, axes) in enumerate([((8, 128, 300), [1]), ((3, 5, 7, 11), [0, 2]), ((70, 129), [0])]):
+    x = rng.standard_normal(shape).astype(np.float32)
+    for op in ("ReduceSum", "ReduceSumSquare", "ReduceL1"):
+        kw = dict(consts={"a": np.array(axes, np.int64)}, opset=13) if op == "ReduceSum" else \
+            dict(attrs={"axes": axes}, opset=17)
+        out[f"{op}{i}"] = run_lite(node_model(op, {"x": x}, ["y"], **kw), {"x": x})[0]
+np.savez(sys.argv[2], **out)
+"""
+
+
+def test_column_sums_same_on_every_isa(tmp_path):
+    import os
+    import subprocess
+    import sys
+    tests = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    outs = []
+    for isa in ("avx512", "sse2"):
+        path = tmp_path / f"{isa}.npz"
+        env = dict(os.environ, ORTLITE_FAST_ISA=isa)
+        r = subprocess.run([sys.executable, "-c", _ISA_SCRIPT, tests, str(path)], env=env,
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        outs.append(np.load(path))
+    for k in outs[0].files:
+        np.testing.assert_array_equal(outs[0][k], outs[1][k], err_msg=k)

@@ -78,9 +78,9 @@ class LpNorm final : public Kernel {
               acc[0] = s;
             } else {
               std::fill(acc.begin(), acc.end(), 0.0);
-              for (int64_t k = 0; k < n; ++k)
-                accumulate_rows(l1 ? AccTerm::kAbs : AccTerm::kSquare, xs + k * inner, acc.data(),
-                                inner);
+              reduce::simd::add_columns(
+                  l1 ? reduce::simd::ColTerm::kAbs : reduce::simd::ColTerm::kSquare, xs, inner, n,
+                  acc.data(), inner);
             }
             // 1 / norm. A zero norm (0 / 0 = +0, as the scalar path writes it), a NaN
             // one or one so small that 1 / norm overflows (double subnormals) takes

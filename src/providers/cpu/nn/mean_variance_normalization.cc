@@ -125,8 +125,10 @@ class Mvn final : public Kernel {
     } else {
       for (int64_t r = 0; r < rows; ++r) {
         const T* row = xp + r * inner;
-        accumulate_rows(AccTerm::kPlain, row, &sum[row_group[r]], inner);
-        accumulate_rows(AccTerm::kSquare, row, &sq[row_group[r]], inner);
+        reduce::simd::add_columns(reduce::simd::ColTerm::kPlain, row, 0, 1, &sum[row_group[r]],
+                                  inner);
+        reduce::simd::add_columns(reduce::simd::ColTerm::kSquare, row, 0, 1, &sq[row_group[r]],
+                                  inner);
       }
     }
     // Per group: the mean and 1 / (standard deviation + 1e-9).

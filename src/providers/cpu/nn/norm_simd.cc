@@ -79,26 +79,6 @@ ORTLITE_NN_INLINE void affine_body(const T* x, T* y, int64_t n, double sub, doub
   for (; i < n; ++i) y[i] = static_cast<T>((static_cast<double>(x[i]) - sub) * mul + add);
 }
 
-template <AccTerm kTerm, typename T>
-ORTLITE_NN_INLINE void accumulate_body(const T* x, double* acc, int64_t n) {
-  int64_t i = 0;
-  v8df v, a;
-  for (; i + 8 <= n; i += 8) {
-    load_wide(x + i, v);
-    if constexpr (kTerm == AccTerm::kSquare) v = v * v;
-    if constexpr (kTerm == AccTerm::kAbs) v = v < 0 ? -v : v;
-    std::memcpy(&a, acc + i, sizeof(a));
-    a += v;
-    std::memcpy(acc + i, &a, sizeof(a));
-  }
-  for (; i < n; ++i) {
-    double d = static_cast<double>(x[i]);
-    if constexpr (kTerm == AccTerm::kSquare) d = d * d;
-    if constexpr (kTerm == AccTerm::kAbs) d = d < 0 ? -d : d;
-    acc[i] += d;
-  }
-}
-
 template <typename T>
 ORTLITE_NN_INLINE void scale_body(const T* x, const double* mul, T* y, int64_t n) {
   int64_t i = 0;
@@ -110,16 +90,6 @@ ORTLITE_NN_INLINE void scale_body(const T* x, const double* mul, T* y, int64_t n
     store_narrow(y + i, v);
   }
   for (; i < n; ++i) y[i] = static_cast<T>(static_cast<double>(x[i]) * mul[i]);
-}
-
-template <typename T>
-ORTLITE_NN_INLINE void accumulate_any(AccTerm term, const T* x, double* acc, int64_t n) {
-  if (term == AccTerm::kSquare)
-    accumulate_body<AccTerm::kSquare>(x, acc, n);
-  else if (term == AccTerm::kAbs)
-    accumulate_body<AccTerm::kAbs>(x, acc, n);
-  else
-    accumulate_body<AccTerm::kPlain>(x, acc, n);
 }
 
 }  // namespace
@@ -137,12 +107,6 @@ ORTLITE_NN_CLONES512 void affine(const float* x, float* y, int64_t n, double sub
 ORTLITE_NN_CLONES512 void affine(const double* x, double* y, int64_t n, double sub, double mul,
                                  double add) {
   affine_body(x, y, n, sub, mul, add);
-}
-ORTLITE_NN_CLONES512 void accumulate_rows(AccTerm term, const float* x, double* acc, int64_t n) {
-  accumulate_any(term, x, acc, n);
-}
-ORTLITE_NN_CLONES512 void accumulate_rows(AccTerm term, const double* x, double* acc, int64_t n) {
-  accumulate_any(term, x, acc, n);
 }
 ORTLITE_NN_CLONES512 void scale_rows(const float* x, const double* mul, float* y, int64_t n) {
   scale_body(x, mul, y, n);

@@ -20,11 +20,6 @@ double sum_sq_dev(const double* x, int64_t n, double mean);
 void affine(const float* x, float* y, int64_t n, double sub, double mul, double add);
 void affine(const double* x, double* y, int64_t n, double sub, double mul, double add);
 
-// acc[i] += x[i] (kSquare: x[i]^2, kAbs: |x[i]|) in double, i in [0, n).
-enum class AccTerm { kPlain, kSquare, kAbs };
-void accumulate_rows(AccTerm term, const float* x, double* acc, int64_t n);
-void accumulate_rows(AccTerm term, const double* x, double* acc, int64_t n);
-
 // y[i] = x[i] * mul[i] in double, rounded once.
 void scale_rows(const float* x, const double* mul, float* y, int64_t n);
 void scale_rows(const double* x, const double* mul, double* y, int64_t n);

@@ -127,7 +127,7 @@ inline T from_double(double d) {
 // identity(), first(x), step(acc, x, p), combine(a, b), finalize(acc, count, p),
 // empty_value().
 
-enum class VecKind { kNone, kSum, kSumSquare, kSumAbs, kMax, kMin };
+enum class VecKind { kNone, kSum, kSumSquare, kSumAbs, kMax, kMin, kProd, kSumExp };
 
 template <typename T>
 struct SumOp {
@@ -214,7 +214,7 @@ struct LogSumExpOp {
   using Out = T;
   static constexpr bool kIdempotent = false;
   static constexpr bool kUsesParam = true;
-  static constexpr VecKind kVec = VecKind::kNone;
+  static constexpr VecKind kVec = VecKind::kSumExp;  // float / double only: see accumulate
   static Acc identity() { return 0.0; }
   static Acc first(T x) { return to_acc<double>(x); }
   static Acc step(Acc a, T x, double p) {
@@ -238,7 +238,7 @@ struct LogSumExpOp {
 template <typename T>
 struct ProdOp : SumOp<T> {
   using Acc = sum_acc_t<T>;
-  static constexpr VecKind kVec = VecKind::kNone;
+  static constexpr VecKind kVec = VecKind::kProd;
   static Acc identity() { return Acc(1); }
   static Acc step(Acc a, T x, double) { return acc_mul(a, to_acc<Acc>(x)); }
   static Acc combine(Acc a, Acc b) { return acc_mul(a, b); }
@@ -339,6 +339,7 @@ class Odometer {
 // The vectorized loop kVec over a contiguous float / double run x[0..n), n >= 1.
 template <VecKind kVec>
 inline double vec_reduce(const double* x, int64_t n) {
+  if constexpr (kVec == VecKind::kProd) return simd::prod_f64(x, n);
   if constexpr (kVec == VecKind::kSum) return simd::sum_f64(x, n);
   if constexpr (kVec == VecKind::kSumSquare) return simd::sum_sq_f64(x, n);
   if constexpr (kVec == VecKind::kSumAbs) return simd::sum_abs_f64(x, n);
@@ -348,7 +349,9 @@ inline double vec_reduce(const double* x, int64_t n) {
 // The sums in double, max / min in float.
 template <VecKind kVec>
 inline auto vec_reduce(const float* x, int64_t n) {
-  if constexpr (kVec == VecKind::kSum)
+  if constexpr (kVec == VecKind::kProd)
+    return simd::prod_f32(x, n);
+  else if constexpr (kVec == VecKind::kSum)
     return simd::sum_f32(x, n);
   else if constexpr (kVec == VecKind::kSumSquare)
     return simd::sum_sq_f32(x, n);
@@ -388,8 +391,14 @@ inline typename Op::Acc accumulate(typename Op::Acc acc, const typename Op::In* 
                                    double p) {
   using Acc = typename Op::Acc;
   using In = typename Op::In;
-  if constexpr (Op::kVec != VecKind::kNone &&
-                (std::is_same_v<In, float> || std::is_same_v<In, double>)) {
+  if constexpr (Op::kVec == VecKind::kSumExp) {
+    if constexpr (std::is_same_v<In, float>) {
+      if (n >= 16) return Op::combine(acc, simd::sum_exp_f32(x, n, p));
+    } else if constexpr (std::is_same_v<In, double>) {
+      if (n >= 16) return Op::combine(acc, simd::sum_exp_f64(x, n, p));
+    }
+  } else if constexpr (Op::kVec != VecKind::kNone &&
+                       (std::is_same_v<In, float> || std::is_same_v<In, double>)) {
     if (n >= 16) return Op::combine(acc, static_cast<Acc>(vec_reduce<Op::kVec>(x, n)));
   }
   if constexpr ((Op::kVec == VecKind::kSum || Op::kVec == VecKind::kMax ||
@@ -507,6 +516,17 @@ class Reducer {
     });
   }
 
+  // The sums over float / double step whole rows with the vectorized column adder (the
+  // same additions, element by element).
+  static constexpr simd::ColTerm ColumnTermNone = static_cast<simd::ColTerm>(-1);
+  static constexpr simd::ColTerm kColumnTerm =
+      !(std::is_same_v<T, float> || std::is_same_v<T, double>) || !std::is_same_v<Acc, double>
+          ? ColumnTermNone
+      : Op::kVec == VecKind::kSum       ? simd::ColTerm::kPlain
+      : Op::kVec == VecKind::kSumSquare ? simd::ColTerm::kSquare
+      : Op::kVec == VecKind::kSumAbs    ? simd::ColTerm::kAbs
+                                        : ColumnTermNone;
+
   void run_columns() {
     constexpr int64_t kBlock = 256;
     const int64_t K = L_.kdims.back();
@@ -518,6 +538,7 @@ class Reducer {
                  [&](int64_t b, int64_t e) {
                    Odometer ko(L_.kdims.data(), L_.kstrides.data(), nko);
                    Odometer ro(L_.rdims.data(), L_.rstrides.data(), L_.rdims.size());
+                   Odometer ro_outer(L_.rdims.data(), L_.rstrides.data(), L_.rdims.size() - 1);
                    Acc acc[kBlock];
                    double pv[kBlock];
                    for (int64_t item = b; item < e; ++item) {
@@ -531,10 +552,21 @@ class Reducer {
                        pv[k] = param(obase + k);
                        acc[k] = Op::kIdempotent ? Op::first(x_[base + k]) : Op::identity();
                      }
-                     ro.seek(0);
-                     for (int64_t r = 0; r < R; ++r, ro.next()) {
-                       const T* row = x_ + base + ro.offset();
-                       for (int64_t k = 0; k < len; ++k) acc[k] = Op::step(acc[k], row[k], pv[k]);
+                     if constexpr (kColumnTerm != ColumnTermNone) {
+                       // Runs of rows along the innermost reduced dim in one call.
+                       const int64_t rows = L_.rdims.back();
+                       const int64_t stride = L_.rstrides.back();
+                       ro_outer.seek(0);
+                       for (int64_t r = 0; r < R; r += rows, ro_outer.next()) {
+                         simd::add_columns(kColumnTerm, x_ + base + ro_outer.offset(), stride, rows,
+                                           acc, len);
+                       }
+                     } else {
+                       ro.seek(0);
+                       for (int64_t r = 0; r < R; ++r, ro.next()) {
+                         const T* row = x_ + base + ro.offset();
+                         for (int64_t k = 0; k < len; ++k) acc[k] = Op::step(acc[k], row[k], pv[k]);
+                       }
                      }
                      for (int64_t k = 0; k < len; ++k)
                        y_[obase + k] = Op::finalize(acc[k], R, pv[k]);

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -219,6 +220,233 @@ double sum_abs_f32(const float* x, int64_t n) {
 #endif
   return sum_abs_f32_generic(x, n);
 }
+namespace {
+
+// Strips of 64 columns keep their sums in eight 8-lane registers down all the rows; then
+// strips of 8, then single columns.
+template <ColTerm kTerm, typename T>
+ORTLITE_NN_INLINE void add_columns_body(const T* x, int64_t stride, int64_t rows, double* acc,
+                                        int64_t n) {
+  constexpr Term kT = kTerm == ColTerm::kSquare ? kSquare : kTerm == ColTerm::kAbs ? kAbs : kPlain;
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    v8df a[8];
+    std::memcpy(a, acc + i, sizeof(a));
+    const T* p = x + i;
+    for (int64_t r = 0; r < rows; ++r, p += stride)
+      for (int j = 0; j < 8; ++j) add_term8<kT>(a[j], p + 8 * j);
+    std::memcpy(acc + i, a, sizeof(a));
+  }
+  for (; i + 8 <= n; i += 8) {
+    v8df a;
+    std::memcpy(&a, acc + i, sizeof(a));
+    const T* p = x + i;
+    for (int64_t r = 0; r < rows; ++r, p += stride) add_term8<kT>(a, p);
+    std::memcpy(acc + i, &a, sizeof(a));
+  }
+  for (; i < n; ++i) {
+    double a = acc[i];
+    for (int64_t r = 0; r < rows; ++r) a += term<kT>(static_cast<double>(x[r * stride + i]));
+    acc[i] = a;
+  }
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+// add_columns_body over float with AVX-512 intrinsics (the generic conversion is split in
+// two, see sum_f32_avx512); the same additions.
+template <ColTerm kTerm>
+__attribute__((target("avx512f"))) void add_columns_f32_avx512(const float* x, int64_t stride,
+                                                               int64_t rows, double* acc,
+                                                               int64_t n) {
+  constexpr Term kT = kTerm == ColTerm::kSquare ? kSquare : kTerm == ColTerm::kAbs ? kAbs : kPlain;
+  int64_t i = 0;
+  for (; i + 128 <= n; i += 128) {
+    __m512d a[16];
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) a[j] = _mm512_loadu_pd(acc + i + 8 * j);
+    const float* p = x + i;
+    for (int64_t r = 0; r < rows; ++r, p += stride) {
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) add_term_avx512<kT>(a[j], p + 8 * j);
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) _mm512_storeu_pd(acc + i + 8 * j, a[j]);
+  }
+  for (; i + 32 <= n; i += 32) {
+    __m512d a[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) a[j] = _mm512_loadu_pd(acc + i + 8 * j);
+    const float* p = x + i;
+    for (int64_t r = 0; r < rows; ++r, p += stride) {
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) add_term_avx512<kT>(a[j], p + 8 * j);
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) _mm512_storeu_pd(acc + i + 8 * j, a[j]);
+  }
+  for (; i + 8 <= n; i += 8) {
+    __m512d a = _mm512_loadu_pd(acc + i);
+    const float* p = x + i;
+    for (int64_t r = 0; r < rows; ++r, p += stride) add_term_avx512<kT>(a, p);
+    _mm512_storeu_pd(acc + i, a);
+  }
+  for (; i < n; ++i) {
+    double a = acc[i];
+    for (int64_t r = 0; r < rows; ++r) a += term<kT>(static_cast<double>(x[r * stride + i]));
+    acc[i] = a;
+  }
+}
+#endif
+
+template <typename T>
+ORTLITE_NN_INLINE void add_columns_any(ColTerm t, const T* x, int64_t stride, int64_t rows,
+                                       double* acc, int64_t n) {
+  if (t == ColTerm::kSquare)
+    add_columns_body<ColTerm::kSquare>(x, stride, rows, acc, n);
+  else if (t == ColTerm::kAbs)
+    add_columns_body<ColTerm::kAbs>(x, stride, rows, acc, n);
+  else
+    add_columns_body<ColTerm::kPlain>(x, stride, rows, acc, n);
+}
+
+ORTLITE_NN_CLONES void add_columns_f32_generic(ColTerm t, const float* x, int64_t stride,
+                                               int64_t rows, double* acc, int64_t n) {
+  add_columns_any(t, x, stride, rows, acc, n);
+}
+
+ORTLITE_NN_INLINE void load8d(const float* p, v8df& v) {
+  v8sf_in f;
+  std::memcpy(&f, p, sizeof(f));
+  v = __builtin_convertvector(f, v8df);
+}
+ORTLITE_NN_INLINE void load8d(const double* p, v8df& v) {
+  std::memcpy(&v, p, sizeof(v));
+}
+
+// Four 8-lane products over blocks of 32, one over the blocks of 8 left, then the tail.
+template <typename T>
+ORTLITE_NN_INLINE double prod_body(const T* x, int64_t n) {
+  v8df a0 = v8df{} + 1.0, a1 = a0, a2 = a0, a3 = a0, v0, v1, v2, v3;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    load8d(x + i, v0);
+    load8d(x + i + 8, v1);
+    load8d(x + i + 16, v2);
+    load8d(x + i + 24, v3);
+    a0 *= v0;
+    a1 *= v1;
+    a2 *= v2;
+    a3 *= v3;
+  }
+  for (; i + 8 <= n; i += 8) {
+    load8d(x + i, v0);
+    a0 *= v0;
+  }
+  const v8df a = (a0 * a1) * (a2 * a3);
+  double s = ((a[0] * a[1]) * (a[2] * a[3])) * ((a[4] * a[5]) * (a[6] * a[7]));
+  for (; i < n; ++i) s *= static_cast<double>(x[i]);
+  return s;
+}
+
+// exp(t) of 8 doubles: t = k ln2 + r (Cody-Waite, |r| <= ln2 / 2), exp(r) by its Taylor
+// series to degree 13 (error below 2^-53 relative), times 2^k applied in two halves so that
+// overflow gives inf and underflow 0 (through the subnormals). NaN stays NaN.
+ORTLITE_NN_INLINE void exp8(v8df& t) {
+  typedef int64_t v8di_t __attribute__((vector_size(64)));
+  t = t < -750.0 ? v8df{} - 750.0 : t;  // exp gives 0 / inf from here on; NaN passes
+  t = t > 750.0 ? v8df{} + 750.0 : t;
+  const v8df magic = v8df{} + 6755399441055744.0;  // 1.5 * 2^52: rounds to an integer
+  const v8df kd = t * 1.4426950408889634 + magic;
+  const v8df k = kd - magic;
+  const v8df r = (t - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
+  v8df p = v8df{} + 1.0 / 6227020800.0;  // 1/13!
+  p = p * r + 1.0 / 479001600.0;
+  p = p * r + 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  p = p * r + 1.0;
+  const v8di_t ki = reinterpret_cast<v8di_t>(kd) - reinterpret_cast<v8di_t>(magic);
+  const v8di_t k1 = ki >> 1, k2 = ki - k1;  // |k1|, |k2| <= 542: normal powers of 2
+  const v8df s1 = reinterpret_cast<v8df>((k1 + 1023) << 52);
+  const v8df s2 = reinterpret_cast<v8df>((k2 + 1023) << 52);
+  t = (p * s1) * s2;
+}
+
+template <typename T>
+ORTLITE_NN_INLINE double sum_exp_body(const T* x, int64_t n, double p) {
+  v8df a0 = {}, a1 = {}, v0, v1;
+  const v8df pv = v8df{} + p;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    load8d(x + i, v0);
+    load8d(x + i + 8, v1);
+    v0 -= pv;
+    v1 -= pv;
+    exp8(v0);
+    exp8(v1);
+    a0 += v0;
+    a1 += v1;
+  }
+  if (i + 8 <= n) {
+    load8d(x + i, v0);
+    v0 -= pv;
+    exp8(v0);
+    a0 += v0;
+    i += 8;
+  }
+  if (i < n) {  // the tail as one padded vector: lanes past n add exp(-inf) = 0
+    double tail[8];
+    for (int l = 0; l < 8; ++l)
+      tail[l] =
+          i + l < n ? static_cast<double>(x[i + l]) - p : -std::numeric_limits<double>::infinity();
+    std::memcpy(&v0, tail, sizeof(v0));
+    exp8(v0);
+    a1 += v0;
+  }
+  const v8df a = a0 + a1;
+  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+}  // namespace
+
+void add_columns(ColTerm term, const float* x, int64_t stride, int64_t rows, double* acc,
+                 int64_t n) {
+#if defined(__GNUC__) && defined(__x86_64__)
+  if (has_avx512f() && nn::fast_isa_cap() >= 2) {
+    if (term == ColTerm::kSquare)
+      return add_columns_f32_avx512<ColTerm::kSquare>(x, stride, rows, acc, n);
+    if (term == ColTerm::kAbs)
+      return add_columns_f32_avx512<ColTerm::kAbs>(x, stride, rows, acc, n);
+    return add_columns_f32_avx512<ColTerm::kPlain>(x, stride, rows, acc, n);
+  }
+#endif
+  add_columns_f32_generic(term, x, stride, rows, acc, n);
+}
+ORTLITE_NN_CLONES512 void add_columns(ColTerm term, const double* x, int64_t stride, int64_t rows,
+                                      double* acc, int64_t n) {
+  add_columns_any(term, x, stride, rows, acc, n);
+}
+ORTLITE_NN_CLONES512 double prod_f32(const float* x, int64_t n) {
+  return prod_body(x, n);
+}
+ORTLITE_NN_CLONES512 double prod_f64(const double* x, int64_t n) {
+  return prod_body(x, n);
+}
+ORTLITE_NN_CLONES512 double sum_exp_f32(const float* x, int64_t n, double p) {
+  return sum_exp_body(x, n, p);
+}
+ORTLITE_NN_CLONES512 double sum_exp_f64(const double* x, int64_t n, double p) {
+  return sum_exp_body(x, n, p);
+}
+
 ORTLITE_NN_CLONES512 double sum_f64(const double* x, int64_t n) {
   return sum_body<kPlain>(x, n);
 }

@@ -20,6 +20,23 @@ double sum_f64(const double* x, int64_t n);
 double sum_sq_f64(const double* x, int64_t n);
 double sum_abs_f64(const double* x, int64_t n);
 
+// acc[i] += the sum over rows r of x[r * stride + i], x^2 or |x| (in that order, in
+// double) for i in [0, n): the column-mode step of the sums.
+enum class ColTerm { kPlain, kSquare, kAbs };
+void add_columns(ColTerm term, const float* x, int64_t stride, int64_t rows, double* acc,
+                 int64_t n);
+void add_columns(ColTerm term, const double* x, int64_t stride, int64_t rows, double* acc,
+                 int64_t n);
+
+// product over x[0..n) in double (32 lanes, combined in a fixed order).
+double prod_f32(const float* x, int64_t n);
+double prod_f64(const double* x, int64_t n);
+
+// sum over x[0..n) of exp(x - p) in double: LogSumExp's terms, with an exp accurate to
+// about 1 ulp (overflow gives inf, NaN stays NaN).
+double sum_exp_f32(const float* x, int64_t n, double p);
+double sum_exp_f64(const double* x, int64_t n, double p);
+
 // max / min over x[0..n), n >= 1; the first NaN of x when x holds one.
 float max_f32(const float* x, int64_t n);
 float min_f32(const float* x, int64_t n);
