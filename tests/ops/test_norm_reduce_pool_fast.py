@@ -335,3 +335,135 @@ def test_column_sums_same_on_every_isa(tmp_path):
         outs.append(np.load(path))
     for k in outs[0].files:
         np.testing.assert_array_equal(outs[0][k], outs[1][k], err_msg=k)
+
+
+# ---- MaxPool / AveragePool / LpPool -----------------------------------------------------------
+
+
+def pool_ref(x, kind, kernel, strides, pads, dilations, ceil_mode=0, count_include_pad=0, p=2):
+    """Direct loops over the output positions (numpy, in double). The divisor of an average
+    with count_include_pad counts the taps inside the padded input (opset 19)."""
+    nsp = len(kernel)
+    sp = x.shape[2:]
+    out = []
+    for i in range(nsp):
+        ext = (kernel[i] - 1) * dilations[i] + 1
+        num = sp[i] + pads[i] + pads[i + nsp] - ext
+        o = (-(-num // strides[i]) if ceil_mode else num // strides[i]) + 1
+        if ceil_mode and (o - 1) * strides[i] >= sp[i] + pads[i]:
+            o -= 1
+        out.append(o)
+    x64 = x.astype(np.float64)
+    y = np.zeros(x.shape[:2] + tuple(out))
+    for idx in np.ndindex(*out):
+        vals, padded = [], 0
+        for k in np.ndindex(*kernel):
+            pos = [idx[i] * strides[i] - pads[i] + k[i] * dilations[i] for i in range(nsp)]
+            if all(0 <= pos[i] < sp[i] for i in range(nsp)):
+                vals.append(x64[(slice(None), slice(None)) + tuple(pos)])
+            elif all(pos[i] < sp[i] + pads[i + nsp] for i in range(nsp)):
+                padded += 1
+        v = np.stack(vals, -1) if vals else np.zeros(x.shape[:2] + (0,))
+        sl = (slice(None), slice(None)) + idx
+        if kind == "max":
+            with np.errstate(invalid="ignore"):
+                y[sl] = np.nanmax(np.where(np.isnan(v), -np.inf, v), -1) if vals else -np.inf
+        elif kind == "avg":
+            n = len(vals) + (padded if count_include_pad else 0)
+            y[sl] = v.sum(-1) / n if n else 0.0
+        else:
+            y[sl] = (np.abs(v) ** p).sum(-1) ** (1.0 / p)
+    return y.astype(x.dtype)
+
+
+POOL_CASES = [
+    # shape, kernel, strides, pads, dilations, ceil_mode
+    ((1, 3, 16, 16, 16), [2, 2, 2], [2, 2, 2], [0] * 6, [1, 1, 1], 0),
+    ((2, 3, 7, 9, 11), [2, 3, 2], [2, 1, 3], [1, 0, 1, 0, 1, 1], [1, 1, 1], 1),
+    ((1, 2, 5, 6, 7), [3, 3, 3], [1, 2, 2], [1, 1, 1, 1, 1, 1], [2, 1, 2], 0),
+    ((1, 4, 20, 20), [3, 3], [2, 2], [2, 2, 2, 2], [2, 2], 0),
+    ((1, 3, 23, 19), [3, 2], [2, 3], [2, 0, 1, 1], [2, 3], 1),
+    ((2, 2, 17, 33), [3, 3], [1, 1], [1, 1, 1, 1], [2, 3], 0),
+    ((1, 2, 40, 70), [5, 3], [3, 2], [2, 1, 2, 1], [1, 2], 1),
+    ((1, 2, 9, 9), [2, 2], [4, 4], [1, 1, 0, 0], [3, 3], 0),
+    ((1, 3, 75, 75), [2, 2], [2, 2], [0, 0, 0, 0], [1, 1], 1),
+    ((3, 2, 101), [3], [2], [1, 2], [2], 1),
+    ((1, 1, 1, 1), [1, 1], [1, 1], [0, 0, 0, 0], [1, 1], 0),
+]
+
+
+@pytest.mark.parametrize("case", POOL_CASES)
+def test_max_pool(case):
+    shape, k, s, pads, d, ceil = case
+    x = data(shape, 30)
+    m = node_model("MaxPool", {"x": x}, ["y"], attrs={"kernel_shape": k, "strides": s,
+                   "pads": pads, "dilations": d, "ceil_mode": ceil}, opset=12)
+    check(m, {"x": x}, expected=[pool_ref(x, "max", k, s, pads, d, ceil)], rtol=0, atol=0)
+    check(m, {"x": x}, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("case", POOL_CASES)
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+def test_average_pool(case, count_include_pad):
+    shape, k, s, pads, d, ceil = case
+    x = data(shape, 31)
+    m = node_model("AveragePool", {"x": x}, ["y"], attrs={"kernel_shape": k, "strides": s,
+                   "pads": pads, "dilations": d, "ceil_mode": ceil,
+                   "count_include_pad": count_include_pad}, opset=19)
+    check(m, {"x": x}, rtol=1e-5, atol=1e-6,
+          expected=[pool_ref(x, "avg", k, s, pads, d, ceil, count_include_pad)])
+    if d == [1] * len(k):
+        m11 = node_model("AveragePool", {"x": x}, ["y"], attrs={"kernel_shape": k, "strides": s,
+                         "pads": pads, "ceil_mode": ceil,
+                         "count_include_pad": count_include_pad}, opset=11)
+        check(m11, {"x": x}, rtol=1e-5, atol=1e-6)
+
+
+def test_pool_nan_inf():
+    x = data((1, 2, 9, 10, 11), 32)
+    x[0, 0, 3, 4, 5] = np.nan
+    x[0, 1, 2, 2, 2] = np.inf
+    x[0, 1, 6, 6, 6] = -np.inf
+    x[0, 0, 7] = -np.inf
+    for op in ("MaxPool", "AveragePool"):
+        m = node_model(op, {"x": x}, ["y"], attrs={"kernel_shape": [2, 3, 2], "strides": [2, 2, 1],
+                       "pads": [0, 1, 1, 1, 0, 0]}, opset=12)
+        kind = "max" if op == "MaxPool" else "avg"
+        check(m, {"x": x}, rtol=1e-6, atol=1e-6,
+              expected=[pool_ref(x, kind, [2, 3, 2], [2, 2, 1], [0, 1, 1, 1, 0, 0], [1, 1, 1])])
+
+
+@pytest.mark.parametrize("case", POOL_CASES)
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_lp_pool(case, p):
+    shape, k, s, pads, d, ceil = case
+    x = data(shape, 33)
+    attrs = {"kernel_shape": k, "strides": s, "pads": pads, "p": p}
+    dil = d != [1] * len(k)
+    if dil:
+        attrs["dilations"] = d
+    if ceil:
+        attrs["ceil_mode"] = ceil
+    m = node_model("LpPool", {"x": x}, ["y"], attrs=attrs, opset=18)
+    check(m, {"x": x}, rtol=1e-5, atol=1e-6, expected=[pool_ref(x, "lp", k, s, pads, d, ceil, p=p)])
+
+
+def test_lp_pool_ort_and_edges():
+    x = data((1, 64, 56, 56), 34)
+    m = node_model("LpPool", {"x": x}, ["y"], attrs={"kernel_shape": [3, 3], "strides": [2, 2]})
+    check(m, {"x": x}, rtol=1e-5, atol=1e-6)
+    y = data((2, 3, 8, 9), 35)
+    y[0, 0, 1, 1] = np.nan
+    y[0, 1, 2, 2] = -np.inf
+    y[1, 2] = 0.0
+    y[1, 1, 0, 0] = np.float32(3e30)  # the square overflows float, not double
+    for p in (1, 2):
+        m = node_model("LpPool", {"x": y}, ["y"], attrs={"kernel_shape": [2, 3], "p": p,
+                       "pads": [1, 0, 0, 1]}, opset=18)
+        got = check(m, {"x": y}, rtol=1e-5, atol=1e-6,
+                    expected=[pool_ref(y, "lp", [2, 3], [1, 1], [1, 0, 0, 1], [1, 1], p=p)])[0]
+        assert np.isfinite(got[1, 1, 0, 0]) and got[1, 1, 0, 0] > 1e30
+    h = data((1, 3, 10, 10), 36, np.float16)
+    m = node_model("LpPool", {"x": h}, ["y"], attrs={"kernel_shape": [3, 3], "strides": [2, 2]})
+    check(m, {"x": h}, rtol=2e-3, atol=2e-3,
+          expected=[pool_ref(h, "lp", [3, 3], [2, 2], [0] * 4, [1, 1])])

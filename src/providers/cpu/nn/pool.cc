@@ -139,23 +139,42 @@ void pool_rows(const Geo3& g, const T* x, T* y, int64_t channels, bool include_p
       });
 }
 
-// Float max / average pooling over at most two spatial axes without dilation (any kernel,
-// stride, padding, ceil_mode), output rows [rb, re) of `channels * out[1]`. Per output row
-// the window's input rows are first reduced column by column (max, or sum in row order) into
-// a row of the scratch whose padding and the positions past the input hold the identity
-// (-inf or 0); then the horizontal taps run 16 outputs at a time: stride 1 loads the row at
-// each tap's offset, stride 2 takes the even and odd lanes of two loads (one pair for two
-// taps), larger strides split the row into its s[2] phases first. Sums are divided by
-// rows * cdiv[o] (taps counted as pool_rows counts them); a window with no tap gives 0
-// (average) or -inf (max). Comparisons are `v > acc`: a NaN input never wins.
-// Scratch: pool2d_scratch(g) floats, 64-byte aligned.
+// Float max / average pooling over one to three spatial axes (any kernel, stride, padding,
+// dilation, ceil_mode), output rows [rb, re) of `channels * out[0] * out[1]`. Per output
+// row the window's input rows (depth-major) are first reduced column by column (max, or sum
+// in row order) into a row of the scratch whose padding and the positions past the input
+// hold the identity (-inf or 0); then the horizontal taps run 16 outputs at a time: stride 1
+// loads the row at each tap's offset, stride 2 without dilation takes the even and odd lanes
+// of two loads (one pair for two taps), other strides split the row into its s[2] phases
+// first. Sums are divided by rows * cdiv[o] (taps counted as pool_rows counts them); a
+// window with no tap gives 0 (average) or -inf (max). Comparisons are `v > acc`: a NaN
+// input never wins. Scratch: pool2d_scratch(g) floats, 64-byte aligned.
+int64_t pool2d_extent(const Geo3& g) {
+  return (g.k[2] - 1) * g.d[2] + 1;  // columns one window spans
+}
 int64_t pool2d_width(const Geo3& g) {
   const int64_t out2r = (g.out[2] + 15) / 16 * 16;
-  return ((out2r + g.k[2] + 32) * g.s[2] + g.k[2] + 64 + 15) / 16 * 16;
+  const int64_t e2 = pool2d_extent(g);
+  return ((out2r + e2 + 32) * g.s[2] + e2 + 64 + 15) / 16 * 16;
 }
 // Phase entries the horizontal taps read (16-lane loads from o = 0, 16, ... < out[2]).
 int64_t pool2d_phase_len(const Geo3& g) {
-  return ((g.out[2] + 15) / 16 * 16 + (g.k[2] - 1) / g.s[2] + 15) / 16 * 16;
+  return ((g.out[2] + 15) / 16 * 16 + (pool2d_extent(g) - 1) / g.s[2] + 15) / 16 * 16;
+}
+
+// The taps k in [0, k) of a window starting at input index `start` (tap k at start + k * d)
+// that lie inside [0, in): the first one's index and their count.
+inline void inside_taps(int64_t start, int64_t k, int64_t d, int64_t in, int64_t& first,
+                        int64_t& count) {
+  const int64_t k_lo = start < 0 ? (-start + d - 1) / d : 0;
+  const int64_t k_hi = start < in ? std::min(k, (in - start + d - 1) / d) : 0;
+  first = start + k_lo * d;
+  count = std::max<int64_t>(0, k_hi - k_lo);
+}
+// The taps of that window inside the padded input [.., in + pad_end) (opset 19's divisor).
+inline int64_t padded_taps(int64_t start, int64_t k, int64_t d, int64_t in, int64_t pad_end) {
+  const int64_t end = std::min(start + k * d, in + pad_end);
+  return end > start ? std::min(k, 1 + (end - start - 1) / d) : 0;
 }
 int64_t pool2d_slot(const Geo3& g) {
   return pool2d_width(g) + g.s[2] * pool2d_phase_len(g) + 16;
@@ -215,8 +234,10 @@ __attribute__((always_inline)) inline void pool2d_rows_impl(const Geo3& g, bool 
     std::memcpy(p, &v, sizeof(V));
   };
   const float ident = is_max ? -std::numeric_limits<float>::infinity() : 0.0f;
-  const int64_t in1 = g.in[1], in2 = g.in[2], out1 = g.out[1], out2 = g.out[2];
+  const int64_t in1 = g.in[1], in2 = g.in[2], out0 = g.out[0], out1 = g.out[1], out2 = g.out[2];
   const int64_t k1 = g.k[1], k2 = g.k[2], s1 = g.s[1], s2 = g.s[2], pb1 = g.pb[1], pb2 = g.pb[2];
+  const int64_t d1 = g.d[1], d2 = g.d[2];
+  const bool pairs = s2 == 2 && d2 == 1;  // the even / odd lanes path of stride 2
   const int64_t width = pool2d_width(g), plen = pool2d_phase_len(g), slot = pool2d_slot(g);
   for (int64_t b = 0; b < kPoolGroup; ++b)
     for (int64_t j = 0; j < width; ++j) scratch[b * slot + j] = ident;
@@ -226,9 +247,14 @@ __attribute__((always_inline)) inline void pool2d_rows_impl(const Geo3& g, bool 
   // Tap q of output o reads slot[tap[q] + o]: phase q % s2 of the reduced row (the row
   // itself for stride 1), shifted by q / s2.
   int64_t tap[64];
-  for (int64_t q = 0; q < k2; ++q) tap[q] = (s2 == 1 ? 0 : width + (q % s2) * plen) + q / s2;
+  bool used_phase[64] = {};  // the phases some tap reads
+  for (int64_t q = 0; q < k2; ++q) {
+    const int64_t col = q * d2;
+    tap[q] = (s2 == 1 ? 0 : width + (col % s2) * plen) + col / s2;
+    used_phase[col % s2] = true;
+  }
   float* const y_chunk_end = y + re * out2;
-  int64_t o1 = rb % out1, c = rb / out1;
+  int64_t o1 = rb % out1, o0 = (rb / out1) % out0, c = rb / (out1 * out0);
   // Rows go in groups of kPoolGroup, one pass at a time over the group, so that a pass reads
   // what the previous one stored several rows earlier (no store-to-load forwarding stalls).
   for (int64_t r0 = rb; r0 < re; r0 += kPoolGroup) {
@@ -237,42 +263,51 @@ __attribute__((always_inline)) inline void pool2d_rows_impl(const Geo3& g, bool 
     for (int64_t b = 0; b < nr; ++b, ++o1) {
       if (o1 == out1) {
         o1 = 0;
-        ++c;
+        if (++o0 == out0) {
+          o0 = 0;
+          ++c;
+        }
       }
       float* t = scratch + b * slot + pb2;  // t[i] is input column i
       const float* xc = x + c * g.in_size;
-      const int64_t start = o1 * s1 - pb1;
-      const int64_t i_lo = std::max<int64_t>(0, start);
-      const int64_t i_hi = std::min(in1, start + k1);
+      const int64_t start = o1 * s1 - pb1, start0 = o0 * g.s[0] - g.pb[0];
+      int64_t i_lo, n1, j_lo, n0;
+      inside_taps(start, k1, d1, in1, i_lo, n1);
+      inside_taps(start0, g.k[0], g.d[0], g.in[0], j_lo, n0);
       if (include_pad_mode == 0) {
-        rowf[b] = static_cast<float>(std::max<int64_t>(0, i_hi - i_lo));
+        rowf[b] = static_cast<float>(n0 * n1);
       } else if (include_pad_mode == 1) {
-        rowf[b] = static_cast<float>(k1);
+        rowf[b] = static_cast<float>(g.k[0] * k1);
       } else {
-        rowf[b] =
-            static_cast<float>(std::max<int64_t>(0, std::min(start + k1, in1 + g.pe[1]) - start));
+        rowf[b] = static_cast<float>(padded_taps(start0, g.k[0], g.d[0], g.in[0], g.pe[0]) *
+                                     padded_taps(start, k1, d1, in1, g.pe[1]));
       }
-      // Vertical pass.
-      if (i_lo >= i_hi) {
+      // Vertical pass over the n0 * n1 input rows of the window, depth-major.
+      if (n0 * n1 == 0) {
         for (int64_t j = 0; j < valid; ++j) t[j] = ident;
         continue;
       }
-      const float* xr = xc + i_lo * in2;
+      const int64_t step1 = d1 * in2, step0 = g.d[0] * in1 * in2;
+      const float* xr = xc + (j_lo * in1 + i_lo) * in2;
+      const float* x_last = xr + (n0 - 1) * step0 + (n1 - 1) * step1;
       // 16 columns at a time, reading past the end of the row (into the next one) except at
       // the end of the input; the lanes past `valid` are set back to the identity below.
-      const int64_t vend = std::min((valid + N - 1) / N * N, x_end - (xc + (i_hi - 1) * in2));
+      const int64_t vend = std::min((valid + N - 1) / N * N, x_end - x_last);
       int64_t j = 0;
       for (; j + N <= vend; j += N) {
         V acc;
         load(xr + j, acc);
         if (is_max) acc = acc > vid ? acc : vid;
-        for (int64_t i = 1; i < i_hi - i_lo; ++i) {
-          V v;
-          load(xr + i * in2 + j, v);
-          if (is_max) {
-            acc = v > acc ? v : acc;
-          } else {
-            acc += v;
+        for (int64_t a = 0; a < n0; ++a) {
+          const float* xp = xr + a * step0 + j;
+          for (int64_t i = a == 0 ? 1 : 0; i < n1; ++i) {
+            V v;
+            load(xp + i * step1, v);
+            if (is_max) {
+              acc = v > acc ? v : acc;
+            } else {
+              acc += v;
+            }
           }
         }
         store(t + j, acc);
@@ -280,20 +315,42 @@ __attribute__((always_inline)) inline void pool2d_rows_impl(const Geo3& g, bool 
       for (; j < valid; ++j) {
         float acc = xr[j];
         if (is_max) acc = acc > ident ? acc : ident;
-        for (int64_t i = 1; i < i_hi - i_lo; ++i) {
-          const float v = xr[i * in2 + j];
-          acc = is_max ? (v > acc ? v : acc) : acc + v;
+        for (int64_t a = 0; a < n0; ++a) {
+          const float* xp = xr + a * step0 + j;
+          for (int64_t i = a == 0 ? 1 : 0; i < n1; ++i) {
+            const float v = xp[i * step1];
+            acc = is_max ? (v > acc ? v : acc) : acc + v;
+          }
         }
         t[j] = acc;
       }
       if (vend > valid) store(t + valid, vid);
     }
-    // Phases (strides above 2): each reduced row split into its s2 column phases.
-    if (s2 > 2) {
+    // Phases (strides above 2, or 2 with dilation): each reduced row split into its s2
+    // column phases.
+    if (s2 > 1 && !pairs) {
       for (int64_t b = 0; b < nr; ++b) {
         const float* tmp = scratch + b * slot;
+        float* ph0 = scratch + b * slot + width;
+        if (s2 == 2) {
+          for (int64_t i = 0; i < plen; i += N) {
+            V lo, hi, v;
+            load(tmp + 2 * i, lo);
+            load(tmp + 2 * i + N, hi);
+            if (used_phase[0]) {
+              lanes<N>(lo, hi, 0, v);
+              store(ph0 + i, v);
+            }
+            if (used_phase[1]) {
+              lanes<N>(lo, hi, 1, v);
+              store(ph0 + plen + i, v);
+            }
+          }
+          continue;
+        }
         for (int64_t p = 0; p < s2; ++p) {
-          float* ph = scratch + b * slot + width + p * plen;
+          if (!used_phase[p]) continue;
+          float* ph = ph0 + p * plen;
           for (int64_t i = 0; i < plen; ++i) ph[i] = tmp[i * s2 + p];
         }
       }
@@ -305,7 +362,7 @@ __attribute__((always_inline)) inline void pool2d_rows_impl(const Geo3& g, bool 
       float* yr = y + (r0 + b) * out2;
       for (int64_t o = 0; o < out2; o += N) {
         V acc;
-        if (s2 == 2) {
+        if (pairs) {
           // Taps 2m and 2m + 1: the even and odd lanes of the 32 columns from 2 o + 2 m.
           for (int64_t q = 0; q < k2; q += 2) {
             V lo, hi;
@@ -385,7 +442,7 @@ void pool2d_rows_f32(const Geo3& g, bool is_max, int mode, const float* cdiv, co
 
 // Whether pool2d_rows_f32 handles the geometry.
 bool pool2d_fast_ok(const Geo3& g) {
-  return g.k[0] == 1 && g.in[0] == 1 && g.d[1] == 1 && g.d[2] == 1 && g.s[2] <= 64 && g.k[2] <= 64;
+  return g.s[2] <= 64 && g.k[2] <= 64;
 }
 
 // pool2d_rows_f32 over all rows, in parallel. include_pad_mode: 0 excludes padding from the
@@ -397,19 +454,20 @@ void pool2d_f32(const Geo3& g, bool is_max, int include_pad_mode, const float* x
   if (!is_max) {
     for (int64_t o = 0; o < out2; ++o) {
       const int64_t st = o * g.s[2] - g.pb[2];
-      int64_t n = 0;
+      int64_t n = 0, first = 0;
       if (include_pad_mode == 0) {
-        n = std::min(st + g.k[2], g.in[2]) - std::max<int64_t>(st, 0);
+        inside_taps(st, g.k[2], g.d[2], g.in[2], first, n);
       } else if (include_pad_mode == 1) {
         n = g.k[2];
       } else {
-        n = std::min(st + g.k[2], g.in[2] + g.pe[2]) - st;
+        n = padded_taps(st, g.k[2], g.d[2], g.in[2], g.pe[2]);
       }
       cdiv[static_cast<size_t>(o)] = static_cast<float>(std::max<int64_t>(n, 0));
     }
   }
-  const double cost = static_cast<double>(g.in[2]) * g.k[1] + static_cast<double>(out2) * g.k[2];
-  parallel_for(pool, channels * g.out[1], cost, [&](int64_t rb, int64_t re) {
+  const double cost =
+      static_cast<double>(g.in[2]) * g.k[0] * g.k[1] + static_cast<double>(out2) * g.k[2];
+  parallel_for(pool, channels * g.out[0] * g.out[1], cost, [&](int64_t rb, int64_t re) {
     // 64-byte aligned (slots, rows and phases are multiples of 16 floats): the stores of the
     // phase pass and the loads of the rows do not split cache lines.
     std::vector<float> scratch(static_cast<size_t>(pool2d_scratch(g) + 16));
