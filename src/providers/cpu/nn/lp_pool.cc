@@ -34,40 +34,83 @@ class LpPool final : public Kernel {
       out_sp *= g.out[i];
       win *= g.kernel[i];
     }
-    const std::vector<double> v = load_doubles(x, "LpPool");
-    std::vector<double> out(static_cast<size_t>(x.dim(0) * x.dim(1) * out_sp));
+    Tensor& y = ctx.allocate_output(0, x.dtype(), out_shape);
+    const int64_t planes = x.dim(0) * x.dim(1);
+    if (y.numel() == 0) return;
+    // Per plane: |x|^p once per input element (in double: x * x for p = 2, exact from
+    // float), then the window sums row by row along the last axis, the taps of each
+    // output added in the same (row-major) order as a direct loop, then the p-th root.
     const double p = static_cast<double>(p_);
-    std::vector<int64_t> oi(k), wi(k);
-    for (int64_t nc = 0; nc < x.dim(0) * x.dim(1); ++nc) {
-      const double* src = &v[static_cast<size_t>(nc * in_sp)];
-      for (int64_t o = 0; o < out_sp; ++o) {
-        int64_t rem = o;
-        for (size_t i = k; i-- > 0;) {
-          oi[i] = rem % g.out[i];
-          rem /= g.out[i];
-        }
-        double acc = 0;
-        for (int64_t w = 0; w < win; ++w) {
-          int64_t wr = w, off = 0;
-          bool inside = true;
-          for (size_t i = k; i-- > 0;) {
-            wi[i] = wr % g.kernel[i];
-            wr /= g.kernel[i];
-          }
-          for (size_t i = 0; i < k; ++i) {
-            const int64_t pos = oi[i] * g.stride[i] - g.pad_begin[i] + wi[i] * g.dilation[i];
-            if (pos < 0 || pos >= g.in[i]) {
-              inside = false;
-              break;
-            }
-            off = off * g.in[i] + pos;
-          }
-          if (inside) acc += std::pow(std::fabs(src[off]), p);
-        }
-        out[static_cast<size_t>(nc * out_sp + o)] = std::pow(acc, 1.0 / p);
-      }
+    const int64_t p_int = p_;
+    const int64_t in_last = g.in[k - 1], out_last = g.out[k - 1];
+    const int64_t s_last = g.stride[k - 1], d_last = g.dilation[k - 1],
+                  pb_last = g.pad_begin[k - 1];
+    const int64_t out_rows = out_sp / out_last, lead_win = win / g.kernel[k - 1];
+    // Outputs along the last axis whose tap j lies inside the input: [lo[j], hi[j]).
+    std::vector<int64_t> lo(static_cast<size_t>(g.kernel[k - 1])), hi(lo);
+    for (int64_t j = 0; j < g.kernel[k - 1]; ++j) {
+      valid_range(j * d_last - pb_last, s_last, in_last, out_last, lo[j], hi[j]);
     }
-    store_doubles(ctx.allocate_output(0, x.dtype(), out_shape), out, "LpPool");
+    ORTLITE_DISPATCH_FLOAT(x.dtype(), "LpPool", [&](auto tag) {
+      using T = decltype(tag);
+      const T* xs = x.data<T>();
+      T* ys = y.data<T>();
+      parallel_for(
+          ctx.thread_pool(), planes,
+          static_cast<double>(in_sp) * (p_int <= 2 ? 1.0 : 20.0) +
+              static_cast<double>(out_sp * win),
+          [&](int64_t b, int64_t e) {
+            std::vector<double> t(static_cast<size_t>(in_sp));
+            std::vector<double> acc(static_cast<size_t>(out_last));
+            std::vector<int64_t> oi(k), wi(k);
+            for (int64_t nc = b; nc < e; ++nc) {
+              const T* src = xs + nc * in_sp;
+              for (int64_t i = 0; i < in_sp; ++i) {
+                const double v = to_double(src[i]);
+                t[i] = p_int == 1 ? std::fabs(v) : p_int == 2 ? v * v : std::pow(std::fabs(v), p);
+              }
+              T* dst = ys + nc * out_sp;
+              for (int64_t r = 0; r < out_rows; ++r) {
+                int64_t rem = r;
+                for (size_t a = k - 1; a-- > 0;) {
+                  oi[a] = rem % g.out[a];
+                  rem /= g.out[a];
+                }
+                std::fill(acc.begin(), acc.end(), 0.0);
+                for (int64_t w = 0; w < lead_win; ++w) {
+                  int64_t wr = w, off = 0;
+                  for (size_t a = k - 1; a-- > 0;) {
+                    wi[a] = wr % g.kernel[a];
+                    wr /= g.kernel[a];
+                  }
+                  bool inside = true;
+                  for (size_t a = 0; a + 1 < k; ++a) {
+                    const int64_t pos =
+                        oi[a] * g.stride[a] - g.pad_begin[a] + wi[a] * g.dilation[a];
+                    if (pos < 0 || pos >= g.in[a]) {
+                      inside = false;
+                      break;
+                    }
+                    off = off * g.in[a] + pos;
+                  }
+                  if (!inside) continue;
+                  const double* row = t.data() + off * in_last;
+                  for (int64_t j = 0; j < g.kernel[k - 1]; ++j) {
+                    const int64_t off_j = j * d_last - pb_last;
+                    for (int64_t o = lo[j]; o < hi[j]; ++o) acc[o] += row[o * s_last + off_j];
+                  }
+                }
+                T* yr = dst + r * out_last;
+                for (int64_t o = 0; o < out_last; ++o) {
+                  const double a = acc[o];
+                  yr[o] = from_double<T>(p_int == 1   ? a
+                                         : p_int == 2 ? std::sqrt(a)
+                                                      : std::pow(a, 1.0 / p));
+                }
+              }
+            }
+          });
+    });
   }
 
  private:
