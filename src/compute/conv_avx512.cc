@@ -148,21 +148,26 @@ namespace cvx {
 namespace {
 
 // One vector of 16 outputs of row oy: taps of kernel rows [ky0, ky1). kK: the kernel is
-// kK x kK (0: any, from g); kFull: no load of this vector needs a mask.
+// kK x kK (0: any, from g); kFull: no load of this vector needs a mask. Kernel row ky adds
+// into accumulator ky % 4 (four independent FMA chains: a 7x7 kernel's 49 taps in one chain
+// waited on the FMA latency), summed at the end.
 template <int kS, int kK, bool kFull>
 inline __m512 out_vec(const DwGeometry& g, const uint32_t* mv, const float* x0, int64_t ky0,
                       int64_t ky1, const float* w, __m512 acc) {
   const int64_t KW = kK ? kK : g.KW, W = g.W;
+  __m512 part[4] = {acc, _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
   if (kS == 1) {
     for (int64_t ky = ky0; ky < ky1; ++ky) {
       const float* r = x0 + ky * W;
       const float* wk = w + ky * KW;
+      __m512 a = part[(ky - ky0) & 3];
 #pragma GCC unroll 16
       for (int64_t kx = 0; kx < KW; ++kx) {
         const __m512 v = kFull ? _mm512_loadu_ps(r + kx)
                                : _mm512_maskz_loadu_ps(static_cast<__mmask16>(mv[kx]), r + kx);
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(wk[kx]), v, acc);
+        a = _mm512_fmadd_ps(_mm512_set1_ps(wk[kx]), v, a);
       }
+      part[(ky - ky0) & 3] = a;
     }
   } else {
     const __m512i even =
@@ -173,6 +178,7 @@ inline __m512 out_vec(const DwGeometry& g, const uint32_t* mv, const float* x0, 
     for (int64_t ky = ky0; ky < ky1; ++ky) {
       const float* r = x0 + ky * W;
       const float* wk = w + ky * KW;
+      __m512 a0 = part[(ky - ky0) & 3];
 #pragma GCC unroll 8
       for (int64_t p = 0; p < np; ++p) {
         __m512 a, c;
@@ -183,14 +189,15 @@ inline __m512 out_vec(const DwGeometry& g, const uint32_t* mv, const float* x0, 
           a = _mm512_maskz_loadu_ps(static_cast<__mmask16>(mv[p] & 0xFFFF), r + 2 * p);
           c = _mm512_maskz_loadu_ps(static_cast<__mmask16>(mv[p] >> 16), r + 2 * p + 16);
         }
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(wk[2 * p]), _mm512_permutex2var_ps(a, even, c), acc);
+        a0 = _mm512_fmadd_ps(_mm512_set1_ps(wk[2 * p]), _mm512_permutex2var_ps(a, even, c), a0);
         if (2 * p + 1 < KW)
-          acc = _mm512_fmadd_ps(_mm512_set1_ps(wk[2 * p + 1]), _mm512_permutex2var_ps(a, odd, c),
-                                acc);
+          a0 =
+              _mm512_fmadd_ps(_mm512_set1_ps(wk[2 * p + 1]), _mm512_permutex2var_ps(a, odd, c), a0);
       }
+      part[(ky - ky0) & 3] = a0;
     }
   }
-  return acc;
+  return _mm512_add_ps(_mm512_add_ps(part[0], part[1]), _mm512_add_ps(part[2], part[3]));
 }
 
 // One kernel row of a 3x3 tap set for one output vector, added to acc: w0 x[c] + w1 x[c+1] +
@@ -237,6 +244,116 @@ inline __m512 vec3x3(const float* r, int64_t W, const uint32_t* mv, const __m512
   return _mm512_add_ps(_mm512_add_ps(a0, a1), a2);
 }
 
+// RN output rows (row r at input row offset r * sh) times VN vectors of 16 columns, stride
+// 1, every kernel row inside the image: tap column kx outer (its VN load masks loaded once),
+// kernel row ky inner, each broadcast weight feeding RN * VN independent FMA chains. x0: the
+// load address of tap (0, 0) for the first row and vector; mv: the masks of that vector
+// (KW per vector).
+template <int RN, int VN>
+inline void block_s1(const DwGeometry& g, const uint32_t* mv, const float* x0, const float* w,
+                     __m512 vb, __m512 (&acc)[RN][VN]) {
+  const int64_t KW = g.KW, KH = g.KH, W = g.W, rs = g.sh * g.W;
+  for (int r = 0; r < RN; ++r)
+    for (int j = 0; j < VN; ++j) acc[r][j] = vb;
+  for (int64_t kx = 0; kx < KW; ++kx) {
+    __mmask16 m[VN];
+    for (int j = 0; j < VN; ++j) m[j] = static_cast<__mmask16>(mv[j * KW + kx]);
+    const float* xk = x0 + kx;
+    for (int64_t ky = 0; ky < KH; ++ky, xk += W) {
+      const __m512 wv = _mm512_set1_ps(w[ky * KW + kx]);
+      for (int r = 0; r < RN; ++r)
+        for (int j = 0; j < VN; ++j)
+          acc[r][j] =
+              _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m[j], xk + r * rs + 16 * j), acc[r][j]);
+    }
+  }
+}
+
+// block_s1 for kernels of kKH rows and row stride 1, RN output rows sharing their input
+// rows: per tap column kx the kKH weights stay in registers and each of the RN + kKH - 1
+// input rows is loaded once and feeds every output row it is a tap of (a load per FMA made
+// the 7x7 kernel wait on the load ports). The taps of an output are added in another order
+// than block_s1's.
+template <int RN, int VN, int kKH>
+inline void block_s1_shared(const DwGeometry& g, const uint32_t* mv, const float* x0,
+                            const float* w, __m512 vb, __m512 (&acc)[RN][VN]) {
+  const int64_t KW = g.KW, W = g.W;
+  for (int r = 0; r < RN; ++r)
+    for (int j = 0; j < VN; ++j) acc[r][j] = vb;
+  for (int64_t kx = 0; kx < KW; ++kx) {
+    __mmask16 m[VN];
+    for (int j = 0; j < VN; ++j) m[j] = static_cast<__mmask16>(mv[j * KW + kx]);
+    __m512 wk[kKH];
+    for (int ky = 0; ky < kKH; ++ky) wk[ky] = _mm512_set1_ps(w[ky * KW + kx]);
+    const float* xk = x0 + kx;
+#pragma GCC unroll 16
+    for (int i = 0; i < RN + kKH - 1; ++i) {
+      __m512 v[VN];
+      for (int j = 0; j < VN; ++j) v[j] = _mm512_maskz_loadu_ps(m[j], xk + i * W + 16 * j);
+#pragma GCC unroll 8
+      for (int r = 0; r < RN; ++r) {
+        if (i - r < 0 || i - r >= kKH) continue;
+        for (int j = 0; j < VN; ++j) acc[r][j] = _mm512_fmadd_ps(wk[i - r], v[j], acc[r][j]);
+      }
+    }
+  }
+}
+
+// Interior output rows of a stride-1 kernel larger than 3x3: RN rows, four vectors at a
+// time, through block_s1 (block_s1_shared for 5 and 7 kernel rows at row stride 1); clamp
+// and store as run_impl does.
+template <int RN, int VN>
+inline void rows_s1(const DwGeometry& g, const uint32_t* masks, const float* x0, const float* w,
+                    __m512 vb, bool clamp, __m512 vlo, __m512 vhi, __mmask16 tail_mask, int64_t v0,
+                    int64_t nv, float* yr) {
+  __m512 acc[RN][VN];
+  const uint32_t* mv = masks + v0 * g.KW;
+  if (g.sh == 1 && g.KH == 7) {
+    block_s1_shared<RN, VN, 7>(g, mv, x0 + 16 * v0, w, vb, acc);
+  } else if (g.sh == 1 && g.KH == 5) {
+    block_s1_shared<RN, VN, 5>(g, mv, x0 + 16 * v0, w, vb, acc);
+  } else {
+    block_s1<RN, VN>(g, mv, x0 + 16 * v0, w, vb, acc);
+  }
+  for (int r = 0; r < RN; ++r) {
+    for (int j = 0; j < VN; ++j) {
+      __m512 a = acc[r][j];
+      if (clamp) {
+        a = _mm512_mask_max_ps(a, 0xFFFF, vlo, a);
+        a = _mm512_mask_min_ps(a, 0xFFFF, vhi, a);
+      }
+      float* out = yr + r * g.OW + 16 * (v0 + j);
+      if (v0 + j + 1 < nv) {
+        _mm512_storeu_ps(out, a);
+      } else {
+        _mm512_mask_storeu_ps(out, tail_mask, a);
+      }
+    }
+  }
+}
+
+template <int RN>
+inline void row_block_s1(const DwGeometry& g, const uint32_t* masks, const float* x0,
+                         const float* w, __m512 vb, bool clamp, __m512 vlo, __m512 vhi,
+                         __mmask16 tail_mask, int64_t nv, float* yr) {
+  int64_t v0 = 0;
+  for (; v0 + 4 <= nv; v0 += 4)
+    rows_s1<RN, 4>(g, masks, x0, w, vb, clamp, vlo, vhi, tail_mask, v0, nv, yr);
+  switch (nv - v0) {
+    case 3:
+      rows_s1<RN, 3>(g, masks, x0, w, vb, clamp, vlo, vhi, tail_mask, v0, nv, yr);
+      break;
+    case 2:
+      rows_s1<RN, 2>(g, masks, x0, w, vb, clamp, vlo, vhi, tail_mask, v0, nv, yr);
+      break;
+    case 1:
+      rows_s1<RN, 1>(g, masks, x0, w, vb, clamp, vlo, vhi, tail_mask, v0, nv, yr);
+      break;
+    default:
+      break;
+  }
+}
+
 template <int kS, int kK>
 void run_impl(const DwGeometry& g, const uint32_t* masks, const float* xc, const float* w, float b,
               bool clamp, float lo, float hi, float* yc) {
@@ -260,10 +377,27 @@ void run_impl(const DwGeometry& g, const uint32_t* masks, const float* xc, const
   __m512 wv[9];
   if (kK == 3)
     for (int t = 0; t < 9; ++t) wv[t] = _mm512_set1_ps(w[t]);
+  // Output rows whose kernel rows all lie inside the image: [oy_in0, oy_in1).
+  const int64_t oy_in0 = std::min<int64_t>(g.OH, (g.pt + g.sh - 1) / g.sh);
+  const int64_t oy_in1 =
+      std::max<int64_t>(oy_in0, std::min<int64_t>(g.OH, (g.H - KH + g.pt) / g.sh + 1));
   for (int64_t oy = 0; oy < g.OH; ++oy) {
     const int64_t iy0 = oy * g.sh - g.pt;
     const int64_t ky0 = iy0 < 0 ? -iy0 : 0, ky1 = g.H - iy0 < KH ? g.H - iy0 : KH;
     float* yr = yc + oy * g.OW;
+    if (kS == 1 && kK == 0 && KH * KW > 9 && oy >= oy_in0 && oy < oy_in1) {
+      const float* x0 = xc + iy0 * g.W - g.pl;
+      if (oy + 3 < oy_in1) {
+        row_block_s1<4>(g, masks, x0, w, vb, clamp, vlo, vhi, tail_mask, nv, yr);
+        oy += 3;
+      } else if (oy + 1 < oy_in1) {
+        row_block_s1<2>(g, masks, x0, w, vb, clamp, vlo, vhi, tail_mask, nv, yr);
+        ++oy;
+      } else {
+        row_block_s1<1>(g, masks, x0, w, vb, clamp, vlo, vhi, tail_mask, nv, yr);
+      }
+      continue;
+    }
     // x0 + ky * W + (column of lane 0 for tap 0) = the load address of tap (ky, 0).
     const float* x0 = xc + iy0 * g.W - g.pl;
     const bool rows3 = kK == 3 && ky0 == 0 && ky1 == 3;

@@ -467,3 +467,76 @@ def test_lp_pool_ort_and_edges():
     m = node_model("LpPool", {"x": h}, ["y"], attrs={"kernel_shape": [3, 3], "strides": [2, 2]})
     check(m, {"x": h}, rtol=2e-3, atol=2e-3,
           expected=[pool_ref(h, "lp", [3, 3], [2, 2], [0] * 4, [1, 1])])
+
+
+# ---- depthwise Conv ----------------------------------------------------------------------------
+
+
+def dw_ref(x, w, b, strides, pads):
+    n, c, h, wd = x.shape
+    kh, kw = w.shape[2:]
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    oh = (xp.shape[2] - kh) // strides[0] + 1
+    ow = (xp.shape[3] - kw) // strides[1] + 1
+    y = np.zeros((n, c, oh, ow)) + b.astype(np.float64).reshape(1, c, 1, 1)
+    for ky in range(kh):
+        for kx in range(kw):
+            y += w[:, 0, ky, kx].astype(np.float64).reshape(1, c, 1, 1) * xp[
+                :, :, ky:ky + strides[0] * (oh - 1) + 1:strides[0],
+                kx:kx + strides[1] * (ow - 1) + 1:strides[1]]
+    return y.astype(np.float32)
+
+
+DW_CASES = [
+    # shape, kernel, strides, pads
+    ((1, 96, 56, 56), (7, 7), (1, 1), (3, 3, 3, 3)),
+    ((1, 8, 33, 33), (7, 7), (1, 1), (3, 3, 3, 3)),
+    ((2, 5, 23, 41), (5, 5), (1, 1), (2, 2, 2, 2)),
+    ((1, 6, 19, 37), (5, 5), (2, 2), (2, 2, 2, 2)),
+    ((1, 4, 29, 30), (7, 7), (2, 2), (3, 3, 3, 3)),
+    ((1, 3, 17, 70), (7, 7), (1, 1), (0, 1, 2, 3)),
+    ((1, 3, 9, 7), (7, 7), (1, 1), (3, 3, 3, 3)),
+    ((1, 7, 7, 7), (5, 5), (1, 1), (2, 2, 2, 2)),
+    ((1, 2, 12, 100), (5, 3), (1, 1), (2, 1, 2, 1)),
+    ((1, 2, 40, 20), (3, 7), (1, 1), (1, 3, 1, 3)),
+    ((1, 2, 30, 18), (5, 5), (3, 1), (1, 2, 0, 2)),
+    ((1, 2, 8, 8), (7, 7), (1, 1), (0, 0, 0, 0)),
+    ((1, 2, 4, 3), (5, 5), (1, 1), (2, 2, 2, 2)),
+]
+
+
+@pytest.mark.parametrize("case", DW_CASES)
+def test_depthwise_wide_kernels(case):
+    shape, k, s, pads = case
+    c = shape[1]
+    x = data(shape, 40)
+    w = data((c, 1) + k, 41)
+    b = data((c,), 42)
+    m = node_model("Conv", {"x": x}, ["y"], attrs={"group": c, "strides": list(s),
+                   "pads": list(pads), "kernel_shape": list(k)}, consts={"w": w, "b": b})
+    check(m, {"x": x}, rtol=1e-4, atol=1e-4, expected=[dw_ref(x, w, b, s, pads)])
+    check(m, {"x": x}, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("act", ["Relu", "Clip"])
+def test_depthwise_wide_kernels_fused_activation(act):
+    from onnx import helper, numpy_helper
+    from helpers import make_model
+    x = data((1, 16, 30, 45), 43)
+    x[0, 3, 10, 10] = np.nan
+    x[0, 4, 20, 20] = np.inf
+    w = data((16, 1, 7, 7), 44)
+    b = data((16,), 45)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], group=16, pads=[3] * 4)]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
+    if act == "Relu":
+        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
+    else:
+        inits += [numpy_helper.from_array(np.float32(-0.5), "lo"),
+                  numpy_helper.from_array(np.float32(2.0), "hi")]
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
+    m = make_model(nodes, [("x", np.float32, list(x.shape))], [("y", np.float32, None)], inits)
+    ref = dw_ref(x, w, b, (1, 1), (3, 3, 3, 3))
+    ref = np.maximum(ref, 0) if act == "Relu" else np.clip(ref, -0.5, 2.0)
+    ref = np.where(np.isnan(dw_ref(x, w, b, (1, 1), (3, 3, 3, 3))), np.nan, ref)
+    check(m, {"x": x}, rtol=1e-4, atol=1e-4, expected=[ref])
