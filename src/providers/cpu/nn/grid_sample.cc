@@ -106,16 +106,31 @@ class GridSample final : public Kernel {
     int64_t in_sp = 1, out_sp = 1;
     for (int64_t d : dims) in_sp *= d;
     for (size_t i = 2; i < out_shape.size(); ++i) out_sp *= out_shape[i];
-    std::vector<double> xv(static_cast<size_t>(x.numel())), gv(static_cast<size_t>(grid.numel()));
-    auto load = [](const Tensor& t, std::vector<double>& v) {
-      ORTLITE_DISPATCH_FLOAT(t.dtype(), "GridSample", [&](auto tag) {
-        using T = decltype(tag);
-        const T* p = t.data<T>();
-        for (size_t i = 0; i < v.size(); ++i) v[i] = gs_to_d(p[i]);
-      });
-    };
-    load(x, xv);
-    load(grid, gv);
+    std::vector<double> gv(static_cast<size_t>(grid.numel()));
+    ORTLITE_DISPATCH_FLOAT(grid.dtype(), "GridSample", [&](auto tag) {
+      using T = decltype(tag);
+      const T* p = grid.data<T>();
+      for (size_t i = 0; i < gv.size(); ++i) gv[i] = gs_to_d(p[i]);
+    });
+    Tensor& y = ctx.allocate_output(0, x.dtype(), out_shape);
+    if (y.numel() == 0) return;
+    ORTLITE_DISPATCH_FLOAT(x.dtype(), "GridSample", [&](auto tag) {
+      using T = decltype(tag);
+      sample<T>(ctx, x.data<T>(), gv.data(), y.data<T>(), n, c, dims, out_sp);
+    });
+  }
+
+ private:
+  // Positions go in chunks: per chunk the taps of every position (input offset and weight,
+  // the product of the per-dim weights in the order below; taps in the zeros padding
+  // dropped) are found once, then applied to every channel, summed in double in the order
+  // of a direct loop over the tap combinations.
+  template <typename T>
+  void sample(KernelContext& ctx, const T* xs, const double* gv, T* ys, int64_t n, int64_t c,
+              const std::vector<int64_t>& dims, int64_t out_sp) const {
+    const size_t k = dims.size();
+    int64_t in_sp = 1;
+    for (int64_t d : dims) in_sp *= d;
     std::vector<double> lo(k), hi(k);
     for (size_t i = 0; i < k; ++i) {
       lo[i] = align_ ? 0.0 : -0.5;
@@ -123,101 +138,144 @@ class GridSample final : public Kernel {
     }
     std::vector<int64_t> in_strides(k, 1);
     for (size_t i = k - 1; i-- > 0;) in_strides[i] = in_strides[i + 1] * dims[i + 1];
-    std::vector<double> out(static_cast<size_t>(n * c * out_sp));
     const int64_t taps = mode_ == GsMode::kNearest ? 1 : (mode_ == GsMode::kLinear ? 2 : 4);
     int64_t combos = 1;
     for (size_t i = 0; i < k; ++i) combos *= taps;
-    std::vector<double> coord(k);
-    std::vector<std::vector<int64_t>> tap_idx(k, std::vector<int64_t>(static_cast<size_t>(taps)));
-    std::vector<std::vector<double>> tap_w(k, std::vector<double>(static_cast<size_t>(taps)));
-    for (int64_t b = 0; b < n; ++b) {
-      for (int64_t o = 0; o < out_sp; ++o) {
-        const double* g = &gv[static_cast<size_t>((b * out_sp + o) * static_cast<int64_t>(k))];
-        for (size_t i = 0; i < k; ++i) {
-          const double nv = g[k - 1 - i];  // the grid lists the innermost dim first
-          const double len = static_cast<double>(dims[i]);
-          float xf = align_ ? static_cast<float>((nv + 1) / 2.0 * (len - 1))
-                            : static_cast<float>(((nv + 1) * len - 1) / 2.0);
-          double v = xf;
-          if (mode_ == GsMode::kNearest) v = std::nearbyint(v);
-          if (v < lo[i] || v > hi[i]) {
-            if (pad_ == GsPad::kBorder) {
-              v = std::min(std::max(v, 0.0), len - 1);
-            } else if (pad_ == GsPad::kReflection) {
-              v = reflect(v, lo[i], hi[i]);
+    constexpr int64_t kChunk = 512;
+    const int64_t chunks = (out_sp + kChunk - 1) / kChunk;
+    parallel_for(
+        ctx.thread_pool(), n * chunks,
+        static_cast<double>(std::min(out_sp, kChunk) * combos) * (static_cast<double>(c) + 4.0),
+        [&](int64_t cb, int64_t ce) {
+          std::vector<int64_t> toff(static_cast<size_t>(kChunk * combos));
+          std::vector<double> tw(static_cast<size_t>(kChunk * combos));
+          std::vector<int64_t> tcount(static_cast<size_t>(kChunk));
+          std::vector<std::vector<int64_t>> tap_idx(
+              k, std::vector<int64_t>(static_cast<size_t>(taps)));
+          std::vector<std::vector<double>> tap_w(k, std::vector<double>(static_cast<size_t>(taps)));
+          for (int64_t item = cb; item < ce; ++item) {
+            const int64_t b = item / chunks;
+            const int64_t o0 = (item % chunks) * kChunk;
+            const int64_t len = std::min(kChunk, out_sp - o0);
+            for (int64_t j = 0; j < len; ++j) {
+              const int64_t o = o0 + j;
+              const double* g = gv + (b * out_sp + o) * static_cast<int64_t>(k);
+              for (size_t i = 0; i < k; ++i)
+                taps_of(g[k - 1 - i], dims[i], lo[i], hi[i], tap_idx[i], tap_w[i]);
+              int64_t cnt = 0;
+              if (k == 2) {
+                // The combinations in the same order (dim 1 fastest), weight w1 * w0.
+                int64_t* to = &toff[static_cast<size_t>(j * combos)];
+                double* tws = &tw[static_cast<size_t>(j * combos)];
+                for (int64_t q0 = 0; q0 < taps; ++q0) {
+                  const int64_t i0 = tap_idx[0][static_cast<size_t>(q0)];
+                  for (int64_t q1 = 0; q1 < taps; ++q1) {
+                    const int64_t i1 = tap_idx[1][static_cast<size_t>(q1)];
+                    if (i0 < 0 || i1 < 0) continue;
+                    to[cnt] = i0 * in_strides[0] + i1;
+                    tws[cnt] =
+                        tap_w[1][static_cast<size_t>(q1)] * tap_w[0][static_cast<size_t>(q0)];
+                    ++cnt;
+                  }
+                }
+                tcount[static_cast<size_t>(j)] = cnt;
+                continue;
+              }
+              for (int64_t combo = 0; combo < combos; ++combo) {
+                int64_t rem = combo, off = 0;
+                double w = 1;
+                bool zero = false;
+                for (size_t i = k; i-- > 0;) {
+                  const size_t q = static_cast<size_t>(rem % taps);
+                  rem /= taps;
+                  const int64_t ix = tap_idx[i][q];
+                  w *= tap_w[i][q];
+                  if (ix < 0) {
+                    zero = true;
+                  } else {
+                    off += ix * in_strides[i];
+                  }
+                }
+                if (zero) continue;
+                toff[static_cast<size_t>(j * combos + cnt)] = off;
+                tw[static_cast<size_t>(j * combos + cnt)] = w;
+                ++cnt;
+              }
+              tcount[static_cast<size_t>(j)] = cnt;
             }
-          }
-          coord[i] = v;
-          // Taps along this dim: index and weight; index -1 marks "zero" (zeros padding).
-          auto fix = [&](int64_t ix) -> int64_t {
-            if (ix >= 0 && ix < dims[i]) return ix;
-            if (pad_ == GsPad::kZeros) return -1;
-            if (pad_ == GsPad::kBorder)
-              return std::min<int64_t>(std::max<int64_t>(ix, 0), dims[i] - 1);
-            int64_t rx = static_cast<int64_t>(reflect(static_cast<double>(ix), lo[i], hi[i]));
-            return std::min<int64_t>(std::max<int64_t>(rx, 0), dims[i] - 1);
-          };
-          if (mode_ == GsMode::kNearest) {
-            tap_idx[i][0] = fix(static_cast<int64_t>(v));
-            tap_w[i][0] = 1;
-          } else {
-            const double f = std::floor(v);
-            const int64_t x0 = static_cast<int64_t>(f);
-            const double t = v - f;
-            if (mode_ == GsMode::kLinear) {
-              tap_idx[i][0] = fix(x0);
-              tap_idx[i][1] = fix(x0 + 1);
-              tap_w[i][0] = 1 - t;
-              tap_w[i][1] = t;
-            } else {
-              double cc[4];
-              cubic_coeffs(t, cc);
-              for (int64_t q = 0; q < 4; ++q) {
-                tap_idx[i][static_cast<size_t>(q)] = fix(x0 - 1 + q);
-                tap_w[i][static_cast<size_t>(q)] = cc[q];
+            for (int64_t ch = 0; ch < c; ++ch) {
+              const T* src = xs + (b * c + ch) * in_sp;
+              T* dst = ys + (b * c + ch) * out_sp + o0;
+              for (int64_t j = 0; j < len; ++j) {
+                const int64_t* to = &toff[static_cast<size_t>(j * combos)];
+                const double* w = &tw[static_cast<size_t>(j * combos)];
+                const int64_t cnt = tcount[static_cast<size_t>(j)];
+                double acc = 0;
+                if (cnt == 4) {  // bilinear inside the image: unrolled, same order
+                  acc += w[0] * gs_to_d(src[to[0]]);
+                  acc += w[1] * gs_to_d(src[to[1]]);
+                  acc += w[2] * gs_to_d(src[to[2]]);
+                  acc += w[3] * gs_to_d(src[to[3]]);
+                } else {
+                  for (int64_t t = 0; t < cnt; ++t) acc += w[t] * gs_to_d(src[to[t]]);
+                }
+                if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+                  dst[j] = T(static_cast<float>(acc));
+                } else {
+                  dst[j] = static_cast<T>(acc);
+                }
               }
             }
           }
-        }
-        for (int64_t ch = 0; ch < c; ++ch) {
-          const double* src = &xv[static_cast<size_t>((b * c + ch) * in_sp)];
-          double acc = 0;
-          for (int64_t combo = 0; combo < combos; ++combo) {
-            int64_t rem = combo, off = 0;
-            double w = 1;
-            bool zero = false;
-            for (size_t i = k; i-- > 0;) {
-              const size_t q = static_cast<size_t>(rem % taps);
-              rem /= taps;
-              const int64_t ix = tap_idx[i][q];
-              w *= tap_w[i][q];
-              if (ix < 0) {
-                zero = true;
-              } else {
-                off += ix * in_strides[i];
-              }
-            }
-            if (!zero) acc += w * src[off];
-          }
-          out[static_cast<size_t>((b * c + ch) * out_sp + o)] = acc;
+        });
+  }
+
+  // The taps along one dim of normalized coordinate nv: input index and weight each; index
+  // -1 marks a tap in the zeros padding.
+  void taps_of(double nv, int64_t dim, double lo, double hi, std::vector<int64_t>& idx,
+               std::vector<double>& wt) const {
+    const double len = static_cast<double>(dim);
+    float xf = align_ ? static_cast<float>((nv + 1) / 2.0 * (len - 1))
+                      : static_cast<float>(((nv + 1) * len - 1) / 2.0);
+    double v = xf;
+    if (mode_ == GsMode::kNearest) v = std::nearbyint(v);
+    if (v < lo || v > hi) {
+      if (pad_ == GsPad::kBorder) {
+        v = std::min(std::max(v, 0.0), len - 1);
+      } else if (pad_ == GsPad::kReflection) {
+        v = reflect(v, lo, hi);
+      }
+    }
+    auto fix = [&](int64_t ix) -> int64_t {
+      if (ix >= 0 && ix < dim) return ix;
+      if (pad_ == GsPad::kZeros) return -1;
+      if (pad_ == GsPad::kBorder) return std::min<int64_t>(std::max<int64_t>(ix, 0), dim - 1);
+      int64_t rx = static_cast<int64_t>(reflect(static_cast<double>(ix), lo, hi));
+      return std::min<int64_t>(std::max<int64_t>(rx, 0), dim - 1);
+    };
+    if (mode_ == GsMode::kNearest) {
+      idx[0] = fix(static_cast<int64_t>(v));
+      wt[0] = 1;
+    } else {
+      const double f = std::floor(v);
+      const int64_t x0 = static_cast<int64_t>(f);
+      const double t = v - f;
+      if (mode_ == GsMode::kLinear) {
+        idx[0] = fix(x0);
+        idx[1] = fix(x0 + 1);
+        wt[0] = 1 - t;
+        wt[1] = t;
+      } else {
+        double cc[4];
+        cubic_coeffs(t, cc);
+        for (int64_t q = 0; q < 4; ++q) {
+          idx[static_cast<size_t>(q)] = fix(x0 - 1 + q);
+          wt[static_cast<size_t>(q)] = cc[q];
         }
       }
     }
-    Tensor& y = ctx.allocate_output(0, x.dtype(), out_shape);
-    ORTLITE_DISPATCH_FLOAT(x.dtype(), "GridSample", [&](auto tag) {
-      using T = decltype(tag);
-      T* p = y.data<T>();
-      for (size_t i = 0; i < out.size(); ++i) {
-        if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
-          p[i] = T(static_cast<float>(out[i]));
-        } else {
-          p[i] = static_cast<T>(out[i]);
-        }
-      }
-    });
   }
 
- private:
   GsMode mode_ = GsMode::kLinear;
   GsPad pad_ = GsPad::kZeros;
   bool align_;
