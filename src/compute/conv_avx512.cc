@@ -148,9 +148,10 @@ namespace cvx {
 namespace {
 
 // One vector of 16 outputs of row oy: taps of kernel rows [ky0, ky1). kK: the kernel is
-// kK x kK (0: any, from g); kFull: no load of this vector needs a mask. Kernel row ky adds
-// into accumulator ky % 4 (four independent FMA chains: a 7x7 kernel's 49 taps in one chain
-// waited on the FMA latency), summed at the end.
+// kK x kK (0: any, from g); kFull: no load of this vector needs a mask. At stride 1 kernel
+// row ky adds into accumulator ky % 4 (four independent FMA chains: a 7x7 kernel's 49 taps
+// in one chain waited on the FMA latency), summed at the end; stride 2 (bound by its
+// permutes) keeps one chain.
 template <int kS, int kK, bool kFull>
 inline __m512 out_vec(const DwGeometry& g, const uint32_t* mv, const float* x0, int64_t ky0,
                       int64_t ky1, const float* w, __m512 acc) {
@@ -178,7 +179,6 @@ inline __m512 out_vec(const DwGeometry& g, const uint32_t* mv, const float* x0, 
     for (int64_t ky = ky0; ky < ky1; ++ky) {
       const float* r = x0 + ky * W;
       const float* wk = w + ky * KW;
-      __m512 a0 = part[(ky - ky0) & 3];
 #pragma GCC unroll 8
       for (int64_t p = 0; p < np; ++p) {
         __m512 a, c;
@@ -189,13 +189,13 @@ inline __m512 out_vec(const DwGeometry& g, const uint32_t* mv, const float* x0, 
           a = _mm512_maskz_loadu_ps(static_cast<__mmask16>(mv[p] & 0xFFFF), r + 2 * p);
           c = _mm512_maskz_loadu_ps(static_cast<__mmask16>(mv[p] >> 16), r + 2 * p + 16);
         }
-        a0 = _mm512_fmadd_ps(_mm512_set1_ps(wk[2 * p]), _mm512_permutex2var_ps(a, even, c), a0);
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(wk[2 * p]), _mm512_permutex2var_ps(a, even, c), acc);
         if (2 * p + 1 < KW)
-          a0 =
-              _mm512_fmadd_ps(_mm512_set1_ps(wk[2 * p + 1]), _mm512_permutex2var_ps(a, odd, c), a0);
+          acc = _mm512_fmadd_ps(_mm512_set1_ps(wk[2 * p + 1]), _mm512_permutex2var_ps(a, odd, c),
+                                acc);
       }
-      part[(ky - ky0) & 3] = a0;
     }
+    return acc;
   }
   return _mm512_add_ps(_mm512_add_ps(part[0], part[1]), _mm512_add_ps(part[2], part[3]));
 }
