@@ -611,3 +611,52 @@ def test_grid_sample_nan_inf_and_dtypes():
           expected=[run_lite(node_model("GridSample", {"x": xh.astype(np.float32), "g": g}, ["y"],
                                         opset=16), {"x": xh.astype(np.float32), "g": g})[0]
                     .astype(np.float16)])
+
+
+_POOL_ISA_SCRIPT = r"""
+import sys, numpy as np
+sys.path.insert(0, sys.argv[1])
+from helpers import node_model, run_lite
+cases = eval(sys.argv[3])
+out = {}
+for i, (shape, k, s, pads, d, ceil) in enumerate(cases):
+    x = np.random.default_rng(i).standard_normal(shape).astype(np.float32)
+    for op in ("MaxPool", "AveragePool"):
+        attrs = {"kernel_shape": k, "strides": s, "pads": pads, "dilations": d, "ceil_mode": ceil}
+        for cip in ((0, 1) if op == "AveragePool" else (None,)):
+            if cip is not None:
+                attrs["count_include_pad"] = cip
+            m = node_model(op, {"x": x}, ["y"], attrs=attrs, opset=19)
+            out[f"{op}{i}_{cip}"] = run_lite(m, {"x": x}, threads=2)[0]
+np.savez(sys.argv[2], **out)
+"""
+
+
+def test_pool_same_on_every_isa(tmp_path):
+    """The 3-D and dilated windows on the 16-, 8- and 4-lane instances of the pooling loop
+    (ORTLITE_FAST_ISA caps the choice in a fresh process): the same results, and those of
+    the numpy loops."""
+    import os
+    import subprocess
+    import sys
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cases = [c for c in POOL_CASES if len(c[0]) >= 4]
+    outs = []
+    for isa in ("avx512", "avx2", "sse2"):
+        path = tmp_path / f"{isa}.npz"
+        r = subprocess.run([sys.executable, "-c", _POOL_ISA_SCRIPT, tests, str(path), repr(cases)],
+                           env=dict(os.environ, ORTLITE_FAST_ISA=isa), capture_output=True,
+                           text=True)
+        assert r.returncode == 0, r.stderr
+        outs.append(np.load(path))
+    for key in outs[0].files:
+        for o in outs[1:]:
+            np.testing.assert_array_equal(outs[0][key], o[key], err_msg=key)
+    for i, (shape, k, s, pads, d, ceil) in enumerate(cases):
+        x = np.random.default_rng(i).standard_normal(shape).astype(np.float32)
+        np.testing.assert_array_equal(outs[0][f"MaxPool{i}_None"],
+                                      pool_ref(x, "max", k, s, pads, d, ceil))
+        for cip in (0, 1):
+            np.testing.assert_allclose(outs[0][f"AveragePool{i}_{cip}"],
+                                       pool_ref(x, "avg", k, s, pads, d, ceil, cip),
+                                       rtol=1e-5, atol=1e-6)
