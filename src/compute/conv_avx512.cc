@@ -299,21 +299,70 @@ inline void block_s1_shared(const DwGeometry& g, const uint32_t* mv, const float
   }
 }
 
-// Interior output rows of a stride-1 kernel larger than 3x3: RN rows, four vectors at a
-// time, through block_s1 (block_s1_shared for 5 and 7 kernel rows at row stride 1); clamp
-// and store as run_impl does.
-template <int RN, int VN>
-inline void rows_s1(const DwGeometry& g, const uint32_t* masks, const float* x0, const float* w,
-                    __m512 vb, bool clamp, __m512 vlo, __m512 vhi, __mmask16 tail_mask, int64_t v0,
-                    int64_t nv, float* yr) {
+// The stride-2 form of block_s1_shared (both strides 2): output row r reads input rows
+// 2 r + ky. Per tap column, each input row of the block is loaded and its even or odd
+// columns permuted out once, feeding every output row it is a tap of (the permutes bounded
+// the one-vector loop).
+template <int RN, int VN, int kKH>
+inline void block_s2_shared(const DwGeometry& g, const uint32_t* mv, const float* x0,
+                            const float* w, __m512 vb, __m512 (&acc)[RN][VN]) {
+  const int64_t KW = g.KW, W = g.W, np = (KW + 1) / 2;
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  for (int r = 0; r < RN; ++r)
+    for (int j = 0; j < VN; ++j) acc[r][j] = vb;
+  for (int64_t kx = 0; kx < KW; ++kx) {
+    const int64_t p = kx / 2;
+    const __m512i idx = kx & 1 ? odd : even;
+    __mmask16 ml[VN], mh[VN];
+    for (int j = 0; j < VN; ++j) {
+      ml[j] = static_cast<__mmask16>(mv[j * np + p] & 0xFFFF);
+      mh[j] = static_cast<__mmask16>(mv[j * np + p] >> 16);
+    }
+    __m512 wk[kKH];
+    for (int ky = 0; ky < kKH; ++ky) wk[ky] = _mm512_set1_ps(w[ky * KW + kx]);
+    const float* xk = x0 + 2 * p;
+#pragma GCC unroll 16
+    for (int i = 0; i < 2 * (RN - 1) + kKH; ++i) {
+      __m512 v[VN];
+      for (int j = 0; j < VN; ++j) {
+        const __m512 a = _mm512_maskz_loadu_ps(ml[j], xk + i * W + 32 * j);
+        const __m512 c = _mm512_maskz_loadu_ps(mh[j], xk + i * W + 32 * j + 16);
+        v[j] = _mm512_permutex2var_ps(a, idx, c);
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < RN; ++r) {
+        if (i - 2 * r < 0 || i - 2 * r >= kKH) continue;
+        for (int j = 0; j < VN; ++j) acc[r][j] = _mm512_fmadd_ps(wk[i - 2 * r], v[j], acc[r][j]);
+      }
+    }
+  }
+}
+
+// Interior output rows of a kernel larger than 3x3: RN rows, VN vectors at a time. Stride
+// 1: block_s1 (block_s1_shared for 5 and 7 kernel rows at row stride 1); stride 2 (both
+// axes, 5 or 7 kernel rows): block_s2_shared. Clamp and store as run_impl does.
+template <int kS, int RN, int VN>
+inline void rows_blk(const DwGeometry& g, const uint32_t* masks, const float* x0, const float* w,
+                     __m512 vb, bool clamp, __m512 vlo, __m512 vhi, __mmask16 tail_mask, int64_t v0,
+                     int64_t nv, float* yr) {
   __m512 acc[RN][VN];
-  const uint32_t* mv = masks + v0 * g.KW;
-  if (g.sh == 1 && g.KH == 7) {
-    block_s1_shared<RN, VN, 7>(g, mv, x0 + 16 * v0, w, vb, acc);
-  } else if (g.sh == 1 && g.KH == 5) {
-    block_s1_shared<RN, VN, 5>(g, mv, x0 + 16 * v0, w, vb, acc);
+  if (kS == 2) {
+    const uint32_t* mv = masks + v0 * ((g.KW + 1) / 2);
+    if (g.KH == 7) {
+      block_s2_shared<RN, VN, 7>(g, mv, x0 + 32 * v0, w, vb, acc);
+    } else {
+      block_s2_shared<RN, VN, 5>(g, mv, x0 + 32 * v0, w, vb, acc);
+    }
   } else {
-    block_s1<RN, VN>(g, mv, x0 + 16 * v0, w, vb, acc);
+    const uint32_t* mv = masks + v0 * g.KW;
+    if (g.sh == 1 && g.KH == 7) {
+      block_s1_shared<RN, VN, 7>(g, mv, x0 + 16 * v0, w, vb, acc);
+    } else if (g.sh == 1 && g.KH == 5) {
+      block_s1_shared<RN, VN, 5>(g, mv, x0 + 16 * v0, w, vb, acc);
+    } else {
+      block_s1<RN, VN>(g, mv, x0 + 16 * v0, w, vb, acc);
+    }
   }
   for (int r = 0; r < RN; ++r) {
     for (int j = 0; j < VN; ++j) {
@@ -332,22 +381,25 @@ inline void rows_s1(const DwGeometry& g, const uint32_t* masks, const float* x0,
   }
 }
 
-template <int RN>
-inline void row_block_s1(const DwGeometry& g, const uint32_t* masks, const float* x0,
-                         const float* w, __m512 vb, bool clamp, __m512 vlo, __m512 vhi,
-                         __mmask16 tail_mask, int64_t nv, float* yr) {
+// All the vectors of RN interior rows: four at a time at stride 1, two at stride 2 (whose
+// weights of two kernel columns and permuted rows need more registers).
+template <int kS, int RN>
+inline void row_block(const DwGeometry& g, const uint32_t* masks, const float* x0, const float* w,
+                      __m512 vb, bool clamp, __m512 vlo, __m512 vhi, __mmask16 tail_mask,
+                      int64_t nv, float* yr) {
+  constexpr int kVN = kS == 1 ? 4 : 2;
   int64_t v0 = 0;
-  for (; v0 + 4 <= nv; v0 += 4)
-    rows_s1<RN, 4>(g, masks, x0, w, vb, clamp, vlo, vhi, tail_mask, v0, nv, yr);
+  for (; v0 + kVN <= nv; v0 += kVN)
+    rows_blk<kS, RN, kVN>(g, masks, x0, w, vb, clamp, vlo, vhi, tail_mask, v0, nv, yr);
   switch (nv - v0) {
     case 3:
-      rows_s1<RN, 3>(g, masks, x0, w, vb, clamp, vlo, vhi, tail_mask, v0, nv, yr);
+      rows_blk<kS, RN, 3>(g, masks, x0, w, vb, clamp, vlo, vhi, tail_mask, v0, nv, yr);
       break;
     case 2:
-      rows_s1<RN, 2>(g, masks, x0, w, vb, clamp, vlo, vhi, tail_mask, v0, nv, yr);
+      rows_blk<kS, RN, 2>(g, masks, x0, w, vb, clamp, vlo, vhi, tail_mask, v0, nv, yr);
       break;
     case 1:
-      rows_s1<RN, 1>(g, masks, x0, w, vb, clamp, vlo, vhi, tail_mask, v0, nv, yr);
+      rows_blk<kS, RN, 1>(g, masks, x0, w, vb, clamp, vlo, vhi, tail_mask, v0, nv, yr);
       break;
     default:
       break;
@@ -377,6 +429,9 @@ void run_impl(const DwGeometry& g, const uint32_t* masks, const float* xc, const
   __m512 wv[9];
   if (kK == 3)
     for (int t = 0; t < 9; ++t) wv[t] = _mm512_set1_ps(w[t]);
+  // Interior rows go in blocks (rows_blk): at stride 1 for kernels above 3x3, at stride 2
+  // (both axes) for 5 or 7 kernel rows.
+  const bool blocks = kK == 0 && (kS == 1 ? KH * KW > 9 : g.sh == 2 && (KH == 5 || KH == 7));
   // Output rows whose kernel rows all lie inside the image: [oy_in0, oy_in1).
   const int64_t oy_in0 = std::min<int64_t>(g.OH, (g.pt + g.sh - 1) / g.sh);
   const int64_t oy_in1 =
@@ -385,16 +440,16 @@ void run_impl(const DwGeometry& g, const uint32_t* masks, const float* xc, const
     const int64_t iy0 = oy * g.sh - g.pt;
     const int64_t ky0 = iy0 < 0 ? -iy0 : 0, ky1 = g.H - iy0 < KH ? g.H - iy0 : KH;
     float* yr = yc + oy * g.OW;
-    if (kS == 1 && kK == 0 && KH * KW > 9 && oy >= oy_in0 && oy < oy_in1) {
+    if (blocks && oy >= oy_in0 && oy < oy_in1) {
       const float* x0 = xc + iy0 * g.W - g.pl;
       if (oy + 3 < oy_in1) {
-        row_block_s1<4>(g, masks, x0, w, vb, clamp, vlo, vhi, tail_mask, nv, yr);
+        row_block<kS, 4>(g, masks, x0, w, vb, clamp, vlo, vhi, tail_mask, nv, yr);
         oy += 3;
       } else if (oy + 1 < oy_in1) {
-        row_block_s1<2>(g, masks, x0, w, vb, clamp, vlo, vhi, tail_mask, nv, yr);
+        row_block<kS, 2>(g, masks, x0, w, vb, clamp, vlo, vhi, tail_mask, nv, yr);
         ++oy;
       } else {
-        row_block_s1<1>(g, masks, x0, w, vb, clamp, vlo, vhi, tail_mask, nv, yr);
+        row_block<kS, 1>(g, masks, x0, w, vb, clamp, vlo, vhi, tail_mask, nv, yr);
       }
       continue;
     }
