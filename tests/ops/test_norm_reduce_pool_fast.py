@@ -268,7 +268,9 @@ def test_long_prod_edges():
 
 @pytest.mark.parametrize("shape,axes", [((1000000,), [0]), ((64, 1000), [1]), ((3, 17), [1]),
                                         ((2, 5, 7), [2]), ((1, 64, 56, 56), [2, 3]),
-                                        ((8, 9, 40), [-1])])
+                                        ((8, 9, 40), [-1]), ((64, 1000), [0]),
+                                        ((8, 9, 40), [1]), ((5, 3, 130), [0, 1]),
+                                        ((3, 5, 7, 11), [0, 2]), ((7, 3), [0])])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_long_logsumexp(shape, axes, dtype):
     x = data(shape, 23, dtype, 30.0)
@@ -298,6 +300,10 @@ def test_logsumexp_edges():
     x[2, :] = -np.inf
     x[3, 30] = -np.inf
     got = check(reduce_model("ReduceLogSumExp", x, [1], 0), {"x": x})[0]
+    assert np.isnan(got[0]) and got[1] == np.inf and got[2] == -np.inf and np.isfinite(got[3])
+    # the same columns down axis 0 (column mode)
+    got = check(reduce_model("ReduceLogSumExp", np.ascontiguousarray(x.T), [0], 0),
+                {"x": np.ascontiguousarray(x.T)})[0]
     assert np.isnan(got[0]) and got[1] == np.inf and got[2] == -np.inf and np.isfinite(got[3])
     big = np.full(100, 1e30, np.float32)
     got = check(reduce_model("ReduceLogSumExp", big, [0]), {"x": big}, rtol=1e-6)[0]

@@ -552,7 +552,16 @@ class Reducer {
                        pv[k] = param(obase + k);
                        acc[k] = Op::kIdempotent ? Op::first(x_[base + k]) : Op::identity();
                      }
-                     if constexpr (kColumnTerm != ColumnTermNone) {
+                     if constexpr (Op::kVec == VecKind::kSumExp &&
+                                   (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
+                       const int64_t rows = L_.rdims.back();
+                       const int64_t stride = L_.rstrides.back();
+                       ro_outer.seek(0);
+                       for (int64_t r = 0; r < R; r += rows, ro_outer.next()) {
+                         simd::add_exp_columns(x_ + base + ro_outer.offset(), stride, rows, pv, acc,
+                                               len);
+                       }
+                     } else if constexpr (kColumnTerm != ColumnTermNone) {
                        // Runs of rows along the innermost reduced dim in one call.
                        const int64_t rows = L_.rdims.back();
                        const int64_t stride = L_.rstrides.back();

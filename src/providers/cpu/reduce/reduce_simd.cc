@@ -415,6 +415,46 @@ ORTLITE_NN_INLINE double sum_exp_body(const T* x, int64_t n, double p) {
   return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
 }
 
+// Columns 8 at a time down all the rows, then single columns.
+template <typename T>
+ORTLITE_NN_INLINE void add_exp_columns_body(const T* x, int64_t stride, int64_t rows,
+                                            const double* p, double* acc, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    v8df a, pv, v;
+    std::memcpy(&a, acc + i, sizeof(a));
+    std::memcpy(&pv, p + i, sizeof(pv));
+    const T* q = x + i;
+    for (int64_t r = 0; r < rows; ++r, q += stride) {
+      load8d(q, v);
+      v -= pv;
+      exp8(v);
+      a += v;
+    }
+    std::memcpy(acc + i, &a, sizeof(a));
+  }
+  if (i < n) {  // the last columns as one padded vector: lanes past n are dropped
+    double pt[8], at[8], vt[8];
+    const int64_t m = n - i;
+    for (int l = 0; l < 8; ++l) {
+      pt[l] = l < m ? p[i + l] : 0.0;
+      at[l] = l < m ? acc[i + l] : 0.0;
+    }
+    v8df a, pv, v;
+    std::memcpy(&a, at, sizeof(a));
+    std::memcpy(&pv, pt, sizeof(pv));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int l = 0; l < 8; ++l) vt[l] = l < m ? static_cast<double>(x[r * stride + i + l]) : 0.0;
+      std::memcpy(&v, vt, sizeof(v));
+      v -= pv;
+      exp8(v);
+      a += v;
+    }
+    std::memcpy(at, &a, sizeof(a));
+    for (int64_t l = 0; l < m; ++l) acc[i + l] = at[l];
+  }
+}
+
 }  // namespace
 
 void add_columns(ColTerm term, const float* x, int64_t stride, int64_t rows, double* acc,
@@ -439,6 +479,14 @@ ORTLITE_NN_CLONES512 double prod_f32(const float* x, int64_t n) {
 }
 ORTLITE_NN_CLONES512 double prod_f64(const double* x, int64_t n) {
   return prod_body(x, n);
+}
+ORTLITE_NN_CLONES512 void add_exp_columns(const float* x, int64_t stride, int64_t rows,
+                                          const double* p, double* acc, int64_t n) {
+  add_exp_columns_body(x, stride, rows, p, acc, n);
+}
+ORTLITE_NN_CLONES512 void add_exp_columns(const double* x, int64_t stride, int64_t rows,
+                                          const double* p, double* acc, int64_t n) {
+  add_exp_columns_body(x, stride, rows, p, acc, n);
 }
 ORTLITE_NN_CLONES512 double sum_exp_f32(const float* x, int64_t n, double p) {
   return sum_exp_body(x, n, p);

@@ -37,6 +37,13 @@ double prod_f64(const double* x, int64_t n);
 double sum_exp_f32(const float* x, int64_t n, double p);
 double sum_exp_f64(const double* x, int64_t n, double p);
 
+// acc[i] += the sum over rows r of exp(x[r * stride + i] - p[i]) (in that order, in double,
+// the exp of sum_exp_*) for i in [0, n): LogSumExp's column-mode step.
+void add_exp_columns(const float* x, int64_t stride, int64_t rows, const double* p, double* acc,
+                     int64_t n);
+void add_exp_columns(const double* x, int64_t stride, int64_t rows, const double* p, double* acc,
+                     int64_t n);
+
 // max / min over x[0..n), n >= 1; the first NaN of x when x holds one.
 float max_f32(const float* x, int64_t n);
 float min_f32(const float* x, int64_t n);
