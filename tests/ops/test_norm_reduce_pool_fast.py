@@ -100,7 +100,8 @@ def group_norm_ref(x, s, b, groups, eps, per_group=False):
     if per_group:
         s = np.repeat(s, c // groups)
         b = np.repeat(b, c // groups)
-    return (y * s.astype(np.float64).reshape(shp) + b.astype(np.float64).reshape(shp)).astype(x.dtype)
+    y = y * s.astype(np.float64).reshape(shp) + b.astype(np.float64).reshape(shp)
+    return y.astype(x.dtype)
 
 
 GN_CASES = [
@@ -316,7 +317,8 @@ sys.path.insert(0, sys.argv[1])
 from helpers import node_model, run_lite
 out = {}
 rng = np.random.default_rng(0)
-for i, (shape, axes) in enumerate([((8, 128, 300), [1]), ((3, 5, 7, 11), [0, 2]), ((70, 129), [0])]):
+cases = [((8, 128, 300), [1]), ((3, 5, 7, 11), [0, 2]), ((70, 129), [0])]
+for i, (shape, axes) in enumerate(cases):
     x = rng.standard_normal(shape).astype(np.float32)
     for op in ("ReduceSum", "ReduceSumSquare", "ReduceL1"):
         kw = dict(consts={"a": np.array(axes, np.int64)}, opset=13) if op == "ReduceSum" else \
