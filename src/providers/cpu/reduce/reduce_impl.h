@@ -346,7 +346,7 @@ inline double vec_reduce(const double* x, int64_t n) {
   if constexpr (kVec == VecKind::kMax) return simd::max_f64(x, n);
   return simd::min_f64(x, n);
 }
-// The sums in double, max / min in float.
+// The sums and the product in double, max / min in float.
 template <VecKind kVec>
 inline auto vec_reduce(const float* x, int64_t n) {
   if constexpr (kVec == VecKind::kProd)

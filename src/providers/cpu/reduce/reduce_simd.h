@@ -1,9 +1,11 @@
-// Vectorized contiguous reductions for the reduction engine (reduce_impl.h): the inner loops
-// of ReduceSum / Mean / SumSquare / L1 / L2 over float and double (accumulated in double),
-// of ReduceMax / Min over float and double, and of the sums and max / min over int32 and
-// int64. Each is compiled for AVX-512, AVX2 and the
-// baseline and picked at load time by the CPU; the lane layout (and so the order of the
-// additions) is the same in all three, so the result does not depend on the CPU.
+// Vectorized reductions for the reduction engine (reduce_impl.h): the inner loops of
+// ReduceSum / Mean / SumSquare / L1 / L2 over float and double (accumulated in double, over
+// contiguous runs and down columns), of ReduceProd and ReduceLogSumExp over float and double
+// runs (in double), of ReduceMax / Min over float and double, and of the sums and max / min
+// over int32 and int64. Each is compiled for AVX-512, AVX2 and the baseline and picked at
+// load time by the CPU; the lane layout (and so the order of the additions) is the same in
+// all three, so the result does not depend on the CPU (up to the FMA contraction of the exp's
+// polynomial).
 #pragma once
 
 #include <cstdint>
