@@ -3,7 +3,8 @@
 // affine step in double, so they give the results of the scalar double arithmetic up to
 // the order of the additions. Each is compiled for AVX-512, AVX2 and the baseline
 // (ORTLITE_NN_CLONES512); the lane layout, and so the order of the additions, is the same
-// in all three.
+// in all three (the AVX2 and AVX-512 builds may fuse a multiply and add, a last-bit
+// difference in double).
 #pragma once
 
 #include <cstdint>
