@@ -1,6 +1,8 @@
 // Concat and Split: slab copies along an axis (memcpy of contiguous runs, split over the
 // pool when large).
 #include <algorithm>
+#include <string>
+#include <type_traits>
 
 #include "providers/cpu/tensor/tensor_kernels.h"
 
@@ -92,6 +94,30 @@ class Concat final : public Kernel {
         tensor_ops::parallel_copy(dt, parts[i]->raw_data(), dst + offset[i] * es, slab[i],
                                   ctx.thread_pool());
       }
+      return;
+    }
+    int64_t widest = 0;
+    for (size_t i = 0; i < k; ++i) widest = std::max(widest, slab[i]);
+    if (dt != DataType::kString && widest * static_cast<int64_t>(es) <= 64) {
+      // Short slabs (a few values per row on the last axis): a memcpy call per slab would
+      // cost more than the copy, so each row is assembled with element moves.
+      tensor_ops::dispatch_storage(dt, [&](auto tag) {
+        using T = decltype(tag);
+        if constexpr (!std::is_same_v<T, std::string>) {
+          T* d = reinterpret_cast<T*>(dst);
+          parallel_for(ctx.thread_pool(), outer, static_cast<double>(row),
+                       [&](int64_t b, int64_t e) {
+                         for (size_t i = 0; i < k; ++i) {
+                           const int64_t w = slab[i];
+                           const T* s = static_cast<const T*>(parts[i]->raw_data()) + b * w;
+                           T* o = d + b * row + offset[i];
+                           for (int64_t r = b; r < e; ++r, s += w, o += row) {
+                             for (int64_t j = 0; j < w; ++j) o[j] = s[j];
+                           }
+                         }
+                       });
+        }
+      });
       return;
     }
     const int64_t items = outer * static_cast<int64_t>(k);
@@ -221,6 +247,30 @@ class Split final : public Kernel {
       for (size_t i = 0; i < k; ++i) {
         tensor_ops::parallel_copy(dt, src + offset[i] * es, dst[i], slab[i], ctx.thread_pool());
       }
+      return;
+    }
+    int64_t widest = 0;
+    for (size_t i = 0; i < k; ++i) widest = std::max(widest, slab[i]);
+    if (dt != DataType::kString && widest * static_cast<int64_t>(es) <= 64) {
+      // Short slabs (a few values per row on the last axis): a memcpy call per slab would
+      // cost more than the copy, so each row is split with element moves.
+      tensor_ops::dispatch_storage(dt, [&](auto tag) {
+        using T = decltype(tag);
+        if constexpr (!std::is_same_v<T, std::string>) {
+          const T* from = reinterpret_cast<const T*>(src);
+          parallel_for(ctx.thread_pool(), outer, static_cast<double>(row),
+                       [&](int64_t b, int64_t e) {
+                         for (size_t i = 0; i < k; ++i) {
+                           const int64_t w = slab[i];
+                           const T* s = from + b * row + offset[i];
+                           T* o = reinterpret_cast<T*>(dst[i]) + b * w;
+                           for (int64_t r = b; r < e; ++r, s += row, o += w) {
+                             for (int64_t j = 0; j < w; ++j) o[j] = s[j];
+                           }
+                         }
+                       });
+        }
+      });
       return;
     }
     const int64_t items = outer * static_cast<int64_t>(k);

