@@ -144,3 +144,45 @@ def test_concat_split_short_slabs_strings():
                         consts={"s": np.array([2, 3], np.int64)}, outputs=("p", "q"))
     np.testing.assert_array_equal(p, a)
     np.testing.assert_array_equal(q, b)
+
+
+# --- CumSum -----------------------------------------------------------------------------------
+
+CS_SHAPES = [((1, 64, 56, 56), 1), ((64, 1000), 0), ((64, 1000), 1), ((64, 1000), -2),
+             ((3, 7, 11), 1), ((3, 7, 11), 0), ((3, 7, 11), -1), ((1,), 0), ((5, 1), 0),
+             ((1, 5), 0), ((2, 3, 1100, 3), 2), ((9, 2000), 0)]
+
+
+@pytest.mark.parametrize("shape,axis", CS_SHAPES)
+@pytest.mark.parametrize("exclusive,reverse", [(0, 0), (1, 0), (0, 1), (1, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+def test_cumsum_matches_onnxruntime_exactly(shape, axis, exclusive, reverse, dtype):
+    # Both accumulate each element in axis order: the float results are bit-identical.
+    check_ort("CumSum", {"x": values(shape, dtype)}, attrs={"exclusive": exclusive,
+                                                             "reverse": reverse},
+              consts={"a": np.array(axis, np.int64)})
+
+
+@pytest.mark.parametrize("shape,axis", [((64, 1000), 0), ((3, 7, 1500), 1), ((4, 5), 1)])
+@pytest.mark.parametrize("exclusive,reverse", [(0, 0), (1, 1)])
+def test_cumsum_float16_accumulates_in_float(shape, axis, exclusive, reverse):
+    x = values(shape, np.float16)
+    y = lite_outputs("CumSum", {"x": x}, attrs={"exclusive": exclusive, "reverse": reverse},
+                     consts={"a": np.array(axis, np.int64)})[0]
+    f = np.flip(x, axis) if reverse else x
+    acc = np.cumsum(f.astype(np.float32), axis=axis, dtype=np.float32)
+    if exclusive:
+        acc = np.concatenate([np.zeros_like(np.take(acc, [0], axis)),
+                              np.take(acc, range(acc.shape[axis] - 1), axis)], axis)
+    want = (np.flip(acc, axis) if reverse else acc).astype(np.float16)
+    np.testing.assert_array_equal(y, want)
+
+
+def test_cumsum_integer_wraps_and_edges():
+    x = np.array([[np.iinfo(np.int64).max, 1], [1, 2], [-3, np.iinfo(np.int64).min]], np.int64)
+    for axis in (0, 1):
+        y = lite_outputs("CumSum", {"x": x}, consts={"a": np.array(axis, np.int64)})[0]
+        with np.errstate(over="ignore"):
+            np.testing.assert_array_equal(y, np.cumsum(x, axis=axis))
+    f = np.array([[np.inf, 1], [-np.inf, np.nan], [-0.0, 2]], np.float32)
+    check_ort("CumSum", {"x": f}, consts={"a": np.array(0, np.int64)}, exact=False)

@@ -1,5 +1,6 @@
 // Kernels added for ONNX node conformance: CumSum, CumProd and the window generators
 // (HannWindow, HammingWindow, BlackmanWindow).
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -44,17 +45,75 @@ class Cumulative final : public Kernel {
           std::conditional_t<std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>, float, T>;
       const T* src = x.data<T>();
       T* dst = y.data<T>();
-      parallel_for(ctx.thread_pool(), outer * inner, static_cast<double>(n),
+      if (inner == 1) {
+        parallel_for(ctx.thread_pool(), outer, static_cast<double>(n),
+                     [&](int64_t begin, int64_t end) {
+                       for (int64_t o = begin; o < end; ++o) {
+                         const T* s = src + o * n;
+                         T* d = dst + o * n;
+                         Acc acc = Acc(kProduct ? 1 : 0);
+                         for (int64_t t = 0; t < n; ++t) {
+                           const int64_t at = rev ? n - 1 - t : t;
+                           const Acc v = static_cast<Acc>(s[at]);
+                           if (excl) d[at] = T(acc);
+                           acc = combine(acc, v);
+                           if (!excl) d[at] = T(acc);
+                         }
+                       }
+                     });
+        return;
+      }
+      // Along an outer axis: whole rows of `inner` running values at a time (contiguous,
+      // vectorizable; blocks of columns split over the pool), each element still
+      // accumulated in axis order, as the scalar loop above does. Where the element type is
+      // its own accumulator, row t is row t - 1 combined with one input row; float16 /
+      // bfloat16 keep float accumulators.
+      const int64_t kCols = 1024;
+      // Whole rows on one thread or when there are enough rows to share out, else about 8
+      // blocks.
+      ThreadPool* pool = ctx.thread_pool();
+      const bool serial = pool == nullptr || pool->num_threads() == 1;
+      const int64_t width =
+          !std::is_same_v<T, Acc> ? kCols
+          : serial || outer >= 8
+              ? inner
+              : std::max<int64_t>(kCols, ((inner * outer + 7) / 8 + 15) & ~int64_t{15});
+      const int64_t blocks = (inner + width - 1) / width;
+      const int64_t step = rev ? -inner : inner;
+      parallel_for(pool, outer * blocks, static_cast<double>(n * std::min(inner, width)),
                    [&](int64_t begin, int64_t end) {
-                     for (int64_t row = begin; row < end; ++row) {
-                       const int64_t o = row / inner, i = row % inner;
-                       Acc acc = Acc(kProduct ? 1 : 0);
-                       for (int64_t s = 0; s < n; ++s) {
-                         const int64_t at = (o * n + (rev ? n - 1 - s : s)) * inner + i;
-                         const Acc v = static_cast<Acc>(src[at]);
-                         if (excl) dst[at] = T(acc);
-                         acc = combine(acc, v);
-                         if (!excl) dst[at] = T(acc);
+                     Acc acc[std::is_same_v<T, Acc> ? 1 : 1024];
+                     for (int64_t item = begin; item < end; ++item) {
+                       const int64_t o = item / blocks, c0 = (item % blocks) * width;
+                       const int64_t w = std::min(width, inner - c0);
+                       const int64_t first = (o * n + (rev ? n - 1 : 0)) * inner + c0;
+                       const T* s = src + first;
+                       T* d = dst + first;
+                       if constexpr (std::is_same_v<T, Acc>) {
+                         (void)acc;
+                         for (int64_t i = 0; i < w; ++i) d[i] = excl ? T(kProduct ? 1 : 0) : s[i];
+                         for (int64_t t = 1; t < n; ++t) {
+                           const T* in = excl ? s : s + step;
+                           T* prev = d;
+                           s += step;
+                           d += step;
+                           for (int64_t i = 0; i < w; ++i) d[i] = combine(prev[i], in[i]);
+                         }
+                       } else {
+                         for (int64_t i = 0; i < w; ++i) acc[i] = Acc(kProduct ? 1 : 0);
+                         for (int64_t t = 0; t < n; ++t, s += step, d += step) {
+                           if (excl) {
+                             for (int64_t i = 0; i < w; ++i) {
+                               d[i] = T(acc[i]);
+                               acc[i] = combine(acc[i], static_cast<Acc>(s[i]));
+                             }
+                           } else {
+                             for (int64_t i = 0; i < w; ++i) {
+                               acc[i] = combine(acc[i], static_cast<Acc>(s[i]));
+                               d[i] = T(acc[i]);
+                             }
+                           }
+                         }
                        }
                      }
                    });
