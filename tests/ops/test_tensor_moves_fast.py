@@ -186,3 +186,49 @@ def test_cumsum_integer_wraps_and_edges():
             np.testing.assert_array_equal(y, np.cumsum(x, axis=axis))
     f = np.array([[np.inf, 1], [-np.inf, np.nan], [-0.0, 2]], np.float32)
     check_ort("CumSum", {"x": f}, consts={"a": np.array(0, np.int64)}, exact=False)
+
+
+# --- Hardmax ----------------------------------------------------------------------------------
+
+HM_SHAPES = [((64, 1000), 1), ((8, 12, 128, 128), -1), ((64, 1000), 0), ((1, 21, 64, 64), 1),
+             ((2, 3, 5, 7), 2), ((7,), 0), ((1, 1), 1), ((3, 300, 17), 1), ((3, 17, 300), 1),
+             ((5, 1, 4), 1)]
+
+
+def hardmax_reference(x, axis):
+    """1 at the first index k where x[k] > x[best] (best starts at 0) along the axis."""
+    xm = np.moveaxis(x, axis, -1)
+    flat = xm.reshape(-1, xm.shape[-1])
+    y = np.zeros_like(flat)
+    for r, row in enumerate(flat):
+        best = 0
+        for k in range(1, len(row)):
+            if row[k] > row[best]:
+                best = k
+        y[r, best] = 1
+    return np.moveaxis(y.reshape(xm.shape), -1, axis)
+
+
+@pytest.mark.parametrize("shape,axis", HM_SHAPES)
+@pytest.mark.parametrize("opset", [11, 13])
+def test_hardmax_matches_onnxruntime(shape, axis, opset):
+    x = values(shape, np.float32)
+    # Ties: repeat the row maximum further on (the first one wins).
+    flat = x.reshape(-1)
+    flat[::7] = np.round(flat[::7])
+    check_ort("Hardmax", {"x": x}, attrs={"axis": axis}, opset=opset)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("shape,axis", [((9, 40), 1), ((40, 9), 0), ((3, 33, 20), 1)])
+def test_hardmax_nan_and_ties_follow_the_sequential_scan(dtype, shape, axis):
+    # onnxruntime's result with a NaN depends on how Eigen's vectorized max meets it;
+    # ortlite's rule: best starts at index 0 and moves to any later element greater than
+    # it (so a NaN first wins, and NaNs further on are skipped).
+    g = np.random.default_rng(3)
+    x = g.integers(-3, 3, shape).astype(dtype)
+    x[g.random(shape) < 0.2] = np.nan
+    x[g.random(shape) < 0.1] = -0.0
+    np.put(x, [0], np.nan)
+    y = lite_outputs("Hardmax", {"x": x}, attrs={"axis": axis}, opset=13)[0]
+    np.testing.assert_array_equal(y, hardmax_reference(x, axis))
