@@ -232,3 +232,100 @@ def test_hardmax_nan_and_ties_follow_the_sequential_scan(dtype, shape, axis):
     np.put(x, [0], np.nan)
     y = lite_outputs("Hardmax", {"x": x}, attrs={"axis": axis}, opset=13)[0]
     np.testing.assert_array_equal(y, hardmax_reference(x, axis))
+
+
+# --- TopK -------------------------------------------------------------------------------------
+
+TK_SHAPES = [((64, 1000), 1), ((8, 128, 768), -1), ((1, 64, 56, 56), 1), ((64, 1000), 0),
+             ((3, 7, 11), 1), ((3, 7, 11), 0), ((3, 7, 11), -1), ((1,), 0), ((5, 70), 0),
+             ((2, 300, 3), 1), ((4, 17), 1)]
+
+
+def topk_reference(x, k, axis, largest):
+    """Sorted by value (NaN above every number), equal values in index order."""
+    xm = np.moveaxis(x, axis, -1)
+    flat = xm.reshape(-1, xm.shape[-1])
+    idxs = []
+    for row in flat:
+        if row.dtype.kind == "f":
+            nan = np.isnan(row).astype(np.int64)
+            row = np.where(nan, 0, row).astype(np.float64) + 0.0  # -0 as +0
+        else:
+            nan = np.zeros(len(row), np.int64)
+        rank = np.unique(row, return_inverse=True)[1].reshape(-1)  # exact, any integer type
+        j = np.arange(len(row))
+        order = (np.lexsort((j, -rank, -nan)) if largest else np.lexsort((j, rank, nan)))[:k]
+        idxs.append(order)
+    idxs = np.array(idxs, np.int64).reshape(xm.shape[:-1] + (k,))
+    vals = np.take_along_axis(xm, idxs, -1)
+    return np.moveaxis(vals, -1, axis), np.moveaxis(idxs, -1, axis)
+
+
+@pytest.mark.parametrize("shape,axis", TK_SHAPES)
+@pytest.mark.parametrize("largest", [1, 0])
+@pytest.mark.parametrize("kind", ["k1", "k5", "k17", "kn", "khalf"])
+def test_topk_matches_onnxruntime(shape, axis, largest, kind):
+    n = shape[axis]
+    k = {"k1": 1, "k5": min(5, n), "k17": min(17, n), "kn": n, "khalf": max(1, n // 2)}[kind]
+    x = values(shape, np.float32)
+    flat = x.reshape(-1)
+    flat[::5] = np.round(flat[::5])  # duplicates: ties keep the lower index first
+    flat[3::11] = -0.0
+    flat[4::13] = 0.0
+    out = check_ort("TopK", {"x": x}, attrs={"axis": axis, "largest": largest},
+                    consts={"k": np.array([k], np.int64)}, outputs=("v", "i"),
+                    out_dtypes=[np.float32, np.int64])
+    v, i = topk_reference(x, k, axis, largest)
+    np.testing.assert_array_equal(out[1], i)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.int64])
+@pytest.mark.parametrize("shape,axis", [((64, 300), 1), ((64, 300), 0), ((3, 40, 5), 1)])
+@pytest.mark.parametrize("largest", [1, 0])
+@pytest.mark.parametrize("k", [1, 3, 20])
+def test_topk_other_types_match_onnxruntime(dtype, shape, axis, largest, k):
+    x = values(shape, dtype, lo=-20, hi=20)
+    check_ort("TopK", {"x": x}, attrs={"axis": axis, "largest": largest},
+              consts={"k": np.array([k], np.int64)}, outputs=("v", "i"),
+              out_dtypes=[dtype, np.int64])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int8, np.uint8,
+                                   np.int16, np.uint16, np.uint32, np.uint64])
+@pytest.mark.parametrize("shape,axis", [((20, 300), 1), ((300, 20), 0), ((4, 9, 33), 1)])
+@pytest.mark.parametrize("largest", [1, 0])
+@pytest.mark.parametrize("k", [1, 4, 9])
+def test_topk_nan_ties_and_types_follow_the_sort_order(dtype, shape, axis, largest, k):
+    # NaN ranks above every number (onnxruntime's order with NaN is not a sort order).
+    g = np.random.default_rng(4)
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        x = g.integers(-4, 4, shape).astype(dtype)
+        x[g.random(shape) < 0.1] = np.nan
+        x[g.random(shape) < 0.1] = -0.0
+        x[g.random(shape) < 0.05] = np.inf
+        x[g.random(shape) < 0.05] = -np.inf
+    else:
+        info = np.iinfo(dt)
+        x = g.integers(info.min, info.max, shape, endpoint=True, dtype=dt)
+        x[g.random(shape) < 0.3] = info.min
+        x[g.random(shape) < 0.3] = info.max
+    v, i = lite_outputs("TopK", {"x": x}, attrs={"axis": axis, "largest": largest},
+                        consts={"k": np.array([k], np.int64)}, outputs=("v", "i"),
+                        out_dtypes=[dtype, np.int64])
+    rv, ri = topk_reference(x, k, axis, largest)
+    np.testing.assert_array_equal(i, ri)
+    np.testing.assert_array_equal(v.view(np.uint8), np.ascontiguousarray(rv).view(np.uint8))
+
+
+def test_topk_sorted_zero_and_k_zero():
+    x = values((6, 50), np.float32)
+    v, i = lite_outputs("TopK", {"x": x}, attrs={"axis": 1, "sorted": 0},
+                        consts={"k": np.array([4], np.int64)}, outputs=("v", "i"),
+                        out_dtypes=[np.float32, np.int64])
+    rv, ri = topk_reference(x, 4, 1, 1)
+    np.testing.assert_array_equal(np.sort(i, 1), np.sort(ri, 1))
+    v, i = lite_outputs("TopK", {"x": x}, attrs={"axis": 1},
+                        consts={"k": np.array([0], np.int64)}, outputs=("v", "i"),
+                        out_dtypes=[np.float32, np.int64])
+    assert v.shape == (6, 0) and i.shape == (6, 0)
