@@ -329,3 +329,72 @@ def test_topk_sorted_zero_and_k_zero():
                         consts={"k": np.array([0], np.int64)}, outputs=("v", "i"),
                         out_dtypes=[np.float32, np.int64])
     assert v.shape == (6, 0) and i.shape == (6, 0)
+
+
+# --- Unique -----------------------------------------------------------------------------------
+
+UNIQUE_OUTS = ("y", "idx", "inv", "cnt")
+
+
+def unique_reference(x, sorted_):
+    """numpy's unique of the flattened x, in sorted order or by first occurrence."""
+    u, first, inv, cnt = np.unique(x.reshape(-1), return_index=True, return_inverse=True,
+                                   return_counts=True)
+    order = np.arange(len(u)) if sorted_ else np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return x.reshape(-1)[first[order]], first[order], rank[inv.reshape(-1)], cnt[order]
+
+
+def unique_check(x, sorted_, axis=None):
+    attrs = {"sorted": sorted_}
+    if axis is not None:
+        attrs["axis"] = axis
+    outs = dict(outputs=UNIQUE_OUTS, opset=11, out_dtypes=[x.dtype, np.int64, np.int64, np.int64])
+    if x.dtype in (np.float32, np.int64, np.int8):  # the types onnxruntime's Unique runs
+        check_ort("Unique", {"x": x}, attrs=attrs, **outs)
+    if axis is None:
+        got = lite_outputs("Unique", {"x": x}, attrs=attrs, **outs)
+        for g, w in zip(got, unique_reference(x, sorted_)):
+            np.testing.assert_array_equal(g, w)
+            assert g.dtype == w.dtype or w.dtype == np.intp
+
+
+@pytest.mark.parametrize("sorted_", [1, 0])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int32, np.int8, np.uint8])
+@pytest.mark.parametrize("n,distinct", [(100000, 1000), (1, 1), (17, 3), (5000, 5000),
+                                        (3000, 2)])
+def test_unique_matches_onnxruntime(sorted_, dtype, n, distinct):
+    g = np.random.default_rng(n + distinct)
+    pool = g.choice(np.arange(-500000, 500000), size=distinct, replace=False)
+    x = pool[g.integers(0, distinct, n)]
+    if np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        x = np.clip(x, info.min, info.max)
+    x = x.astype(dtype)
+    if np.dtype(dtype).kind == "f":
+        x = (x / 7).astype(dtype)
+    unique_check(x, sorted_)
+
+
+@pytest.mark.parametrize("sorted_", [1, 0])
+def test_unique_multi_dim_flattened_and_negative_zero(sorted_):
+    x = np.array([[3.0, -0.0, 1.5], [0.0, 3.0, -2.0], [-0.0, 1.5, 7.0]], np.float32)
+    unique_check(x, sorted_)
+    unique_check(np.array([0.0, -0.0, 0.0], np.float32), sorted_)
+    unique_check(np.array([-0.0, 0.0], np.float32), sorted_)
+    unique_check(values((40, 3), np.int64, lo=-3, hi=3), sorted_, axis=0)
+
+
+@pytest.mark.parametrize("sorted_", [1, 0])
+def test_unique_bool_and_float16(sorted_):
+    b = values((300,), np.bool_)
+    y = lite_outputs("Unique", {"x": b}, attrs={"sorted": sorted_}, outputs=UNIQUE_OUTS,
+                     out_dtypes=[np.bool_, np.int64, np.int64, np.int64], opset=11)
+    u, first, inv, cnt = np.unique(b, return_index=True, return_inverse=True, return_counts=True)
+    if sorted_:
+        np.testing.assert_array_equal(y[0], u)
+        np.testing.assert_array_equal(y[1], first)
+        np.testing.assert_array_equal(y[2], inv)
+        np.testing.assert_array_equal(y[3], cnt)
+    unique_check((values((2000,), np.int64, lo=-40, hi=40) / 4).astype(np.float16), sorted_)

@@ -1,6 +1,10 @@
 // Kernels added for ONNX node conformance: CenterCropPad, ReverseSequence, Unique.
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "providers/cpu/tensor/tensor_kernels.h"
 
@@ -143,6 +147,74 @@ class ReverseSequence final : public Kernel {
   int64_t batch_axis_, time_axis_;
 };
 
+// The bits of a Unique element as a hash key: equal values (as compared with <, so -0
+// and +0) give equal keys. Not for NaN (no NaN equals another).
+template <typename T>
+uint64_t unique_key(T v) {
+  if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+    return unique_key(static_cast<float>(v));
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (v == T(0)) return 0;  // -0 as +0
+    std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t> u;
+    std::memcpy(&u, &v, sizeof(u));
+    return u;
+  } else {
+    return static_cast<uint64_t>(v);
+  }
+}
+
+template <typename T>
+bool is_nan_value(T v) {
+  if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+    return std::isnan(static_cast<float>(v));
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return std::isnan(v);
+  } else {
+    (void)v;
+    return false;
+  }
+}
+
+// Groups the n values of x by equal value in one pass over an open-addressing hash
+// table: group g (numbered by first occurrence) starts at firsts[g] and has counts[g]
+// members; group_of[j] is element j's group.
+template <typename T>
+void group_by_hash(const T* x, int64_t n, std::vector<int64_t>& firsts,
+                   std::vector<int64_t>& counts, std::vector<int64_t>& group_of) {
+  std::vector<uint64_t> keys;  // per group
+  size_t cap = 1024;
+  std::vector<int64_t> slots(cap, -1);
+  auto slot_of = [&](uint64_t key) {
+    return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
+  };
+  group_of.resize(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) {
+    const uint64_t key = unique_key(x[j]);
+    size_t s = slot_of(key);
+    while (slots[s] >= 0 && keys[static_cast<size_t>(slots[s])] != key) s = (s + 1) & (cap - 1);
+    if (slots[s] < 0) {
+      slots[s] = static_cast<int64_t>(keys.size());
+      keys.push_back(key);
+      firsts.push_back(j);
+      counts.push_back(0);
+      if (keys.size() * 2 > cap) {  // grow: keep the load under a half
+        cap *= 4;
+        slots.assign(cap, -1);
+        for (size_t g = 0; g < keys.size(); ++g) {
+          size_t t = slot_of(keys[g]);
+          while (slots[t] >= 0) t = (t + 1) & (cap - 1);
+          slots[t] = static_cast<int64_t>(g);
+        }
+        s = slot_of(key);
+        while (keys[static_cast<size_t>(slots[s])] != key) s = (s + 1) & (cap - 1);
+      }
+    }
+    const int64_t g = slots[s];
+    group_of[static_cast<size_t>(j)] = g;
+    counts[static_cast<size_t>(g)]++;
+  }
+}
+
 // Unique(X): the distinct elements (or slices along `axis`), sorted ascending
 // (lexicographically for slices) or in order of first occurrence; also the index of each
 // one's first occurrence, the inverse map and the counts.
@@ -195,26 +267,39 @@ class Unique final : public Kernel {
         }
         return 0;
       };
-      std::vector<int64_t> order(static_cast<size_t>(n));
-      for (int64_t j = 0; j < n; ++j) order[static_cast<size_t>(j)] = j;
-      std::stable_sort(order.begin(), order.end(),
-                       [&](int64_t j, int64_t k) { return cmp(j, k) < 0; });
-      // Groups of equal slices, each represented by its first occurrence.
-      std::vector<int64_t> group_of(static_cast<size_t>(n));
-      std::vector<int64_t> firsts, counts;
-      for (size_t p = 0; p < order.size(); ++p) {
-        if (p == 0 || cmp(order[p - 1], order[p]) != 0) {
-          firsts.push_back(order[p]);  // stable sort: the lowest index of the group
-          counts.push_back(0);
+      std::vector<int64_t> group_of, firsts, counts;
+      bool by_hash = outer == 1 && inner == 1;
+      for (int64_t j = 0; by_hash && j < n; ++j) by_hash = !is_nan_value(src[j]);
+      if (by_hash) {
+        // One value per slice and no NaN: hash the values (groups come numbered by first
+        // occurrence), then sort only the distinct ones.
+        group_by_hash(src, n, firsts, counts, group_of);
+      } else {
+        std::vector<int64_t> order(static_cast<size_t>(n));
+        for (int64_t j = 0; j < n; ++j) order[static_cast<size_t>(j)] = j;
+        std::stable_sort(order.begin(), order.end(),
+                         [&](int64_t j, int64_t k) { return cmp(j, k) < 0; });
+        // Groups of equal slices, each represented by its first occurrence.
+        group_of.resize(static_cast<size_t>(n));
+        for (size_t p = 0; p < order.size(); ++p) {
+          if (p == 0 || cmp(order[p - 1], order[p]) != 0) {
+            firsts.push_back(order[p]);  // stable sort: the lowest index of the group
+            counts.push_back(0);
+          }
+          group_of[static_cast<size_t>(order[p])] = static_cast<int64_t>(firsts.size()) - 1;
+          counts.back()++;
         }
-        group_of[static_cast<size_t>(order[p])] = static_cast<int64_t>(firsts.size()) - 1;
-        counts.back()++;
       }
       const int64_t u = static_cast<int64_t>(firsts.size());
       // Output order of the groups: sorted, or by first occurrence.
       std::vector<int64_t> perm(static_cast<size_t>(u));
       for (int64_t g = 0; g < u; ++g) perm[static_cast<size_t>(g)] = g;
-      if (!sorted_) {
+      if (by_hash && sorted_) {
+        std::sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) {
+          return val(firsts[static_cast<size_t>(a)], 0, 0) <
+                 val(firsts[static_cast<size_t>(b)], 0, 0);
+        });
+      } else if (!by_hash && !sorted_) {
         std::sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) {
           return firsts[static_cast<size_t>(a)] < firsts[static_cast<size_t>(b)];
         });
