@@ -72,6 +72,102 @@ def lite_outputs(op, inputs, attrs=None, consts=None, outputs=("y",), out_dtypes
     return first
 
 
+# --- Transpose --------------------------------------------------------------------------------
+
+ELEM_DTYPES = [np.uint8, np.int8, np.bool_, np.float16, np.uint16, np.float32, np.int64,
+               np.float64]
+
+
+def transpose_check(x, perm, threads=THREADS):
+    y = check_ort("Transpose", {"x": x}, attrs={"perm": list(perm)}, threads=threads)[0]
+    np.testing.assert_array_equal(y, np.transpose(x, perm))
+
+
+@pytest.mark.parametrize("dtype", ELEM_DTYPES)
+@pytest.mark.parametrize("shape", [(3, 17, 35), (2, 1, 5), (16, 16, 16), (5, 70, 33)])
+def test_transpose_every_rank3_perm(dtype, shape):
+    x = values(shape, dtype)
+    for perm in itertools.permutations(range(3)):
+        transpose_check(x, perm)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.float32, np.int64])
+@pytest.mark.parametrize("shape", [(2, 3, 17, 33), (1, 4, 16, 64), (3, 1, 9, 2)])
+def test_transpose_every_rank4_perm(dtype, shape):
+    x = values(shape, dtype)
+    for perm in itertools.permutations(range(4)):
+        transpose_check(x, perm)
+
+
+# NHWC <-> NCHW with 1..5 channels, 2-D transposes with edges around the 16 x 16 / 8 x 8
+# tiles and the 64 x 64 blocks, batched ones, and large ones split over the pool.
+TRANSPOSE_CASES = [
+    ((1, 3, 224, 224), (0, 2, 3, 1)), ((1, 224, 224, 3), (0, 3, 1, 2)),
+    ((2, 2, 37, 41), (0, 2, 3, 1)), ((2, 37, 41, 2), (0, 3, 1, 2)),
+    ((1, 4, 33, 65), (0, 2, 3, 1)), ((1, 33, 65, 4), (0, 3, 1, 2)),
+    ((1, 5, 30, 31), (0, 2, 3, 1)), ((1, 30, 31, 5), (0, 3, 1, 2)),
+    ((1, 1, 7, 9), (0, 2, 3, 1)), ((3, 1000), (1, 0)), ((1000, 3), (1, 0)), ((2, 7), (1, 0)),
+    ((8, 12, 128, 64), (0, 1, 3, 2)), ((1, 256, 64, 64), (0, 2, 3, 1)), ((1000, 1000), (1, 0)),
+    ((77, 129), (1, 0)), ((129, 77), (1, 0)), ((15, 17), (1, 0)), ((16, 16), (1, 0)),
+    ((64, 64), (1, 0)), ((65, 63), (1, 0)), ((3, 200, 130), (0, 2, 1)),
+    ((8, 128, 12, 64), (0, 2, 1, 3)), ((2, 3, 4, 5, 6, 7), (5, 3, 1, 0, 2, 4)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.float32, np.int64, np.bool_])
+@pytest.mark.parametrize("shape,perm", TRANSPOSE_CASES)
+def test_transpose_blocked_and_narrow(dtype, shape, perm):
+    transpose_check(values(shape, dtype), perm)
+
+
+def test_transpose_strings_and_float16_bits():
+    s = np.array([f"s{i}" for i in range(2 * 3 * 5)], dtype=object).reshape(2, 3, 5)
+    y = lite_outputs("Transpose", {"x": s}, attrs={"perm": [2, 0, 1]})[0]
+    np.testing.assert_array_equal(y, np.transpose(s, (2, 0, 1)))
+    # Elements are moved, not converted: NaN payloads and -0 keep their bits.
+    bits = np.random.default_rng(7).integers(0, 1 << 16, (1, 3, 40, 40)).astype(np.uint16)
+    h = bits.view(np.float16)
+    y = lite_outputs("Transpose", {"x": h}, attrs={"perm": [0, 2, 3, 1]})[0]
+    np.testing.assert_array_equal(y.view(np.uint16), np.transpose(bits, (0, 2, 3, 1)))
+
+
+_TRANSPOSE_ISA_SCRIPT = r"""
+import itertools, sys
+import numpy as np
+import ortlite
+from onnx import helper
+from helpers import node_model
+rng = np.random.default_rng(11)
+cases = [((1, 3, 224, 224), (0, 2, 3, 1)), ((1, 224, 224, 3), (0, 3, 1, 2)),
+         ((2, 2, 37, 41), (0, 2, 3, 1)), ((1, 37, 41, 4), (0, 3, 1, 2)),
+         ((8, 12, 128, 64), (0, 1, 3, 2)), ((1000, 1000), (1, 0)), ((77, 129), (1, 0)),
+         ((65, 63), (1, 0)), ((3, 17, 35), (2, 0, 1))]
+for dtype in (np.uint8, np.float16, np.float32, np.int64):
+    for shape, perm in cases:
+        x = (rng.integers(0, 250, shape)).astype(dtype)
+        m = node_model("Transpose", {"x": x}, ["y"], attrs={"perm": list(perm)})
+        for threads in (1, 2):
+            so = ortlite.SessionOptions()
+            so.intra_op_num_threads = threads
+            y = ortlite.InferenceSession(m.SerializeToString(), so).run(None, {"x": x})[0]
+            np.testing.assert_array_equal(y, np.transpose(x, perm))
+print("OK")
+"""
+
+
+@pytest.mark.parametrize("isa", ["sse2", "avx2", "avx512"])
+def test_transpose_each_isa(isa):
+    """The tile and narrow transposes on each path (AVX-512 permutes and wide tiles, the
+    SSE2 tiles and element loops): ORTLITE_FAST_ISA caps the choice in a fresh process."""
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = subprocess_env(ORTLITE_FAST_ISA=isa)
+    env["PYTHONPATH"] = os.pathsep.join([tests, env["PYTHONPATH"]])
+    r = subprocess.run([sys.executable, "-c", _TRANSPOSE_ISA_SCRIPT], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "OK"
+
+
 # --- GatherElements ---------------------------------------------------------------------------
 
 GE_CASES = [

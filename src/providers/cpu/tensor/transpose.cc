@@ -1,12 +1,18 @@
 // Transpose: a strided copy (tensor_util.cc) that memcpys rows when the permutation keeps
 // the innermost dim and tiles the copy for the 2-D transpose pattern. A permutation that
-// only moves size-1 dims is a reshape of the input (no copy). With 2..4 channels
-// (NHWC <-> NCHW of images) the 4-byte copy permutes whole vectors (AVX-512, at run time).
+// only moves size-1 dims is a reshape of the input (no copy). Batched 2-D transposes
+// (NHWC <-> NCHW, swapping the last two dims) have their own kernels: with 2..4 channels
+// every element size permutes whole vectors (AVX-512, at run time), and 1-, 2- and 4-byte
+// elements go through register tiles (SSE2 or AVX-512 for 1 and 2 bytes).
 #include <algorithm>
 #include <cstring>
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
+#endif
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
 #endif
 
 #include "compute/cpu_avx512.h"
@@ -15,6 +21,12 @@
 #include "compute/simd.h"
 #include "providers/cpu/tensor/tensor_kernels.h"
 #include "providers/shared/transpose_slice.h"
+
+// GCC 12's AVX-512 headers start some intrinsics (unpacks, extracts, narrowing moves)
+// from an undefined vector and then report it as (maybe-)uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace ortlite {
 namespace {
@@ -121,128 +133,389 @@ void transpose_2d_u32(const uint32_t* src, uint32_t* dst, int64_t B, int64_t R, 
 }
 
 #if defined(ORTLITE_HAVE_AVX512_DISPATCH)
-// K (2..4) vectors of 16 lanes in, K out: output lane L of vector v is lane lane[v][L] of
-// input vector id[v][L]. Done as two two-source permutes (inputs 0/1 and 2/3) and a blend.
-struct Shuffle4 {
-  __m512i idx[4];
-  __mmask16 hi[4];  // lanes taken from inputs 2/3
+// One 512-bit register of elements of kBytes bytes for the narrow transposes: L lanes,
+// two-source permutes and blends of that width. Bytes travel widened to 16 bits (32 per
+// register: load zero-extends, store narrows), so that AVX-512BW's 16-bit permutes do.
+template <int kBytes>
+struct Lanes;
+
+template <>
+struct Lanes<8> {
+  static constexpr int L = 8;
+  ORTLITE_AVX512 static __m512i load(const void* p) { return _mm512_loadu_si512(p); }
+  ORTLITE_AVX512 static void store(void* p, __m512i v) { _mm512_storeu_si512(p, v); }
+  ORTLITE_AVX512 static __m512i perm(__m512i a, __m512i i, __m512i b) {
+    return _mm512_permutex2var_epi64(a, i, b);
+  }
+  ORTLITE_AVX512 static __m512i blend(uint64_t m, __m512i a, __m512i b) {
+    return _mm512_mask_blend_epi64(static_cast<__mmask8>(m), a, b);
+  }
 };
 
+template <>
+struct Lanes<4> {
+  static constexpr int L = 16;
+  ORTLITE_AVX512 static __m512i load(const void* p) { return _mm512_loadu_si512(p); }
+  ORTLITE_AVX512 static void store(void* p, __m512i v) { _mm512_storeu_si512(p, v); }
+  ORTLITE_AVX512 static __m512i perm(__m512i a, __m512i i, __m512i b) {
+    return _mm512_permutex2var_epi32(a, i, b);
+  }
+  ORTLITE_AVX512 static __m512i blend(uint64_t m, __m512i a, __m512i b) {
+    return _mm512_mask_blend_epi32(static_cast<__mmask16>(m), a, b);
+  }
+};
+
+template <>
+struct Lanes<2> {
+  static constexpr int L = 32;
+  ORTLITE_AVX512 static __m512i load(const void* p) { return _mm512_loadu_si512(p); }
+  ORTLITE_AVX512 static void store(void* p, __m512i v) { _mm512_storeu_si512(p, v); }
+  ORTLITE_AVX512 static __m512i perm(__m512i a, __m512i i, __m512i b) {
+    return _mm512_permutex2var_epi16(a, i, b);
+  }
+  ORTLITE_AVX512 static __m512i blend(uint64_t m, __m512i a, __m512i b) {
+    return _mm512_mask_blend_epi16(static_cast<__mmask32>(m), a, b);
+  }
+};
+
+template <>
+struct Lanes<1> : Lanes<2> {
+  ORTLITE_AVX512 static __m512i load(const void* p) {
+    return _mm512_cvtepu8_epi16(_mm256_loadu_si256(static_cast<const __m256i*>(p)));
+  }
+  ORTLITE_AVX512 static void store(void* p, __m512i v) {
+    _mm256_storeu_si256(static_cast<__m256i*>(p), _mm512_cvtepi16_epi8(v));
+  }
+};
+
+// K (2..4) registers in, K out: output lane l of register v is lane lane[v][l] of input
+// register id[v][l]. Done as two two-source permutes (inputs 0/1 and 2/3) and a blend.
+struct Shuffle4 {
+  __m512i idx[4];
+  uint64_t hi[4];  // lanes taken from inputs 2/3
+};
+
+template <int kBytes>
 ORTLITE_AVX512 Shuffle4 make_shuffle(int K, bool deinterleave) {
+  constexpr int L = Lanes<kBytes>::L, W = 64 / L;  // lanes, bytes per lane
   Shuffle4 sh{};
   for (int v = 0; v < K; ++v) {
-    alignas(64) int32_t idx[16];
-    unsigned hi = 0;
-    for (int L = 0; L < 16; ++L) {
-      // Deinterleave (rows of K channels -> K planes): output v lane L is element K*L + v of
-      // the 16*K inputs. Interleave (K planes -> rows): output element 16v + L is plane
-      // (16v + L) % K, position (16v + L) / K.
-      const int e = deinterleave ? K * L + v : 16 * v + L;
-      const int id = deinterleave ? e / 16 : e % K;
-      const int lane = deinterleave ? e % 16 : e / K;
-      idx[L] = (id & 1) * 16 + lane;
-      if (id >= 2) hi |= 1u << L;
+    alignas(64) unsigned char idx[64];
+    uint64_t hi = 0;
+    for (int l = 0; l < L; ++l) {
+      // Deinterleave (rows of K channels -> K planes): output v lane l is element K*l + v
+      // of the L*K inputs. Interleave (K planes -> rows): output element L*v + l is plane
+      // (L*v + l) % K, position (L*v + l) / K.
+      const int e = deinterleave ? K * l + v : L * v + l;
+      const int id = deinterleave ? e / L : e % K;
+      const int lane = deinterleave ? e % L : e / K;
+      const uint64_t sel = static_cast<uint64_t>((id & 1) * L + lane);
+      std::memcpy(idx + l * W, &sel, W);  // little-endian: the low W bytes
+      if (id >= 2) hi |= uint64_t{1} << l;
     }
     sh.idx[v] = _mm512_load_si512(idx);
-    sh.hi[v] = static_cast<__mmask16>(hi);
+    sh.hi[v] = hi;
   }
   return sh;
 }
 
-template <int K>
-ORTLITE_AVX512 inline void shuffle_block(const Shuffle4& sh, const __m512* in, __m512* out) {
+template <int K, int kBytes>
+ORTLITE_AVX512 inline void shuffle_block(const Shuffle4& sh, const __m512i* in, __m512i* out) {
+  using V = Lanes<kBytes>;
 #pragma GCC unroll 4
   for (int v = 0; v < K; ++v) {
-    const __m512 lo = _mm512_permutex2var_ps(in[0], sh.idx[v], in[1]);
+    const __m512i lo = V::perm(in[0], sh.idx[v], in[1]);
     if constexpr (K <= 2) {
       out[v] = lo;
     } else {
-      const __m512 hi = _mm512_permutex2var_ps(in[2], sh.idx[v], in[K == 4 ? 3 : 2]);
-      out[v] = _mm512_mask_blend_ps(sh.hi[v], lo, hi);
+      const __m512i hi = V::perm(in[2], sh.idx[v], in[K == 4 ? 3 : 2]);
+      out[v] = V::blend(sh.hi[v], lo, hi);
     }
   }
 }
 
-// dst[c][r] = src[r][c] with C = K channels per row: rows [r0, r1), 16 at a time (the
-// rest is left to the caller); returns the end of the rows done.
-template <int K>
-ORTLITE_AVX512 int64_t deinterleave_rows(const float* src, float* dst, int64_t R, int64_t r0,
+// dst[c][r] = src[r][c] with C = K channels per row: rows [r0, r1), L at a time (the rest
+// is left to the caller); returns the end of the rows done.
+template <int K, int kBytes>
+ORTLITE_AVX512 int64_t deinterleave_rows(const char* src, char* dst, int64_t R, int64_t r0,
                                          int64_t r1) {
-  const Shuffle4 sh = make_shuffle(K, true);
+  using V = Lanes<kBytes>;
+  constexpr int L = V::L;
+  const Shuffle4 sh = make_shuffle<kBytes>(K, true);
   int64_t r = r0;
-  for (; r + 16 <= r1; r += 16) {
-    __m512 in[K], out[K];
+  for (; r + L <= r1; r += L) {
+    __m512i in[K], out[K];
 #pragma GCC unroll 4
-    for (int v = 0; v < K; ++v) in[v] = _mm512_loadu_ps(src + r * K + 16 * v);
-    shuffle_block<K>(sh, in, out);
+    for (int v = 0; v < K; ++v) in[v] = V::load(src + (r * K + L * v) * kBytes);
+    shuffle_block<K, kBytes>(sh, in, out);
 #pragma GCC unroll 4
-    for (int v = 0; v < K; ++v) _mm512_storeu_ps(dst + v * R + r, out[v]);
+    for (int v = 0; v < K; ++v) V::store(dst + (v * R + r) * kBytes, out[v]);
   }
   return r;
 }
 
-// dst[c][r] = src[r][c] with R = K rows (planes): columns [c0, c1), 16 at a time.
-template <int K>
-ORTLITE_AVX512 int64_t interleave_cols(const float* src, float* dst, int64_t C, int64_t c0,
+// dst[c][r] = src[r][c] with R = K rows (planes): columns [c0, c1), L at a time.
+template <int K, int kBytes>
+ORTLITE_AVX512 int64_t interleave_cols(const char* src, char* dst, int64_t C, int64_t c0,
                                        int64_t c1) {
-  const Shuffle4 sh = make_shuffle(K, false);
+  using V = Lanes<kBytes>;
+  constexpr int L = V::L;
+  const Shuffle4 sh = make_shuffle<kBytes>(K, false);
   int64_t c = c0;
-  for (; c + 16 <= c1; c += 16) {
-    __m512 in[K], out[K];
+  for (; c + L <= c1; c += L) {
+    __m512i in[K], out[K];
 #pragma GCC unroll 4
-    for (int v = 0; v < K; ++v) in[v] = _mm512_loadu_ps(src + v * C + c);
-    shuffle_block<K>(sh, in, out);
+    for (int v = 0; v < K; ++v) in[v] = V::load(src + (v * C + c) * kBytes);
+    shuffle_block<K, kBytes>(sh, in, out);
 #pragma GCC unroll 4
-    for (int v = 0; v < K; ++v) _mm512_storeu_ps(dst + c * K + 16 * v, out[v]);
+    for (int v = 0; v < K; ++v) V::store(dst + (c * K + L * v) * kBytes, out[v]);
   }
   return c;
 }
+
+template <int kBytes>
+ORTLITE_AVX512 int64_t narrow_vectors(bool narrow_c, int K, const char* s, char* d, int64_t R,
+                                      int64_t C, int64_t lo, int64_t hi) {
+  if (narrow_c) {
+    return K == 2   ? deinterleave_rows<2, kBytes>(s, d, R, lo, hi)
+           : K == 3 ? deinterleave_rows<3, kBytes>(s, d, R, lo, hi)
+                    : deinterleave_rows<4, kBytes>(s, d, R, lo, hi);
+  }
+  return K == 2   ? interleave_cols<2, kBytes>(s, d, C, lo, hi)
+         : K == 3 ? interleave_cols<3, kBytes>(s, d, C, lo, hi)
+                  : interleave_cols<4, kBytes>(s, d, C, lo, hi);
+}
 #endif
 
-// A batch of R x C -> C x R transposes of 4-byte elements where R or C is 2..4 (RGB / RGBA
-// planes <-> pixels, pairs): permutes across whole vectors instead of 16 x 16 tiles that
-// would be mostly empty. Returns false when it does not apply (then nothing is written).
-bool transpose_2d_small(const uint32_t* src, uint32_t* dst, int64_t B, int64_t R, int64_t C,
-                        ThreadPool* pool) {
+// The rows (narrow_c) or columns [lo, hi) of a narrow transpose, element by element, K a
+// constant so that the inner loop unrolls.
+template <int K, typename E>
+void narrow_scalar(bool narrow_c, const E* s, E* d, int64_t R, int64_t C, int64_t lo, int64_t hi) {
+  if (narrow_c) {
+    for (int64_t r = lo; r < hi; ++r)
+      for (int c = 0; c < K; ++c) d[c * R + r] = s[r * K + c];
+  } else {
+    for (int64_t c = lo; c < hi; ++c)
+      for (int r = 0; r < K; ++r) d[c * K + r] = s[r * C + c];
+  }
+}
+
+// A batch of R x C -> C x R transposes of elements E where R or C is 2..4 (RGB / RGBA
+// planes <-> pixels, pairs): permutes across whole registers (AVX-512, unless
+// ORTLITE_FAST_ISA caps it) instead of tiles that would be mostly empty; the rest, and
+// every element without AVX-512, element by element with the channel count a constant.
+// Returns false when it does not apply (then nothing is written).
+template <typename E>
+bool transpose_2d_small(const E* src, E* dst, int64_t B, int64_t R, int64_t C, ThreadPool* pool) {
   const bool narrow_c = C >= 2 && C <= 4;  // deinterleave: rows of C channels -> planes
   const bool narrow_r = !narrow_c && R >= 2 && R <= 4;
   if (!narrow_c && !narrow_r) return false;
 #if defined(ORTLITE_HAVE_AVX512_DISPATCH)
-  if (!cpu_has_avx512()) return false;
+  const bool vec = cpu_has_avx512() && nn::fast_isa_cap() >= 2;
+#else
+  const bool vec = false;
+#endif
   const int64_t len = narrow_c ? R : C;  // the long dim, split in chunks
-  constexpr int64_t kChunk = 1024;
+  constexpr int64_t kChunk = 4096;
   const int64_t chunks = (len + kChunk - 1) / kChunk;
   const int K = static_cast<int>(narrow_c ? C : R);
   parallel_for(pool, B * chunks, static_cast<double>(kChunk * K), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / chunks;
       const int64_t lo = (t % chunks) * kChunk, hi = std::min(len, lo + kChunk);
-      const float* s = reinterpret_cast<const float*>(src + b * R * C);
-      float* d = reinterpret_cast<float*>(dst + b * R * C);
+      const E* s = src + b * R * C;
+      E* d = dst + b * R * C;
       int64_t done = lo;
-      if (narrow_c) {
-        done = K == 2   ? deinterleave_rows<2>(s, d, R, lo, hi)
-               : K == 3 ? deinterleave_rows<3>(s, d, R, lo, hi)
-                        : deinterleave_rows<4>(s, d, R, lo, hi);
-        for (int64_t r = done; r < hi; ++r)
-          for (int64_t c = 0; c < C; ++c) d[c * R + r] = s[r * C + c];
+#if defined(ORTLITE_HAVE_AVX512_DISPATCH)
+      if (vec) {
+        done = narrow_vectors<static_cast<int>(sizeof(E))>(
+            narrow_c, K, reinterpret_cast<const char*>(s), reinterpret_cast<char*>(d), R, C, lo,
+            hi);
+      }
+#else
+      (void)vec;
+#endif
+      if (K == 2) {
+        narrow_scalar<2>(narrow_c, s, d, R, C, done, hi);
+      } else if (K == 3) {
+        narrow_scalar<3>(narrow_c, s, d, R, C, done, hi);
       } else {
-        done = K == 2   ? interleave_cols<2>(s, d, C, lo, hi)
-               : K == 3 ? interleave_cols<3>(s, d, C, lo, hi)
-                        : interleave_cols<4>(s, d, C, lo, hi);
-        for (int64_t c = done; c < hi; ++c)
-          for (int64_t r = 0; r < R; ++r) d[c * R + r] = s[r * C + c];
+        narrow_scalar<4>(narrow_c, s, d, R, C, done, hi);
       }
     }
   });
   return true;
-#else
-  (void)src;
-  (void)dst;
-  (void)B;
-  (void)pool;
-  return false;
+}
+
+// dst[b][c][r] = src[b][r][c] for 1- or 2-byte elements (E): kT x kT tiles of one SSE2
+// register per row (16 x 16 bytes, 8 x 8 halves; with AVX-512 four tiles side by side)
+// inside 64 x 64 blocks, so that each block writes whole cache lines; edges element by
+// element. Split over the pool by blocks of rows.
+#if defined(__SSE2__)
+// The 16 x 16 byte transpose: interleaves of 8-, 16-, 32- and 64-bit units; register i
+// then holds column bitreverse4(i).
+inline void transpose_tile(const uint8_t* s, int64_t lds, uint8_t* d, int64_t ldd) {
+  __m128i a[16], b[16];
+  for (int i = 0; i < 16; ++i)
+    a[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i * lds));
+  for (int i = 0; i < 8; ++i) {
+    b[2 * i] = _mm_unpacklo_epi8(a[2 * i], a[2 * i + 1]);
+    b[2 * i + 1] = _mm_unpackhi_epi8(a[2 * i], a[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 2; ++j) {
+      a[4 * i + j] = _mm_unpacklo_epi16(b[4 * i + j], b[4 * i + j + 2]);
+      a[4 * i + j + 2] = _mm_unpackhi_epi16(b[4 * i + j], b[4 * i + j + 2]);
+    }
+  }
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      b[8 * i + j] = _mm_unpacklo_epi32(a[8 * i + j], a[8 * i + j + 4]);
+      b[8 * i + j + 4] = _mm_unpackhi_epi32(a[8 * i + j], a[8 * i + j + 4]);
+    }
+  }
+  static constexpr int kRev[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
+  for (int j = 0; j < 8; ++j) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + kRev[j] * ldd),
+                     _mm_unpacklo_epi64(b[j], b[j + 8]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + kRev[j + 8] * ldd),
+                     _mm_unpackhi_epi64(b[j], b[j + 8]));
+  }
+}
+
+// The 8 x 8 transpose of 16-bit elements: interleaves of 16-, 32- and 64-bit units;
+// register i then holds column bitreverse3(i).
+inline void transpose_tile(const uint16_t* s, int64_t lds, uint16_t* d, int64_t ldd) {
+  __m128i a[8], b[8];
+  for (int i = 0; i < 8; ++i) a[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i * lds));
+  for (int i = 0; i < 4; ++i) {
+    b[2 * i] = _mm_unpacklo_epi16(a[2 * i], a[2 * i + 1]);
+    b[2 * i + 1] = _mm_unpackhi_epi16(a[2 * i], a[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 2; ++j) {
+      a[4 * i + j] = _mm_unpacklo_epi32(b[4 * i + j], b[4 * i + j + 2]);
+      a[4 * i + j + 2] = _mm_unpackhi_epi32(b[4 * i + j], b[4 * i + j + 2]);
+    }
+  }
+  static constexpr int kRev[8] = {0, 4, 2, 6, 1, 5, 3, 7};
+  for (int j = 0; j < 4; ++j) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + kRev[j] * ldd),
+                     _mm_unpacklo_epi64(a[j], a[j + 4]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + kRev[j + 4] * ldd),
+                     _mm_unpackhi_epi64(a[j], a[j + 4]));
+  }
+}
 #endif
+
+#if defined(ORTLITE_HAVE_AVX512_DISPATCH)
+// The same transposes for four tiles side by side (the unpacks work within 128-bit
+// lanes): kT rows of 4 * kT columns, each lane's columns stored 16 bytes at a time.
+ORTLITE_AVX512 void transpose_tiles4(const uint8_t* s, int64_t lds, uint8_t* d, int64_t ldd) {
+  __m512i a[16], b[16];
+  for (int i = 0; i < 16; ++i) a[i] = _mm512_loadu_si512(s + i * lds);
+  for (int i = 0; i < 8; ++i) {
+    b[2 * i] = _mm512_unpacklo_epi8(a[2 * i], a[2 * i + 1]);
+    b[2 * i + 1] = _mm512_unpackhi_epi8(a[2 * i], a[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 2; ++j) {
+      a[4 * i + j] = _mm512_unpacklo_epi16(b[4 * i + j], b[4 * i + j + 2]);
+      a[4 * i + j + 2] = _mm512_unpackhi_epi16(b[4 * i + j], b[4 * i + j + 2]);
+    }
+  }
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      b[8 * i + j] = _mm512_unpacklo_epi32(a[8 * i + j], a[8 * i + j + 4]);
+      b[8 * i + j + 4] = _mm512_unpackhi_epi32(a[8 * i + j], a[8 * i + j + 4]);
+    }
+  }
+  static constexpr int kRev[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
+  for (int j = 0; j < 8; ++j) {
+    const __m512i lo = _mm512_unpacklo_epi64(b[j], b[j + 8]);
+    const __m512i hi = _mm512_unpackhi_epi64(b[j], b[j + 8]);
+    uint8_t* dl = d + kRev[j] * ldd;
+    uint8_t* dh = d + kRev[j + 8] * ldd;
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dl), _mm512_castsi512_si128(lo));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dl + 16 * ldd), _mm512_extracti32x4_epi32(lo, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dl + 32 * ldd), _mm512_extracti32x4_epi32(lo, 2));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dl + 48 * ldd), _mm512_extracti32x4_epi32(lo, 3));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dh), _mm512_castsi512_si128(hi));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dh + 16 * ldd), _mm512_extracti32x4_epi32(hi, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dh + 32 * ldd), _mm512_extracti32x4_epi32(hi, 2));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dh + 48 * ldd), _mm512_extracti32x4_epi32(hi, 3));
+  }
+}
+
+ORTLITE_AVX512 void transpose_tiles4(const uint16_t* s, int64_t lds, uint16_t* d, int64_t ldd) {
+  __m512i a[8], b[8];
+  for (int i = 0; i < 8; ++i) a[i] = _mm512_loadu_si512(s + i * lds);
+  for (int i = 0; i < 4; ++i) {
+    b[2 * i] = _mm512_unpacklo_epi16(a[2 * i], a[2 * i + 1]);
+    b[2 * i + 1] = _mm512_unpackhi_epi16(a[2 * i], a[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 2; ++j) {
+      a[4 * i + j] = _mm512_unpacklo_epi32(b[4 * i + j], b[4 * i + j + 2]);
+      a[4 * i + j + 2] = _mm512_unpackhi_epi32(b[4 * i + j], b[4 * i + j + 2]);
+    }
+  }
+  static constexpr int kRev[8] = {0, 4, 2, 6, 1, 5, 3, 7};
+  for (int j = 0; j < 4; ++j) {
+    const __m512i lo = _mm512_unpacklo_epi64(a[j], a[j + 4]);
+    const __m512i hi = _mm512_unpackhi_epi64(a[j], a[j + 4]);
+    uint16_t* dl = d + kRev[j] * ldd;
+    uint16_t* dh = d + kRev[j + 4] * ldd;
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dl), _mm512_castsi512_si128(lo));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dl + 8 * ldd), _mm512_extracti32x4_epi32(lo, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dl + 16 * ldd), _mm512_extracti32x4_epi32(lo, 2));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dl + 24 * ldd), _mm512_extracti32x4_epi32(lo, 3));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dh), _mm512_castsi512_si128(hi));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dh + 8 * ldd), _mm512_extracti32x4_epi32(hi, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dh + 16 * ldd), _mm512_extracti32x4_epi32(hi, 2));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dh + 24 * ldd), _mm512_extracti32x4_epi32(hi, 3));
+  }
+}
+#endif
+
+template <typename E>
+void transpose_2d_narrow_elems(const E* src, E* dst, int64_t B, int64_t R, int64_t C,
+                               ThreadPool* pool) {
+  constexpr int64_t kT = 16 / sizeof(E), kBlock = 64;
+  const int64_t row_blocks = (R + kBlock - 1) / kBlock;
+#if defined(ORTLITE_HAVE_AVX512_DISPATCH)
+  // ORTLITE_FAST_ISA below avx512 keeps the SSE2 tiles.
+  const bool wide = cpu_has_avx512() && nn::fast_isa_cap() >= 2;
+#endif
+  parallel_for(pool, B * row_blocks, static_cast<double>(kBlock * C), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t / row_blocks, r0 = (t % row_blocks) * kBlock;
+      const int64_t r1 = std::min(R, r0 + kBlock);
+      const E* s = src + b * R * C;
+      E* d = dst + b * R * C;
+      for (int64_t c0 = 0; c0 < C; c0 += kBlock) {
+        const int64_t c1 = std::min(C, c0 + kBlock);
+        int64_t re = r0, ce = c0;  // the ends of the full tiles
+#if defined(__SSE2__)
+        re = r0 + (r1 - r0) / kT * kT;
+        ce = c0 + (c1 - c0) / kT * kT;
+        for (int64_t r = r0; r < re; r += kT) {
+          int64_t c = c0;
+#if defined(ORTLITE_HAVE_AVX512_DISPATCH)
+          if (wide) {
+            for (; c + 4 * kT <= ce; c += 4 * kT)
+              transpose_tiles4(s + r * C + c, C, d + c * R + r, R);
+          }
+#endif
+          for (; c < ce; c += kT) transpose_tile(s + r * C + c, C, d + c * R + r, R);
+        }
+#endif
+        for (int64_t c = c0; c < c1; ++c) {
+          for (int64_t r = c < ce ? re : r0; r < r1; ++r) d[c * R + r] = s[r * C + c];
+        }
+      }
+    }
+  });
 }
 
 class Transpose final : public Kernel {
@@ -270,14 +543,40 @@ class Transpose final : public Kernel {
     }
     Tensor& y = ctx.allocate_output(0, data.dtype(), out);
     int64_t B, R, C;
-    if (dtype_size(data.dtype()) == 4 && data.dtype() != DataType::kString &&
-        batched_2d(in, perm, &B, &R, &C) && R > 1 && C > 1) {
-      if (transpose_2d_small(static_cast<const uint32_t*>(data.raw_data()),
-                             static_cast<uint32_t*>(y.raw_data()), B, R, C, ctx.thread_pool()))
-        return;
-      transpose_2d_u32(static_cast<const uint32_t*>(data.raw_data()),
-                       static_cast<uint32_t*>(y.raw_data()), B, R, C, ctx.thread_pool());
-      return;
+    const size_t es = dtype_size(data.dtype());
+    if (data.dtype() != DataType::kString && batched_2d(in, perm, &B, &R, &C) && R > 1 && C > 1) {
+      const void* s = data.raw_data();
+      void* d = y.raw_data();
+      ThreadPool* pool = ctx.thread_pool();
+      switch (es) {
+        case 1:
+          if (transpose_2d_small(static_cast<const uint8_t*>(s), static_cast<uint8_t*>(d), B, R, C,
+                                 pool))
+            return;
+          return transpose_2d_narrow_elems(static_cast<const uint8_t*>(s), static_cast<uint8_t*>(d),
+                                           B, R, C, pool);
+        case 2:
+          if (transpose_2d_small(static_cast<const uint16_t*>(s), static_cast<uint16_t*>(d), B, R,
+                                 C, pool))
+            return;
+          return transpose_2d_narrow_elems(static_cast<const uint16_t*>(s),
+                                           static_cast<uint16_t*>(d), B, R, C, pool);
+        case 4:
+          if (transpose_2d_small(static_cast<const uint32_t*>(s), static_cast<uint32_t*>(d), B, R,
+                                 C, pool))
+            return;
+          return transpose_2d_u32(static_cast<const uint32_t*>(s), static_cast<uint32_t*>(d), B, R,
+                                  C, pool);
+        case 8:
+          // Tiles of 8-byte elements are left to the strided copy (its blocked loop keeps
+          // up); the narrow shapes are not.
+          if (transpose_2d_small(static_cast<const uint64_t*>(s), static_cast<uint64_t*>(d), B, R,
+                                 C, pool))
+            return;
+          break;
+        default:
+          break;
+      }
     }
     tensor_ops::strided_copy_dense(data.dtype(), data.raw_data(), view.strides, y.raw_data(), out,
                                    ctx.thread_pool());
@@ -294,3 +593,5 @@ void register_transpose_kernels(KernelRegistry& r) {
 }
 
 }  // namespace ortlite
+
+#pragma GCC diagnostic pop
