@@ -348,9 +348,9 @@ bool transpose_2d_small(const E* src, E* dst, int64_t B, int64_t R, int64_t C, T
 }
 
 // dst[b][c][r] = src[b][r][c] for 1- or 2-byte elements (E): kT x kT tiles of one SSE2
-// register per row (16 x 16 bytes, 8 x 8 halves; with AVX-512 four tiles side by side)
-// inside 64 x 64 blocks, so that each block writes whole cache lines; edges element by
-// element. Split over the pool by blocks of rows.
+// register per row (16 x 16 bytes, 8 x 8 halves; with AVX-512 strips of four tiles
+// stacked, written in 64-byte columns) inside 64 x 64 blocks, so that each block writes whole cache
+// lines; edges element by element. Split over the pool by blocks of rows.
 #if defined(__SSE2__)
 // The 16 x 16 byte transpose: interleaves of 8-, 16-, 32- and 64-bit units; register i
 // then holds column bitreverse4(i).
@@ -409,11 +409,20 @@ inline void transpose_tile(const uint16_t* s, int64_t lds, uint16_t* d, int64_t 
 #endif
 
 #if defined(ORTLITE_HAVE_AVX512_DISPATCH)
-// The same transposes for four tiles side by side (the unpacks work within 128-bit
-// lanes): kT rows of 4 * kT columns, each lane's columns stored 16 bytes at a time.
-ORTLITE_AVX512 void transpose_tiles4(const uint8_t* s, int64_t lds, uint8_t* d, int64_t ldd) {
+// The same transposes for a strip of 4 * kT rows and kT columns: register i holds rows
+// i, i + kT, i + 2 kT and i + 3 kT in its four 128-bit lanes (the unpacks work within
+// lanes), so each result register is one 64-byte column of the strip.
+ORTLITE_AVX512 inline __m512i load_rows4(const void* s, int64_t step) {
+  const char* p = static_cast<const char*>(s);
+  __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + step)), 1);
+  v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * step)), 2);
+  return _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 3 * step)), 3);
+}
+
+ORTLITE_AVX512 void transpose_strip(const uint8_t* s, int64_t lds, uint8_t* d, int64_t ldd) {
   __m512i a[16], b[16];
-  for (int i = 0; i < 16; ++i) a[i] = _mm512_loadu_si512(s + i * lds);
+  for (int i = 0; i < 16; ++i) a[i] = load_rows4(s + i * lds, 16 * lds);
   for (int i = 0; i < 8; ++i) {
     b[2 * i] = _mm512_unpacklo_epi8(a[2 * i], a[2 * i + 1]);
     b[2 * i + 1] = _mm512_unpackhi_epi8(a[2 * i], a[2 * i + 1]);
@@ -432,24 +441,14 @@ ORTLITE_AVX512 void transpose_tiles4(const uint8_t* s, int64_t lds, uint8_t* d, 
   }
   static constexpr int kRev[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
   for (int j = 0; j < 8; ++j) {
-    const __m512i lo = _mm512_unpacklo_epi64(b[j], b[j + 8]);
-    const __m512i hi = _mm512_unpackhi_epi64(b[j], b[j + 8]);
-    uint8_t* dl = d + kRev[j] * ldd;
-    uint8_t* dh = d + kRev[j + 8] * ldd;
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dl), _mm512_castsi512_si128(lo));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dl + 16 * ldd), _mm512_extracti32x4_epi32(lo, 1));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dl + 32 * ldd), _mm512_extracti32x4_epi32(lo, 2));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dl + 48 * ldd), _mm512_extracti32x4_epi32(lo, 3));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dh), _mm512_castsi512_si128(hi));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dh + 16 * ldd), _mm512_extracti32x4_epi32(hi, 1));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dh + 32 * ldd), _mm512_extracti32x4_epi32(hi, 2));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dh + 48 * ldd), _mm512_extracti32x4_epi32(hi, 3));
+    _mm512_storeu_si512(d + kRev[j] * ldd, _mm512_unpacklo_epi64(b[j], b[j + 8]));
+    _mm512_storeu_si512(d + kRev[j + 8] * ldd, _mm512_unpackhi_epi64(b[j], b[j + 8]));
   }
 }
 
-ORTLITE_AVX512 void transpose_tiles4(const uint16_t* s, int64_t lds, uint16_t* d, int64_t ldd) {
+ORTLITE_AVX512 void transpose_strip(const uint16_t* s, int64_t lds, uint16_t* d, int64_t ldd) {
   __m512i a[8], b[8];
-  for (int i = 0; i < 8; ++i) a[i] = _mm512_loadu_si512(s + i * lds);
+  for (int i = 0; i < 8; ++i) a[i] = load_rows4(s + i * lds, 8 * lds * 2);
   for (int i = 0; i < 4; ++i) {
     b[2 * i] = _mm512_unpacklo_epi16(a[2 * i], a[2 * i + 1]);
     b[2 * i + 1] = _mm512_unpackhi_epi16(a[2 * i], a[2 * i + 1]);
@@ -462,18 +461,8 @@ ORTLITE_AVX512 void transpose_tiles4(const uint16_t* s, int64_t lds, uint16_t* d
   }
   static constexpr int kRev[8] = {0, 4, 2, 6, 1, 5, 3, 7};
   for (int j = 0; j < 4; ++j) {
-    const __m512i lo = _mm512_unpacklo_epi64(a[j], a[j + 4]);
-    const __m512i hi = _mm512_unpackhi_epi64(a[j], a[j + 4]);
-    uint16_t* dl = d + kRev[j] * ldd;
-    uint16_t* dh = d + kRev[j + 4] * ldd;
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dl), _mm512_castsi512_si128(lo));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dl + 8 * ldd), _mm512_extracti32x4_epi32(lo, 1));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dl + 16 * ldd), _mm512_extracti32x4_epi32(lo, 2));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dl + 24 * ldd), _mm512_extracti32x4_epi32(lo, 3));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dh), _mm512_castsi512_si128(hi));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dh + 8 * ldd), _mm512_extracti32x4_epi32(hi, 1));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dh + 16 * ldd), _mm512_extracti32x4_epi32(hi, 2));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dh + 24 * ldd), _mm512_extracti32x4_epi32(hi, 3));
+    _mm512_storeu_si512(d + kRev[j] * ldd, _mm512_unpacklo_epi64(a[j], a[j + 4]));
+    _mm512_storeu_si512(d + kRev[j + 4] * ldd, _mm512_unpackhi_epi64(a[j], a[j + 4]));
   }
 }
 #endif
@@ -481,11 +470,12 @@ ORTLITE_AVX512 void transpose_tiles4(const uint16_t* s, int64_t lds, uint16_t* d
 template <typename E>
 void transpose_2d_narrow_elems(const E* src, E* dst, int64_t B, int64_t R, int64_t C,
                                ThreadPool* pool) {
-  constexpr int64_t kT = 16 / sizeof(E), kBlock = 64;
+  constexpr int64_t kBlock = 64;
+  [[maybe_unused]] constexpr int64_t kT = 16 / sizeof(E);  // tile side
   const int64_t row_blocks = (R + kBlock - 1) / kBlock;
 #if defined(ORTLITE_HAVE_AVX512_DISPATCH)
   // ORTLITE_FAST_ISA below avx512 keeps the SSE2 tiles.
-  const bool wide = cpu_has_avx512() && nn::fast_isa_cap() >= 2;
+  [[maybe_unused]] const bool wide = cpu_has_avx512() && nn::fast_isa_cap() >= 2;
 #endif
   parallel_for(pool, B * row_blocks, static_cast<double>(kBlock * C), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
@@ -499,16 +489,16 @@ void transpose_2d_narrow_elems(const E* src, E* dst, int64_t B, int64_t R, int64
 #if defined(__SSE2__)
         re = r0 + (r1 - r0) / kT * kT;
         ce = c0 + (c1 - c0) / kT * kT;
-        for (int64_t r = r0; r < re; r += kT) {
-          int64_t c = c0;
+        int64_t r = r0;
 #if defined(ORTLITE_HAVE_AVX512_DISPATCH)
-          if (wide) {
-            for (; c + 4 * kT <= ce; c += 4 * kT)
-              transpose_tiles4(s + r * C + c, C, d + c * R + r, R);
-          }
-#endif
-          for (; c < ce; c += kT) transpose_tile(s + r * C + c, C, d + c * R + r, R);
+        if (wide) {
+          for (; r + 4 * kT <= re; r += 4 * kT)
+            for (int64_t c = c0; c < ce; c += kT)
+              transpose_strip(s + r * C + c, C, d + c * R + r, R);
         }
+#endif
+        for (; r < re; r += kT)
+          for (int64_t c = c0; c < ce; c += kT) transpose_tile(s + r * C + c, C, d + c * R + r, R);
 #endif
         for (int64_t c = c0; c < c1; ++c) {
           for (int64_t r = c < ce ? re : r0; r < r1; ++r) d[c * R + r] = s[r * C + c];
