@@ -61,6 +61,39 @@ void for_each_index(const Shape& shape, Fn&& fn) {
 // ---------------------------------------------------------------------------------------
 // GatherElements / ScatterElements
 
+// d[j] = s[ind[j] * stride] for j < n while the indices are in [0, dim); returns where it
+// stopped (n when all were). Arguments by value: no store through d can change them.
+template <typename T, typename I>
+int64_t gather_run(const T* s, const I* ind, T* d, int64_t n, int64_t dim, int64_t stride) {
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t v = static_cast<int64_t>(ind[j]);
+    if (static_cast<uint64_t>(v) >= static_cast<uint64_t>(dim)) return j;
+    d[j] = s[v * stride];
+  }
+  return n;
+}
+
+// d[i] = s[ind[i] * stride + (table ? table[i] : i)] for i < inner; returns whether every
+// index was in [0, dim) (one that is not reads element 0 of its column: the caller
+// rewrites the run).
+template <typename T, typename I>
+bool gather_cols(const T* s, const I* ind, T* d, int64_t inner, int64_t dim, int64_t stride,
+                 const int64_t* table) {
+  bool in_range = true;
+  auto at = [&](int64_t i) {
+    const uint64_t v = static_cast<uint64_t>(static_cast<int64_t>(ind[i]));
+    const bool ok = v < static_cast<uint64_t>(dim);
+    in_range &= ok;
+    return static_cast<int64_t>(ok ? v : 0) * stride;
+  };
+  if (table == nullptr) {
+    for (int64_t i = 0; i < inner; ++i) d[i] = s[at(i) + i];
+  } else {
+    for (int64_t i = 0; i < inner; ++i) d[i] = s[at(i) + table[i]];
+  }
+  return in_range;
+}
+
 class GatherElements final : public Kernel {
  public:
   explicit GatherElements(const KernelInfo& info) : axis_(info.attr_int("axis", 0)) {}
@@ -128,41 +161,32 @@ class GatherElements final : public Kernel {
       const I* ind = static_cast<const I*>(indices.raw_data());
       T* dst = static_cast<T*>(y.raw_data());
       const int64_t* table = inner_off.data();
-      parallel_for(ctx.thread_pool(), rows, static_cast<double>(n * inner),
-                   [&](int64_t b, int64_t e) {
-                     for (int64_t r = b; r < e; ++r) {
-                       const T* s = src + row_base(r);
-                       const I* ip = ind + r * n * inner;
-                       T* d = dst + r * n * inner;
-                       if (inner == 1) {
-                         for (int64_t j = 0; j < n; ++j) {
-                           int64_t v = static_cast<int64_t>(ip[j]);
-                           if (static_cast<uint64_t>(v) >= static_cast<uint64_t>(dim))
-                             v = fix_index(ctx, v, dim, "indices", axis);
-                           d[j] = s[v * stride];
-                         }
-                         continue;
-                       }
-                       for (int64_t j = 0; j < n; ++j, ip += inner, d += inner) {
-                         bool in_range = true;
-                         for (int64_t i = 0; i < inner; ++i)
-                           in_range &= static_cast<uint64_t>(ip[i]) < static_cast<uint64_t>(dim);
-                         if (!in_range) {  // negative indices (or a bad one: fix_index fails)
-                           for (int64_t i = 0; i < inner; ++i) {
-                             const int64_t v =
-                                 fix_index(ctx, static_cast<int64_t>(ip[i]), dim, "indices", axis);
-                             d[i] = s[v * stride + (contiguous ? i : table[i])];
-                           }
-                         } else if (contiguous) {
-                           for (int64_t i = 0; i < inner; ++i)
-                             d[i] = s[static_cast<int64_t>(ip[i]) * stride + i];
-                         } else {
-                           for (int64_t i = 0; i < inner; ++i)
-                             d[i] = s[static_cast<int64_t>(ip[i]) * stride + table[i]];
-                         }
-                       }
-                     }
-                   });
+      parallel_for(
+          ctx.thread_pool(), rows, static_cast<double>(n * inner), [&](int64_t b, int64_t e) {
+            for (int64_t r = b; r < e; ++r) {
+              const T* s = src + row_base(r);
+              const I* ip = ind + r * n * inner;
+              T* d = dst + r * n * inner;
+              if (inner == 1) {
+                const int64_t bad = gather_run(s, ip, d, n, dim, stride);
+                for (int64_t j = bad; j < n; ++j) {  // negative or bad indices
+                  const int64_t v =
+                      fix_index(ctx, static_cast<int64_t>(ip[j]), dim, "indices", axis);
+                  d[j] = s[v * stride];
+                }
+                continue;
+              }
+              for (int64_t j = 0; j < n; ++j, ip += inner, d += inner) {
+                if (gather_cols(s, ip, d, inner, dim, stride, contiguous ? nullptr : table))
+                  continue;
+                for (int64_t i = 0; i < inner; ++i) {  // negative or bad indices
+                  const int64_t v =
+                      fix_index(ctx, static_cast<int64_t>(ip[i]), dim, "indices", axis);
+                  d[i] = s[v * stride + (contiguous ? i : table[i])];
+                }
+              }
+            }
+          });
     };
     tensor_ops::dispatch_storage(data.dtype(), [&](auto tag) {
       if (indices.dtype() == DataType::kInt64) {
