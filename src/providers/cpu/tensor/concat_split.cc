@@ -11,6 +11,16 @@ namespace {
 
 using tensor_ops::ints_to_string;
 
+// `count` runs of w elements, src_step and dst_step apart: element moves, no memcpy call
+// per run. Sizes come by value: no store through dst can change them.
+template <typename T>
+void copy_short_runs(const T* src, int64_t src_step, T* dst, int64_t dst_step, int64_t w,
+                     int64_t count) {
+  for (int64_t r = 0; r < count; ++r, src += src_step, dst += dst_step) {
+    for (int64_t j = 0; j < w; ++j) dst[j] = src[j];
+  }
+}
+
 class Concat final : public Kernel {
  public:
   explicit Concat(const KernelInfo& info) : opset_(info.opset()) {
@@ -111,9 +121,7 @@ class Concat final : public Kernel {
                            const int64_t w = slab[i];
                            const T* s = static_cast<const T*>(parts[i]->raw_data()) + b * w;
                            T* o = d + b * row + offset[i];
-                           for (int64_t r = b; r < e; ++r, s += w, o += row) {
-                             for (int64_t j = 0; j < w; ++j) o[j] = s[j];
-                           }
+                           copy_short_runs(s, w, o, row, w, e - b);
                          }
                        });
         }
@@ -264,9 +272,7 @@ class Split final : public Kernel {
                            const int64_t w = slab[i];
                            const T* s = from + b * row + offset[i];
                            T* o = reinterpret_cast<T*>(dst[i]) + b * w;
-                           for (int64_t r = b; r < e; ++r, s += row, o += w) {
-                             for (int64_t j = 0; j < w; ++j) o[j] = s[j];
-                           }
+                           copy_short_runs(s, row, o, w, w, e - b);
                          }
                        });
         }
