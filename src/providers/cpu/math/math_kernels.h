@@ -12,6 +12,7 @@
 #include "providers/cpu/common/elementwise.h"
 #include "compute/fast_kernels.h"
 #include "ortlite/kernel.h"
+#include "providers/cpu/nn/nn_common.h"
 
 namespace ortlite {
 
@@ -33,6 +34,26 @@ void register_dft_stft_kernels(KernelRegistry& r);       // dft_stft.cc: DFT STF
 
 namespace math {
 
+// A block of 16-bit floats to float and back: float16 with the F16C instructions when the
+// CPU has them (nn::convert_to_float / convert_from_float: round to nearest even, the same
+// results as ew::load / ew::store), bfloat16 element by element.
+template <typename T>
+inline void half_block_to_float(const T* x, float* buf, int64_t m) {
+  if constexpr (std::is_same_v<T, Float16>) {
+    nn::convert_to_float(DataType::kFloat16, x, buf, m);
+  } else {
+    for (int64_t j = 0; j < m; ++j) buf[j] = ew::load(x[j]);
+  }
+}
+template <typename T>
+inline void float_block_to_half(const float* buf, T* y, int64_t m) {
+  if constexpr (std::is_same_v<T, Float16>) {
+    nn::convert_from_float(DataType::kFloat16, buf, y, m);
+  } else {
+    for (int64_t j = 0; j < m; ++j) y[j] = ew::store<T>(buf[j]);
+  }
+}
+
 // y = fn(x) over n elements with the vectorized float loops of fast_kernels.h; the 16-bit
 // float types go through a float buffer.
 template <typename T>
@@ -45,9 +66,9 @@ void run_fast_unary(ThreadPool* pool, fast::UnaryFn fn, const T* x, T* y, int64_
       float buf[kBlock];
       for (int64_t i = begin; i < end; i += kBlock) {
         const int64_t m = std::min(kBlock, end - i);
-        for (int64_t j = 0; j < m; ++j) buf[j] = ew::load(x[i + j]);
+        half_block_to_float(x + i, buf, m);
         fast::unary(fn, buf, buf, m);
-        for (int64_t j = 0; j < m; ++j) y[i + j] = ew::store<T>(buf[j]);
+        float_block_to_half(buf, y + i, m);
       }
     }
   });
@@ -66,21 +87,19 @@ struct FastOf {
   static constexpr auto value = Op::kFast;
 };
 
-// Float32 loops over an inline op, y[i] = op.fast(x[i]), compiled for AVX-512, AVX2 + FMA
-// and the baseline, and picked by a run-time CPU check (op.fast, an ordinary inline member,
-// is inlined into each). FMA contraction stays off (-std=c++17), so all three give the
-// same results.
+// Float32 / float64 loops over an inline op, y[i] = op.fast(x[i]), compiled for AVX-512,
+// AVX2 + FMA and the baseline, and picked by a run-time CPU check (op.fast, an ordinary
+// inline member, is inlined into each). FMA contraction stays off (-std=c++17), so all three
+// give the same results.
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-template <typename Op>
-__attribute__((target("avx512f,avx512dq,avx2,fma"))) void map_f32_avx512(const Op& op,
-                                                                         const float* x, float* y,
-                                                                         int64_t n) {
+template <typename Op, typename T>
+__attribute__((target("avx512f,avx512dq,avx2,fma"))) void map_fast_avx512(const Op& op, const T* x,
+                                                                          T* y, int64_t n) {
   const Op o = op;  // a local copy: stores to y cannot change its members
   for (int64_t i = 0; i < n; ++i) y[i] = o.fast(x[i]);
 }
-template <typename Op>
-__attribute__((target("avx2,fma"))) void map_f32_avx2(const Op& op, const float* x, float* y,
-                                                      int64_t n) {
+template <typename Op, typename T>
+__attribute__((target("avx2,fma"))) void map_fast_avx2(const Op& op, const T* x, T* y, int64_t n) {
   const Op o = op;  // a local copy: stores to y cannot change its members
   for (int64_t i = 0; i < n; ++i) y[i] = o.fast(x[i]);
 }
@@ -95,31 +114,35 @@ inline int map_f32_level() {
   return level;
 }
 #endif
-template <typename Op>
-void map_f32(const Op& op, const float* x, float* y, int64_t n) {
+template <typename Op, typename T>
+void map_fast(const Op& op, const T* x, T* y, int64_t n) {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
   const int level = map_f32_level();
-  if (level == 2) return map_f32_avx512(op, x, y, n);
-  if (level == 1) return map_f32_avx2(op, x, y, n);
+  if (level == 2) return map_fast_avx512(op, x, y, n);
+  if (level == 1) return map_fast_avx2(op, x, y, n);
 #endif
   const Op o = op;  // a local copy: stores to y cannot change its members
   for (int64_t i = 0; i < n; ++i) y[i] = o.fast(x[i]);
 }
+template <typename Op>
+void map_f32(const Op& op, const float* x, float* y, int64_t n) {
+  map_fast(op, x, y, n);
+}
 
-// map_f32 over n elements, in parallel; the 16-bit float types go through a float buffer.
+// map_fast over n elements, in parallel; the 16-bit float types go through a float buffer.
 template <typename Op, typename T>
 void run_map_f32(ThreadPool* pool, const Op& op, const T* x, T* y, int64_t n, double cost) {
   parallel_for(pool, n, cost, [&](int64_t begin, int64_t end) {
-    if constexpr (std::is_same_v<T, float>) {
-      map_f32(op, x + begin, y + begin, end - begin);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      map_fast(op, x + begin, y + begin, end - begin);
     } else {
       constexpr int64_t kBlock = 512;
       float buf[kBlock];
       for (int64_t i = begin; i < end; i += kBlock) {
         const int64_t m = std::min(kBlock, end - i);
-        for (int64_t j = 0; j < m; ++j) buf[j] = ew::load(x[i + j]);
-        map_f32(op, buf, buf, m);
-        for (int64_t j = 0; j < m; ++j) y[i + j] = ew::store<T>(buf[j]);
+        half_block_to_float(x + i, buf, m);
+        map_fast(op, buf, buf, m);
+        float_block_to_half(buf, y + i, m);
       }
     }
   });
@@ -131,12 +154,41 @@ struct HasFastF32 : std::false_type {};
 template <typename Op>
 struct HasFastF32<Op, std::void_t<decltype(std::declval<const Op&>().fast(0.0f))>>
     : std::true_type {};
+// The same for double: `double fast(double) const`.
+template <typename Op, typename = void>
+struct HasFastF64 : std::false_type {};
+template <typename Op>
+struct HasFastF64<Op, std::void_t<decltype(std::declval<const Op&>().fast(0.0))>>
+    : std::bool_constant<
+          std::is_same_v<decltype(std::declval<const Op&>().fast(0.0)), double>> {};
+
+// True when Op has a whole-array double loop `void block(const double*, double*, int64_t) const`.
+template <typename Op, typename = void>
+struct HasBlockF64 : std::false_type {};
+template <typename Op>
+struct HasBlockF64<Op, std::void_t<decltype(std::declval<const Op&>().block(
+                           static_cast<const double*>(nullptr), static_cast<double*>(nullptr),
+                           int64_t{0}))>> : std::true_type {};
+
+// True when Op works on float16 bits directly: `uint16_t fast_half(uint16_t) const`.
+template <typename Op, typename = void>
+struct HasFastHalf : std::false_type {};
+template <typename Op>
+struct HasFastHalf<Op, std::void_t<decltype(std::declval<const Op&>().fast_half(uint16_t{0}))>>
+    : std::true_type {};
+
+template <typename Op>
+ORTLITE_EW_CLONES void map_half_bits(const uint16_t* __restrict x, uint16_t* __restrict y,
+                                     int64_t n, const Op op) {
+  for (int64_t i = 0; i < n; ++i) y[i] = op.fast_half(x[i]);
+}
 
 // Unary kernel: y = Op(x), same shape, output type = input type. Op is constructed from
 // the KernelInfo (attributes), has `static constexpr double kCost` and a
 // `template <typename C> C operator()(C x) const` called with the compute type of the
 // element (float for float16/bfloat16). With a kFast member, float and the 16-bit floats
-// use that vectorized loop instead; with a `float fast(float) const` member, map_f32 over it.
+// use that vectorized loop instead; with a `float fast(float) const` member, map_f32 over it
+// (and double through a `double fast(double) const` member).
 template <typename Op, unsigned Types>
 class UnaryKernel : public Kernel {
  public:
@@ -146,12 +198,26 @@ class UnaryKernel : public Kernel {
     Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
     ew::dispatch<Types>(x.dtype(), ctx, ctx.node().op_type.c_str(), [&](auto tag) {
       using T = decltype(tag);
-      if constexpr (HasFast<Op>::value && (std::is_same_v<T, float> || ew::is_half_v<T>)) {
+      if constexpr (HasFastHalf<Op>::value && std::is_same_v<T, Float16>) {
+        const uint16_t* px = reinterpret_cast<const uint16_t*>(x.data<T>());
+        uint16_t* py = reinterpret_cast<uint16_t*>(y.data<T>());
+        const Op& op = op_;
+        parallel_for(ctx.thread_pool(), x.numel(), Op::kCost,
+                     [&](int64_t b, int64_t e) { map_half_bits(px + b, py + b, e - b, op); });
+      } else if constexpr (HasFast<Op>::value && (std::is_same_v<T, float> || ew::is_half_v<T>)) {
         run_fast_unary(ctx.thread_pool(), FastOf<Op, T>::value, x.data<T>(), y.data<T>(), x.numel(),
                        Op::kCost);
       } else if constexpr (HasFastF32<Op>::value &&
                            (std::is_same_v<T, float> || ew::is_half_v<T>)) {
         run_map_f32(ctx.thread_pool(), op_, x.data<T>(), y.data<T>(), x.numel(), Op::kCost);
+      } else if constexpr (HasFastF64<Op>::value && std::is_same_v<T, double>) {
+        run_map_f32(ctx.thread_pool(), op_, x.data<T>(), y.data<T>(), x.numel(), Op::kCost);
+      } else if constexpr (HasBlockF64<Op>::value && std::is_same_v<T, double>) {
+        const double* px = x.data<T>();
+        double* py = y.data<T>();
+        const Op& op = op_;
+        parallel_for(ctx.thread_pool(), x.numel(), Op::kCost,
+                     [&](int64_t b, int64_t e) { op.block(px + b, py + b, e - b); });
       } else {
         ew::run_unary(ctx.thread_pool(), x.data<T>(), y.data<T>(), x.numel(), Op::kCost, op_);
       }

@@ -4,8 +4,14 @@
 #include "compute/vectorize.h"  // first: compile options for the loops below
 
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "compute/fast_math.h"
 #include "providers/cpu/math/math_kernels.h"
 
 namespace ortlite {
@@ -89,6 +95,29 @@ class NotKernel final : public Kernel {
   }
 };
 
+// y = sqrt(x) over double with sqrtpd: 8 at a time with AVX-512, else 2 at a time (SSE2).
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx512f"))) void sqrt_f64_avx512(const double* x, double* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm512_storeu_pd(y + i, _mm512_maskz_sqrt_pd(0xFF, _mm512_loadu_pd(x + i)));
+  for (; i < n; ++i) y[i] = std::sqrt(x[i]);
+}
+void sqrt_f64(const double* x, double* y, int64_t n) {
+  static const bool avx512 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  if (avx512) return sqrt_f64_avx512(x, y, n);
+  int64_t i = 0;
+  for (; i + 2 <= n; i += 2) _mm_storeu_pd(y + i, _mm_sqrt_pd(_mm_loadu_pd(x + i)));
+  for (; i < n; ++i) y[i] = std::sqrt(x[i]);
+}
+#else
+void sqrt_f64(const double* x, double* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::sqrt(x[i]);
+}
+#endif
+
 // Float functions: one std:: call per element.
 #define ORTLITE_FLOAT_UNARY(NAME, COST, EXPR) \
   struct NAME : NoAttrs {                     \
@@ -138,20 +167,51 @@ struct FastErfOp : ErfOp {
 struct FastSqrtOp : SqrtOp {
   using SqrtOp::SqrtOp;
   static constexpr fast::UnaryFn kFast = fast::UnaryFn::kSqrt;
+  // double: sqrtpd, correctly rounded like std::sqrt (which stays a scalar call under
+  // -fmath-errno).
+  void block(const double* x, double* y, int64_t n) const { sqrt_f64(x, y, n); }
 };
-// Rounding to integers: the AVX-512 / AVX2 clones of map_f32 inline these as vrndscaleps /
-// vroundps (the baseline calls libm).
+// Rounding to integers: the AVX-512 / AVX2 clones of map_fast inline these as vrndscaleps /
+// vrndscalepd / vroundps (the baseline calls libm).
 struct FastFloorOp : FloorOp {
   using FloorOp::FloorOp;
-  float fast(float x) const { return std::floor(x); }
+  template <typename C>
+  C fast(C x) const {
+    return std::floor(x);
+  }
 };
 struct FastCeilOp : CeilOp {
   using CeilOp::CeilOp;
-  float fast(float x) const { return std::ceil(x); }
+  template <typename C>
+  C fast(C x) const {
+    return std::ceil(x);
+  }
 };
 struct FastRoundOp : RoundOp {
   using RoundOp::RoundOp;
-  float fast(float x) const { return std::nearbyint(x); }
+  template <typename C>
+  C fast(C x) const {
+    return std::nearbyint(x);
+  }
+};
+// Sign without branches, for float, double and the 16-bit floats (through float).
+struct FastSignOp : SignOp {
+  using SignOp::SignOp;
+  float fast(float x) const {
+    return fast::select(x > 0.0f, 1.0f, fast::select(x < 0.0f, -1.0f, x != x ? x : 0.0f));
+  }
+  double fast(double x) const {
+    const double r = x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : 0.0);
+    return x != x ? x : r;  // NaN stays NaN
+  }
+  // float16 on its bits, no conversion: +-1 with the sign of x, 0 for +-0, and NaN as the
+  // float path gives it (the quiet NaN 0x7e00 with x's sign).
+  uint16_t fast_half(uint16_t h) const {
+    const uint32_t mag = h & 0x7fffu;
+    const uint32_t sign = h & 0x8000u;
+    const uint32_t r = mag > 0x7c00u ? (sign | 0x7e00u) : (mag == 0 ? 0u : (sign | 0x3c00u));
+    return static_cast<uint16_t>(r);
+  }
 };
 struct FastTanhOp : TanhOp {
   using TanhOp::TanhOp;
@@ -183,6 +243,18 @@ class IsNaNKernel : public FloatPredicateKernel<IsNaNKernel> {
   }
 };
 
+// IsInf over float as a comparison of the bits with +inf / -inf (the std::isinf loop stayed
+// scalar). pos / neg: nonzero to detect that sign.
+ORTLITE_EW_CLONES void isinf_f32(const float* __restrict x, bool* __restrict y, int64_t n,
+                                 uint32_t pos, uint32_t neg) {
+  uint8_t* __restrict yb = reinterpret_cast<uint8_t*>(y);
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, x + i, 4);
+    yb[i] = static_cast<uint8_t>(((u == 0x7f800000u) & (pos != 0)) | ((u == 0xff800000u) & (neg != 0)));
+  }
+}
+
 class IsInfKernel : public FloatPredicateKernel<IsInfKernel> {
  public:
   explicit IsInfKernel(const KernelInfo& info)
@@ -191,6 +263,17 @@ class IsInfKernel : public FloatPredicateKernel<IsInfKernel> {
   template <typename C>
   bool pred(C v) const {
     return std::isinf(v) && (v > 0 ? pos_ : neg_);
+  }
+  void compute(KernelContext& ctx) const override {
+    const Tensor& x = ctx.required_input(0);
+    if (x.dtype() != DataType::kFloat) return FloatPredicateKernel<IsInfKernel>::compute(ctx);
+    Tensor& y = ctx.allocate_output(0, DataType::kBool, x.shape());
+    const float* px = x.data<float>();
+    bool* py = y.data<bool>();
+    const uint32_t pos = pos_ ? ~0u : 0u, neg = neg_ ? ~0u : 0u;
+    parallel_for(ctx.thread_pool(), x.numel(), 1.0, [=](int64_t b, int64_t e) {
+      isinf_f32(px + b, py + b, e - b, pos, neg);
+    });
   }
 
  private:
@@ -203,7 +286,7 @@ void register_unary_kernels(KernelRegistry& r) {
   constexpr unsigned kF = ew::kTFloats;
   r.add_versions("Neg", {6, 13}, make_factory<UnaryKernel<NegOp, ew::kTSignedNumeric>>());
   r.add_versions("Abs", {6, 13}, make_factory<UnaryKernel<AbsOp, ew::kTNumeric>>());
-  r.add_versions("Sign", {9, 13}, make_factory<UnaryKernel<SignOp, ew::kTNumeric>>());
+  r.add_versions("Sign", {9, 13}, make_factory<UnaryKernel<FastSignOp, ew::kTNumeric>>());
   r.add_versions("Sqrt", {6, 13}, make_factory<UnaryKernel<FastSqrtOp, kF>>());
   r.add_versions("Exp", {6, 13}, make_factory<UnaryKernel<FastExpOp, kF>>());
   r.add_versions("Log", {6, 13}, make_factory<UnaryKernel<FastLogOp, kF>>());
