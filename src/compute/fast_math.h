@@ -170,5 +170,50 @@ inline float log1p_nonneg(float u) {
   return select(d == 0.0f, u, r);
 }
 
+// sin x (cos_shift 0) or cos x (cos_shift 1) for |x| <= 2^20, computed in double: x = n pi/2
+// + r with |r| <= pi/4 (Cody-Waite with pi/2 in three parts of 33, 33 and 53 bits, so that
+// n * part is exact for |n| < 2^20 and the first subtraction is exact), then Taylor
+// polynomials in r (to r^11 for sin, r^12 for cos: truncation below 1e-11 relative) and one
+// rounding to float, which keeps the result within 1 ulp (nearly always correctly rounded).
+// Larger |x|, infinities and NaN give unspecified values: callers patch them
+// (sincos_in_range says which).
+inline bool sincos_in_range(float x) {
+  return (as_bits(x) & 0x7fffffffu) <= 0x49800000u;  // |x| <= 2^20
+}
+inline float sincos_reduced(float xf, uint64_t cos_shift) {
+  const double x = static_cast<double>(xf);
+  const double kMagic = 6755399441055744.0;  // 1.5 * 2^52: rounds |t| < 2^51 to an integer
+  const double t = x * 0.63661977236758134308 + kMagic;
+  const double n = t - kMagic;
+  uint64_t q;
+  std::memcpy(&q, &t, 8);  // the low bits of t's significand hold n (two's complement)
+  q += cos_shift;
+  const double r = ((x - n * 1.57079632673412561417e+00) - n * 6.07710050630396597660e-11) -
+                   n * 2.02226624879595063154e-21;
+  const double z = r * r;
+  double s = -2.5052108385441718775e-08;  // -1/11!
+  s = s * z + 2.7557319223985890653e-06;  // 1/9!
+  s = s * z - 1.9841269841269841270e-04;  // -1/7!
+  s = s * z + 8.3333333333333333333e-03;  // 1/5!
+  s = s * z - 1.6666666666666666667e-01;  // -1/3!
+  s = r + (r * z) * s;
+  double c = 2.0876756987868098979e-09;   // 1/12!
+  c = c * z - 2.7557319223985890653e-07;  // -1/10!
+  c = c * z + 2.4801587301587301587e-05;  // 1/8!
+  c = c * z - 1.3888888888888888889e-03;  // -1/6!
+  c = c * z + 4.1666666666666666667e-02;  // 1/4!
+  c = c * z - 0.5;
+  c = c * z + 1.0;
+  uint64_t sb, cb;
+  std::memcpy(&sb, &s, 8);
+  std::memcpy(&cb, &c, 8);
+  const uint64_t pick = 0u - (q & 1u);  // odd quadrant: the other function
+  uint64_t v = (cb & pick) | (sb & ~pick);
+  v ^= (q & 2u) << 62;  // quadrants 2 and 3: negated
+  double y;
+  std::memcpy(&y, &v, 8);
+  return static_cast<float>(y);
+}
+
 }  // namespace fast
 }  // namespace ortlite

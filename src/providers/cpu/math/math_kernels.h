@@ -129,20 +129,50 @@ void map_f32(const Op& op, const float* x, float* y, int64_t n) {
   map_fast(op, x, y, n);
 }
 
+// True when Op patches map_f32's results afterwards: `void fix(const float* x, float* y,
+// int64_t n) const` (inputs its fast version does not cover).
+template <typename Op, typename = void>
+struct HasFixF32 : std::false_type {};
+template <typename Op>
+struct HasFixF32<Op, std::void_t<decltype(std::declval<const Op&>().fix(
+                         static_cast<const float*>(nullptr), static_cast<float*>(nullptr),
+                         int64_t{0}))>> : std::true_type {};
+template <typename Op>
+void map_fix_f32(const Op& op, const float* x, float* y, int64_t n) {
+  if constexpr (HasFixF32<Op>::value) {
+    constexpr int64_t kBlock = 1024;  // x is still in cache for fix
+    for (int64_t i = 0; i < n; i += kBlock) {
+      const int64_t m = std::min(kBlock, n - i);
+      map_fast(op, x + i, y + i, m);
+      op.fix(x + i, y + i, m);
+    }
+  } else {
+    map_fast(op, x, y, n);
+  }
+}
+
 // map_fast over n elements, in parallel; the 16-bit float types go through a float buffer.
 template <typename Op, typename T>
 void run_map_f32(ThreadPool* pool, const Op& op, const T* x, T* y, int64_t n, double cost) {
   parallel_for(pool, n, cost, [&](int64_t begin, int64_t end) {
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if constexpr (std::is_same_v<T, double>) {
       map_fast(op, x + begin, y + begin, end - begin);
+    } else if constexpr (std::is_same_v<T, float>) {
+      map_fix_f32(op, x + begin, y + begin, end - begin);
     } else {
       constexpr int64_t kBlock = 512;
       float buf[kBlock];
+      float res[kBlock];
       for (int64_t i = begin; i < end; i += kBlock) {
         const int64_t m = std::min(kBlock, end - i);
         half_block_to_float(x + i, buf, m);
-        map_fast(op, buf, buf, m);
-        float_block_to_half(buf, y + i, m);
+        if constexpr (HasFixF32<Op>::value) {
+          map_fix_f32(op, buf, res, m);
+          float_block_to_half(res, y + i, m);
+        } else {
+          map_fast(op, buf, buf, m);
+          float_block_to_half(buf, y + i, m);
+        }
       }
     }
   });

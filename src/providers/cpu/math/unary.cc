@@ -137,8 +137,6 @@ ORTLITE_FLOAT_UNARY(FloorOp, 1.0, std::floor(x))
 ORTLITE_FLOAT_UNARY(CeilOp, 1.0, std::ceil(x))
 ORTLITE_FLOAT_UNARY(RoundOp, 1.0, std::nearbyint(x))  // halves to even
 ORTLITE_FLOAT_UNARY(ErfOp, 10.0, std::erf(x))
-ORTLITE_FLOAT_UNARY(SinOp, 10.0, std::sin(x))
-ORTLITE_FLOAT_UNARY(CosOp, 10.0, std::cos(x))
 ORTLITE_FLOAT_UNARY(TanOp, 10.0, std::tan(x))
 ORTLITE_FLOAT_UNARY(AsinOp, 10.0, std::asin(x))
 ORTLITE_FLOAT_UNARY(AcosOp, 10.0, std::acos(x))
@@ -194,6 +192,31 @@ struct FastRoundOp : RoundOp {
     return std::nearbyint(x);
   }
 };
+// sin / cos: fast::sincos_reduced for |x| <= 2^20 in the vectorized loop; the rare larger,
+// infinite or NaN inputs are then redone with libm's double sin / cos (exact argument
+// reduction at any size), rounded to float.
+template <bool kCos>
+struct FastSinCosOp : NoAttrs {
+  using NoAttrs::NoAttrs;
+  static constexpr double kCost = 10.0;
+  template <typename C>
+  C operator()(C x) const {
+    return kCos ? std::cos(x) : std::sin(x);
+  }
+  float fast(float x) const { return fast::sincos_reduced(x, kCos ? 1u : 0u); }
+  void fix(const float* x, float* y, int64_t n) const {
+    int64_t out = 0;
+    for (int64_t i = 0; i < n; ++i) out += fast::sincos_in_range(x[i]) ? 0 : 1;
+    if (out == 0) return;
+    for (int64_t i = 0; i < n; ++i) {
+      if (!fast::sincos_in_range(x[i])) {
+        const double d = static_cast<double>(x[i]);
+        y[i] = static_cast<float>(kCos ? std::cos(d) : std::sin(d));
+      }
+    }
+  }
+};
+
 // Sign without branches, for float, double and the 16-bit floats (through float).
 struct FastSignOp : SignOp {
   using SignOp::SignOp;
@@ -295,8 +318,8 @@ void register_unary_kernels(KernelRegistry& r) {
   r.add_versions("Ceil", {6, 13}, make_factory<UnaryKernel<FastCeilOp, kF>>());
   r.add_versions("Round", {11, 22}, make_factory<UnaryKernel<FastRoundOp, kF>>());
   r.add_versions("Erf", {9, 13}, make_factory<UnaryKernel<FastErfOp, kF>>());
-  r.add_versions("Sin", {7, 22}, make_factory<UnaryKernel<SinOp, kF>>());
-  r.add_versions("Cos", {7, 22}, make_factory<UnaryKernel<CosOp, kF>>());
+  r.add_versions("Sin", {7, 22}, make_factory<UnaryKernel<FastSinCosOp<false>, kF>>());
+  r.add_versions("Cos", {7, 22}, make_factory<UnaryKernel<FastSinCosOp<true>, kF>>());
   r.add_versions("Tan", {7, 22}, make_factory<UnaryKernel<TanOp, kF>>());
   r.add_versions("Asin", {7, 22}, make_factory<UnaryKernel<AsinOp, kF>>());
   r.add_versions("Acos", {7, 22}, make_factory<UnaryKernel<AcosOp, kF>>());
