@@ -134,9 +134,10 @@ void map_f32(const Op& op, const float* x, float* y, int64_t n) {
 template <typename Op, typename = void>
 struct HasFixF32 : std::false_type {};
 template <typename Op>
-struct HasFixF32<Op, std::void_t<decltype(std::declval<const Op&>().fix(
-                         static_cast<const float*>(nullptr), static_cast<float*>(nullptr),
-                         int64_t{0}))>> : std::true_type {};
+struct HasFixF32<
+    Op, std::void_t<decltype(std::declval<const Op&>().fix(
+            static_cast<const float*>(nullptr), static_cast<float*>(nullptr), int64_t{0}))>>
+    : std::true_type {};
 template <typename Op>
 void map_fix_f32(const Op& op, const float* x, float* y, int64_t n) {
   if constexpr (HasFixF32<Op>::value) {
@@ -189,16 +190,16 @@ template <typename Op, typename = void>
 struct HasFastF64 : std::false_type {};
 template <typename Op>
 struct HasFastF64<Op, std::void_t<decltype(std::declval<const Op&>().fast(0.0))>>
-    : std::bool_constant<
-          std::is_same_v<decltype(std::declval<const Op&>().fast(0.0)), double>> {};
+    : std::bool_constant<std::is_same_v<decltype(std::declval<const Op&>().fast(0.0)), double>> {};
 
 // True when Op has a whole-array double loop `void block(const double*, double*, int64_t) const`.
 template <typename Op, typename = void>
 struct HasBlockF64 : std::false_type {};
 template <typename Op>
-struct HasBlockF64<Op, std::void_t<decltype(std::declval<const Op&>().block(
-                           static_cast<const double*>(nullptr), static_cast<double*>(nullptr),
-                           int64_t{0}))>> : std::true_type {};
+struct HasBlockF64<
+    Op, std::void_t<decltype(std::declval<const Op&>().block(
+            static_cast<const double*>(nullptr), static_cast<double*>(nullptr), int64_t{0}))>>
+    : std::true_type {};
 
 // True when Op works on float16 bits directly: `uint16_t fast_half(uint16_t) const`.
 template <typename Op, typename = void>

@@ -99,7 +99,8 @@ class NotKernel final : public Kernel {
 #if defined(__GNUC__) && defined(__x86_64__)
 __attribute__((target("avx512f"))) void sqrt_f64_avx512(const double* x, double* y, int64_t n) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm512_storeu_pd(y + i, _mm512_maskz_sqrt_pd(0xFF, _mm512_loadu_pd(x + i)));
+  for (; i + 8 <= n; i += 8)
+    _mm512_storeu_pd(y + i, _mm512_maskz_sqrt_pd(0xFF, _mm512_loadu_pd(x + i)));
   for (; i < n; ++i) y[i] = std::sqrt(x[i]);
 }
 void sqrt_f64(const double* x, double* y, int64_t n) {
@@ -274,7 +275,8 @@ ORTLITE_EW_CLONES void isinf_f32(const float* __restrict x, bool* __restrict y, 
   for (int64_t i = 0; i < n; ++i) {
     uint32_t u;
     std::memcpy(&u, x + i, 4);
-    yb[i] = static_cast<uint8_t>(((u == 0x7f800000u) & (pos != 0)) | ((u == 0xff800000u) & (neg != 0)));
+    yb[i] =
+        static_cast<uint8_t>(((u == 0x7f800000u) & (pos != 0)) | ((u == 0xff800000u) & (neg != 0)));
   }
 }
 
@@ -294,9 +296,8 @@ class IsInfKernel : public FloatPredicateKernel<IsInfKernel> {
     const float* px = x.data<float>();
     bool* py = y.data<bool>();
     const uint32_t pos = pos_ ? ~0u : 0u, neg = neg_ ? ~0u : 0u;
-    parallel_for(ctx.thread_pool(), x.numel(), 1.0, [=](int64_t b, int64_t e) {
-      isinf_f32(px + b, py + b, e - b, pos, neg);
-    });
+    parallel_for(ctx.thread_pool(), x.numel(), 1.0,
+                 [=](int64_t b, int64_t e) { isinf_f32(px + b, py + b, e - b, pos, neg); });
   }
 
  private:

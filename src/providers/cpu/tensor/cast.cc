@@ -198,6 +198,16 @@ ORTLITE_AVX512 int64_t cast_avx512(const From* s, To* d, int64_t n) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i),
                           _mm512_maskz_cvttpd_epi32(0xFF, _mm512_loadu_pd(s + i)));
     }
+  } else if constexpr (std::is_same_v<From, double> && sizeof(To) < 4) {
+    // 8 at a time: truncated to int32, wrapped to the narrow type.
+    for (; i + 8 <= n; i += 8) {
+      const __m256i v = _mm512_maskz_cvttpd_epi32(0xFF, _mm512_loadu_pd(s + i));
+      if constexpr (sizeof(To) == 2) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_maskz_cvtepi32_epi16(0xFF, v));
+      } else {
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(d + i), _mm256_maskz_cvtepi32_epi8(0xFF, v));
+      }
+    }
   } else if constexpr (std::is_same_v<From, float> && std::is_same_v<To, int64_t>) {
     for (; i + 8 <= n; i += 8)
       _mm512_storeu_si512(d + i, _mm512_cvttps_epi64(_mm256_loadu_ps(s + i)));
@@ -242,7 +252,8 @@ ORTLITE_AVX512 int64_t cast_avx512(const From* s, To* d, int64_t n) {
 }
 #endif
 
-// The pairs cast_avx512 converts: float / double -> integers and bool, 32- and 64-bit
+// The pairs cast_avx512 converts: float / double -> integers (not the unsigned 32 / 64-bit
+// ones) and bool, 32- and 64-bit
 // integers -> bool, int64 -> float / double. (The other pairs vectorize well enough from the
 // plain loop.)
 template <typename To, typename From>
@@ -252,7 +263,9 @@ constexpr bool kSimdCast =
        std::is_same_v<To, uint16_t> || std::is_same_v<To, int8_t> || std::is_same_v<To, uint8_t> ||
        std::is_same_v<To, bool>)) ||
      (std::is_same_v<From, double> &&
-      (std::is_same_v<To, int64_t> || std::is_same_v<To, int32_t> || std::is_same_v<To, bool>)) ||
+      (std::is_same_v<To, int64_t> || std::is_same_v<To, int32_t> || std::is_same_v<To, int16_t> ||
+       std::is_same_v<To, uint16_t> || std::is_same_v<To, int8_t> || std::is_same_v<To, uint8_t> ||
+       std::is_same_v<To, bool>)) ||
      (std::is_integral_v<From> && (sizeof(From) == 4 || sizeof(From) == 8) &&
       std::is_same_v<To, bool>) ||
      (std::is_same_v<From, int64_t> && (std::is_same_v<To, float> || std::is_same_v<To, double>)));
@@ -275,6 +288,20 @@ int64_t cast_simd(const From* s, To* d, int64_t n) {
   return 0;
 }
 
+// float16 -> To through a float block: the targets whose conversion of a float16 is that of
+// its float value (uint32 is not: float16 -> uint32 truncates through int64).
+template <typename To>
+constexpr bool kHalfViaFloat =
+    std::is_same_v<To, double> || std::is_same_v<To, bool> || std::is_same_v<To, int8_t> ||
+    std::is_same_v<To, int16_t> || std::is_same_v<To, int32_t> || std::is_same_v<To, int64_t> ||
+    std::is_same_v<To, uint8_t> || std::is_same_v<To, uint16_t>;
+// From -> float16 through a float block (convert() rounds to float, then to float16).
+template <typename From>
+constexpr bool kToHalfViaFloat = std::is_same_v<From, double> || std::is_same_v<From, int8_t> ||
+                                 std::is_same_v<From, int16_t> || std::is_same_v<From, int32_t> ||
+                                 std::is_same_v<From, int64_t> || std::is_same_v<From, uint8_t> ||
+                                 std::is_same_v<From, uint16_t> || std::is_same_v<From, uint32_t>;
+
 // Numeric -> numeric.
 template <typename To, typename From>
 void cast_numeric(const From* src, To* dst, int64_t n, ThreadPool* pool) {
@@ -285,6 +312,33 @@ void cast_numeric(const From* src, To* dst, int64_t n, ThreadPool* pool) {
   } else if constexpr (std::is_same_v<From, Float16> && std::is_same_v<To, float>) {
     parallel_for(pool, n, 1.0, [&](int64_t b, int64_t e) {
       cast_detail::half_to_float(src + b, dst + b, e - b);
+    });
+  } else if constexpr (std::is_same_v<From, Float16> && kHalfViaFloat<To>) {
+    // float16 -> float (F16C) a block at a time, then float -> To (the same results: every
+    // float16 is exactly a float, and these targets convert a float16 as its float value).
+    parallel_for(pool, n, 2.0, [&](int64_t b, int64_t e) {
+      constexpr int64_t kBlock = 1024;
+      float buf[kBlock];
+      for (int64_t i = b; i < e; i += kBlock) {
+        const int64_t m = std::min(kBlock, e - i);
+        cast_detail::half_to_float(src + i, buf, m);
+        To* __restrict d = dst + i;
+        for (int64_t j = cast_simd<To, float>(buf, d, m); j < m; ++j)
+          d[j] = convert<To, float>(buf[j]);
+      }
+    });
+  } else if constexpr (std::is_same_v<To, Float16> && kToHalfViaFloat<From>) {
+    // From -> float, then float -> float16 (F16C): convert() rounds these to float first too.
+    parallel_for(pool, n, 2.0, [&](int64_t b, int64_t e) {
+      constexpr int64_t kBlock = 1024;
+      float buf[kBlock];
+      for (int64_t i = b; i < e; i += kBlock) {
+        const int64_t m = std::min(kBlock, e - i);
+        const From* __restrict s = src + i;
+        for (int64_t j = cast_simd<float, From>(s, buf, m); j < m; ++j)
+          buf[j] = convert<float, From>(s[j]);
+        cast_detail::float_to_half(buf, dst + i, m);
+      }
     });
   } else if constexpr (std::is_same_v<From, bool> && !std::is_same_v<To, bool>) {
     // bool bytes (0 or 1) read as uint8_t, which vectorizes; bool loads did not.
