@@ -9,6 +9,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "compute/cpu_avx512.h"
 #include "providers/cpu/math/math_kernels.h"
 
 namespace ortlite {
@@ -57,6 +58,68 @@ struct DivOp : NoAttrs {
   }
 };
 
+// ---- int32 Div ---------------------------------------------------------------------------
+
+// int32 quotients through floating-point division: for |a| < 2^53 the correctly rounded
+// quotient a / b never crosses an integer (a non-integer a / b lies at least 1 / |b| from
+// one, the rounding error is below |a / b| 2^-53), so truncating it gives C's quotient. In
+// float that holds when |a| and |b| are below 2^24 (16 lanes of vdivps), in double always.
+// b == 0 gives 0; INT_MIN / -1 truncates 2^31, which the conversion turns into INT_MIN: the
+// results of ew::int_div.
+#if defined(ORTLITE_HAVE_AVX512_DISPATCH)
+#pragma GCC diagnostic push
+// GCC 12's AVX-512 headers start some intrinsics from an undefined vector.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+ORTLITE_AVX512 inline void div_i32x16(__m512i a, __m512i b, int32_t* o) {
+  const __mmask16 nz = _mm512_test_epi32_mask(b, b);
+  const __m512i lim = _mm512_set1_epi32(1 << 24);
+  const __mmask16 small = _mm512_cmplt_epu32_mask(_mm512_abs_epi32(a), lim) &
+                          _mm512_cmplt_epu32_mask(_mm512_abs_epi32(b), lim);
+  if (small == 0xFFFF) {
+    const __m512 q = _mm512_div_ps(_mm512_cvtepi32_ps(a), _mm512_cvtepi32_ps(b));
+    _mm512_storeu_si512(o, _mm512_maskz_cvttps_epi32(nz, q));
+    return;
+  }
+  const __m512d qlo = _mm512_div_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(a)),
+                                    _mm512_cvtepi32_pd(_mm512_castsi512_si256(b)));
+  const __m512d qhi = _mm512_div_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(a, 1)),
+                                    _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(b, 1)));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(o),
+                      _mm512_maskz_cvttpd_epi32(static_cast<__mmask8>(nz), qlo));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 8),
+                      _mm512_maskz_cvttpd_epi32(static_cast<__mmask8>(nz >> 8), qhi));
+}
+
+// One span of an int32 Div (stride 0: a broadcast operand). Returns how many elements it
+// did, a multiple of 16; the caller finishes the tail.
+ORTLITE_AVX512 int64_t div_i32_avx512(const int32_t* a, const int32_t* b, int32_t* o, int64_t sa,
+                                      int64_t sb, int64_t n) {
+  int64_t i = 0;
+  if (sa != 0 && sb != 0) {
+    for (; i + 16 <= n; i += 16)
+      div_i32x16(_mm512_loadu_si512(a + i), _mm512_loadu_si512(b + i), o + i);
+  } else if (sa != 0) {
+    const __m512i vb = _mm512_set1_epi32(b[0]);
+    for (; i + 16 <= n; i += 16) div_i32x16(_mm512_loadu_si512(a + i), vb, o + i);
+  } else if (sb != 0) {
+    const __m512i va = _mm512_set1_epi32(a[0]);
+    for (; i + 16 <= n; i += 16) div_i32x16(va, _mm512_loadu_si512(b + i), o + i);
+  }
+  return i;
+}
+#pragma GCC diagnostic pop
+#endif
+
+void div_i32_span(const int32_t* a, const int32_t* b, int32_t* o, int64_t sa, int64_t sb,
+                  int64_t n) {
+  int64_t i = 0;
+#if defined(ORTLITE_HAVE_AVX512_DISPATCH)
+  if (cpu_has_avx512()) i = div_i32_avx512(a, b, o, sa, sb, n);
+#endif
+  for (; i < n; ++i) o[i] = ew::int_div(a[i * sa], b[i * sb]);
+}
+
 struct BitwiseAndOp : NoAttrs {
   using NoAttrs::NoAttrs;
   static constexpr double kCost = 1.0;
@@ -81,6 +144,33 @@ struct BitwiseXorOp : NoAttrs {
   template <typename C>
   C operator()(C a, C b) const {
     return static_cast<C>(a ^ b);
+  }
+};
+
+// Div: int32 through div_i32_span, every other type through BinaryKernel.
+class DivKernel : public BinaryKernel<DivOp, ew::kTNumeric> {
+ public:
+  using BinaryKernel<DivOp, ew::kTNumeric>::BinaryKernel;
+  void compute(KernelContext& ctx) const override {
+    const Tensor& a = ctx.required_input(0);
+    const Tensor& b = ctx.required_input(1);
+    if (a.dtype() != DataType::kInt32 || b.dtype() != DataType::kInt32)
+      return BinaryKernel<DivOp, ew::kTNumeric>::compute(ctx);
+    Shape out_storage;
+    const Shape& out = ew::broadcast_ref(ctx, a.shape(), b.shape(), &out_storage);
+    Tensor& y = ctx.allocate_output(0, DataType::kInt32, out);
+    const ew::BroadcastPlan<2> plan = ew::make_broadcast_plan<2>(out, {&a.shape(), &b.shape()});
+    if (plan.total == 0) return;
+    const int32_t* pa = a.data<int32_t>();
+    const int32_t* pb = b.data<int32_t>();
+    int32_t* py = y.data<int32_t>();
+    parallel_for(ctx.thread_pool(), plan.total, 2.0, [&](int64_t begin, int64_t end) {
+      ew::for_each_span<2>(plan, begin, end,
+                           [&](int64_t oo, const std::array<int64_t, 2>& io, int64_t len) {
+                             div_i32_span(pa + io[0], pb + io[1], py + oo, plan.inner_stride[0],
+                                          plan.inner_stride[1], len);
+                           });
+    });
   }
 };
 
@@ -289,7 +379,7 @@ void register_binary_kernels(KernelRegistry& r) {
   r.add_versions("Add", {7, 13, 14}, make_factory<BinaryKernel<AddOp, kArith>>());
   r.add_versions("Sub", {7, 13, 14}, make_factory<BinaryKernel<SubOp, kArith>>());
   r.add_versions("Mul", {7, 13, 14}, make_factory<BinaryKernel<MulOp, kArith>>());
-  r.add_versions("Div", {7, 13, 14}, make_factory<BinaryKernel<DivOp, kArith>>());
+  r.add_versions("Div", {7, 13, 14}, make_factory<DivKernel>());
   r.add_versions("Pow", {7, 12, 13, 15}, make_factory<PowKernel>());
   r.add_versions("Mod", {10, 13}, make_factory<ModKernel>());
   r.add_versions("BitShift", {11}, make_factory<BitShiftKernel>());
