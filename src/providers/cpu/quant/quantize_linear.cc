@@ -12,6 +12,8 @@
 // scale's type): float16 / bfloat16 round both operands and the quotient to that type, an
 // int32 scale divides in double, a float8e8m0 one in float. DequantizeLinear multiplies in
 // float and rounds once to the output type, like onnxruntime.
+#include "compute/vectorize.h"  // first: compile options for the loops below
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -79,17 +81,24 @@ void quantize_run(const X* x, int64_t count, const double* s, int64_t step, Prec
 // float x, float division, 8- or 16-bit integer output: the quotient clamped to the range
 // less the zero point (NaN to the low end), rounded half to even in float (below 2^22 adding
 // and taking off 1.5 * 2^23 does it), plus the zero point. The same values round_saturate
-// gives, without a conversion to double per element.
+// gives, without a conversion to double per element. Compiled for AVX-512, AVX2 and the
+// baseline (the same operations in each, so the same results), picked at load time: the
+// baseline's 4-lane loop was 2.5x onnxruntime's time.
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && defined(__linux__)
+#define ORTLITE_QUANT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define ORTLITE_QUANT_CLONES
+#endif
 template <typename Q>
-void quantize_f32(const float* x, Q* y, int64_t count, const double* s, const double* z,
-                  int64_t step, QRange r) {
+ORTLITE_QUANT_CLONES void quantize_f32(const float* x, Q* y, int64_t count, const double* s,
+                                       const double* z, int64_t step, QRange r) {
   constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
   if (step == 0) {
     const float sv = static_cast<float>(s[0]), zv = static_cast<float>(z[0]);
     const float lo = static_cast<float>(r.lo) - zv, hi = static_cast<float>(r.hi) - zv;
     for (int64_t k = 0; k < count; ++k) {
       const float q = x[k] / sv;
-      const float c = q >= lo ? (q <= hi ? q : hi) : lo;
+      const float c = std::min(std::max(lo, q), hi);  // NaN: lo
       y[k] = static_cast<Q>(static_cast<int32_t>(((c + kMagic) - kMagic) + zv));
     }
     return;
