@@ -7,6 +7,7 @@
 #include "compute/vectorize.h"  // first: compile options for the loops below
 
 #include <cmath>
+#include <limits>
 #include <type_traits>
 
 #include "compute/cpu_avx512.h"
@@ -289,6 +290,31 @@ T floor_mod(T a, T b) {
   }
 }
 
+// fmod for float, exact, computed in double. With q = a / b correctly rounded, |q| < 2^29
+// means the true quotient is below 2^29 too, and then trunc(q) is the true quotient's
+// integer part (a / b = 2^k A / B with 24-bit integers A, B: a non-integer one lies at least
+// 2^min(k, 0) / B from an integer, more than the rounding error |a / b| 2^-53 while
+// |a / b| < 2^29); the product
+// trunc(q) b is exact (29 + 24 bits) and so is a - trunc(q) b, the float remainder. Other
+// inputs (b == 0, infinities, NaN, larger quotients) give NaN here and go through
+// std::fmod afterwards (fmod_f32_fix).
+inline float fmod_f32_fast(float a, float b) {
+  const double ad = a, bd = b;
+  const double q = ad / bd;
+  const double t = std::trunc(q);
+  const double r = ad - t * bd;
+  const float rf = std::copysign(static_cast<float>(r), a);  // a zero remainder keeps a's sign
+  return std::fabs(q) < 536870912.0 ? rf : std::numeric_limits<float>::quiet_NaN();
+}
+void fmod_f32_fix(const float* a, const float* b, float* o, int64_t sa, int64_t sb, int64_t n) {
+  int64_t nan = 0;
+  for (int64_t i = 0; i < n; ++i) nan += o[i] != o[i] ? 1 : 0;
+  if (nan == 0) return;
+  for (int64_t i = 0; i < n; ++i) {
+    if (o[i] != o[i]) o[i] = std::fmod(a[i * sa], b[i * sb]);
+  }
+}
+
 class ModKernel : public Kernel {
  public:
   explicit ModKernel(const KernelInfo& info) : fmod_(info.attr_int("fmod", 0)) {
@@ -315,6 +341,19 @@ class ModKernel : public Kernel {
           ctx.fail(StatusCode::kInvalidArgument,
                    std::string("attribute 'fmod' must be 1 for floating point type ") +
                        dtype_name(a.dtype()));
+        if constexpr (std::is_same_v<T, float>) {
+          if (plan.total == 0) return;
+          parallel_for(pool, plan.total, 4.0, [&](int64_t begin, int64_t end) {
+            ew::for_each_span<2>(
+                plan, begin, end, [&](int64_t oo, const std::array<int64_t, 2>& io, int64_t len) {
+                  const int64_t sa = plan.inner_stride[0], sb = plan.inner_stride[1];
+                  ew::binary_span(pa + io[0], pb + io[1], py + oo, sa, sb, len,
+                                  [](float u, float v) { return fmod_f32_fast(u, v); });
+                  fmod_f32_fix(pa + io[0], pb + io[1], py + oo, sa, sb, len);
+                });
+          });
+          return;
+        }
         ew::run_binary(pool, plan, pa, pb, py, 10.0,
                        [](auto u, auto v) { return std::fmod(u, v); });
       } else {
