@@ -89,8 +89,8 @@ struct FastOf {
 
 // Float32 / float64 loops over an inline op, y[i] = op.fast(x[i]), compiled for AVX-512,
 // AVX2 + FMA and the baseline, and picked by a run-time CPU check (op.fast, an ordinary
-// inline member, is inlined into each). FMA contraction stays off (-std=c++17), so all three
-// give the same results.
+// inline member, is inlined into each). The three give the same results where the
+// translation unit turns FMA contraction off (unary.cc does) or the op has no a * b + c.
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 template <typename Op, typename T>
 __attribute__((target("avx512f,avx512dq,avx2,fma"))) void map_fast_avx512(const Op& op, const T* x,
@@ -103,13 +103,12 @@ __attribute__((target("avx2,fma"))) void map_fast_avx2(const Op& op, const T* x,
   const Op o = op;  // a local copy: stores to y cannot change its members
   for (int64_t i = 0; i < n; ++i) y[i] = o.fast(x[i]);
 }
-// 2: AVX-512, 1: AVX2 + FMA, 0: neither.
+// 2: AVX-512, 1: AVX2 + FMA, 0: neither; the level fast::unary takes (so ORTLITE_FAST_ISA
+// caps it too).
 inline int map_f32_level() {
   static const int level = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")) return 2;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 1;
-    return 0;
+    const std::string isa = fast::isa();
+    return isa == "avx512" ? 2 : (isa == "avx2" ? 1 : 0);
   }();
   return level;
 }

@@ -2,6 +2,12 @@
 // trigonometric and hyperbolic functions, Tanh, IsNaN IsInf, BitwiseNot and Not.
 // float16 / bfloat16 compute in float.
 #include "compute/vectorize.h"  // first: compile options for the loops below
+// No FMA contraction (GCC contracts a * b + c by default in C++, even with -std=c++17): the
+// AVX-512, AVX2 and baseline versions of map_fast then give the same bits for the Sin / Cos
+// and double Tanh polynomials. Before every include, like vectorize.h's options.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=off")
+#endif
 
 #include <cmath>
 #include <cstring>
