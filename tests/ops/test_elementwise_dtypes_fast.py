@@ -362,7 +362,9 @@ def cast_source(dt, n, seed=0):
 CAST_PAIRS = [(F64, F16), (F16, np.int64), (F16, np.uint8), (np.uint8, F16), (F16, F64),
               (F16, np.int32), (np.int64, F16), (np.int32, F16), (F64, np.uint8), (np.bool_, F16),
               (F64, np.int8), (F64, np.int16), (F64, np.uint16), (F16, np.int8),
-              (F16, np.int16), (F16, np.uint16), (F16, np.bool_), (F16, F32), (F32, F16)]
+              (F16, np.int16), (F16, np.uint16), (F16, np.bool_), (F16, F32), (F32, F16),
+              (F64, np.bool_), (F64, np.int32), (F64, np.int64), (F64, F32), (F32, np.bool_),
+              (F32, np.uint8), (F32, np.int8)]
 
 
 @pytest.mark.parametrize("src,dst", CAST_PAIRS)

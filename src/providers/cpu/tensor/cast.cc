@@ -198,7 +198,8 @@ ORTLITE_AVX512 int64_t cast_avx512(const From* s, To* d, int64_t n) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i),
                           _mm512_maskz_cvttpd_epi32(0xFF, _mm512_loadu_pd(s + i)));
     }
-  } else if constexpr (std::is_same_v<From, double> && sizeof(To) < 4) {
+  } else if constexpr (std::is_same_v<From, double> && sizeof(To) < 4 &&
+                       !std::is_same_v<To, bool>) {
     // 8 at a time: truncated to int32, wrapped to the narrow type.
     for (; i + 8 <= n; i += 8) {
       const __m256i v = _mm512_maskz_cvttpd_epi32(0xFF, _mm512_loadu_pd(s + i));
