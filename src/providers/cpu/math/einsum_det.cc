@@ -1,16 +1,716 @@
-// Einsum (opsets 12-23) and Det, added for ONNX node conformance. Einsum: any equation (explicit or
-// implicit output, ellipsis broadcasting, repeated labels for diagonals), evaluated as a
-// direct sum over every label combination, in double. Correct, not fast: for the small
-// contractions it is meant for.
-#include <cmath>
+// Einsum (opsets 12-23) and Det.
+//
+// Einsum parses the equation (explicit or implicit output, ellipsis broadcasting, repeated
+// labels, size-1 dims broadcast as numpy.einsum does) and evaluates it as a chain of cheap
+// steps, the way onnxruntime and numpy's optimized paths do:
+//   * per operand: the diagonal of each repeated label (one strided copy), then a sum over
+//     the labels no other operand and not the output has (the Reduce* engine);
+//   * operands contracted pairwise, left to right, each pair as a batched matrix product
+//     (batch labels in both operands and needed later, contracted labels in both and not
+//     needed later, kept labels in one). An operand whose labels already sit as [rows,
+//     cols] or [cols, rows] runs, with any batch labels around them, is read in place with
+//     the GEMM's leading dimension and transpose flags (attention's 'bqhd,bkhd->bhqk' reads
+//     both operands as they are); otherwise it is permuted once by Transpose's copy. The
+//     last product writes into the output when its rows and columns sit there as runs;
+//   * a final permutation into the output order when needed.
+// float goes through the packed GEMM (BLAS / fused kernels), double too; small products and
+// the integer types use a plain loop (integers wrap around, as onnxruntime's do). float16
+// and bfloat16 compute in float; int8 / int16 / uint8 / uint16 / bool in int64, converted
+// back at the end (bool: nonzero is true).
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <map>
 #include <type_traits>
 
+#include "compute/gemm.h"
+#include "compute/simd.h"
 #include "providers/cpu/math/math_kernels.h"
+#include "providers/cpu/nn/nn_common.h"
+#include "providers/cpu/reduce/reduce_impl.h"
+#include "providers/cpu/tensor/tensor_kernels.h"
 
 namespace ortlite {
 namespace {
+
+// Labels: 'A'-'Z' are 0-25 and 'a'-'z' 26-51 (ASCII order, the order numpy sorts an
+// implicit output in); the dims an ellipsis stands for are 52 + k, k over the widest one.
+constexpr int kEllipsisLabel = 52;
+
+// The equation applied to the inputs' shapes.
+struct EinsumProblem {
+  std::vector<std::vector<int>> in_labels;  // per input, one label per dim
+  std::vector<int> out_labels;              // one per output dim
+  std::vector<int64_t> size;                // per label (-1: unused)
+};
+
+// The element type an input type computes in.
+DataType compute_dtype(DataType dt) {
+  switch (dt) {
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+      return DataType::kFloat;
+    case DataType::kInt8:
+    case DataType::kInt16:
+    case DataType::kUInt8:
+    case DataType::kUInt16:
+    case DataType::kBool:
+      return DataType::kInt64;
+    case DataType::kFloat:
+    case DataType::kDouble:
+    case DataType::kInt32:
+    case DataType::kInt64:
+    case DataType::kUInt32:
+    case DataType::kUInt64:
+      return dt;
+    default:
+      return DataType::kUndefined;
+  }
+}
+
+Tensor to_compute(const Tensor& x, DataType cdt) {
+  if (x.dtype() == cdt) return x;
+  Tensor t = Tensor::empty(cdt, x.shape());
+  if (cdt == DataType::kFloat) {
+    nn::convert_to_float(x.dtype(), x.raw_data(), t.data<float>(), x.numel());
+    return t;
+  }
+  ORTLITE_DISPATCH_NUMERIC(x.dtype(), "Einsum", [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_integral_v<T>) {
+      const T* p = x.data<T>();
+      int64_t* q = t.data<int64_t>();
+      for (int64_t i = 0; i < x.numel(); ++i) q[i] = static_cast<int64_t>(p[i]);
+    }
+  });
+  return t;
+}
+
+void from_compute(const Tensor& t, Tensor& y) {
+  if (t.dtype() == DataType::kFloat) {
+    nn::convert_from_float(y.dtype(), t.data<float>(), y.raw_data(), y.numel());
+    return;
+  }
+  ORTLITE_DISPATCH_NUMERIC(y.dtype(), "Einsum", [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_integral_v<T>) {
+      const int64_t* p = t.data<int64_t>();
+      T* q = y.data<T>();
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        if constexpr (std::is_same_v<T, bool>) {
+          q[i] = p[i] != 0;
+        } else {
+          // Keeps the low bits (the integer types wrap around).
+          q[i] = static_cast<T>(static_cast<std::make_unsigned_t<T>>(p[i]));
+        }
+      }
+    }
+  });
+}
+
+// A dense tensor whose dims carry distinct labels, each of size > 1.
+struct Operand {
+  Tensor t;
+  std::vector<int> labels;
+};
+
+std::vector<int64_t> strides_of(const Shape& shape) {
+  std::vector<int64_t> s(shape.size());
+  int64_t st = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    s[i] = st;
+    st *= shape[i];
+  }
+  return s;
+}
+
+// The labels of `order` that `flag` marks, in that order.
+std::vector<int> pick(const std::vector<int>& order, const std::vector<char>& flag) {
+  std::vector<int> r;
+  for (int lab : order)
+    if (flag[static_cast<size_t>(lab)]) r.push_back(lab);
+  return r;
+}
+
+size_t position(const std::vector<int>& labels, int lab) {
+  return static_cast<size_t>(std::find(labels.begin(), labels.end(), lab) - labels.begin());
+}
+
+// The op's data with its dims in `order` (a permutation of its labels), densely into dst.
+void permute_into(const Operand& op, const std::vector<int>& order, void* dst, ThreadPool* pool) {
+  std::vector<int64_t> perm(order.size());
+  bool identity = true;
+  for (size_t i = 0; i < order.size(); ++i) {
+    perm[i] = static_cast<int64_t>(position(op.labels, order[i]));
+    identity = identity && perm[i] == static_cast<int64_t>(i);
+  }
+  if (identity) {
+    tensor_ops::parallel_copy(op.t.dtype(), op.t.raw_data(), dst, op.t.numel(), pool);
+  } else {
+    tensor_ops::transpose_dense(op.t.dtype(), op.t.raw_data(), op.t.shape(), perm, dst, pool);
+  }
+}
+
+Operand permuted(const Operand& op, const std::vector<int>& order, ThreadPool* pool) {
+  Shape shape;
+  for (int lab : order) shape.push_back(op.t.dim(position(op.labels, lab)));
+  Operand r{Tensor::empty(op.t.dtype(), shape), order};
+  permute_into(op, order, r.t.raw_data(), pool);
+  return r;
+}
+
+// Sums `op` over the labels `drop` marks into y (dims: the other labels, in op's order).
+template <typename T>
+void sum_out_into(const Operand& op, const std::vector<char>& drop, Tensor& y, ThreadPool* pool) {
+  std::vector<bool> mask(op.labels.size());
+  size_t lead = 0;  // dims summed before the first kept one
+  while (lead < op.labels.size() && drop[static_cast<size_t>(op.labels[lead])]) ++lead;
+  bool prefix = lead > 0 && lead < op.labels.size();
+  for (size_t i = 0; i < op.labels.size(); ++i) {
+    mask[i] = drop[static_cast<size_t>(op.labels[i])];
+    if (i >= lead && mask[i]) prefix = false;
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    if (prefix) {
+      // Sums over the outer dims are a row of ones times op as a matrix: the GEMM's
+      // vectorized row loop (the Reduce* engine runs such column sums in scalar double).
+      int64_t rows = 1;
+      for (size_t i = 0; i < lead; ++i) rows *= op.t.dim(i);
+      const int64_t cols = op.t.numel() / rows;
+      const std::vector<T> ones(static_cast<size_t>(rows), T(1));
+      gemm(false, false, 1, cols, rows, T(1), ones.data(), rows, op.t.data<T>(), cols, T(0),
+           y.data<T>(), cols, pool);
+      return;
+    }
+  }
+  reduce::run_reduction(reduce::ReduceKind::kSum, reduce::make_layout(op.t.shape(), mask), op.t, y,
+                        pool, "Einsum");
+}
+
+template <typename T>
+Operand sum_out(const Operand& op, const std::vector<char>& drop, ThreadPool* pool) {
+  Operand r;
+  Shape shape;
+  for (size_t i = 0; i < op.labels.size(); ++i) {
+    if (drop[static_cast<size_t>(op.labels[i])]) continue;
+    r.labels.push_back(op.labels[i]);
+    shape.push_back(op.t.dim(i));
+  }
+  r.t = Tensor::empty(op.t.dtype(), shape);
+  sum_out_into<T>(op, drop, r.t, pool);
+  return r;
+}
+
+// How a dense tensor with `labels` (dims > 1) is read as a matrix of `rows` x `cols` (each
+// a run of its labels, in that order), with batch labels anywhere around them: element (r,
+// c) at r * rs + c * cs. False when rows and cols do not sit as such runs.
+struct MatrixView {
+  bool trans = false;  // cols are the outer run (rs == 1)
+  int64_t ld = 1;      // the stride of the outer run
+};
+
+bool find_run(const std::vector<int>& labels, const std::vector<int>& group, size_t* pos) {
+  if (group.empty()) return true;
+  const size_t p = position(labels, group[0]);
+  if (p + group.size() > labels.size()) return false;
+  for (size_t i = 0; i < group.size(); ++i)
+    if (labels[p + i] != group[i]) return false;
+  *pos = p;
+  return true;
+}
+
+bool view_matrix(const std::vector<int>& labels, const std::vector<int64_t>& strides,
+                 int64_t rows_n, int64_t cols_n, const std::vector<int>& rows,
+                 const std::vector<int>& cols, bool allow_trans, MatrixView* v) {
+  size_t rp = 0, cp = 0;
+  if (!find_run(labels, rows, &rp) || !find_run(labels, cols, &cp)) return false;
+  if (cols.empty() || cp + cols.size() == labels.size()) {
+    v->trans = false;
+    v->ld = rows.empty() ? std::max<int64_t>(cols_n, 1) : strides[rp + rows.size() - 1];
+    return true;
+  }
+  if (allow_trans && (rows.empty() || rp + rows.size() == labels.size())) {
+    v->trans = true;
+    v->ld = cols.empty() ? std::max<int64_t>(rows_n, 1) : strides[cp + cols.size() - 1];
+    return true;
+  }
+  return false;
+}
+
+// Integers multiply and add in their unsigned type (wrapping); floats as they are.
+template <typename T, bool = std::is_integral_v<T>>
+struct Wrap {
+  using type = T;
+};
+template <typename T>
+struct Wrap<T, true> {
+  using type = std::make_unsigned_t<T>;
+};
+template <typename T>
+using WrapT = typename Wrap<T>::type;
+
+// The inner loops of the integer products, in wrapping unsigned arithmetic, compiled per
+// ISA (AVX-512 / AVX2 / baseline, picked at load time).
+ORTLITE_NN_CLONES512 void axpy_u32(uint32_t a, const uint32_t* b, uint32_t* c, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) c[j] += a * b[j];
+}
+ORTLITE_NN_CLONES512 void axpy_u64(uint64_t a, const uint64_t* b, uint64_t* c, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) c[j] += a * b[j];
+}
+ORTLITE_NN_CLONES512 uint32_t dot_u32(const uint32_t* a, const uint32_t* b, int64_t n) {
+  uint32_t acc = 0;
+  for (int64_t k = 0; k < n; ++k) acc += a[k] * b[k];
+  return acc;
+}
+ORTLITE_NN_CLONES512 uint64_t dot_u64(const uint64_t* a, const uint64_t* b, int64_t n) {
+  uint64_t acc = 0;
+  for (int64_t k = 0; k < n; ++k) acc += a[k] * b[k];
+  return acc;
+}
+
+template <typename W>
+inline void axpy_wrap(W a, const W* b, W* c, int64_t n) {
+  if constexpr (sizeof(W) == 4)
+    axpy_u32(a, b, c, n);
+  else
+    axpy_u64(a, b, c, n);
+}
+template <typename W>
+inline W dot_wrap(const W* a, const W* b, int64_t n) {
+  if constexpr (sizeof(W) == 4)
+    return dot_u32(a, b, n);
+  else
+    return dot_u64(a, b, n);
+}
+
+// c[i * ldc + j] = sum_k a[i * ars + k * acs] * b[k * brs + j * bcs]: a plain loop for the
+// integer types and for products too small for the GEMM. `pack` is scratch for op(B).
+template <typename T>
+void loop_product(int64_t M, int64_t N, int64_t K, const T* a, int64_t ars, int64_t acs, const T* b,
+                  int64_t brs, int64_t bcs, T* c, int64_t ldc, std::vector<T>& pack) {
+  using W = WrapT<T>;
+  if (bcs != 1 && !(acs == 1 && brs == 1) && M > 1) {
+    // Neither layout streams: copy op(B) once as K rows of N.
+    pack.resize(static_cast<size_t>(K * N));
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < N; ++j) pack[static_cast<size_t>(k * N + j)] = b[k * brs + j * bcs];
+    b = pack.data();
+    brs = N;
+    bcs = 1;
+  }
+  if (bcs == 1) {
+    for (int64_t i = 0; i < M; ++i) {
+      T* ci = c + i * ldc;
+      for (int64_t j = 0; j < N; ++j) ci[j] = T(0);
+      for (int64_t k = 0; k < K; ++k) {
+        const W av = static_cast<W>(a[i * ars + k * acs]);
+        const T* bk = b + k * brs;
+        if constexpr (std::is_integral_v<T>) {
+          axpy_wrap<W>(av, reinterpret_cast<const W*>(bk), reinterpret_cast<W*>(ci), N);
+        } else {
+          for (int64_t j = 0; j < N; ++j) ci[j] += av * bk[j];
+        }
+      }
+    }
+    return;
+  }
+  if constexpr (std::is_integral_v<T>) {
+    if (acs == 1 && brs == 1) {
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j)
+          c[i * ldc + j] = static_cast<T>(dot_wrap<W>(reinterpret_cast<const W*>(a + i * ars),
+                                                      reinterpret_cast<const W*>(b + j * bcs), K));
+      return;
+    }
+  }
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) {
+      W acc = W(0);
+      const T* ai = a + i * ars;
+      const T* bj = b + j * bcs;
+      for (int64_t k = 0; k < K; ++k)
+        acc += static_cast<W>(ai[k * acs]) * static_cast<W>(bj[k * brs]);
+      c[i * ldc + j] = static_cast<T>(acc);
+    }
+  }
+}
+
+// A batch of products C[b] = op(A[b]) * op(B[b]), M x N x K each; the batch dims (outermost
+// first) with the element strides of A, B and C in each.
+struct BatchedProduct {
+  int64_t M = 1, N = 1, K = 1;
+  bool ta = false, tb = false;
+  int64_t lda = 1, ldb = 1, ldc = 1;
+  std::vector<int64_t> dims, sa, sb, sc;
+};
+
+// Offsets of A, B and C for a linear batch index, stepped in row-major order.
+class BatchIter {
+ public:
+  explicit BatchIter(const BatchedProduct& p) : p_(p), idx_(p.dims.size(), 0) {}
+  void seek(int64_t i) {
+    a = b = c = 0;
+    for (size_t d = p_.dims.size(); d-- > 0;) {
+      idx_[d] = i % p_.dims[d];
+      i /= p_.dims[d];
+      a += idx_[d] * p_.sa[d];
+      b += idx_[d] * p_.sb[d];
+      c += idx_[d] * p_.sc[d];
+    }
+  }
+  void next() {
+    for (size_t d = p_.dims.size(); d-- > 0;) {
+      a += p_.sa[d];
+      b += p_.sb[d];
+      c += p_.sc[d];
+      if (++idx_[d] < p_.dims[d]) return;
+      a -= p_.dims[d] * p_.sa[d];
+      b -= p_.dims[d] * p_.sb[d];
+      c -= p_.dims[d] * p_.sc[d];
+      idx_[d] = 0;
+    }
+  }
+  int64_t a = 0, b = 0, c = 0;
+
+ private:
+  const BatchedProduct& p_;
+  std::vector<int64_t> idx_;
+};
+
+// Products of fewer multiply-adds run the plain loop (float / double): below this the
+// GEMM's packing and dispatch cost more than the arithmetic.
+constexpr double kLoopProduct = 2048;
+
+template <typename T>
+void run_batched(BatchedProduct p, const T* A, const T* B, T* C, ThreadPool* pool) {
+  // Merge batch dims that step evenly in all three tensors.
+  for (size_t d = p.dims.size(); d-- > 1;) {
+    const int64_t n = p.dims[d];
+    if (p.sa[d - 1] == p.sa[d] * n && p.sb[d - 1] == p.sb[d] * n && p.sc[d - 1] == p.sc[d] * n) {
+      p.dims[d - 1] *= n;
+      p.sa[d - 1] = p.sa[d];
+      p.sb[d - 1] = p.sb[d];
+      p.sc[d - 1] = p.sc[d];
+      p.dims.erase(p.dims.begin() + static_cast<std::ptrdiff_t>(d));
+      p.sa.erase(p.sa.begin() + static_cast<std::ptrdiff_t>(d));
+      p.sb.erase(p.sb.begin() + static_cast<std::ptrdiff_t>(d));
+      p.sc.erase(p.sc.begin() + static_cast<std::ptrdiff_t>(d));
+    }
+  }
+  int64_t batches = 1;
+  for (int64_t d : p.dims) batches *= d;
+  const int64_t M = p.M, N = p.N, K = p.K;
+  const double per = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  const int64_t threads = pool ? pool->num_threads() : 1;
+  const int64_t ars = p.ta ? 1 : p.lda, acs = p.ta ? p.lda : 1;
+  const int64_t brs = p.tb ? 1 : p.ldb, bcs = p.tb ? p.ldb : 1;
+
+  if (M == 1 && N == 1 && K == 1) {
+    // Elementwise products: the innermost batch dim as a strided loop.
+    const int64_t inner = p.dims.empty() ? 1 : p.dims.back();
+    const int64_t ia = p.dims.empty() ? 0 : p.sa.back(), ib = p.dims.empty() ? 0 : p.sb.back(),
+                  ic = p.dims.empty() ? 0 : p.sc.back();
+    BatchedProduct outer = p;
+    if (!outer.dims.empty()) {
+      outer.dims.pop_back();
+      outer.sa.pop_back();
+      outer.sb.pop_back();
+      outer.sc.pop_back();
+    }
+    using W = WrapT<T>;
+    parallel_for(pool, batches / inner, static_cast<double>(inner), [&](int64_t s, int64_t e) {
+      BatchIter it(outer);
+      it.seek(s);
+      for (int64_t o = s; o < e; ++o, it.next()) {
+        const T* a = A + it.a;
+        const T* b = B + it.b;
+        T* c = C + it.c;
+        if (ia == 1 && ib == 1 && ic == 1) {
+          for (int64_t j = 0; j < inner; ++j)
+            c[j] = static_cast<T>(static_cast<W>(a[j]) * static_cast<W>(b[j]));
+        } else {
+          for (int64_t j = 0; j < inner; ++j)
+            c[j * ic] = static_cast<T>(static_cast<W>(a[j * ia]) * static_cast<W>(b[j * ib]));
+        }
+      }
+    });
+    return;
+  }
+
+  bool use_gemm = false;
+  if constexpr (std::is_floating_point_v<T>) use_gemm = per >= kLoopProduct;
+  if (!use_gemm) {
+    if (batches == 1) {
+      // One product: rows split over the pool.
+      parallel_for(pool, M, static_cast<double>(N) * static_cast<double>(K),
+                   [&](int64_t s, int64_t e) {
+                     std::vector<T> pack;
+                     loop_product<T>(e - s, N, K, A + s * ars, ars, acs, B, brs, bcs, C + s * p.ldc,
+                                     p.ldc, pack);
+                   });
+      return;
+    }
+    parallel_for(pool, batches, per + 16.0, [&](int64_t s, int64_t e) {
+      std::vector<T> pack;
+      BatchIter it(p);
+      it.seek(s);
+      for (int64_t n = s; n < e; ++n, it.next())
+        loop_product<T>(M, N, K, A + it.a, ars, acs, B + it.b, brs, bcs, C + it.c, p.ldc, pack);
+    });
+    return;
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    auto one = [&](const BatchIter& it, ThreadPool* tp) {
+      gemm(p.ta, p.tb, M, N, K, T(1), A + it.a, p.lda, B + it.b, p.ldb, T(0), C + it.c, p.ldc, tp);
+    };
+    // Whole products per thread when they are small or share out evenly (as MatMul does).
+    if (batches > 1 && threads > 1 &&
+        (2.0 * per < 4e6 || batches % threads == 0 || batches >= 4 * threads)) {
+      parallel_for(pool, batches, 2.0 * per, [&](int64_t s, int64_t e) {
+        BatchIter it(p);
+        it.seek(s);
+        for (int64_t n = s; n < e; ++n, it.next()) one(it, nullptr);
+      });
+    } else {
+      BatchIter it(p);
+      it.seek(0);
+      for (int64_t n = 0; n < batches; ++n, it.next()) one(it, pool);
+    }
+  }
+}
+
+// Contracts X and Y: labels in both and in `keep` are batch labels, those in both and not
+// in `keep` are summed, the others are kept (every label of one operand only is in `keep`).
+// With `out` (the last product): writes the result into `dst` with its dims in `out`'s
+// order and returns nothing; otherwise returns the result.
+template <typename T>
+Operand contract(const Operand& X, const Operand& Y, const std::vector<char>& keep,
+                 const std::vector<int>* out, T* dst, ThreadPool* pool) {
+  const size_t nl = keep.size();
+  std::vector<char> in_x(nl, 0), in_y(nl, 0);
+  for (int lab : X.labels) in_x[static_cast<size_t>(lab)] = 1;
+  for (int lab : Y.labels) in_y[static_cast<size_t>(lab)] = 1;
+  std::vector<char> is_b(nl, 0), is_k(nl, 0), only_x(nl, 0), only_y(nl, 0);
+  std::vector<int64_t> size(nl, 1);
+  for (size_t i = 0; i < X.labels.size(); ++i) size[static_cast<size_t>(X.labels[i])] = X.t.dim(i);
+  for (size_t i = 0; i < Y.labels.size(); ++i) size[static_cast<size_t>(Y.labels[i])] = Y.t.dim(i);
+  for (size_t l = 0; l < nl; ++l) {
+    is_b[l] = in_x[l] && in_y[l] && keep[l];
+    is_k[l] = in_x[l] && in_y[l] && !keep[l];
+    only_x[l] = in_x[l] && !in_y[l];
+    only_y[l] = in_y[l] && !in_x[l];
+  }
+  auto count = [&](const std::vector<int>& g) {
+    int64_t n = 1;
+    for (int lab : g) n *= size[static_cast<size_t>(lab)];
+    return n;
+  };
+  const std::vector<int64_t> sx = strides_of(X.t.shape()), sy = strides_of(Y.t.shape());
+  std::vector<int64_t> so;
+  if (out) {
+    Shape os;
+    for (int lab : *out) os.push_back(size[static_cast<size_t>(lab)]);
+    so = strides_of(os);
+  }
+
+  // The layout search: which operand is the left one, and the order of the summed, row and
+  // column labels; the cost is the elements copied to make the operands and the result fit.
+  struct Choice {
+    bool swap = false;
+    std::vector<int> k, m, n;
+    bool view_l = false, view_r = false, view_c = false;
+    MatrixView vl, vr, vc;
+    double cost = -1;
+  } best;
+  for (int swap = 0; swap < 2; ++swap) {
+    const Operand& L = swap ? Y : X;
+    const Operand& R = swap ? X : Y;
+    const std::vector<int64_t>& sl = swap ? sy : sx;
+    const std::vector<int64_t>& sr = swap ? sx : sy;
+    const std::vector<char>& m_flag = swap ? only_y : only_x;
+    const std::vector<char>& n_flag = swap ? only_x : only_y;
+    std::vector<std::vector<int>> ks = {pick(L.labels, is_k), pick(R.labels, is_k)};
+    std::vector<std::vector<int>> ms = {pick(L.labels, m_flag)};
+    std::vector<std::vector<int>> ns = {pick(R.labels, n_flag)};
+    if (out) {
+      ms.push_back(pick(*out, m_flag));
+      ns.push_back(pick(*out, n_flag));
+    }
+    for (const auto& k : ks) {
+      for (const auto& m : ms) {
+        for (const auto& n : ns) {
+          Choice c;
+          c.swap = swap != 0;
+          c.k = k;
+          c.m = m;
+          c.n = n;
+          const int64_t Mn = count(m), Nn = count(n), Kn = count(k);
+          c.view_l = view_matrix(L.labels, sl, Mn, Kn, m, k, true, &c.vl);
+          c.view_r = view_matrix(R.labels, sr, Kn, Nn, k, n, true, &c.vr);
+          c.view_c = !out || view_matrix(*out, so, Mn, Nn, m, n, false, &c.vc);
+          double cost = 0;
+          if (!c.view_l) cost += static_cast<double>(L.t.numel());
+          if (!c.view_r) cost += static_cast<double>(R.t.numel());
+          if (!c.view_c) cost += static_cast<double>(Mn) * static_cast<double>(Nn);
+          c.cost = cost;
+          if (best.cost < 0 || c.cost < best.cost) best = c;
+        }
+      }
+    }
+  }
+
+  const Operand& L0 = best.swap ? Y : X;
+  const Operand& R0 = best.swap ? X : Y;
+  const std::vector<int> batch = pick(out ? *out : L0.labels, is_b);
+  const int64_t Mn = count(best.m), Nn = count(best.n), Kn = count(best.k);
+  auto concat = [](std::vector<int> a, const std::vector<int>& b, const std::vector<int>& c) {
+    a.insert(a.end(), b.begin(), b.end());
+    a.insert(a.end(), c.begin(), c.end());
+    return a;
+  };
+  // Operands that do not fit are permuted to [batch, rows, cols].
+  Operand Lc, Rc;
+  const Operand* L = &L0;
+  const Operand* R = &R0;
+  MatrixView vl = best.vl, vr = best.vr, vc = best.vc;
+  if (!best.view_l) {
+    Lc = permuted(L0, concat(batch, best.m, best.k), pool);
+    L = &Lc;
+    vl = MatrixView{false, std::max<int64_t>(Kn, 1)};
+  }
+  if (!best.view_r) {
+    Rc = permuted(R0, concat(batch, best.k, best.n), pool);
+    R = &Rc;
+    vr = MatrixView{false, std::max<int64_t>(Nn, 1)};
+  }
+  Operand result;
+  std::vector<int> c_labels;
+  T* c_data = dst;
+  std::vector<int64_t> sc;
+  if (out && best.view_c) {
+    c_labels = *out;
+    sc = so;
+  } else {
+    c_labels = concat(batch, best.m, best.n);
+    Shape cs;
+    for (int lab : c_labels) cs.push_back(size[static_cast<size_t>(lab)]);
+    result.t = Tensor::empty(X.t.dtype(), cs);
+    result.labels = c_labels;
+    c_data = result.t.data<T>();
+    sc = strides_of(cs);
+    vc = MatrixView{false, std::max<int64_t>(Nn, 1)};
+  }
+  const std::vector<int64_t> sl = strides_of(L->t.shape()), sr = strides_of(R->t.shape());
+  BatchedProduct p;
+  p.M = Mn;
+  p.N = Nn;
+  p.K = Kn;
+  p.ta = vl.trans;
+  p.tb = vr.trans;
+  p.lda = vl.ld;
+  p.ldb = vr.ld;
+  p.ldc = vc.ld;
+  for (int lab : batch) {
+    p.dims.push_back(size[static_cast<size_t>(lab)]);
+    p.sa.push_back(sl[position(L->labels, lab)]);
+    p.sb.push_back(sr[position(R->labels, lab)]);
+    p.sc.push_back(sc[position(c_labels, lab)]);
+  }
+  run_batched<T>(p, L->t.data<T>(), R->t.data<T>(), c_data, pool);
+  if (out && !best.view_c) {
+    permute_into(result, *out, dst, pool);
+    return Operand{};
+  }
+  return result;
+}
+
+// Evaluates the equation on inputs already in the compute type T into dst (of type T, the
+// output's shape; `out`: its labels of size > 1, in order).
+template <typename T>
+void evaluate(const EinsumProblem& pb, const std::vector<Tensor>& inputs,
+              const std::vector<int>& out, Tensor& dst, ThreadPool* pool) {
+  const size_t nl = pb.size.size();
+  const size_t n_in = inputs.size();
+  // Dims of size 1 are dropped (a label of size 1 everywhere, or broadcast against a larger
+  // one), repeated labels become their diagonal.
+  std::vector<Operand> ops(n_in);
+  for (size_t t = 0; t < n_in; ++t) {
+    const Tensor& x = inputs[t];
+    const std::vector<int64_t> st = strides_of(x.shape());
+    std::vector<int> labels;
+    Shape shape;
+    std::vector<int64_t> strides;
+    for (size_t i = 0; i < x.rank(); ++i) {
+      if (x.dim(i) == 1) continue;
+      const int lab = pb.in_labels[t][i];
+      const size_t at = position(labels, lab);
+      if (at < labels.size()) {
+        strides[at] += st[i];
+        continue;
+      }
+      labels.push_back(lab);
+      shape.push_back(x.dim(i));
+      strides.push_back(st[i]);
+    }
+    ops[t].labels = labels;
+    if (strides == strides_of(shape)) {
+      ops[t].t = x.reshaped(shape);
+    } else {
+      ops[t].t = Tensor::empty(x.dtype(), shape);
+      tensor_ops::strided_copy_dense(x.dtype(), x.raw_data(), strides, ops[t].t.raw_data(), shape,
+                                     pool);
+    }
+  }
+  std::vector<char> in_out(nl, 0);
+  for (int lab : out) in_out[static_cast<size_t>(lab)] = 1;
+  std::vector<int> uses(nl, 0);
+  for (const Operand& op : ops)
+    for (int lab : op.labels) ++uses[static_cast<size_t>(lab)];
+  // Labels of one operand only and not in the output are summed first.
+  auto sum_flags = [&](const Operand& op, bool* any) {
+    std::vector<char> drop(nl, 0);
+    *any = false;
+    for (int lab : op.labels) {
+      if (uses[static_cast<size_t>(lab)] == 1 && !in_out[static_cast<size_t>(lab)]) {
+        drop[static_cast<size_t>(lab)] = 1;
+        *any = true;
+      }
+    }
+    return drop;
+  };
+
+  if (n_in == 1) {
+    bool any = false;
+    const std::vector<char> drop = sum_flags(ops[0], &any);
+    if (any) {
+      if (pick(ops[0].labels, in_out) == out) {
+        // Summed straight into the output.
+        Shape shape;
+        for (int lab : out) shape.push_back(pb.size[static_cast<size_t>(lab)]);
+        Tensor yv = dst.reshaped(shape);
+        sum_out_into<T>(ops[0], drop, yv, pool);
+        return;
+      }
+      ops[0] = sum_out<T>(ops[0], drop, pool);
+    }
+    permute_into(ops[0], out, dst.raw_data(), pool);
+    return;
+  }
+  for (Operand& op : ops) {
+    bool any = false;
+    const std::vector<char> drop = sum_flags(op, &any);
+    if (any) op = sum_out<T>(op, drop, pool);
+  }
+  Operand cur = std::move(ops[0]);
+  for (size_t j = 1; j < n_in; ++j) {
+    std::vector<char> keep = in_out;
+    for (size_t l = j + 1; l < n_in; ++l)
+      for (int lab : ops[l].labels) keep[static_cast<size_t>(lab)] = 1;
+    const bool last = j + 1 == n_in;
+    Operand next = contract<T>(cur, ops[j], keep, last ? &out : nullptr, dst.data<T>(), pool);
+    if (!last) cur = std::move(next);
+  }
+}
 
 class Einsum final : public Kernel {
  public:
@@ -23,6 +723,65 @@ class Einsum final : public Kernel {
   }
 
   void compute(KernelContext& ctx) const override {
+    const size_t n_in = ctx.num_inputs();
+    const DataType dt = ctx.required_input(0).dtype();
+    for (size_t t = 0; t < n_in; ++t) {
+      if (ctx.required_input(t).dtype() != dt)
+        ctx.fail(StatusCode::kInvalidArgument, "inputs differ in type");
+    }
+    const DataType cdt = compute_dtype(dt);
+    if (cdt == DataType::kUndefined) {
+      ctx.fail(StatusCode::kNotImplemented,
+               std::string("Einsum: element type ") + dtype_name(dt) + " is not supported");
+    }
+    const EinsumProblem pb = parse(ctx);
+    Shape out_shape;
+    std::vector<int> out;  // the output labels of size > 1
+    for (int lab : pb.out_labels) {
+      const int64_t d = pb.size[static_cast<size_t>(lab)];
+      out_shape.push_back(d);
+      if (d != 1) out.push_back(lab);
+    }
+    Tensor& y = ctx.allocate_output(0, dt, out_shape);
+    if (y.numel() == 0) return;
+    bool empty = false;
+    for (size_t t = 0; t < n_in; ++t) empty = empty || ctx.required_input(t).numel() == 0;
+    if (empty) {
+      // A label of size 0 that the output does not have: every sum is empty.
+      std::memset(y.raw_data(), 0, y.nbytes());
+      return;
+    }
+    std::vector<Tensor> inputs;
+    for (size_t t = 0; t < n_in; ++t) inputs.push_back(to_compute(ctx.required_input(t), cdt));
+    Tensor dst = cdt == dt ? y : Tensor::empty(cdt, out_shape);
+    ThreadPool* pool = ctx.thread_pool();
+    switch (cdt) {
+      case DataType::kFloat:
+        evaluate<float>(pb, inputs, out, dst, pool);
+        break;
+      case DataType::kDouble:
+        evaluate<double>(pb, inputs, out, dst, pool);
+        break;
+      case DataType::kInt32:
+        evaluate<int32_t>(pb, inputs, out, dst, pool);
+        break;
+      case DataType::kInt64:
+        evaluate<int64_t>(pb, inputs, out, dst, pool);
+        break;
+      case DataType::kUInt32:
+        evaluate<uint32_t>(pb, inputs, out, dst, pool);
+        break;
+      default:
+        evaluate<uint64_t>(pb, inputs, out, dst, pool);
+        break;
+    }
+    if (cdt != dt) from_compute(dst, y);
+  }
+
+ private:
+  // Labels per input dim and per output dim, and each label's size; bad equations and
+  // shapes that do not fit them fail with kInvalidArgument.
+  EinsumProblem parse(KernelContext& ctx) const {
     const size_t n_in = ctx.num_inputs();
     std::string lhs = equation_, rhs;
     const size_t arrow = equation_.find("->");
@@ -46,22 +805,32 @@ class Einsum final : public Kernel {
                                                  std::to_string(terms.size()) + " terms for " +
                                                  std::to_string(n_in) + " inputs");
     }
-    const DataType dt = ctx.required_input(0).dtype();
-    // Labels: letters 0..51, ellipsis dims 52 + k (k over the widest ellipsis).
     auto letter = [&](char ch) -> int {
-      if (ch >= 'a' && ch <= 'z') return ch - 'a';
-      if (ch >= 'A' && ch <= 'Z') return 26 + (ch - 'A');
+      if (ch >= 'A' && ch <= 'Z') return ch - 'A';
+      if (ch >= 'a' && ch <= 'z') return 26 + (ch - 'a');
       ctx.fail(StatusCode::kInvalidArgument,
                std::string("equation has an invalid character '") + ch + "'");
     };
-    std::vector<std::vector<int>> in_labels(n_in);
+    // Where a term's ellipsis starts (npos: none); a '.' outside one ellipsis fails.
+    auto ellipsis_at = [&](const std::string& term) {
+      const size_t e = term.find("...");
+      for (size_t i = 0; i < term.size(); ++i) {
+        if (term[i] != '.') continue;
+        if (e == std::string::npos || i < e || i >= e + 3) {
+          ctx.fail(StatusCode::kInvalidArgument,
+                   "term '" + term + "' has a '.' outside its one ellipsis");
+        }
+      }
+      return e;
+    };
+    EinsumProblem pb;
+    pb.in_labels.resize(n_in);
     std::vector<int64_t> ell_rank(n_in, 0);
     int64_t max_ell = 0;
     for (size_t t = 0; t < n_in; ++t) {
       const Tensor& x = ctx.required_input(t);
-      if (x.dtype() != dt) ctx.fail(StatusCode::kInvalidArgument, "inputs differ in type");
       const std::string& term = terms[t];
-      const size_t e = term.find("...");
+      const size_t e = ellipsis_at(term);
       size_t letters = 0;
       for (char ch : term)
         if (ch != '.') ++letters;
@@ -80,145 +849,72 @@ class Einsum final : public Kernel {
         max_ell = std::max(max_ell, ell_rank[t]);
       }
     }
-    std::map<int, int64_t> size;
+    pb.size.assign(static_cast<size_t>(kEllipsisLabel + max_ell), -1);
     for (size_t t = 0; t < n_in; ++t) {
       const Tensor& x = ctx.required_input(t);
       const std::string& term = terms[t];
-      size_t dim = 0;
+      std::vector<int>& labels = pb.in_labels[t];
       for (size_t i = 0; i < term.size(); ++i) {
         if (term[i] == '.') {
-          if (term.compare(i, 3, "...") != 0) {
-            ctx.fail(StatusCode::kInvalidArgument, "equation has a stray '.'");
-          }
           for (int64_t k = 0; k < ell_rank[t]; ++k) {
-            in_labels[t].push_back(52 + static_cast<int>(max_ell - ell_rank[t] + k));
+            labels.push_back(kEllipsisLabel + static_cast<int>(max_ell - ell_rank[t] + k));
           }
           i += 2;
           continue;
         }
-        in_labels[t].push_back(letter(term[i]));
+        labels.push_back(letter(term[i]));
       }
-      for (int lab : in_labels[t]) {
-        const int64_t d = x.dim(dim++);
-        auto it = size.find(lab);
-        if (it == size.end() || it->second == 1) {
-          size[lab] = d;
-        } else if (d != it->second && !(lab >= 52 && d == 1)) {
-          ctx.fail(StatusCode::kInvalidArgument, "label sizes disagree in '" + equation_ + "'");
+      for (size_t i = 0; i < labels.size(); ++i) {
+        const int lab = labels[i];
+        const int64_t d = x.dim(i);
+        for (size_t j = 0; j < i; ++j) {
+          if (labels[j] == lab && x.dim(j) != d) {
+            ctx.fail(StatusCode::kInvalidArgument,
+                     "a label repeated in term '" + term + "' spans dims of different sizes in " +
+                         "input " + std::to_string(t) + " of shape " + shape_to_string(x.shape()));
+          }
+        }
+        int64_t& s = pb.size[static_cast<size_t>(lab)];
+        if (s == -1 || s == 1) {
+          s = d;
+        } else if (d != s && d != 1) {
+          ctx.fail(StatusCode::kInvalidArgument,
+                   "label sizes disagree in '" + equation_ + "' (input " + std::to_string(t) +
+                       " of shape " + shape_to_string(x.shape()) + ")");
         }
       }
     }
-    std::vector<int> out_labels;
     if (explicit_out) {
+      const size_t e = ellipsis_at(rhs);
       for (size_t i = 0; i < rhs.size(); ++i) {
-        if (rhs[i] == '.') {
-          for (int64_t k = 0; k < max_ell; ++k) out_labels.push_back(52 + static_cast<int>(k));
+        if (i == e) {
+          for (int64_t k = 0; k < max_ell; ++k) pb.out_labels.push_back(kEllipsisLabel + int(k));
           i += 2;
           continue;
         }
         const int lab = letter(rhs[i]);
-        if (!size.count(lab)) {
-          ctx.fail(StatusCode::kInvalidArgument, "output label not in the inputs");
+        if (pb.size[static_cast<size_t>(lab)] == -1) {
+          ctx.fail(StatusCode::kInvalidArgument,
+                   std::string("output label '") + rhs[i] + "' is not in the inputs");
         }
-        out_labels.push_back(lab);
+        if (std::find(pb.out_labels.begin(), pb.out_labels.end(), lab) != pb.out_labels.end()) {
+          ctx.fail(StatusCode::kInvalidArgument,
+                   std::string("output label '") + rhs[i] + "' appears more than once");
+        }
+        pb.out_labels.push_back(lab);
       }
     } else {
-      for (int64_t k = 0; k < max_ell; ++k) out_labels.push_back(52 + static_cast<int>(k));
-      std::map<int, int> count;
-      for (const auto& l : in_labels)
-        for (int lab : l) count[lab]++;
-      for (const auto& [lab, cnt] : count)
-        if (lab < 52 && cnt == 1) out_labels.push_back(lab);
+      for (int64_t k = 0; k < max_ell; ++k) pb.out_labels.push_back(kEllipsisLabel + int(k));
+      std::vector<int> count(static_cast<size_t>(kEllipsisLabel), 0);
+      for (const auto& l : pb.in_labels)
+        for (int lab : l)
+          if (lab < kEllipsisLabel) count[static_cast<size_t>(lab)]++;
+      for (int lab = 0; lab < kEllipsisLabel; ++lab)
+        if (count[static_cast<size_t>(lab)] == 1) pb.out_labels.push_back(lab);
     }
-    std::vector<int> sum_labels;
-    for (const auto& [lab, sz] : size) {
-      (void)sz;
-      if (std::find(out_labels.begin(), out_labels.end(), lab) == out_labels.end()) {
-        sum_labels.push_back(lab);
-      }
-    }
-    // All labels: output first, then summed. Per input, the element stride of each label.
-    std::vector<int> all = out_labels;
-    all.insert(all.end(), sum_labels.begin(), sum_labels.end());
-    std::vector<int64_t> dims;
-    for (int lab : all) dims.push_back(size[lab]);
-    std::vector<std::vector<int64_t>> strides(n_in, std::vector<int64_t>(all.size(), 0));
-    std::vector<std::vector<double>> vals(n_in);
-    for (size_t t = 0; t < n_in; ++t) {
-      const Tensor& x = ctx.required_input(t);
-      int64_t st = 1;
-      for (size_t i = in_labels[t].size(); i-- > 0;) {
-        const size_t pos =
-            static_cast<size_t>(std::find(all.begin(), all.end(), in_labels[t][i]) - all.begin());
-        if (x.dim(i) != 1 || size[in_labels[t][i]] == 1) strides[t][pos] += st;
-        st *= x.dim(i);
-      }
-      vals[t].resize(static_cast<size_t>(x.numel()));
-      ORTLITE_DISPATCH_NUMERIC(dt, "Einsum", [&](auto tag) {
-        using T = decltype(tag);
-        const T* p = x.data<T>();
-        for (size_t i = 0; i < vals[t].size(); ++i) {
-          if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
-            vals[t][i] = static_cast<double>(static_cast<float>(p[i]));
-          } else {
-            vals[t][i] = static_cast<double>(p[i]);
-          }
-        }
-      });
-    }
-    Shape out_shape;
-    int64_t out_n = 1, sum_n = 1;
-    for (size_t i = 0; i < out_labels.size(); ++i) {
-      out_shape.push_back(dims[i]);
-      out_n *= dims[i];
-    }
-    for (size_t i = out_labels.size(); i < all.size(); ++i) sum_n *= dims[i];
-    if (out_n > (int64_t{1} << 28) || sum_n > (int64_t{1} << 28) ||
-        static_cast<double>(out_n) * static_cast<double>(sum_n) > 1e10) {
-      ctx.fail(StatusCode::kNotImplemented, "Einsum '" + equation_ +
-                                                "' is too large for the "
-                                                "direct evaluation");
-    }
-    std::vector<double> out(static_cast<size_t>(out_n), 0.0);
-    std::vector<int64_t> idx(all.size(), 0);
-    for (int64_t o = 0; o < out_n; ++o) {
-      int64_t rem = o;
-      for (size_t i = out_labels.size(); i-- > 0;) {
-        idx[i] = rem % dims[i];
-        rem /= dims[i];
-      }
-      double acc = 0;
-      for (int64_t sidx = 0; sidx < sum_n; ++sidx) {
-        int64_t r2 = sidx;
-        for (size_t i = all.size(); i-- > out_labels.size();) {
-          idx[i] = r2 % dims[i];
-          r2 /= dims[i];
-        }
-        double prod = 1;
-        for (size_t t = 0; t < n_in; ++t) {
-          int64_t off = 0;
-          for (size_t i = 0; i < all.size(); ++i) off += idx[i] * strides[t][i];
-          prod *= vals[t][static_cast<size_t>(off)];
-        }
-        acc += prod;
-      }
-      out[static_cast<size_t>(o)] = acc;
-    }
-    Tensor& y = ctx.allocate_output(0, dt, out_shape);
-    ORTLITE_DISPATCH_NUMERIC(dt, "Einsum", [&](auto tag) {
-      using T = decltype(tag);
-      T* p = y.data<T>();
-      for (size_t i = 0; i < out.size(); ++i) {
-        if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
-          p[i] = T(static_cast<float>(out[i]));
-        } else {
-          p[i] = static_cast<T>(out[i]);
-        }
-      }
-    });
+    return pb;
   }
 
- private:
   std::string equation_;
 };
 

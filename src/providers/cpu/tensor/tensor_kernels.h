@@ -84,6 +84,12 @@ inline void strided_copy_dense(DataType dt, const void* src,
   strided_copy(dt, src, src_strides, dst, dense_strides(shape), shape, pool);
 }
 
+// Writes the dense tensor `src` of `shape` with its dims permuted by `perm` (output dim i is
+// input dim perm[i]) densely into dst, with Transpose's fast paths: 4-byte batched 2-D
+// transposes in register tiles, other permutations through strided_copy.
+void transpose_dense(DataType dt, const void* src, const Shape& shape,
+                     const std::vector<int64_t>& perm, void* dst, ThreadPool* pool);
+
 // Checks that an output of `shape` and element type `dt` has a representable byte size;
 // fails with kInvalidArgument naming `what` otherwise. Returns the element count.
 int64_t checked_numel(const KernelContext& ctx, DataType dt, const Shape& shape, const char* what);

@@ -532,44 +532,8 @@ class Transpose final : public Kernel {
       return;
     }
     Tensor& y = ctx.allocate_output(0, data.dtype(), out);
-    int64_t B, R, C;
-    const size_t es = dtype_size(data.dtype());
-    if (data.dtype() != DataType::kString && batched_2d(in, perm, &B, &R, &C) && R > 1 && C > 1) {
-      const void* s = data.raw_data();
-      void* d = y.raw_data();
-      ThreadPool* pool = ctx.thread_pool();
-      switch (es) {
-        case 1:
-          if (transpose_2d_small(static_cast<const uint8_t*>(s), static_cast<uint8_t*>(d), B, R, C,
-                                 pool))
-            return;
-          return transpose_2d_narrow_elems(static_cast<const uint8_t*>(s), static_cast<uint8_t*>(d),
-                                           B, R, C, pool);
-        case 2:
-          if (transpose_2d_small(static_cast<const uint16_t*>(s), static_cast<uint16_t*>(d), B, R,
-                                 C, pool))
-            return;
-          return transpose_2d_narrow_elems(static_cast<const uint16_t*>(s),
-                                           static_cast<uint16_t*>(d), B, R, C, pool);
-        case 4:
-          if (transpose_2d_small(static_cast<const uint32_t*>(s), static_cast<uint32_t*>(d), B, R,
-                                 C, pool))
-            return;
-          return transpose_2d_u32(static_cast<const uint32_t*>(s), static_cast<uint32_t*>(d), B, R,
-                                  C, pool);
-        case 8:
-          // Tiles of 8-byte elements are left to the strided copy (its blocked loop keeps
-          // up); the narrow shapes are not.
-          if (transpose_2d_small(static_cast<const uint64_t*>(s), static_cast<uint64_t*>(d), B, R,
-                                 C, pool))
-            return;
-          break;
-        default:
-          break;
-      }
-    }
-    tensor_ops::strided_copy_dense(data.dtype(), data.raw_data(), view.strides, y.raw_data(), out,
-                                   ctx.thread_pool());
+    tensor_ops::transpose_dense(data.dtype(), data.raw_data(), in, perm, y.raw_data(),
+                                ctx.thread_pool());
   }
 
  private:
@@ -577,6 +541,49 @@ class Transpose final : public Kernel {
 };
 
 }  // namespace
+
+namespace tensor_ops {
+
+void transpose_dense(DataType dt, const void* src, const Shape& in,
+                     const std::vector<int64_t>& perm, void* dst, ThreadPool* pool) {
+  int64_t B, R, C;
+  const size_t es = dtype_size(dt);
+  if (dt != DataType::kString && batched_2d(in, perm, &B, &R, &C) && R > 1 && C > 1) {
+    switch (es) {
+      case 1:
+        if (transpose_2d_small(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), B, R,
+                               C, pool))
+          return;
+        return transpose_2d_narrow_elems(static_cast<const uint8_t*>(src),
+                                         static_cast<uint8_t*>(dst), B, R, C, pool);
+      case 2:
+        if (transpose_2d_small(static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), B, R,
+                               C, pool))
+          return;
+        return transpose_2d_narrow_elems(static_cast<const uint16_t*>(src),
+                                         static_cast<uint16_t*>(dst), B, R, C, pool);
+      case 4:
+        if (transpose_2d_small(static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), B, R,
+                               C, pool))
+          return;
+        return transpose_2d_u32(static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), B,
+                                R, C, pool);
+      case 8:
+        // Tiles of 8-byte elements are left to the strided copy (its blocked loop keeps
+        // up); the narrow shapes are not.
+        if (transpose_2d_small(static_cast<const uint64_t*>(src), static_cast<uint64_t*>(dst), B, R,
+                               C, pool))
+          return;
+        break;
+      default:
+        break;
+    }
+  }
+  const StridedView view = transpose_view(in, perm);
+  strided_copy_dense(dt, src, view.strides, dst, view.shape, pool);
+}
+
+}  // namespace tensor_ops
 
 void register_transpose_kernels(KernelRegistry& r) {
   r.add_versions("Transpose", {1, 13, 21, 23}, make_factory<Transpose>());
