@@ -137,6 +137,19 @@ CASES = [
     ("ijk->j", [(5, 6, 7)]),
     ("ijk->ki", [(5, 6, 7)]),
     ("ijk->kj", [(5, 6, 7)]),
+    ("ij->i", [(45, 7)]),             # short rows, eight at a time and the rest
+    ("ij->i", [(4096, 16)]),
+    ("ij->i", [(100, 1000)]),         # long rows: a column of ones through the GEMM
+    ("ij->j", [(1000, 100)]),         # outer sums: a row of ones through the GEMM
+    ("ijk->ik", [(64, 128, 7)]),      # column sums folded into lcm(K, 16) runs
+    ("ijk->ik", [(6, 9, 32)]),
+    ("ijk->ik", [(3, 5, 70)]),        # column sums, rows too long to fold
+    ("ijk->j", [(64, 128, 32)]),      # the inner sum first, then the outer one
+    ("ijkl->jl", [(8, 6, 5, 7)]),
+    ("ijkl->jl", [(3, 4, 5, 70)]),
+    ("ijkl->il", [(3, 4, 5, 6)]),
+    ("ijkl->ik", [(3, 4, 5, 6)]),
+    ("ijkl->k", [(3, 4, 5, 6)]),
     ("i,i", [(100000,), (100000,)]),
     ("i,i->", [(7,), (7,)]),
     ("i,i->i", [(7,), (7,)]),
@@ -196,6 +209,9 @@ TYPED = [
     ("ij->", [(40, 50)]),
     ("ij->j", [(40, 50)]),
     ("ij->i", [(40, 50)]),
+    ("ij->i", [(41, 7)]),
+    ("ijk->ik", [(4, 9, 7)]),
+    ("ijk->j", [(4, 9, 7)]),
     ("i,i", [(1000,), (1000,)]),
     ("i,j->ij", [(5,), (6,)]),
     ("ij,ij->ij", [(31, 17), (31, 17)]),

@@ -159,21 +159,155 @@ Operand permuted(const Operand& op, const std::vector<int>& order, ThreadPool* p
   return r;
 }
 
+// y[r] = sum of x[r * cols + c] over c < cols, for short rows: eight rows at a time, so
+// that eight independent sums are in flight.
+template <typename T>
+void sum_short_rows(const T* x, int64_t rows, int64_t cols, T* y, ThreadPool* pool) {
+  parallel_for(pool, (rows + 7) / 8, 8.0 * static_cast<double>(cols), [&](int64_t b, int64_t e) {
+    for (int64_t blk = b; blk < e; ++blk) {
+      const int64_t r0 = blk * 8;
+      if (r0 + 8 <= rows) {
+        T acc[8] = {};
+        const T* xr = x + r0 * cols;
+        for (int64_t c = 0; c < cols; ++c)
+          for (int i = 0; i < 8; ++i) acc[i] += xr[i * cols + c];
+        for (int i = 0; i < 8; ++i) y[r0 + i] = acc[i];
+        continue;
+      }
+      for (int64_t r = r0; r < rows; ++r) {
+        T acc = T(0);
+        for (int64_t c = 0; c < cols; ++c) acc += x[r * cols + c];
+        y[r] = acc;
+      }
+    }
+  });
+}
+
+// y[0..n) += the `rows` rows x + r * stride, compiled per ISA. Four rows are added
+// together before y is updated: a chain of stores to and loads from y row after row would
+// wait on store forwarding.
+template <typename T>
+inline void add_rows_body(T* y, const T* x, int64_t n, int64_t rows, int64_t stride) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const T* x0 = x + r * stride;
+    const T* x1 = x0 + stride;
+    const T* x2 = x1 + stride;
+    const T* x3 = x2 + stride;
+    for (int64_t i = 0; i < n; ++i) y[i] += (x0[i] + x1[i]) + (x2[i] + x3[i]);
+  }
+  for (; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i) y[i] += x[r * stride + i];
+}
+ORTLITE_NN_CLONES512 void add_rows(float* y, const float* x, int64_t n, int64_t rows,
+                                   int64_t stride) {
+  add_rows_body(y, x, n, rows, stride);
+}
+ORTLITE_NN_CLONES512 void add_rows(double* y, const double* x, int64_t n, int64_t rows,
+                                   int64_t stride) {
+  add_rows_body(y, x, n, rows, stride);
+}
+
+// y[r] = sum of x[r * cols + c] over c < cols (float / double): long rows as op times a
+// column of ones (the GEMM's vectorized dot products), short ones eight at a time.
+template <typename T>
+void sum_rows(const T* x, int64_t rows, int64_t cols, T* y, ThreadPool* pool) {
+  if (cols >= 32) {
+    const std::vector<T> ones(static_cast<size_t>(cols), T(1));
+    gemm(false, false, rows, 1, cols, T(1), x, cols, ones.data(), 1, T(0), y, 1, pool);
+    return;
+  }
+  sum_short_rows<T>(x, rows, cols, y, pool);
+}
+
+// Column sums (the innermost dim kept, contiguous; float / double): blocks of adjacent
+// outputs accumulate the input rows in the element type, vectorized (the Reduce* engine
+// accumulates them in scalar double).
+template <typename T>
+void sum_columns(const reduce::ReduceLayout& L, const T* x, T* y, ThreadPool* pool) {
+  constexpr int64_t kBlock = 1024;
+  const int64_t K = L.kdims.back();
+  const size_t nko = L.kdims.size() - 1;
+  const size_t nro = L.rdims.size() - 1;  // the innermost reduced dim is a call's rows
+  const int64_t inner_rows = L.rdims.back(), inner_stride = L.rstrides.back();
+  const int64_t n_outer = L.num_out / K;
+  const int64_t blocks = (K + kBlock - 1) / kBlock;
+  const int64_t R = L.red_count;
+  // Short rows that follow each other in memory (K < 64, the inner reduced dim stepping by
+  // K) are added as longer ones: `fold` = lcm(K, 16) elements at a time into a buffer whose
+  // element m belongs to output m % K, summed into the outputs at the end.
+  int64_t fold = 0;
+  if (K < 64 && inner_stride == K) {
+    fold = K;
+    while (fold % 16 != 0) fold += K;
+  }
+  parallel_for(pool, n_outer * blocks, static_cast<double>(R * std::min(K, kBlock)),
+               [&](int64_t b, int64_t e) {
+                 reduce::Odometer ko(L.kdims.data(), L.kstrides.data(), nko);
+                 reduce::Odometer ro(L.rdims.data(), L.rstrides.data(), nro);
+                 std::vector<T> acc(static_cast<size_t>(fold));
+                 for (int64_t item = b; item < e; ++item) {
+                   const int64_t outer = item / blocks;
+                   const int64_t k0 = (item % blocks) * kBlock;
+                   const int64_t len = std::min(kBlock, K - k0);
+                   ko.seek(outer);
+                   const T* base = x + ko.offset() + k0;
+                   T* yo = y + outer * K + k0;
+                   std::fill(yo, yo + len, T(0));
+                   std::fill(acc.begin(), acc.end(), T(0));
+                   ro.seek(0);
+                   for (int64_t r = 0; r < R / inner_rows; ++r, ro.next()) {
+                     const T* rows = base + ro.offset();
+                     if (fold == 0) {
+                       add_rows(yo, rows, len, inner_rows, inner_stride);
+                       continue;
+                     }
+                     const int64_t n = inner_rows * K, full = n / fold;
+                     add_rows(acc.data(), rows, fold, full, fold);
+                     if (n > full * fold)
+                       add_rows(acc.data(), rows + full * fold, n - full * fold, 1, 0);
+                   }
+                   for (int64_t m = 0; m < fold; m += K)
+                     for (int64_t k = 0; k < K; ++k) yo[k] += acc[static_cast<size_t>(m + k)];
+                 }
+               });
+}
+
+template <typename T>
+Operand sum_out(const Operand& op, const std::vector<char>& drop, ThreadPool* pool);
+
 // Sums `op` over the labels `drop` marks into y (dims: the other labels, in op's order).
 template <typename T>
 void sum_out_into(const Operand& op, const std::vector<char>& drop, Tensor& y, ThreadPool* pool) {
-  std::vector<bool> mask(op.labels.size());
-  size_t lead = 0;  // dims summed before the first kept one
-  while (lead < op.labels.size() && drop[static_cast<size_t>(op.labels[lead])]) ++lead;
-  bool prefix = lead > 0 && lead < op.labels.size();
-  for (size_t i = 0; i < op.labels.size(); ++i) {
-    mask[i] = drop[static_cast<size_t>(op.labels[i])];
-    if (i >= lead && mask[i]) prefix = false;
-  }
+  const size_t rank = op.labels.size();
+  std::vector<bool> mask(rank);
+  for (size_t i = 0; i < rank; ++i) mask[i] = drop[static_cast<size_t>(op.labels[i])] != 0;
   if constexpr (std::is_floating_point_v<T>) {
-    if (prefix) {
-      // Sums over the outer dims are a row of ones times op as a matrix: the GEMM's
-      // vectorized row loop (the Reduce* engine runs such column sums in scalar double).
+    size_t lead = 0;  // dims summed before the first kept one
+    while (lead < rank && mask[lead]) ++lead;
+    size_t tail = rank;  // the dims summed after the last kept one start here
+    while (tail > 0 && mask[tail - 1]) --tail;
+    const bool inner_only = std::find(mask.begin(), mask.begin() + tail, true) ==
+                            mask.begin() + static_cast<std::ptrdiff_t>(tail);
+    if (tail < rank && tail > 0) {
+      int64_t cols = 1;
+      for (size_t i = tail; i < rank; ++i) cols *= op.t.dim(i);
+      if (inner_only) {
+        sum_rows<T>(op.t.data<T>(), op.t.numel() / cols, cols, y.data<T>(), pool);
+        return;
+      }
+      // The inner sums first (contiguous rows), then the others over a smaller tensor.
+      std::vector<char> inner(drop.size(), 0);
+      for (size_t i = tail; i < rank; ++i) inner[static_cast<size_t>(op.labels[i])] = 1;
+      const Operand part = sum_out<T>(op, inner, pool);
+      sum_out_into<T>(part, drop, y, pool);
+      return;
+    }
+    if (lead > 0 && lead < rank &&
+        std::find(mask.begin() + static_cast<std::ptrdiff_t>(lead), mask.end(), true) ==
+            mask.end()) {
+      // Sums over the outer dims: a row of ones times op as a matrix (the GEMM's
+      // vectorized row loop).
       int64_t rows = 1;
       for (size_t i = 0; i < lead; ++i) rows *= op.t.dim(i);
       const int64_t cols = op.t.numel() / rows;
@@ -183,8 +317,14 @@ void sum_out_into(const Operand& op, const std::vector<char>& drop, Tensor& y, T
       return;
     }
   }
-  reduce::run_reduction(reduce::ReduceKind::kSum, reduce::make_layout(op.t.shape(), mask), op.t, y,
-                        pool, "Einsum");
+  const reduce::ReduceLayout layout = reduce::make_layout(op.t.shape(), mask);
+  if constexpr (std::is_floating_point_v<T>) {
+    if (!layout.rdims.empty() && !layout.inner_reduced) {
+      sum_columns<T>(layout, op.t.data<T>(), y.data<T>(), pool);
+      return;
+    }
+  }
+  reduce::run_reduction(reduce::ReduceKind::kSum, layout, op.t, y, pool, "Einsum");
 }
 
 template <typename T>
@@ -286,10 +426,38 @@ inline W dot_wrap(const W* a, const W* b, int64_t n) {
 // c[i * ldc + j] = sum_k a[i * ars + k * acs] * b[k * brs + j * bcs]: a plain loop for the
 // integer types and for products too small for the GEMM. `pack` is scratch for op(B).
 template <typename T>
+inline T dot_loop(const T* a, const T* b, int64_t n) {
+  using W = WrapT<T>;
+  if constexpr (std::is_integral_v<T>) {
+    return static_cast<T>(
+        dot_wrap<W>(reinterpret_cast<const W*>(a), reinterpret_cast<const W*>(b), n));
+  } else {
+    T s0 = T(0), s1 = T(0), s2 = T(0), s3 = T(0);
+    int64_t k = 0;
+    for (; k + 4 <= n; k += 4) {
+      s0 += a[k] * b[k];
+      s1 += a[k + 1] * b[k + 1];
+      s2 += a[k + 2] * b[k + 2];
+      s3 += a[k + 3] * b[k + 3];
+    }
+    for (; k < n; ++k) s0 += a[k] * b[k];
+    return (s0 + s1) + (s2 + s3);
+  }
+}
+
+// c[i * ldc + j] = sum_k a[i * ars + k * acs] * b[k * brs + j * bcs]: a plain loop for the
+// integer types and for products too small for the GEMM. `pack` is scratch for op(B).
+template <typename T>
 void loop_product(int64_t M, int64_t N, int64_t K, const T* a, int64_t ars, int64_t acs, const T* b,
                   int64_t brs, int64_t bcs, T* c, int64_t ldc, std::vector<T>& pack) {
   using W = WrapT<T>;
-  if (bcs != 1 && !(acs == 1 && brs == 1) && M > 1) {
+  if (acs == 1 && brs == 1 && (bcs != 1 || N < 8)) {
+    // Both operands run along k: dot products (rows of B too short for the vector loop).
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) c[i * ldc + j] = dot_loop<T>(a + i * ars, b + j * bcs, K);
+    return;
+  }
+  if (bcs != 1 && M > 1) {
     // Neither layout streams: copy op(B) once as K rows of N.
     pack.resize(static_cast<size_t>(K * N));
     for (int64_t k = 0; k < K; ++k)
@@ -299,6 +467,7 @@ void loop_product(int64_t M, int64_t N, int64_t K, const T* a, int64_t ars, int6
     bcs = 1;
   }
   if (bcs == 1) {
+    // Rows of C accumulate rows of B.
     for (int64_t i = 0; i < M; ++i) {
       T* ci = c + i * ldc;
       for (int64_t j = 0; j < N; ++j) ci[j] = T(0);
@@ -314,24 +483,11 @@ void loop_product(int64_t M, int64_t N, int64_t K, const T* a, int64_t ars, int6
     }
     return;
   }
-  if constexpr (std::is_integral_v<T>) {
-    if (acs == 1 && brs == 1) {
-      for (int64_t i = 0; i < M; ++i)
-        for (int64_t j = 0; j < N; ++j)
-          c[i * ldc + j] = static_cast<T>(dot_wrap<W>(reinterpret_cast<const W*>(a + i * ars),
-                                                      reinterpret_cast<const W*>(b + j * bcs), K));
-      return;
-    }
-  }
-  for (int64_t i = 0; i < M; ++i) {
-    for (int64_t j = 0; j < N; ++j) {
-      W acc = W(0);
-      const T* ai = a + i * ars;
-      const T* bj = b + j * bcs;
-      for (int64_t k = 0; k < K; ++k)
-        acc += static_cast<W>(ai[k * acs]) * static_cast<W>(bj[k * brs]);
-      c[i * ldc + j] = static_cast<T>(acc);
-    }
+  for (int64_t j = 0; j < N; ++j) {
+    W acc = W(0);
+    for (int64_t k = 0; k < K; ++k)
+      acc += static_cast<W>(a[k * acs]) * static_cast<W>(b[k * brs + j * bcs]);
+    c[j] = static_cast<T>(acc);
   }
 }
 
@@ -479,6 +635,47 @@ void run_batched(BatchedProduct p, const T* A, const T* B, T* C, ThreadPool* poo
   }
 }
 
+// A row or column group of a product: the labels read as one run, and the labels of the
+// same operand left out of the run, which become batch labels the other operand
+// broadcasts (stride 0).
+struct Group {
+  std::vector<int> run, bcast;
+};
+
+// The candidate groups of the labels `flag` marks in `op`: all of them as one run in op's
+// order and in `out`'s order, and each maximal run op holds them in with the others
+// broadcast.
+std::vector<Group> candidate_groups(const Operand& op, const std::vector<char>& flag,
+                                    const std::vector<int>* out) {
+  std::vector<Group> g;
+  g.push_back({pick(op.labels, flag), {}});
+  if (out) g.push_back({pick(*out, flag), {}});
+  std::vector<std::vector<int>> runs;
+  bool in_run = false;
+  for (int lab : op.labels) {
+    const bool f = flag[static_cast<size_t>(lab)] != 0;
+    if (f && !in_run) runs.emplace_back();
+    if (f) runs.back().push_back(lab);
+    in_run = f;
+  }
+  if (runs.size() > 1) {
+    for (size_t r = 0; r < runs.size(); ++r) {
+      Group c;
+      c.run = runs[r];
+      for (size_t q = 0; q < runs.size(); ++q)
+        if (q != r) c.bcast.insert(c.bcast.end(), runs[q].begin(), runs[q].end());
+      g.push_back(c);
+    }
+  }
+  return g;
+}
+
+// What one more product in a batch is worth in copied elements, for choosing between
+// copying an operand into matrix layout and broadcasting some of its labels as batch
+// labels of more, smaller products (MatMul's broadcast against a copy and one product:
+// 'bn,anm->abm' (16,64)x(32,64,48) 52 against 110 us).
+constexpr double kProductCost = 1024;
+
 // Contracts X and Y: labels in both and in `keep` are batch labels, those in both and not
 // in `keep` are summed, the others are kept (every label of one operand only is in `keep`).
 // With `out` (the last product): writes the result into `dst` with its dims in `out`'s
@@ -513,11 +710,16 @@ Operand contract(const Operand& X, const Operand& Y, const std::vector<char>& ke
     so = strides_of(os);
   }
 
-  // The layout search: which operand is the left one, and the order of the summed, row and
-  // column labels; the cost is the elements copied to make the operands and the result fit.
+  const double c_numel = static_cast<double>(count(pick(X.labels, is_b))) *
+                         static_cast<double>(count(pick(X.labels, only_x))) *
+                         static_cast<double>(count(pick(Y.labels, only_y)));
+  // The layout search: which operand is the left one, the order of the summed labels, and
+  // the row and column groups; the cost is the elements copied to make the operands and
+  // the result fit, plus the products added by broadcasting.
   struct Choice {
     bool swap = false;
-    std::vector<int> k, m, n;
+    std::vector<int> k;
+    Group m, n;
     bool view_l = false, view_r = false, view_c = false;
     MatrixView vl, vr, vc;
     double cost = -1;
@@ -527,31 +729,27 @@ Operand contract(const Operand& X, const Operand& Y, const std::vector<char>& ke
     const Operand& R = swap ? X : Y;
     const std::vector<int64_t>& sl = swap ? sy : sx;
     const std::vector<int64_t>& sr = swap ? sx : sy;
-    const std::vector<char>& m_flag = swap ? only_y : only_x;
-    const std::vector<char>& n_flag = swap ? only_x : only_y;
-    std::vector<std::vector<int>> ks = {pick(L.labels, is_k), pick(R.labels, is_k)};
-    std::vector<std::vector<int>> ms = {pick(L.labels, m_flag)};
-    std::vector<std::vector<int>> ns = {pick(R.labels, n_flag)};
-    if (out) {
-      ms.push_back(pick(*out, m_flag));
-      ns.push_back(pick(*out, n_flag));
-    }
+    const std::vector<std::vector<int>> ks = {pick(L.labels, is_k), pick(R.labels, is_k)};
+    const std::vector<Group> ms = candidate_groups(L, swap ? only_y : only_x, out);
+    const std::vector<Group> ns = candidate_groups(R, swap ? only_x : only_y, out);
     for (const auto& k : ks) {
-      for (const auto& m : ms) {
-        for (const auto& n : ns) {
+      for (const Group& m : ms) {
+        for (const Group& n : ns) {
           Choice c;
           c.swap = swap != 0;
           c.k = k;
           c.m = m;
           c.n = n;
-          const int64_t Mn = count(m), Nn = count(n), Kn = count(k);
-          c.view_l = view_matrix(L.labels, sl, Mn, Kn, m, k, true, &c.vl);
-          c.view_r = view_matrix(R.labels, sr, Kn, Nn, k, n, true, &c.vr);
-          c.view_c = !out || view_matrix(*out, so, Mn, Nn, m, n, false, &c.vc);
+          const int64_t Mn = count(m.run), Nn = count(n.run), Kn = count(k);
+          c.view_l = view_matrix(L.labels, sl, Mn, Kn, m.run, k, true, &c.vl);
+          c.view_r = view_matrix(R.labels, sr, Kn, Nn, k, n.run, true, &c.vr);
+          c.view_c = !out || view_matrix(*out, so, Mn, Nn, m.run, n.run, false, &c.vc);
           double cost = 0;
           if (!c.view_l) cost += static_cast<double>(L.t.numel());
           if (!c.view_r) cost += static_cast<double>(R.t.numel());
-          if (!c.view_c) cost += static_cast<double>(Mn) * static_cast<double>(Nn);
+          if (!c.view_c) cost += c_numel;
+          const int64_t extra = count(m.bcast) * count(n.bcast);
+          if (extra > 1) cost += kProductCost * static_cast<double>(extra);
           c.cost = cost;
           if (best.cost < 0 || c.cost < best.cost) best = c;
         }
@@ -561,25 +759,43 @@ Operand contract(const Operand& X, const Operand& Y, const std::vector<char>& ke
 
   const Operand& L0 = best.swap ? Y : X;
   const Operand& R0 = best.swap ? X : Y;
-  const std::vector<int> batch = pick(out ? *out : L0.labels, is_b);
-  const int64_t Mn = count(best.m), Nn = count(best.n), Kn = count(best.k);
+  // Batch labels: those of both operands and the broadcast ones.
+  std::vector<char> is_batch = is_b;
+  for (int lab : best.m.bcast) is_batch[static_cast<size_t>(lab)] = 1;
+  for (int lab : best.n.bcast) is_batch[static_cast<size_t>(lab)] = 1;
+  std::vector<int> batch;
+  if (out) {
+    batch = pick(*out, is_batch);
+  } else {
+    batch = pick(L0.labels, is_batch);
+    for (int lab : best.n.bcast) batch.push_back(lab);
+  }
+  const std::vector<int>& mrun = best.m.run;
+  const std::vector<int>& nrun = best.n.run;
+  const int64_t Mn = count(mrun), Nn = count(nrun), Kn = count(best.k);
   auto concat = [](std::vector<int> a, const std::vector<int>& b, const std::vector<int>& c) {
     a.insert(a.end(), b.begin(), b.end());
     a.insert(a.end(), c.begin(), c.end());
     return a;
   };
-  // Operands that do not fit are permuted to [batch, rows, cols].
+  auto batch_of = [&](const Operand& op) {
+    std::vector<int> r;
+    for (int lab : batch)
+      if (position(op.labels, lab) < op.labels.size()) r.push_back(lab);
+    return r;
+  };
+  // Operands that do not fit are permuted to [their batch labels, rows, cols].
   Operand Lc, Rc;
   const Operand* L = &L0;
   const Operand* R = &R0;
   MatrixView vl = best.vl, vr = best.vr, vc = best.vc;
   if (!best.view_l) {
-    Lc = permuted(L0, concat(batch, best.m, best.k), pool);
+    Lc = permuted(L0, concat(batch_of(L0), mrun, best.k), pool);
     L = &Lc;
     vl = MatrixView{false, std::max<int64_t>(Kn, 1)};
   }
   if (!best.view_r) {
-    Rc = permuted(R0, concat(batch, best.k, best.n), pool);
+    Rc = permuted(R0, concat(batch_of(R0), best.k, nrun), pool);
     R = &Rc;
     vr = MatrixView{false, std::max<int64_t>(Nn, 1)};
   }
@@ -591,7 +807,7 @@ Operand contract(const Operand& X, const Operand& Y, const std::vector<char>& ke
     c_labels = *out;
     sc = so;
   } else {
-    c_labels = concat(batch, best.m, best.n);
+    c_labels = concat(batch, mrun, nrun);
     Shape cs;
     for (int lab : c_labels) cs.push_back(size[static_cast<size_t>(lab)]);
     result.t = Tensor::empty(X.t.dtype(), cs);
@@ -601,6 +817,10 @@ Operand contract(const Operand& X, const Operand& Y, const std::vector<char>& ke
     vc = MatrixView{false, std::max<int64_t>(Nn, 1)};
   }
   const std::vector<int64_t> sl = strides_of(L->t.shape()), sr = strides_of(R->t.shape());
+  auto stride_in = [](const Operand& op, const std::vector<int64_t>& st, int lab) -> int64_t {
+    const size_t at = position(op.labels, lab);
+    return at < op.labels.size() ? st[at] : 0;  // broadcast
+  };
   BatchedProduct p;
   p.M = Mn;
   p.N = Nn;
@@ -612,8 +832,8 @@ Operand contract(const Operand& X, const Operand& Y, const std::vector<char>& ke
   p.ldc = vc.ld;
   for (int lab : batch) {
     p.dims.push_back(size[static_cast<size_t>(lab)]);
-    p.sa.push_back(sl[position(L->labels, lab)]);
-    p.sb.push_back(sr[position(R->labels, lab)]);
+    p.sa.push_back(stride_in(*L, sl, lab));
+    p.sb.push_back(stride_in(*R, sr, lab));
     p.sc.push_back(sc[position(c_labels, lab)]);
   }
   run_batched<T>(p, L->t.data<T>(), R->t.data<T>(), c_data, pool);
