@@ -236,8 +236,12 @@ def test_einsum_dtypes(eq, shapes, dtype):
     check(eq, shapes, dtype)
 
 
-def test_einsum_large_int32_product():
-    """A product large enough for the integer loops' vector paths, in several layouts."""
+def test_einsum_large_integer_products():
+    """Products large enough for the integer loops' vector paths and cache blocks (over
+    the summed dim, and over B's columns for dot products), in several layouts."""
+    check("ij,jk->ik", [(20, 600), (600, 300)], np.int32)
+    check("ij,kj->ik", [(10, 700), (50, 700)], np.int64)
+    check("ij,kj->ik", [(10, 700), (50, 700)], np.uint32, ort=False)
     for eq, shapes in [("bij,bjk->bik", [(4, 70, 67), (4, 67, 70)]),
                        ("bij,bkj->bik", [(4, 70, 67), (4, 70, 67)]),
                        ("bji,bjk->bik", [(4, 67, 70), (4, 67, 70)]),

@@ -455,9 +455,13 @@ void loop_product(int64_t M, int64_t N, int64_t K, const T* a, int64_t ars, int6
                   int64_t brs, int64_t bcs, T* c, int64_t ldc, std::vector<T>& pack) {
   using W = WrapT<T>;
   if (acs == 1 && brs == 1 && (bcs != 1 || N < 8)) {
-    // Both operands run along k: dot products (rows of B too short for the vector loop).
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) c[i * ldc + j] = dot_loop<T>(a + i * ars, b + j * bcs, K);
+    // Both operands run along k: dot products (rows of B too short for the vector loop), a
+    // block of B's columns (about 128 KiB) at a time.
+    const int64_t nc = std::max<int64_t>(4, (int64_t{128} << 10) / (K * int64_t(sizeof(T))));
+    for (int64_t j0 = 0; j0 < N; j0 += nc)
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = j0; j < std::min(N, j0 + nc); ++j)
+          c[i * ldc + j] = dot_loop<T>(a + i * ars, b + j * bcs, K);
     return;
   }
   if (bcs != 1 && M > 1) {
@@ -470,17 +474,25 @@ void loop_product(int64_t M, int64_t N, int64_t K, const T* a, int64_t ars, int6
     bcs = 1;
   }
   if (bcs == 1) {
-    // Rows of C accumulate rows of B.
+    // Rows of C accumulate rows of B, a block of B's rows (about 128 KiB) at a time so that
+    // it stays in cache for all rows of C.
+    const int64_t kc = std::max<int64_t>(16, (int64_t{128} << 10) / (N * int64_t(sizeof(T))));
     for (int64_t i = 0; i < M; ++i) {
       T* ci = c + i * ldc;
       for (int64_t j = 0; j < N; ++j) ci[j] = T(0);
-      for (int64_t k = 0; k < K; ++k) {
-        const W av = static_cast<W>(a[i * ars + k * acs]);
-        const T* bk = b + k * brs;
-        if constexpr (std::is_integral_v<T>) {
-          axpy_wrap<W>(av, reinterpret_cast<const W*>(bk), reinterpret_cast<W*>(ci), N);
-        } else {
-          for (int64_t j = 0; j < N; ++j) ci[j] += av * bk[j];
+    }
+    for (int64_t k0 = 0; k0 < K; k0 += kc) {
+      const int64_t k1 = std::min(K, k0 + kc);
+      for (int64_t i = 0; i < M; ++i) {
+        T* ci = c + i * ldc;
+        for (int64_t k = k0; k < k1; ++k) {
+          const W av = static_cast<W>(a[i * ars + k * acs]);
+          const T* bk = b + k * brs;
+          if constexpr (std::is_integral_v<T>) {
+            axpy_wrap<W>(av, reinterpret_cast<const W*>(bk), reinterpret_cast<W*>(ci), N);
+          } else {
+            for (int64_t j = 0; j < N; ++j) ci[j] += av * bk[j];
+          }
         }
       }
     }
