@@ -14,10 +14,10 @@ import textwrap
 import numpy as np
 import onnxruntime
 import pytest
+from onnx import TensorProto, helper
 
 import ortlite
 from helpers import ROOT, TESTS, make_model, run_lite, run_ort
-from onnx import helper
 
 RNG = np.random.default_rng(20261206)
 
@@ -401,3 +401,24 @@ def test_einsum_opsets(opset):
     a, b = data((3, 4), F32), data((4, 5), F32)
     (got,) = run_lite(einsum_model("ij,jk->ik", [a, b], opset=opset), {"x0": a, "x1": b})
     np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("eq,shapes", [("bij,bjk->bik", [(2, 9, 17), (2, 17, 5)]),
+                                       ("ij->ji", [(7, 5)]), ("ij->j", [(40, 9)]),
+                                       ("ii->i", [(6, 6)])])
+def test_einsum_bfloat16(eq, shapes):
+    """bfloat16 computes in float (between Casts: numpy has no bfloat16 arrays)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    arrays = [data(s, F32) for s in shapes]
+    names = [f"x{i}" for i in range(len(arrays))]
+    nodes = [helper.make_node("Cast", [n], [f"b{i}"], to=TensorProto.BFLOAT16)
+             for i, n in enumerate(names)]
+    nodes.append(helper.make_node("Einsum", [f"b{i}" for i in range(len(arrays))], ["e"],
+                                  equation=eq))
+    nodes.append(helper.make_node("Cast", ["e"], ["y"], to=TensorProto.FLOAT))
+    model = make_model(nodes, [(n, F32, list(a.shape)) for n, a in zip(names, arrays)],
+                       [("y", F32, None)])
+    (got,) = run_lite(model, dict(zip(names, arrays)))
+    rounded = [a.astype(ml_dtypes.bfloat16).astype(np.float64) for a in arrays]
+    want = np.einsum(eq, *rounded).astype(ml_dtypes.bfloat16).astype(np.float32)
+    np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2)
