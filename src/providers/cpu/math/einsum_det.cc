@@ -735,28 +735,31 @@ Operand contract(const Operand& X, const Operand& Y, const std::vector<char>& ke
   // the result fit, plus the products added by broadcasting.
   struct Choice {
     bool swap = false;
-    std::vector<int> k;
-    Group m, n;
+    const std::vector<int>* k = nullptr;
+    const Group* m = nullptr;
+    const Group* n = nullptr;
     bool view_l = false, view_r = false, view_c = false;
     MatrixView vl, vr, vc;
     double cost = -1;
   } best;
-  for (int swap = 0; swap < 2; ++swap) {
+  std::vector<std::vector<int>> ks[2];
+  std::vector<Group> ms[2], ns[2];
+  for (int swap = 0; swap < 2 && best.cost != 0; ++swap) {
     const Operand& L = swap ? Y : X;
     const Operand& R = swap ? X : Y;
     const std::vector<int64_t>& sl = swap ? sy : sx;
     const std::vector<int64_t>& sr = swap ? sx : sy;
-    const std::vector<std::vector<int>> ks = {pick(L.labels, is_k), pick(R.labels, is_k)};
-    const std::vector<Group> ms = candidate_groups(L, swap ? only_y : only_x, out);
-    const std::vector<Group> ns = candidate_groups(R, swap ? only_x : only_y, out);
-    for (const auto& k : ks) {
-      for (const Group& m : ms) {
-        for (const Group& n : ns) {
+    ks[swap] = {pick(L.labels, is_k), pick(R.labels, is_k)};
+    ms[swap] = candidate_groups(L, swap ? only_y : only_x, out);
+    ns[swap] = candidate_groups(R, swap ? only_x : only_y, out);
+    for (const auto& k : ks[swap]) {
+      for (const Group& m : ms[swap]) {
+        for (const Group& n : ns[swap]) {
           Choice c;
           c.swap = swap != 0;
-          c.k = k;
-          c.m = m;
-          c.n = n;
+          c.k = &k;
+          c.m = &m;
+          c.n = &n;
           const int64_t Mn = count(m.run), Nn = count(n.run), Kn = count(k);
           c.view_l = view_matrix(L.labels, sl, Mn, Kn, m.run, k, true, &c.vl);
           c.view_r = view_matrix(R.labels, sr, Kn, Nn, k, n.run, true, &c.vr);
@@ -769,8 +772,11 @@ Operand contract(const Operand& X, const Operand& Y, const std::vector<char>& ke
           if (extra > 1) cost += kProductCost * static_cast<double>(extra);
           c.cost = cost;
           if (best.cost < 0 || c.cost < best.cost) best = c;
+          if (best.cost == 0) break;
         }
+        if (best.cost == 0) break;
       }
+      if (best.cost == 0) break;
     }
   }
 
@@ -778,18 +784,18 @@ Operand contract(const Operand& X, const Operand& Y, const std::vector<char>& ke
   const Operand& R0 = best.swap ? X : Y;
   // Batch labels: those of both operands and the broadcast ones.
   std::vector<char> is_batch = is_b;
-  for (int lab : best.m.bcast) is_batch[static_cast<size_t>(lab)] = 1;
-  for (int lab : best.n.bcast) is_batch[static_cast<size_t>(lab)] = 1;
+  for (int lab : best.m->bcast) is_batch[static_cast<size_t>(lab)] = 1;
+  for (int lab : best.n->bcast) is_batch[static_cast<size_t>(lab)] = 1;
   std::vector<int> batch;
   if (out) {
     batch = pick(*out, is_batch);
   } else {
     batch = pick(L0.labels, is_batch);
-    for (int lab : best.n.bcast) batch.push_back(lab);
+    for (int lab : best.n->bcast) batch.push_back(lab);
   }
-  const std::vector<int>& mrun = best.m.run;
-  const std::vector<int>& nrun = best.n.run;
-  const int64_t Mn = count(mrun), Nn = count(nrun), Kn = count(best.k);
+  const std::vector<int>& mrun = best.m->run;
+  const std::vector<int>& nrun = best.n->run;
+  const int64_t Mn = count(mrun), Nn = count(nrun), Kn = count(*best.k);
   auto concat = [](std::vector<int> a, const std::vector<int>& b, const std::vector<int>& c) {
     a.insert(a.end(), b.begin(), b.end());
     a.insert(a.end(), c.begin(), c.end());
@@ -807,12 +813,12 @@ Operand contract(const Operand& X, const Operand& Y, const std::vector<char>& ke
   const Operand* R = &R0;
   MatrixView vl = best.vl, vr = best.vr, vc = best.vc;
   if (!best.view_l) {
-    Lc = permuted(L0, concat(batch_of(L0), mrun, best.k), pool);
+    Lc = permuted(L0, concat(batch_of(L0), mrun, *best.k), pool);
     L = &Lc;
     vl = MatrixView{false, std::max<int64_t>(Kn, 1)};
   }
   if (!best.view_r) {
-    Rc = permuted(R0, concat(batch_of(R0), best.k, nrun), pool);
+    Rc = permuted(R0, concat(batch_of(R0), *best.k, nrun), pool);
     R = &Rc;
     vr = MatrixView{false, std::max<int64_t>(Nn, 1)};
   }
