@@ -422,3 +422,51 @@ def test_einsum_bfloat16(eq, shapes):
     rounded = [a.astype(ml_dtypes.bfloat16).astype(np.float64) for a in arrays]
     want = np.einsum(eq, *rounded).astype(ml_dtypes.bfloat16).astype(np.float32)
     np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2)
+
+
+def random_equation(rng):
+    """One to three operands over labels a-e (repeats, size-1 dims, an ellipsis sometimes),
+    implicit or explicit output; with the shapes numpy.einsum accepts it on (or None)."""
+    sizes = {c: int(rng.choice([1, 2, 3, 5, 8, 17])) for c in "abcde"}
+    use_ellipsis = rng.random() < 0.25
+    ell_shape = [int(rng.choice([1, 2, 3])) for _ in range(rng.integers(0, 3))]
+    terms, shapes = [], []
+    for _ in range(rng.integers(1, 4)):
+        t = "".join(rng.choice(list("abcde"), size=rng.integers(0, 5)))
+        sh = [1 if rng.random() < 0.1 else sizes[c] for c in t]
+        sh = [sh[t.index(c)] for c in t]  # a repeated label spans equal dims
+        if use_ellipsis and rng.random() < 0.8:
+            k = rng.integers(0, len(ell_shape) + 1)
+            es = [1 if rng.random() < 0.2 else d for d in ell_shape[len(ell_shape) - k:]]
+            pos = rng.integers(0, len(t) + 1)
+            t, sh = t[:pos] + "..." + t[pos:], sh[:pos] + es + sh[pos:]
+        terms.append(t)
+        shapes.append(tuple(sh))
+    eq = ",".join(terms)
+    if rng.random() > 0.3:
+        labels = sorted(set(eq.replace(".", "").replace(",", "")))
+        out = "".join(rng.permutation(labels)[:rng.integers(0, len(labels) + 1)])
+        if "..." in eq and rng.random() < 0.7:
+            p = rng.integers(0, len(out) + 1)
+            out = out[:p] + "..." + out[p:]
+        eq += "->" + out
+    if eq in ("", "->"):
+        return None, None
+    try:
+        np.einsum(eq, *[np.ones(s) for s in shapes])
+    except ValueError:
+        return None, None
+    return eq, shapes
+
+
+def test_einsum_random_equations():
+    """Seeded random equations against numpy in float64, int64 and float32."""
+    rng = np.random.default_rng(7)
+    done = 0
+    for i in range(240):
+        eq, shapes = random_equation(rng)
+        if eq is None:
+            continue
+        check(eq, shapes, [F64, np.int64, F32][i % 3], ort=False)
+        done += 1
+    assert done > 150
