@@ -556,6 +556,37 @@ constexpr double kLoopProduct = 256;
 
 template <typename T>
 void run_batched(BatchedProduct p, const T* A, const T* B, T* C, ThreadPool* pool) {
+  if (p.K == 1 && (p.M == 1 || p.N == 1)) {
+    // Scaling rows or columns ('ij,j->ij'): the row or column dim is one more batch dim of
+    // elementwise products, so that the loops can run along C's memory.
+    if (p.M > 1) {
+      p.dims.push_back(p.M);
+      p.sa.push_back(p.ta ? 1 : p.lda);
+      p.sb.push_back(0);
+      p.sc.push_back(p.ldc);
+      p.M = 1;
+    }
+    if (p.N > 1) {
+      p.dims.push_back(p.N);
+      p.sa.push_back(0);
+      p.sb.push_back(p.tb ? p.ldb : 1);
+      p.sc.push_back(1);
+      p.N = 1;
+    }
+    // Elementwise products may run their batch dims in any order: C's memory order.
+    std::vector<size_t> order(p.dims.size());
+    for (size_t d = 0; d < order.size(); ++d) order[d] = d;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t x, size_t y) { return p.sc[x] > p.sc[y]; });
+    BatchedProduct q = p;
+    for (size_t d = 0; d < order.size(); ++d) {
+      q.dims[d] = p.dims[order[d]];
+      q.sa[d] = p.sa[order[d]];
+      q.sb[d] = p.sb[order[d]];
+      q.sc[d] = p.sc[order[d]];
+    }
+    p = q;
+  }
   // Merge batch dims that step evenly in all three tensors.
   for (size_t d = p.dims.size(); d-- > 1;) {
     const int64_t n = p.dims[d];
@@ -601,6 +632,12 @@ void run_batched(BatchedProduct p, const T* A, const T* B, T* C, ThreadPool* poo
         if (ia == 1 && ib == 1 && ic == 1) {
           for (int64_t j = 0; j < inner; ++j)
             c[j] = static_cast<T>(static_cast<W>(a[j]) * static_cast<W>(b[j]));
+        } else if (ia == 0 && ib == 1 && ic == 1) {
+          const W a0 = static_cast<W>(a[0]);
+          for (int64_t j = 0; j < inner; ++j) c[j] = static_cast<T>(a0 * static_cast<W>(b[j]));
+        } else if (ia == 1 && ib == 0 && ic == 1) {
+          const W b0 = static_cast<W>(b[0]);
+          for (int64_t j = 0; j < inner; ++j) c[j] = static_cast<T>(static_cast<W>(a[j]) * b0);
         } else {
           for (int64_t j = 0; j < inner; ++j)
             c[j * ic] = static_cast<T>(static_cast<W>(a[j * ia]) * static_cast<W>(b[j * ib]));
