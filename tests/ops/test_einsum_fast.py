@@ -280,6 +280,13 @@ def test_einsum_float_specials():
     z = np.array([[-0.0, 1.0], [2.0, -0.0]], dtype=F32)
     (got,) = run_lite(einsum_model("ij->ji", [z]), {"x0": z})
     assert np.signbit(got[0, 0]) and np.signbit(got[1, 1])
+    # Products are sums started from +0: a -0.0 product gives +0.0 (numpy, onnxruntime).
+    v = np.array([1.0, -0.0, 2.0], dtype=F32)
+    for eq, arrays in [("ij,j->ij", [z, v[:2]]), ("ij,ij->ij", [z, z + 1]), ("i,j->ij", [v, v]),
+                       ("ij,i->ij", [z, v[:2]]), ("i,i->i", [v, v])]:
+        (got,) = run_lite(einsum_model(eq, arrays), {f"x{i}": x for i, x in enumerate(arrays)})
+        want = np.einsum(eq, *arrays)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=eq)
 
 
 @pytest.mark.parametrize("eq,shapes", [

@@ -610,7 +610,9 @@ void run_batched(BatchedProduct p, const T* A, const T* B, T* C, ThreadPool* poo
   const int64_t brs = p.tb ? 1 : p.ldb, bcs = p.tb ? p.ldb : 1;
 
   if (M == 1 && N == 1 && K == 1) {
-    // Elementwise products: the innermost batch dim as a strided loop.
+    // Elementwise products: the innermost batch dim as a strided loop. Each is a sum of one
+    // product, started from +0 as every sum here (-0.0 products give +0.0, as in numpy and
+    // onnxruntime).
     const int64_t inner = p.dims.empty() ? 1 : p.dims.back();
     const int64_t ia = p.dims.empty() ? 0 : p.sa.back(), ib = p.dims.empty() ? 0 : p.sb.back(),
                   ic = p.dims.empty() ? 0 : p.sc.back();
@@ -631,16 +633,19 @@ void run_batched(BatchedProduct p, const T* A, const T* B, T* C, ThreadPool* poo
         T* c = C + it.c;
         if (ia == 1 && ib == 1 && ic == 1) {
           for (int64_t j = 0; j < inner; ++j)
-            c[j] = static_cast<T>(static_cast<W>(a[j]) * static_cast<W>(b[j]));
+            c[j] = static_cast<T>(W(0) + static_cast<W>(a[j]) * static_cast<W>(b[j]));
         } else if (ia == 0 && ib == 1 && ic == 1) {
           const W a0 = static_cast<W>(a[0]);
-          for (int64_t j = 0; j < inner; ++j) c[j] = static_cast<T>(a0 * static_cast<W>(b[j]));
+          for (int64_t j = 0; j < inner; ++j)
+            c[j] = static_cast<T>(W(0) + a0 * static_cast<W>(b[j]));
         } else if (ia == 1 && ib == 0 && ic == 1) {
           const W b0 = static_cast<W>(b[0]);
-          for (int64_t j = 0; j < inner; ++j) c[j] = static_cast<T>(static_cast<W>(a[j]) * b0);
+          for (int64_t j = 0; j < inner; ++j)
+            c[j] = static_cast<T>(W(0) + static_cast<W>(a[j]) * b0);
         } else {
           for (int64_t j = 0; j < inner; ++j)
-            c[j * ic] = static_cast<T>(static_cast<W>(a[j * ia]) * static_cast<W>(b[j * ib]));
+            c[j * ic] =
+                static_cast<T>(W(0) + static_cast<W>(a[j * ia]) * static_cast<W>(b[j * ib]));
         }
       }
     });
