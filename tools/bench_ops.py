@@ -906,7 +906,8 @@ def breadth_cases():
                      ("", None, True), ("scales", np.array([1, 1, 2, 2], np.float32), True)],
                     # ortlite rounds the blended value half to even, as the ONNX reference
                     # does; onnxruntime truncates it: they differ by one at most.
-                    dict(mode="linear"), opset=13, int_atol=1))
+                    dict(mode="linear", coordinate_transformation_mode="half_pixel"), opset=13,
+                    int_atol=1))
     r = _rng("matmul decoder")
     out.append(Case("MatMul", "2x12x1x64 @ 2x12x64x200 (decoder scores)",
                     [("a", f32(r, 2, 12, 1, 64), False), ("b", f32(r, 2, 12, 64, 200), False)]))
@@ -949,6 +950,149 @@ def breadth_cases():
     out.append(Case("AffineGrid", "2x2x3 -> 2x3x64x64",
                     [("theta", f32(r, 2, 2, 3), False),
                      ("size", np.array([2, 3, 64, 64], np.int64), True)], opset=20))
+    out += _breadth_elementwise() + _breadth_moves() + _breadth_norms() + _breadth_einsum()
+    return out
+
+
+def _breadth_elementwise():
+    out = []
+    plane = (1, 64, 112, 112)
+    for op, dt in [("Sign", np.float16), ("Floor", np.float16), ("Cos", np.float16),
+                   ("Sin", np.float32), ("IsInf", np.float32), ("Tanh", np.float64),
+                   ("Sqrt", np.float64)]:
+        r = _rng(f"{op} {dt.__name__}")
+        lo = 0.0 if op == "Sqrt" else -4.0
+        out.append(Case(op, f"{np.dtype(dt).name} 1x64x112x112",
+                        [("x", _typed(r, plane, dt, lo, 4.0), False)],
+                        outs=[np.bool_] if op == "IsInf" else None))
+    for label, a, b in [("int32 1x255x80x80 / 1x255x80x80", (1, 255, 80, 80), (1, 255, 80, 80)),
+                        ("int32 8x12x128x128 / 8x1x1x128", (8, 12, 128, 128), (8, 1, 1, 128))]:
+        r = _rng(label)
+        out.append(Case("Div", label, [("a", _typed(r, a, np.int32, -1000, 1000), False),
+                                       ("b", _typed(r, b, np.int32, 1, 50), False)]))
+    r = _rng("fmod")
+    out.append(Case("Mod", "fmod float 1e6 by 0.7",
+                    [("a", f32(r, 1000000, lo=-100, hi=100), False),
+                     ("b", np.array(0.7, np.float32), True)], dict(fmod=1)))
+    for src, dst in [(np.float64, np.float16), (np.float16, np.int64), (np.uint8, np.float16),
+                     (np.bool_, np.float16)]:
+        label = f"{np.dtype(src).name} -> {np.dtype(dst).name} 1x3x256x256"
+        r = _rng(label)
+        x = (_typed(r, (1, 3, 256, 256), np.uint8, 0, 2) if src == np.bool_ else
+             _typed(r, (1, 3, 256, 256), src, 0, 255))
+        if src == np.bool_:
+            x = Lazy(lambda x=x: materialize(x).astype(np.bool_), x.shape, np.bool_)
+        out.append(Case("Cast", label, [("x", x, False)],
+                        dict(to=int(helper_tensor_type(dst))), outs=[dst]))
+    r = _rng("quantize u8")
+    out.append(Case("QuantizeLinear", "float -> uint8 1x64x80x80",
+                    [("x", f32(r, 1, 64, 80, 80, lo=-3, hi=3), False),
+                     ("s", np.array(0.02, np.float32), True), ("z", np.array(128, np.uint8), True)],
+                    outs=[np.uint8], int_atol=1))
+    return out
+
+
+def helper_tensor_type(dt):
+    from onnx import helper
+
+    return helper.np_dtype_to_tensor_dtype(np.dtype(dt))
+
+
+def _breadth_moves():
+    out = []
+    for dt, shape, perm in [(np.uint8, (8, 12, 128, 64), [0, 1, 3, 2]),
+                            (np.uint8, (1, 3, 224, 224), [0, 2, 3, 1]),
+                            (np.float16, (1, 3, 224, 224), [0, 2, 3, 1]),
+                            (np.int64, (1, 3, 224, 224), [0, 2, 3, 1])]:
+        label = f"{np.dtype(dt).name} {_shape_str(shape)} perm {perm}"
+        r = _rng(label)
+        out.append(Case("Transpose", label, [("x", _typed(r, shape, dt, 0, 100), False)],
+                        dict(perm=perm)))
+    r = _rng("gather elements")
+    out.append(Case("GatherElements", "64x1000 axis 1, indices 64x500",
+                    [("x", f32(r, 64, 1000), False),
+                     ("i", _typed(r, (64, 500), np.int64, 0, 1000), False)], dict(axis=1)))
+    r = _rng("concat last")
+    out.append(Case("Concat", "int64 64x128x3 + 64x128x5 axis -1",
+                    [("a", _typed(r, (64, 128, 3), np.int64, 0, 9), False),
+                     ("b", _typed(r, (64, 128, 5), np.int64, 0, 9), False)], dict(axis=-1)))
+    for shape, axis in [((1, 64, 56, 56), 1), ((64, 1000), 0)]:
+        label = f"{_shape_str(shape)} axis {axis}"
+        r = _rng("cumsum " + label)
+        out.append(Case("CumSum", label, [("x", f32(r, *shape), False),
+                                          ("axis", np.array(axis, np.int64), True)]))
+    for shape, axis in [((64, 1000), 1), ((8, 128, 768), -1)]:
+        label = f"k=5 {_shape_str(shape)} axis {axis}"
+        r = _rng("topk " + label)
+        out.append(Case("TopK", label, [("x", f32(r, *shape), False),
+                                        ("k", np.array([5], np.int64), True)], dict(axis=axis),
+                        outs=[np.float32, np.int64]))
+    r = _rng("hardmax")
+    out.append(Case("Hardmax", "64x1000 axis 1", [("x", f32(r, 64, 1000), False)], dict(axis=1)))
+    r = _rng("unique")
+    out.append(Case("Unique", "sorted, 100000 values, 1000 distinct",
+                    [("x", Lazy(lambda: np.random.default_rng(3).integers(0, 1000, 100000)
+                                .astype(np.float32), (100000,), np.float32), False)],
+                    dict(sorted=1), outs=[np.float32, np.int64, np.int64, np.int64], opset=11))
+    return out
+
+
+def _breadth_norms():
+    out = []
+    r = _rng("mvn")
+    out.append(Case("MeanVarianceNormalization", "1x64x40x40", [("x", f32(r, 1, 64, 40, 40), False)]))
+    r = _rng("group norm")
+    out.append(Case("GroupNormalization", "32 groups 1x256x32x32",
+                    [("x", f32(r, 1, 256, 32, 32), False), ("s", f32(r, 256), True),
+                     ("b", f32(r, 256), True)], dict(num_groups=32), opset=21))
+    r = _rng("lp norm")
+    out.append(Case("LpNormalization", "64x1000 axis 1 p 2", [("x", f32(r, 64, 1000), False)],
+                    dict(axis=1, p=2)))
+    r = _rng("reduce middle")
+    out.append(Case("ReduceSum", "8x128x768 axes [1]",
+                    [("x", f32(r, 8, 128, 768), False), ("axes", np.array([1], np.int64), True)],
+                    opset=13))
+    out.append(Case("ReduceMean", "8x128x768 axes [1]", [("x", f32(r, 8, 128, 768), False)],
+                    dict(axes=[1])))
+    out.append(Case("ReduceProd", "1e6 values", [("x", f32(r, 1000000, lo=0.999, hi=1.001), False)],
+                    dict(axes=[0])))
+    out.append(Case("ReduceLogSumExp", "1x64x56x56 axes [1]", [("x", f32(r, 1, 64, 56, 56), False)],
+                    dict(axes=[1])))
+    r = _rng("pools")
+    out.append(Case("AveragePool", "3-D 2x2x2 s2 1x16x16x32x32", [("x", f32(r, 1, 16, 16, 32, 32), False)],
+                    dict(kernel_shape=[2, 2, 2], strides=[2, 2, 2])))
+    out.append(Case("MaxPool", "3x3 s2 dilation 2 1x64x112x112", [("x", f32(r, 1, 64, 112, 112), False)],
+                    dict(kernel_shape=[3, 3], strides=[2, 2], pads=[2, 2, 2, 2], dilations=[2, 2])))
+    out.append(Case("LpPool", "3x3 s2 p2 1x64x56x56", [("x", f32(r, 1, 64, 56, 56), False)],
+                    dict(kernel_shape=[3, 3], strides=[2, 2], p=2)))
+    for s in (1, 2):
+        label = f"depthwise 7x7 s{s} 1x96x56x56"
+        r = _rng(label)
+        out.append(Case("Conv", label, [("x", f32(r, 1, 96, 56, 56), False),
+                                        ("w", f32(r, 96, 1, 7, 7), True)],
+                        dict(group=96, pads=[3, 3, 3, 3], strides=[s, s])))
+    r = _rng("grid sample")
+    out.append(Case("GridSample", "bilinear 1x32x64x64", [("x", f32(r, 1, 32, 64, 64), False),
+                                                         ("g", f32(r, 1, 64, 64, 2), False)],
+                    opset=16))
+    return out
+
+
+def _breadth_einsum():
+    out = []
+    f = np.float32
+    for eq, shapes, dt in [("bij,bjk->bik", [(8, 128, 64), (8, 64, 128)], f),
+                           ("bhqd,bhkd->bhqk", [(1, 12, 128, 64), (1, 12, 128, 64)], f),
+                           ("bhqk,bhkd->bhqd", [(1, 12, 128, 128), (1, 12, 128, 64)], f),
+                           ("ij->ji", [(512, 256)], f),
+                           ("bn,anm,bm->ba", [(16, 64), (32, 64, 48), (16, 48)], f),
+                           ("ijk->ik", [(64, 128, 7)], f), ("ij,j->ij", [(1024, 1024), (1024,)], f),
+                           ("zij,zjk->zik", [(256, 8, 8), (256, 8, 8)], f),
+                           ("bij,bjk->bik", [(8, 64, 32), (8, 32, 64)], np.int32)]:
+        label = f"{eq} {np.dtype(dt).name} " + " ".join(_shape_str(x) for x in shapes)
+        r = _rng(label)
+        ins = [(f"x{i}", _typed(r, x, dt, -8, 8), False) for i, x in enumerate(shapes)]
+        out.append(Case("Einsum", label, ins, dict(equation=eq)))
     return out
 
 
