@@ -15,5 +15,17 @@ ORTLITE_NN_CLONES512 void int_axpy(uint64_t* row, uint64_t a, const uint64_t* b,
   for (int64_t j = 0; j < n; ++j) row[j] += a * b[j];
 }
 
+ORTLITE_NN_CLONES512 uint32_t int_dot(const uint32_t* a, const uint32_t* b, int64_t n) {
+  uint32_t acc = 0;
+  for (int64_t k = 0; k < n; ++k) acc += a[k] * b[k];
+  return acc;
+}
+
+ORTLITE_NN_CLONES512 uint64_t int_dot(const uint64_t* a, const uint64_t* b, int64_t n) {
+  uint64_t acc = 0;
+  for (int64_t k = 0; k < n; ++k) acc += a[k] * b[k];
+  return acc;
+}
+
 }  // namespace nn
 }  // namespace ortlite

@@ -15,6 +15,9 @@ namespace nn {
 // row[0:n] += a * b[0:n], wrapping (int_gemm.cc).
 void int_axpy(uint32_t* row, uint32_t a, const uint32_t* b, int64_t n);
 void int_axpy(uint64_t* row, uint64_t a, const uint64_t* b, int64_t n);
+// sum a[k] * b[k] over k < n, wrapping (int_gemm.cc).
+uint32_t int_dot(const uint32_t* a, const uint32_t* b, int64_t n);
+uint64_t int_dot(const uint64_t* a, const uint64_t* b, int64_t n);
 
 // C[M x N] (row stride N) = op(A) * op(B), op(A) M x K, op(B) K x N.
 template <typename T>

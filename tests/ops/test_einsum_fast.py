@@ -1,5 +1,5 @@
 """Einsum evaluated as diagonals, sums and pairwise batched products
-(src/providers/cpu/math/einsum_det.cc), compared with numpy.einsum (the reference for
+(src/providers/cpu/math/einsum.cc), compared with numpy.einsum (the reference for
 every element type, implicit outputs, size-1 broadcasting and zero-size dims) and with
 onnxruntime where it has a kernel (float, double, int32, int64; lowercase labels): matrix
 products in every operand layout, attention, transposes, traces, diagonals, sums,

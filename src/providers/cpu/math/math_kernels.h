@@ -26,7 +26,8 @@ void register_variadic_kernels(KernelRegistry& r);       // variadic.cc: Min Max
 void register_clip_kernels(KernelRegistry& r);           // clip.cc: Clip
 void register_where_kernels(KernelRegistry& r);          // where.cc: Where
 void register_cumsum_kernels(KernelRegistry& r);         // cumsum.cc: CumSum CumProd *Window
-void register_einsum_det_kernels(KernelRegistry& r);     // einsum_det.cc: Einsum
+void register_einsum_kernels(KernelRegistry& r);         // einsum.cc: Einsum
+void register_det_kernels(KernelRegistry& r);            // det.cc: Det
 void register_random_kernels(KernelRegistry& r);         // random.cc: Random* Bernoulli
                                                          // Multinomial
 void register_dft_stft_kernels(KernelRegistry& r);       // dft_stft.cc: DFT STFT

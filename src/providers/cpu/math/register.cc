@@ -76,8 +76,8 @@
 //   HannWindow         cumsum.cc
 //   HammingWindow      cumsum.cc
 //   BlackmanWindow     cumsum.cc
-//   Det                einsum_det.cc
-//   Einsum             einsum_det.cc
+//   Det                det.cc
+//   Einsum             einsum.cc
 //   RandomNormal       random.cc
 //   RandomUniform      random.cc
 //   RandomNormalLike   random.cc
@@ -101,7 +101,8 @@ void register_math_kernels(KernelRegistry& r) {
   register_clip_kernels(r);
   register_where_kernels(r);
   register_cumsum_kernels(r);
-  register_einsum_det_kernels(r);
+  register_einsum_kernels(r);
+  register_det_kernels(r);
   register_random_kernels(r);
   register_dft_stft_kernels(r);
 }

@@ -1,4 +1,4 @@
-// Einsum (opsets 12-23) and Det.
+// Einsum (opsets 12-23).
 //
 // Einsum parses the equation (explicit or implicit output, ellipsis broadcasting, repeated
 // labels, size-1 dims broadcast as numpy.einsum does) and evaluates it as a chain of cheap
@@ -27,7 +27,9 @@
 #include <type_traits>
 
 #include "compute/gemm.h"
+#include "compute/int_gemm.h"
 #include "compute/simd.h"
+#include "providers/cpu/math/einsum.h"
 #include "providers/cpu/math/math_kernels.h"
 #include "providers/cpu/nn/nn_common.h"
 #include "providers/cpu/reduce/reduce_impl.h"
@@ -36,16 +38,7 @@
 namespace ortlite {
 namespace {
 
-// Labels: 'A'-'Z' are 0-25 and 'a'-'z' 26-51 (ASCII order, the order numpy sorts an
-// implicit output in); the dims an ellipsis stands for are 52 + k, k over the widest one.
-constexpr int kEllipsisLabel = 52;
-
-// The equation applied to the inputs' shapes.
-struct EinsumProblem {
-  std::vector<std::vector<int>> in_labels;  // per input, one label per dim
-  std::vector<int> out_labels;              // one per output dim
-  std::vector<int64_t> size;                // per label (-1: unused)
-};
+using einsum::EinsumProblem;
 
 // The element type an input type computes in.
 DataType compute_dtype(DataType dt) {
@@ -394,38 +387,6 @@ using WrapT = typename Wrap<T>::type;
 
 // The inner loops of the integer products, in wrapping unsigned arithmetic, compiled per
 // ISA (AVX-512 / AVX2 / baseline, picked at load time).
-ORTLITE_NN_CLONES512 void axpy_u32(uint32_t a, const uint32_t* b, uint32_t* c, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) c[j] += a * b[j];
-}
-ORTLITE_NN_CLONES512 void axpy_u64(uint64_t a, const uint64_t* b, uint64_t* c, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) c[j] += a * b[j];
-}
-ORTLITE_NN_CLONES512 uint32_t dot_u32(const uint32_t* a, const uint32_t* b, int64_t n) {
-  uint32_t acc = 0;
-  for (int64_t k = 0; k < n; ++k) acc += a[k] * b[k];
-  return acc;
-}
-ORTLITE_NN_CLONES512 uint64_t dot_u64(const uint64_t* a, const uint64_t* b, int64_t n) {
-  uint64_t acc = 0;
-  for (int64_t k = 0; k < n; ++k) acc += a[k] * b[k];
-  return acc;
-}
-
-template <typename W>
-inline void axpy_wrap(W a, const W* b, W* c, int64_t n) {
-  if constexpr (sizeof(W) == 4)
-    axpy_u32(a, b, c, n);
-  else
-    axpy_u64(a, b, c, n);
-}
-template <typename W>
-inline W dot_wrap(const W* a, const W* b, int64_t n) {
-  if constexpr (sizeof(W) == 4)
-    return dot_u32(a, b, n);
-  else
-    return dot_u64(a, b, n);
-}
-
 // c[i * ldc + j] = sum_k a[i * ars + k * acs] * b[k * brs + j * bcs]: a plain loop for the
 // integer types and for products too small for the GEMM. `pack` is scratch for op(B).
 template <typename T>
@@ -433,7 +394,7 @@ inline T dot_loop(const T* a, const T* b, int64_t n) {
   using W = WrapT<T>;
   if constexpr (std::is_integral_v<T>) {
     return static_cast<T>(
-        dot_wrap<W>(reinterpret_cast<const W*>(a), reinterpret_cast<const W*>(b), n));
+        nn::int_dot(reinterpret_cast<const W*>(a), reinterpret_cast<const W*>(b), n));
   } else {
     T s0 = T(0), s1 = T(0), s2 = T(0), s3 = T(0);
     int64_t k = 0;
@@ -489,7 +450,7 @@ void loop_product(int64_t M, int64_t N, int64_t K, const T* a, int64_t ars, int6
           const W av = static_cast<W>(a[i * ars + k * acs]);
           const T* bk = b + k * brs;
           if constexpr (std::is_integral_v<T>) {
-            axpy_wrap<W>(av, reinterpret_cast<const W*>(bk), reinterpret_cast<W*>(ci), N);
+            nn::int_axpy(reinterpret_cast<W*>(ci), av, reinterpret_cast<const W*>(bk), N);
           } else {
             for (int64_t j = 0; j < N; ++j) ci[j] += av * bk[j];
           }
@@ -1019,7 +980,7 @@ class Einsum final : public Kernel {
       ctx.fail(StatusCode::kNotImplemented,
                std::string("Einsum: element type ") + dtype_name(dt) + " is not supported");
     }
-    const EinsumProblem pb = parse(ctx);
+    const EinsumProblem pb = einsum::parse_equation(equation_, ctx);
     Shape out_shape;
     std::vector<int> out;  // the output labels of size > 1
     for (int lab : pb.out_labels) {
@@ -1064,212 +1025,12 @@ class Einsum final : public Kernel {
   }
 
  private:
-  // Labels per input dim and per output dim, and each label's size; bad equations and
-  // shapes that do not fit them fail with kInvalidArgument.
-  EinsumProblem parse(KernelContext& ctx) const {
-    const size_t n_in = ctx.num_inputs();
-    std::string lhs = equation_, rhs;
-    const size_t arrow = equation_.find("->");
-    const bool explicit_out = arrow != std::string::npos;
-    if (explicit_out) {
-      lhs = equation_.substr(0, arrow);
-      rhs = equation_.substr(arrow + 2);
-    }
-    std::vector<std::string> terms;
-    {
-      size_t start = 0;
-      while (true) {
-        const size_t comma = lhs.find(',', start);
-        terms.push_back(lhs.substr(start, comma == std::string::npos ? comma : comma - start));
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-      }
-    }
-    if (terms.size() != n_in) {
-      ctx.fail(StatusCode::kInvalidArgument, "equation '" + equation_ + "' has " +
-                                                 std::to_string(terms.size()) + " terms for " +
-                                                 std::to_string(n_in) + " inputs");
-    }
-    auto letter = [&](char ch) -> int {
-      if (ch >= 'A' && ch <= 'Z') return ch - 'A';
-      if (ch >= 'a' && ch <= 'z') return 26 + (ch - 'a');
-      ctx.fail(StatusCode::kInvalidArgument,
-               std::string("equation has an invalid character '") + ch + "'");
-    };
-    // Where a term's ellipsis starts (npos: none); a '.' outside one ellipsis fails.
-    auto ellipsis_at = [&](const std::string& term) {
-      const size_t e = term.find("...");
-      for (size_t i = 0; i < term.size(); ++i) {
-        if (term[i] != '.') continue;
-        if (e == std::string::npos || i < e || i >= e + 3) {
-          ctx.fail(StatusCode::kInvalidArgument,
-                   "term '" + term + "' has a '.' outside its one ellipsis");
-        }
-      }
-      return e;
-    };
-    EinsumProblem pb;
-    pb.in_labels.resize(n_in);
-    std::vector<int64_t> ell_rank(n_in, 0);
-    int64_t max_ell = 0;
-    for (size_t t = 0; t < n_in; ++t) {
-      const Tensor& x = ctx.required_input(t);
-      const std::string& term = terms[t];
-      const size_t e = ellipsis_at(term);
-      size_t letters = 0;
-      for (char ch : term)
-        if (ch != '.') ++letters;
-      if (e == std::string::npos) {
-        if (letters != x.rank()) {
-          ctx.fail(StatusCode::kInvalidArgument, "term '" + term + "' does not match input " +
-                                                     std::to_string(t) + " of shape " +
-                                                     shape_to_string(x.shape()));
-        }
-      } else {
-        if (letters > x.rank()) {
-          ctx.fail(StatusCode::kInvalidArgument, "term '" + term + "' has more labels than " +
-                                                     "input " + std::to_string(t) + " has dims");
-        }
-        ell_rank[t] = static_cast<int64_t>(x.rank() - letters);
-        max_ell = std::max(max_ell, ell_rank[t]);
-      }
-    }
-    pb.size.assign(static_cast<size_t>(kEllipsisLabel + max_ell), -1);
-    for (size_t t = 0; t < n_in; ++t) {
-      const Tensor& x = ctx.required_input(t);
-      const std::string& term = terms[t];
-      std::vector<int>& labels = pb.in_labels[t];
-      for (size_t i = 0; i < term.size(); ++i) {
-        if (term[i] == '.') {
-          for (int64_t k = 0; k < ell_rank[t]; ++k) {
-            labels.push_back(kEllipsisLabel + static_cast<int>(max_ell - ell_rank[t] + k));
-          }
-          i += 2;
-          continue;
-        }
-        labels.push_back(letter(term[i]));
-      }
-      for (size_t i = 0; i < labels.size(); ++i) {
-        const int lab = labels[i];
-        const int64_t d = x.dim(i);
-        for (size_t j = 0; j < i; ++j) {
-          if (labels[j] == lab && x.dim(j) != d) {
-            ctx.fail(StatusCode::kInvalidArgument,
-                     "a label repeated in term '" + term + "' spans dims of different sizes in " +
-                         "input " + std::to_string(t) + " of shape " + shape_to_string(x.shape()));
-          }
-        }
-        int64_t& s = pb.size[static_cast<size_t>(lab)];
-        if (s == -1 || s == 1) {
-          s = d;
-        } else if (d != s && d != 1) {
-          ctx.fail(StatusCode::kInvalidArgument,
-                   "label sizes disagree in '" + equation_ + "' (input " + std::to_string(t) +
-                       " of shape " + shape_to_string(x.shape()) + ")");
-        }
-      }
-    }
-    if (explicit_out) {
-      const size_t e = ellipsis_at(rhs);
-      for (size_t i = 0; i < rhs.size(); ++i) {
-        if (i == e) {
-          for (int64_t k = 0; k < max_ell; ++k) pb.out_labels.push_back(kEllipsisLabel + int(k));
-          i += 2;
-          continue;
-        }
-        const int lab = letter(rhs[i]);
-        if (pb.size[static_cast<size_t>(lab)] == -1) {
-          ctx.fail(StatusCode::kInvalidArgument,
-                   std::string("output label '") + rhs[i] + "' is not in the inputs");
-        }
-        if (std::find(pb.out_labels.begin(), pb.out_labels.end(), lab) != pb.out_labels.end()) {
-          ctx.fail(StatusCode::kInvalidArgument,
-                   std::string("output label '") + rhs[i] + "' appears more than once");
-        }
-        pb.out_labels.push_back(lab);
-      }
-    } else {
-      for (int64_t k = 0; k < max_ell; ++k) pb.out_labels.push_back(kEllipsisLabel + int(k));
-      std::vector<int> count(static_cast<size_t>(kEllipsisLabel), 0);
-      for (const auto& l : pb.in_labels)
-        for (int lab : l)
-          if (lab < kEllipsisLabel) count[static_cast<size_t>(lab)]++;
-      for (int lab = 0; lab < kEllipsisLabel; ++lab)
-        if (count[static_cast<size_t>(lab)] == 1) pb.out_labels.push_back(lab);
-    }
-    return pb;
-  }
-
   std::string equation_;
-};
-
-// Det: determinant of the trailing [M, M] matrices (LU with partial pivoting, double).
-class Det final : public Kernel {
- public:
-  explicit Det(const KernelInfo&) {}
-
-  void compute(KernelContext& ctx) const override {
-    const Tensor& x = ctx.required_input(0);
-    if (x.rank() < 2 || x.dim(x.rank() - 1) != x.dim(x.rank() - 2)) {
-      ctx.fail(StatusCode::kInvalidArgument,
-               "input 'X' must be [..., M, M], got " + shape_to_string(x.shape()));
-    }
-    const int64_t m = x.dim(x.rank() - 1);
-    const Shape out_shape(x.shape().begin(), x.shape().end() - 2);
-    const int64_t mats = shape_size(out_shape);
-    std::vector<double> v(static_cast<size_t>(x.numel()));
-    ORTLITE_DISPATCH_FLOAT(x.dtype(), "Det", [&](auto tag) {
-      using T = decltype(tag);
-      const T* p = x.data<T>();
-      for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(static_cast<float>(p[i]));
-      if constexpr (std::is_same_v<T, double>) {
-        for (size_t i = 0; i < v.size(); ++i) v[i] = p[i];
-      }
-    });
-    std::vector<double> det(static_cast<size_t>(mats));
-    for (int64_t b = 0; b < mats; ++b) {
-      double* a = &v[static_cast<size_t>(b * m * m)];
-      double d = 1;
-      for (int64_t c = 0; c < m && d != 0; ++c) {
-        int64_t piv = c;
-        for (int64_t r = c + 1; r < m; ++r)
-          if (std::fabs(a[r * m + c]) > std::fabs(a[piv * m + c])) piv = r;
-        if (a[piv * m + c] == 0) {
-          d = 0;
-          break;
-        }
-        if (piv != c) {
-          for (int64_t k = 0; k < m; ++k) std::swap(a[c * m + k], a[piv * m + k]);
-          d = -d;
-        }
-        d *= a[c * m + c];
-        for (int64_t r = c + 1; r < m; ++r) {
-          const double f = a[r * m + c] / a[c * m + c];
-          for (int64_t k = c; k < m; ++k) a[r * m + k] -= f * a[c * m + k];
-        }
-      }
-      det[static_cast<size_t>(b)] = d;
-    }
-    Tensor& y = ctx.allocate_output(0, x.dtype(), out_shape);
-    ORTLITE_DISPATCH_FLOAT(x.dtype(), "Det", [&](auto tag) {
-      using T = decltype(tag);
-      T* p = y.data<T>();
-      for (size_t i = 0; i < det.size(); ++i) {
-        if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
-          p[i] = T(static_cast<float>(det[i]));
-        } else {
-          p[i] = static_cast<T>(det[i]);
-        }
-      }
-    });
-  }
 };
 
 }  // namespace
 
-void register_einsum_det_kernels(KernelRegistry& r) {
-  r.add("", "Det", 11, 21, make_factory<Det>());
-  r.add("", "Det", 22, kNewestOpset, make_factory<Det>());
+void register_einsum_kernels(KernelRegistry& r) {
   r.add("", "Einsum", 12, kNewestOpset, make_factory<Einsum>());
 }
 
