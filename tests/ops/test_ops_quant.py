@@ -1098,3 +1098,34 @@ def test_gather_conv_same_below_and_at_the_best_kernel_set(isa, tmp_path):
     r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.uint16, np.int16, np.int32])
+@pytest.mark.parametrize("layout", ["tensor", "axis", "block"])
+def test_dequantize_linear_float_exact(dtype, layout):
+    """float(x - zero_point) * scale, bit for bit, over each type's full range (zero points
+    at the ends too; int32 has none): per tensor, per axis and per block of 4 along axis 0,
+    odd sizes, 1 and 2 threads."""
+    info = np.iinfo(dtype)
+    r = np.random.default_rng(np.dtype(dtype).itemsize * 10 + len(layout))
+    x = r.integers(info.min, info.max, size=(12, 37), dtype=dtype, endpoint=True)
+    x[0, :3] = [info.min, info.max, 0]
+    pshape = {"tensor": (), "axis": (37,), "block": (3, 37)}[layout]
+    scale = r.uniform(0.001, 3, size=pshape).astype(np.float32)
+    consts = {"s": scale}
+    zp = np.zeros(pshape, dtype)
+    if dtype != np.int32:
+        zp = r.integers(info.min, info.max, size=pshape, dtype=dtype, endpoint=True)
+        consts["z"] = zp
+    attrs = {"tensor": {}, "axis": {"axis": 1}, "block": {"axis": 0, "block_size": 4}}[layout]
+    m = helpers.node_model("DequantizeLinear", {"x": x}, ["y"], out_dtypes=[np.float32],
+                           attrs=attrs, opset=21, consts=consts)
+    s_full, z_full = scale, zp.astype(np.int64)
+    if layout == "axis":
+        s_full, z_full = scale[None, :], z_full[None, :]
+    elif layout == "block":
+        s_full, z_full = np.repeat(scale, 4, axis=0), np.repeat(z_full, 4, axis=0)
+    expected = (x.astype(np.int64) - z_full).astype(np.float32) * s_full
+    for threads in (1, 2):
+        got = run_lite(m, {"x": x}, threads=threads)[0]
+        np.testing.assert_array_equal(got, expected)
