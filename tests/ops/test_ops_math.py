@@ -1405,3 +1405,25 @@ def test_fast_float_functions_each_isa(isa, tmp_path):
             # x - max rounds to float first: up to 60 * 2^-24 relative for the spread of 60
             np.testing.assert_allclose(got, ref, rtol=1e-5, atol=2e-6 if log else 1e-37,
                                        err_msg=f"{isa} {name}")
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("exp_dtype", [np.int64, np.int32, np.uint8])
+@pytest.mark.parametrize("k", [2, 3])
+def test_pow_integer_base_scalar_square_cube(dtype, exp_dtype, k):
+    """x^2 and x^3 of integers with a scalar exponent: wrapping products, the same as the
+    element-by-element path (the exponent as a full tensor) and numpy's wrapping power."""
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(k).integers(info.min, info.max, size=1001, dtype=dtype)
+    x[:6] = [0, 1, -1, 7, info.min, info.max]
+    scalar = helpers.node_model("Pow", {"x": x}, ["y"], opset=15,
+                                consts={"e": np.array(k, exp_dtype)})
+    full = helpers.node_model("Pow", {"x": x}, ["y"], opset=15,
+                              consts={"e": np.full(x.shape, k, exp_dtype)})
+    with np.errstate(over="ignore"):
+        expected = np.power(x, dtype(k))
+    for threads in (1, 2):
+        got = helpers.run_lite(scalar, {"x": x}, threads=threads)[0]
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(helpers.run_lite(full, {"x": x})[0], expected)

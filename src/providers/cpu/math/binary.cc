@@ -252,6 +252,23 @@ class PowKernel : public Kernel {
             }
           }
         }
+        if constexpr (!ew::is_float_v<TB> && !ew::is_float_v<TE>) {
+          // An integer base with a scalar integer exponent of 2 or 3 (squares in index
+          // arithmetic): wrapping products, vectorized, instead of the exponent loop per
+          // element (which wraps the same way).
+          if (e.numel() == 1 && out == x.shape()) {
+            const double ev = static_cast<double>(ew::load(*e.data<TE>()));
+            const int64_t n = x.numel();
+            if (ev == 2.0) {
+              ew::run_unary(pool, px, py, n, 1.0, [](auto v) { return ew::mul(v, v); });
+              return;
+            }
+            if (ev == 3.0) {
+              ew::run_unary(pool, px, py, n, 1.0, [](auto v) { return ew::mul(ew::mul(v, v), v); });
+              return;
+            }
+          }
+        }
         const ew::BroadcastPlan<2> plan = ew::make_broadcast_plan<2>(out, {&x.shape(), &e.shape()});
         ew::run_binary(pool, plan, px, e.data<TE>(), py, 20.0, [](auto a, auto b) {
           using CB = decltype(a);
