@@ -491,24 +491,28 @@ class Trilu final : public Kernel {
     const int64_t rows = x.shape()[x.rank() - 2];
     const int64_t cols = x.shape()[x.rank() - 1];
     const int64_t mats = y.numel() / (rows * cols);
+    // Clamping k first keeps i + k from overflowing for huge k; every row is then a copy
+    // of its kept column range and a fill of the rest.
+    k = std::clamp<int64_t>(k, -rows - 1, cols + 1);
     const bool upper = upper_;
     tensor_ops::dispatch_storage(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
       const T* src = static_cast<const T*>(x.raw_data());
       T* dst = static_cast<T*>(y.raw_data());
-      for (int64_t m = 0; m < mats; ++m) {
-        for (int64_t i = 0; i < rows; ++i) {
-          for (int64_t j = 0; j < cols; ++j) {
-            const int64_t off = (m * rows + i) * cols + j;
-            const bool keep = upper ? (j - i >= k) : (j - i <= k);
-            if (keep) {
-              dst[off] = src[off];
-            } else {
-              dst[off] = T{};
-            }
-          }
-        }
-      }
+      parallel_for(ctx.thread_pool(), mats * rows, static_cast<double>(cols),
+                   [&](int64_t b, int64_t e) {
+                     for (int64_t r = b; r < e; ++r) {
+                       const int64_t i = r % rows;
+                       // Kept columns are [lo, hi): j >= i + k (upper) or j <= i + k (lower).
+                       const int64_t lo = upper ? std::clamp<int64_t>(i + k, 0, cols) : 0;
+                       const int64_t hi = upper ? cols : std::clamp<int64_t>(i + k + 1, 0, cols);
+                       const T* s = src + r * cols;
+                       T* d = dst + r * cols;
+                       std::fill(d, d + lo, T{});
+                       std::copy(s + lo, s + hi, d + lo);
+                       std::fill(d + hi, d + cols, T{});
+                     }
+                   });
     });
   }
 
@@ -640,25 +644,45 @@ class NonZero final : public Kernel {
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
     const Shape shape = x.rank() == 0 ? Shape{1} : x.shape();
-    std::vector<int64_t> flat;
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    const int64_t numel = x.numel();
+    // Counting first sizes the output exactly; the second pass then writes each row of
+    // the last axis' hits branch-free and fills the outer coordinates as runs, so no
+    // index is ever divided back into coordinates.
     ORTLITE_DISPATCH_NUMERIC(x.dtype(), "NonZero", [&](auto tag) {
       using T = decltype(tag);
       const T* s = static_cast<const T*>(x.raw_data());
-      for (int64_t i = 0; i < x.numel(); ++i) {
-        if (is_nonzero(s[i])) flat.push_back(i);
+      int64_t nnz = 0;
+      for (int64_t i = 0; i < numel; ++i) nnz += is_nonzero(s[i]) ? 1 : 0;
+      Tensor& y = ctx.allocate_output(0, DataType::kInt64, {rank, nnz});
+      if (nnz == 0) return;
+      int64_t* dst = y.data<int64_t>();
+      const int64_t inner = shape[static_cast<size_t>(rank - 1)];
+      const int64_t outer = numel / inner;
+      std::vector<int64_t> hits(static_cast<size_t>(inner));
+      std::vector<int64_t> coord(static_cast<size_t>(rank - 1), 0);
+      int64_t pos = 0;
+      for (int64_t o = 0; o < outer && pos < nnz; ++o) {
+        const T* row = s + o * inner;
+        int64_t cnt = 0;
+        for (int64_t j = 0; j < inner; ++j) {
+          hits[static_cast<size_t>(cnt)] = j;
+          cnt += is_nonzero(row[j]) ? 1 : 0;
+        }
+        if (cnt > 0) {
+          for (int64_t d = 0; d + 1 < rank; ++d) {
+            std::fill(dst + d * nnz + pos, dst + d * nnz + pos + cnt,
+                      coord[static_cast<size_t>(d)]);
+          }
+          std::copy(hits.data(), hits.data() + cnt, dst + (rank - 1) * nnz + pos);
+          pos += cnt;
+        }
+        for (int64_t d = rank - 1; d-- > 0;) {
+          if (++coord[static_cast<size_t>(d)] < shape[static_cast<size_t>(d)]) break;
+          coord[static_cast<size_t>(d)] = 0;
+        }
       }
     });
-    const int64_t nnz = static_cast<int64_t>(flat.size());
-    const int64_t rank = static_cast<int64_t>(shape.size());
-    Tensor& y = ctx.allocate_output(0, DataType::kInt64, {rank, nnz});
-    int64_t* dst = y.data<int64_t>();
-    for (int64_t j = 0; j < nnz; ++j) {
-      int64_t rem = flat[static_cast<size_t>(j)];
-      for (int64_t d = rank; d-- > 0;) {
-        dst[d * nnz + j] = rem % shape[static_cast<size_t>(d)];
-        rem /= shape[static_cast<size_t>(d)];
-      }
-    }
   }
 };
 
