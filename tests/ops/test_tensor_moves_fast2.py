@@ -128,3 +128,66 @@ def test_nonzero_float_edges():
     h = x.astype(np.float16)
     m = node_model("NonZero", {"x": h}, ["y"], out_dtypes=[np.int64], opset=13)
     np.testing.assert_array_equal(run_lite(m, {"x": h}, 1)[0], np.array(np.nonzero(h)))
+
+
+def space_to_depth_expected(x, b):
+    n, c, h, w = x.shape
+    t = x.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4)
+    return t.reshape(n, c * b * b, h // b, w // b)
+
+
+def depth_to_space_expected(x, b, mode):
+    n, c, h, w = x.shape
+    if mode == "DCR":
+        t = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+    else:
+        t = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+    return t.reshape(n, c // (b * b), h * b, w * b)
+
+
+S2D_CASES = [((1, 1, 2, 2), 2), ((1, 3, 6, 10), 2), ((2, 5, 14, 6), 2), ((1, 16, 80, 80), 2),
+             ((1, 16, 80, 80), 4), ((2, 3, 30, 30), 3), ((1, 2, 20, 15), 5), ((3, 4, 5, 7), 1),
+             ((1, 64, 160, 160), 2), ((2, 7, 12, 36), 4)]
+
+
+@pytest.mark.parametrize("shape,b", S2D_CASES)
+@pytest.mark.parametrize("threads", THREADS)
+def test_space_to_depth_matches_numpy(shape, b, threads):
+    x = values(shape, np.float32, seed=b)
+    m = node_model("SpaceToDepth", {"x": x}, ["y"], attrs={"blocksize": b}, opset=13)
+    got = run_lite(m, {"x": x}, threads)[0]
+    np.testing.assert_array_equal(got, space_to_depth_expected(x, b))
+    if threads == 1 and np.prod(shape) < 200000:
+        np.testing.assert_array_equal(got, run_ort(m, {"x": x})[0])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int64, np.int32, np.int16,
+                                   np.uint8, np.bool_, object])
+@pytest.mark.parametrize("b", [2, 3, 4])
+def test_space_to_depth_dtypes(dtype, b):
+    x = values((2, 3, 4 * b, 3 * b), dtype, seed=5)
+    m = node_model("SpaceToDepth", {"x": x}, ["y"], attrs={"blocksize": b}, opset=13)
+    got = run_lite(m, {"x": x}, 2)[0]
+    exp = space_to_depth_expected(x, b)
+    assert got.dtype == exp.dtype
+    np.testing.assert_array_equal(got, exp)
+
+
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+@pytest.mark.parametrize("shape,b", [((1, 4, 1, 1), 2), ((1, 12, 7, 9), 2), ((2, 27, 10, 10), 3),
+                                     ((1, 64, 40, 40), 2), ((1, 256, 40, 40), 4)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.uint8, object])
+def test_depth_to_space_matches_numpy(mode, shape, b, dtype):
+    x = values(shape, dtype, seed=b)
+    m = node_model("DepthToSpace", {"x": x}, ["y"], attrs={"blocksize": b, "mode": mode},
+                   opset=13)
+    exp = depth_to_space_expected(x, b, mode)
+    for t in THREADS:
+        np.testing.assert_array_equal(run_lite(m, {"x": x}, t)[0], exp)
+
+
+def test_space_to_depth_bad_shape_is_an_error():
+    x = values((1, 2, 5, 4), np.float32)
+    m = node_model("SpaceToDepth", {"x": x}, ["y"], attrs={"blocksize": 2}, opset=13)
+    with pytest.raises(Exception, match="multiples of blocksize"):
+        run_lite(m, {"x": x}, 1)

@@ -740,6 +740,53 @@ class Compress final : public Kernel {
 // ---------------------------------------------------------------------------------------
 // DepthToSpace / SpaceToDepth: a reshape, a transpose and a reshape, as one strided copy.
 
+// SpaceToDepth of fixed-size elements: each input row of a block row is dealt out to its
+// `b` output planes in one pass, so every input element is read once and each output row
+// is written sequentially. kB is the block size when known at compile time, 0 otherwise.
+template <typename E, int kB>
+void space_to_depth_rows(const E* src, E* dst, int64_t n, int64_t c, int64_t h, int64_t w,
+                         int64_t b, ThreadPool* pool) {
+  if constexpr (kB != 0) b = kB;
+  const int64_t oh = h / b, ow = w / b;
+  const int64_t plane = oh * ow;
+  parallel_for(pool, n * c * oh, static_cast<double>(b * w), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t y = t % oh, nc = t / oh, ci = nc % c, ni = nc / c;
+      for (int64_t bh = 0; bh < b; ++bh) {
+        const E* s = src + ((nc * h) + y * b + bh) * w;
+        // Output channel (bh * b + bw) * c + ci of image ni, row y.
+        E* d = dst + ((ni * b * b + bh * b) * c + ci) * plane + y * ow;
+        const int64_t dstep = c * plane;
+        if constexpr (kB == 2) {
+          E* d0 = d;
+          E* d1 = d + dstep;
+          for (int64_t x = 0; x < ow; ++x) {
+            d0[x] = s[2 * x];
+            d1[x] = s[2 * x + 1];
+          }
+        } else {
+          // The input row stays in L1 while each output row is written in order.
+          for (int64_t bw = 0; bw < b; ++bw) {
+            E* db = d + bw * dstep;
+            const E* sb = s + bw;
+            for (int64_t x = 0; x < ow; ++x) db[x] = sb[x * b];
+          }
+        }
+      }
+    }
+  });
+}
+
+template <typename E>
+void space_to_depth(const void* src, void* dst, int64_t n, int64_t c, int64_t h, int64_t w,
+                    int64_t b, ThreadPool* pool) {
+  const E* s = static_cast<const E*>(src);
+  E* d = static_cast<E*>(dst);
+  if (b == 2) return space_to_depth_rows<E, 2>(s, d, n, c, h, w, b, pool);
+  if (b == 4) return space_to_depth_rows<E, 4>(s, d, n, c, h, w, b, pool);
+  space_to_depth_rows<E, 0>(s, d, n, c, h, w, b, pool);
+}
+
 class DepthSpace final : public Kernel {
  public:
   DepthSpace(const KernelInfo& info, bool to_space)
@@ -788,6 +835,24 @@ class DepthSpace final : public Kernel {
     }
     Tensor& y = ctx.allocate_output(0, x.dtype(), out);
     if (y.numel() == 0) return;
+    if (!to_space_ && x.dtype() != DataType::kString) {
+      switch (dtype_size(x.dtype())) {
+        case 1:
+          return space_to_depth<uint8_t>(x.raw_data(), y.raw_data(), n, c, h, w, b,
+                                         ctx.thread_pool());
+        case 2:
+          return space_to_depth<uint16_t>(x.raw_data(), y.raw_data(), n, c, h, w, b,
+                                          ctx.thread_pool());
+        case 4:
+          return space_to_depth<uint32_t>(x.raw_data(), y.raw_data(), n, c, h, w, b,
+                                          ctx.thread_pool());
+        case 8:
+          return space_to_depth<uint64_t>(x.raw_data(), y.raw_data(), n, c, h, w, b,
+                                          ctx.thread_pool());
+        default:
+          break;
+      }
+    }
     const std::vector<int64_t> st = tensor_ops::dense_strides(split);
     std::vector<int64_t> src_strides(6);
     for (size_t i = 0; i < 6; ++i) {
