@@ -175,8 +175,9 @@ def test_space_to_depth_dtypes(dtype, b):
 
 @pytest.mark.parametrize("mode", ["DCR", "CRD"])
 @pytest.mark.parametrize("shape,b", [((1, 4, 1, 1), 2), ((1, 12, 7, 9), 2), ((2, 27, 10, 10), 3),
-                                     ((1, 64, 40, 40), 2), ((1, 256, 40, 40), 4)])
-@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.uint8, object])
+                                     ((1, 64, 40, 40), 2), ((1, 256, 40, 40), 4),
+                                     ((2, 3, 5, 7), 1), ((1, 50, 3, 4), 5)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int64, np.uint8, np.bool_, object])
 def test_depth_to_space_matches_numpy(mode, shape, b, dtype):
     x = values(shape, dtype, seed=b)
     m = node_model("DepthToSpace", {"x": x}, ["y"], attrs={"blocksize": b, "mode": mode},
@@ -184,6 +185,8 @@ def test_depth_to_space_matches_numpy(mode, shape, b, dtype):
     exp = depth_to_space_expected(x, b, mode)
     for t in THREADS:
         np.testing.assert_array_equal(run_lite(m, {"x": x}, t)[0], exp)
+    if dtype == np.float32:
+        np.testing.assert_array_equal(exp, run_ort(m, {"x": x})[0])
 
 
 def test_space_to_depth_bad_shape_is_an_error():

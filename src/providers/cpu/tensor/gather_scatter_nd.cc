@@ -787,6 +787,52 @@ void space_to_depth(const void* src, void* dst, int64_t n, int64_t c, int64_t h,
   space_to_depth_rows<E, 0>(s, d, n, c, h, w, b, pool);
 }
 
+// DepthToSpace of fixed-size elements, the mirror image: each output row interleaves the
+// matching rows of its `b` source channels (DCR: channel (bh * b + bw) * c2 + ci, CRD:
+// ci * b * b + bh * b + bw), written in order.
+template <typename E, int kB>
+void depth_to_space_rows(const E* src, E* dst, int64_t n, int64_t c2, int64_t h, int64_t w,
+                         int64_t b, bool crd, ThreadPool* pool) {
+  if constexpr (kB != 0) b = kB;
+  const int64_t c = c2 * b * b, ow = w * b;
+  parallel_for(pool, n * c2 * h, static_cast<double>(b * ow), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t y = t % h, nc = t / h, ci = nc % c2, ni = nc / c2;
+      for (int64_t bh = 0; bh < b; ++bh) {
+        E* d = dst + (nc * h * b + y * b + bh) * ow;
+        const int64_t ch0 = crd ? ci * b * b + bh * b : bh * b * c2 + ci;
+        const int64_t chstep = crd ? 1 : c2;
+        const E* s = src + ((ni * c + ch0) * h + y) * w;
+        const int64_t sstep = chstep * h * w;
+        if constexpr (kB == 2) {
+          const E* s0 = s;
+          const E* s1 = s + sstep;
+          for (int64_t x = 0; x < w; ++x) {
+            d[2 * x] = s0[x];
+            d[2 * x + 1] = s1[x];
+          }
+        } else {
+          for (int64_t bw = 0; bw < b; ++bw) {
+            const E* sb = s + bw * sstep;
+            E* db = d + bw;
+            for (int64_t x = 0; x < w; ++x) db[x * b] = sb[x];
+          }
+        }
+      }
+    }
+  });
+}
+
+template <typename E>
+void depth_to_space(const void* src, void* dst, int64_t n, int64_t c2, int64_t h, int64_t w,
+                    int64_t b, bool crd, ThreadPool* pool) {
+  const E* s = static_cast<const E*>(src);
+  E* d = static_cast<E*>(dst);
+  if (b == 2) return depth_to_space_rows<E, 2>(s, d, n, c2, h, w, b, crd, pool);
+  if (b == 4) return depth_to_space_rows<E, 4>(s, d, n, c2, h, w, b, crd, pool);
+  depth_to_space_rows<E, 0>(s, d, n, c2, h, w, b, crd, pool);
+}
+
 class DepthSpace final : public Kernel {
  public:
   DepthSpace(const KernelInfo& info, bool to_space)
@@ -835,6 +881,25 @@ class DepthSpace final : public Kernel {
     }
     Tensor& y = ctx.allocate_output(0, x.dtype(), out);
     if (y.numel() == 0) return;
+    if (to_space_ && x.dtype() != DataType::kString) {
+      const int64_t c2 = c / (b * b);
+      switch (dtype_size(x.dtype())) {
+        case 1:
+          return depth_to_space<uint8_t>(x.raw_data(), y.raw_data(), n, c2, h, w, b, crd_,
+                                         ctx.thread_pool());
+        case 2:
+          return depth_to_space<uint16_t>(x.raw_data(), y.raw_data(), n, c2, h, w, b, crd_,
+                                          ctx.thread_pool());
+        case 4:
+          return depth_to_space<uint32_t>(x.raw_data(), y.raw_data(), n, c2, h, w, b, crd_,
+                                          ctx.thread_pool());
+        case 8:
+          return depth_to_space<uint64_t>(x.raw_data(), y.raw_data(), n, c2, h, w, b, crd_,
+                                          ctx.thread_pool());
+        default:
+          break;
+      }
+    }
     if (!to_space_ && x.dtype() != DataType::kString) {
       switch (dtype_size(x.dtype())) {
         case 1:
