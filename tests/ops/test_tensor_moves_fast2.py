@@ -194,3 +194,45 @@ def test_space_to_depth_bad_shape_is_an_error():
     m = node_model("SpaceToDepth", {"x": x}, ["y"], attrs={"blocksize": 2}, opset=13)
     with pytest.raises(Exception, match="multiples of blocksize"):
         run_lite(m, {"x": x}, 1)
+
+
+GATHER_CASES = [((5,), 0, (3,)), ((7, 3), 0, (2, 4)), ((7, 3), 1, (5,)), ((7, 3), -1, ()),
+                ((64, 256, 100), -1, (50,)), ((64, 1000, 8), 1, (300,)), ((3, 5, 7, 11), 2, (4, 3)),
+                ((30522, 768), 0, (8, 128)), ((33, 17, 1), 1, (9,)), ((2, 1, 9), 1, (13,))]
+
+
+@pytest.mark.parametrize("shape,axis,ishape", GATHER_CASES)
+@pytest.mark.parametrize("idtype", [np.int64, np.int32])
+@pytest.mark.parametrize("threads", THREADS)
+def test_gather_matches_numpy(shape, axis, ishape, idtype, threads):
+    g = np.random.default_rng(len(shape) + len(ishape))
+    x = values(shape, np.float32, seed=axis + 5)
+    dim = shape[axis]
+    ind = g.integers(-dim, dim, ishape).astype(idtype)
+    m = node_model("Gather", {"x": x}, ["y"], attrs={"axis": axis}, consts={"i": ind}, opset=13)
+    got = run_lite(m, {"x": x}, threads)[0]
+    np.testing.assert_array_equal(got, np.take(x, ind.astype(np.int64) % dim, axis=axis))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int64, np.int32, np.int8,
+                                   np.uint8, np.bool_, object])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather_dtypes(dtype, axis):
+    x = values((6, 5, 7), dtype, seed=9)
+    dim = x.shape[axis]
+    ind = np.array([[0, -1, 2], [dim - 1, -dim, 1]], np.int64)
+    m = node_model("Gather", {"x": x}, ["y"], attrs={"axis": axis}, consts={"i": ind}, opset=13)
+    for t in THREADS:
+        got = run_lite(m, {"x": x}, t)[0]
+        exp = np.take(x, ind % dim, axis=axis)
+        assert got.dtype == exp.dtype
+        np.testing.assert_array_equal(got, exp)
+
+
+def test_gather_out_of_range_index_is_an_error():
+    x = values((4, 6), np.float32)
+    for bad in (6, -7):
+        m = node_model("Gather", {"x": x}, ["y"], attrs={"axis": 1},
+                       consts={"i": np.array([0, bad], np.int64)}, opset=13)
+        with pytest.raises(Exception, match="out of range"):
+            run_lite(m, {"x": x}, 1)

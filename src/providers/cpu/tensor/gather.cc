@@ -54,20 +54,32 @@ class Gather final : public Kernel {
       using T = decltype(tag);
       const T* src = static_cast<const T*>(data.raw_data());
       T* dst = static_cast<T*>(y.raw_data());
+      const int64_t* ix = idx.data();
+      // The (outer, index) position is stepped rather than divided out per row: with
+      // inner == 1 (gathering along the last axis) a division per element would dominate.
       parallel_for(ctx.thread_pool(), outer * n, static_cast<double>(inner),
                    [&](int64_t b, int64_t e) {
-                     for (int64_t it = b; it < e; ++it) {
-                       const int64_t o = it / n;
-                       const int64_t j = it % n;
-                       const T* s = src + (o * dim + idx[static_cast<size_t>(j)]) * inner;
+                     int64_t o = b / n, j = b % n;
+                     for (int64_t it = b; it < e;) {
+                       const T* so = src + o * dim * inner;
+                       const int64_t stop = std::min(e - it, n - j);
                        T* d = dst + it * inner;
                        if constexpr (std::is_same_v<T, std::string>) {
-                         for (int64_t k = 0; k < inner; ++k) d[k] = s[k];
+                         for (int64_t q = 0; q < stop; ++q) {
+                           const T* s = so + ix[j + q] * inner;
+                           for (int64_t k = 0; k < inner; ++k) d[q * inner + k] = s[k];
+                         }
                        } else if (inner == 1) {
-                         d[0] = s[0];
+                         for (int64_t q = 0; q < stop; ++q) d[q] = so[ix[j + q]];
                        } else {
-                         std::memcpy(d, s, static_cast<size_t>(inner) * sizeof(T));
+                         for (int64_t q = 0; q < stop; ++q) {
+                           std::memcpy(d + q * inner, so + ix[j + q] * inner,
+                                       static_cast<size_t>(inner) * sizeof(T));
+                         }
                        }
+                       it += stop;
+                       j = 0;
+                       ++o;
                      }
                    });
     });
