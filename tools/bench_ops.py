@@ -984,6 +984,14 @@ def _breadth_elementwise():
             x = Lazy(lambda x=x: materialize(x).astype(np.bool_), x.shape, np.bool_)
         out.append(Case("Cast", label, [("x", x, False)],
                         dict(to=int(helper_tensor_type(dst))), outs=[dst]))
+    r = _rng("dequantize blocks")
+    out.append(Case("DequantizeLinear", "int8 256x128, blocks of 32 along axis 0",
+                    [("x", _typed(r, (256, 128), np.int8, -128, 128), False),
+                     ("s", f32(r, 8, 128, lo=0.01, hi=0.1), True)],
+                    dict(axis=0, block_size=32), outs=[np.float32], opset=21))
+    r = _rng("pow int")
+    out.append(Case("Pow", "int64 1e5 ^ 2", [("x", _typed(r, (100000,), np.int64, -1000, 1000), False),
+                                            ("e", np.array(2, np.int64), True)], opset=15))
     r = _rng("quantize u8")
     out.append(Case("QuantizeLinear", "float -> uint8 1x64x80x80",
                     [("x", f32(r, 1, 64, 80, 80, lo=-3, hi=3), False),
@@ -1027,6 +1035,23 @@ def _breadth_moves():
         out.append(Case("TopK", label, [("x", f32(r, *shape), False),
                                         ("k", np.array([5], np.int64), True)], dict(axis=axis),
                         outs=[np.float32, np.int64]))
+    r = _rng("trilu")
+    out.append(Case("Trilu", "8x512x512 upper", [("x", f32(r, 8, 512, 512), False)], dict(upper=1),
+                    opset=14))
+    r = _rng("nonzero")
+    out.append(Case("NonZero", "1x64x80x80 half nonzero",
+                    [("x", Lazy(lambda: (np.random.default_rng(4).random((1, 64, 80, 80)) > 0.5)
+                                .astype(np.float32), (1, 64, 80, 80), np.float32), False)],
+                    outs=[np.int64]))
+    r = _rng("space to depth")
+    out.append(Case("SpaceToDepth", "1x16x80x80 block 2", [("x", f32(r, 1, 16, 80, 80), False)],
+                    dict(blocksize=2)))
+    out.append(Case("DepthToSpace", "1x256x40x40 block 4 CRD", [("x", f32(r, 1, 256, 40, 40), False)],
+                    dict(blocksize=4, mode="CRD")))
+    r = _rng("gather last")
+    out.append(Case("Gather", "64x256x100 axis -1, 50 indices",
+                    [("x", f32(r, 64, 256, 100), False),
+                     ("i", _typed(r, (50,), np.int64, 0, 100), True)], dict(axis=-1)))
     r = _rng("hardmax")
     out.append(Case("Hardmax", "64x1000 axis 1", [("x", f32(r, 64, 1000), False)], dict(axis=1)))
     r = _rng("unique")
