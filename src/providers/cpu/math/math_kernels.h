@@ -201,6 +201,14 @@ struct HasBlockF64<
             static_cast<const double*>(nullptr), static_cast<double*>(nullptr), int64_t{0}))>>
     : std::true_type {};
 
+// True when Op has `T fast(T) const` for the integer type T (map_fast over it).
+template <typename Op, typename T, typename = void>
+struct HasFastInt : std::false_type {};
+template <typename Op, typename T>
+struct HasFastInt<Op, T, std::void_t<decltype(std::declval<const Op&>().fast(T{}))>>
+    : std::bool_constant<std::is_integral_v<T> && !std::is_same_v<T, bool> &&
+                         std::is_same_v<decltype(std::declval<const Op&>().fast(T{})), T>> {};
+
 // True when Op works on float16 bits directly: `uint16_t fast_half(uint16_t) const`.
 template <typename Op, typename = void>
 struct HasFastHalf : std::false_type {};
@@ -243,6 +251,12 @@ class UnaryKernel : public Kernel {
         run_map_f32(ctx.thread_pool(), op_, x.data<T>(), y.data<T>(), x.numel(), Op::kCost);
       } else if constexpr (HasFastF64<Op>::value && std::is_same_v<T, double>) {
         run_map_f32(ctx.thread_pool(), op_, x.data<T>(), y.data<T>(), x.numel(), Op::kCost);
+      } else if constexpr (HasFastInt<Op, T>::value) {
+        const T* px = x.data<T>();
+        T* py = y.data<T>();
+        const Op& op = op_;
+        parallel_for(ctx.thread_pool(), x.numel(), Op::kCost,
+                     [&](int64_t b, int64_t e) { map_fast(op, px + b, py + b, e - b); });
       } else if constexpr (HasBlockF64<Op>::value && std::is_same_v<T, double>) {
         const double* px = x.data<T>();
         double* py = y.data<T>();

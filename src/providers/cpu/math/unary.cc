@@ -33,6 +33,13 @@ struct NegOp : NoAttrs {
   C operator()(C x) const {
     return ew::neg(x);
   }
+  // The map loops (AVX-512 / AVX2 clones) for float, double and the integers.
+  template <typename C>
+  C fast(C x) const {
+    return ew::neg(x);
+  }
+  // float16: the sign bit flipped, as IEEE negation (NaN payloads kept).
+  uint16_t fast_half(uint16_t h) const { return static_cast<uint16_t>(h ^ 0x8000u); }
 };
 
 struct AbsOp : NoAttrs {
@@ -48,6 +55,12 @@ struct AbsOp : NoAttrs {
       return x;
     }
   }
+  template <typename C>
+  C fast(C x) const {
+    return (*this)(x);
+  }
+  // float16: the sign bit cleared, as IEEE abs (NaN payloads kept).
+  uint16_t fast_half(uint16_t h) const { return static_cast<uint16_t>(h & 0x7fffu); }
 };
 
 struct SignOp : NoAttrs {
@@ -140,6 +153,15 @@ ORTLITE_FLOAT_UNARY(SqrtOp, 4.0, std::sqrt(x))
 ORTLITE_FLOAT_UNARY(ExpOp, 10.0, std::exp(x))
 ORTLITE_FLOAT_UNARY(LogOp, 10.0, std::log(x))
 ORTLITE_FLOAT_UNARY(ReciprocalOp, 2.0, C{1} / x)
+// 1 / x through the map loops (divps / divpd in the AVX-512 and AVX2 clones; the 16-bit
+// floats through float blocks).
+struct FastReciprocalOp : ReciprocalOp {
+  using ReciprocalOp::ReciprocalOp;
+  template <typename C>
+  C fast(C x) const {
+    return C{1} / x;
+  }
+};
 ORTLITE_FLOAT_UNARY(FloorOp, 1.0, std::floor(x))
 ORTLITE_FLOAT_UNARY(CeilOp, 1.0, std::ceil(x))
 ORTLITE_FLOAT_UNARY(RoundOp, 1.0, std::nearbyint(x))  // halves to even
@@ -321,7 +343,7 @@ void register_unary_kernels(KernelRegistry& r) {
   r.add_versions("Sqrt", {6, 13}, make_factory<UnaryKernel<FastSqrtOp, kF>>());
   r.add_versions("Exp", {6, 13}, make_factory<UnaryKernel<FastExpOp, kF>>());
   r.add_versions("Log", {6, 13}, make_factory<UnaryKernel<FastLogOp, kF>>());
-  r.add_versions("Reciprocal", {6, 13}, make_factory<UnaryKernel<ReciprocalOp, kF>>());
+  r.add_versions("Reciprocal", {6, 13}, make_factory<UnaryKernel<FastReciprocalOp, kF>>());
   r.add_versions("Floor", {6, 13}, make_factory<UnaryKernel<FastFloorOp, kF>>());
   r.add_versions("Ceil", {6, 13}, make_factory<UnaryKernel<FastCeilOp, kF>>());
   r.add_versions("Round", {11, 22}, make_factory<UnaryKernel<FastRoundOp, kF>>());

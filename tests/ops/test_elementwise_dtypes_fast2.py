@@ -1,0 +1,215 @@
+"""Neg, Abs and Reciprocal through the map loops (AVX-512 / AVX2 clones and the baseline):
+float64, float32 and the integers element by element, float16 Neg / Abs on the sign bit and
+float16 Reciprocal through float blocks. All of these are exact (or correctly rounded) IEEE
+operations, so they are compared bit for bit with numpy and onnxruntime: tiny, odd (tails of
+the vector loops) and large sizes, special values (signed zeros, infinities, NaN of either
+sign, subnormals, the most negative integers, whose negation wraps), 1 and 2 threads, and
+every instruction-set path of the map loops (ORTLITE_FAST_ISA, in a fresh process).
+Float16 Neg / Abs bits are checked with graph optimizations off (the float16 kernel itself)."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import ortlite
+from helpers import node_model, run_ort, session
+
+F16, F32, F64 = np.float16, np.float32, np.float64
+SIZES = [1, 15, 17, 1000, 100003]
+THREADS = [1, 2]
+
+
+def ortlite_run(model, feeds, threads=1):
+    return session(model, threads=threads, options=True).run(None, feeds)[0]
+
+
+def same_bits(a, b):
+    """Equal bit for bit (NaN included: Neg / Abs keep the payload and set the sign)."""
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype and a.shape == b.shape, (a.dtype, b.dtype, a.shape, b.shape)
+    if a.dtype.kind != "f":
+        return np.array_equal(a, b)
+    u = {2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize]
+    return np.array_equal(a.view(u), b.view(u))
+
+
+def same_values(a, b):
+    """Equal bit for bit except that any NaN matches any NaN."""
+    a, b = np.asarray(a), np.asarray(b)
+    u = {2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize]
+    nan = np.isnan(a) & np.isnan(b)
+    return bool(np.all((a.view(u) == b.view(u)) | nan)) and np.array_equal(np.isnan(a),
+                                                                             np.isnan(b))
+
+
+def float_input(dt, n, seed):
+    r = np.random.default_rng(seed)
+    with np.errstate(over="ignore"):  # float16: beyond 65504 becomes inf
+        x = (r.standard_normal(n) * np.exp2(r.integers(-20, 20, n))).astype(dt)
+    fi = np.finfo(dt)
+    sp = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, fi.tiny, -fi.tiny,
+                   fi.smallest_subnormal, -fi.smallest_subnormal, fi.max, -fi.max, 1.0, -1.0,
+                   3.0, -7.0], dt)
+    k = min(n, len(sp))
+    x[:k] = sp[:k]
+    return x
+
+
+def int_input(dt, n, seed):
+    r = np.random.default_rng(seed)
+    ii = np.iinfo(dt)
+    x = r.integers(ii.min, ii.max, n, dtype=dt, endpoint=True)
+    sp = np.array([ii.min, ii.max, 0, -1, 1, ii.min + 1], dt)
+    k = min(n, len(sp))
+    x[:k] = sp[:k]
+    return x
+
+
+def np_reciprocal(x):
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        return (np.ones((), x.dtype) / x).astype(x.dtype)
+
+
+def np_neg(x):
+    if x.dtype.kind == "f":
+        u = {2: np.uint16, 4: np.uint32, 8: np.uint64}[x.dtype.itemsize]
+        sign = u(1) << u(8 * x.dtype.itemsize - 1)
+        return (x.view(u) ^ sign).view(x.dtype)
+    return (np.zeros((), x.dtype) - x).astype(x.dtype)  # wraps at the minimum
+
+
+def np_abs(x):
+    if x.dtype.kind == "f":
+        u = {2: np.uint16, 4: np.uint32, 8: np.uint64}[x.dtype.itemsize]
+        mask = ~(u(1) << u(8 * x.dtype.itemsize - 1))
+        return (x.view(u) & mask).view(x.dtype)
+    with np.errstate(over="ignore"):
+        return np.abs(x)  # abs(min) wraps to min, as in onnxruntime
+
+
+@pytest.mark.parametrize("dt", [F64, F32, F16])
+@pytest.mark.parametrize("op,f", [("Neg", np_neg), ("Abs", np_abs)])
+@pytest.mark.parametrize("n", SIZES)
+def test_float_neg_abs_bits(dt, op, f, n):
+    """Sign bit flipped / cleared, NaN payloads kept (as numpy and IEEE 754 do)."""
+    x = float_input(dt, n, n)
+    m = node_model(op, {"x": x}, ["y"])
+    want = f(x)
+    for t in THREADS:
+        got = ortlite_run(m, {"x": x}, t)
+        assert same_bits(got, want), (op, dt, n, t)
+    got = ortlite_run(m, {"x": x})
+    # onnxruntime agrees on every value (NaN compared as NaN)
+    assert same_values(got, run_ort(m, {"x": x})[0])
+
+
+OFF = ortlite.GraphOptimizationLevel.ORT_DISABLE_ALL
+
+
+def all_halves():
+    return np.arange(65536, dtype=np.uint32).astype(np.uint16).view(F16)
+
+
+@pytest.mark.parametrize("level", [OFF])
+def test_float16_neg_abs_every_value(level):
+    """On the float16 bits: signalling NaNs stay signalling, payloads kept."""
+    x = all_halves()
+    for op, f in (("Neg", np_neg), ("Abs", np_abs)):
+        m = node_model(op, {"x": x}, ["y"])
+        for t in THREADS:
+            so = ortlite.SessionOptions()
+            so.intra_op_num_threads = t
+            if level is not None:
+                so.graph_optimization_level = level
+            got = ortlite.InferenceSession(m.SerializeToString(), so).run(None, {"x": x})[0]
+            assert same_bits(got, f(x)), (op, t, level)
+
+
+@pytest.mark.parametrize("dt", [F64, F32, F16])
+@pytest.mark.parametrize("n", SIZES)
+def test_float_reciprocal(dt, n):
+    x = float_input(dt, n, n + 1)
+    m = node_model("Reciprocal", {"x": x}, ["y"])
+    # float16: onnxruntime divides in float and rounds once to float16, like ortlite
+    with np.errstate(over="ignore"):
+        want = (np_reciprocal(x.astype(F32)).astype(F16) if dt == F16 else np_reciprocal(x))
+    for t in THREADS:
+        got = ortlite_run(m, {"x": x}, t)
+        assert same_values(got, want), (dt, n, t)
+    assert same_values(ortlite_run(m, {"x": x}), run_ort(m, {"x": x})[0])
+
+
+@pytest.mark.parametrize("dt", [np.int64, np.int32, np.int16, np.int8])
+@pytest.mark.parametrize("op,f", [("Neg", np_neg), ("Abs", np_abs)])
+@pytest.mark.parametrize("n", SIZES)
+def test_int_neg_abs(dt, op, f, n):
+    x = int_input(dt, n, n)
+    m = node_model(op, {"x": x}, ["y"])
+    want = f(x)
+    for t in THREADS:
+        got = ortlite_run(m, {"x": x}, t)
+        assert got.dtype == x.dtype and np.array_equal(got, want), (op, dt, n, t)
+    if dt in (np.int64, np.int32):
+        # onnxruntime (which wraps too) on the values without the minimum
+        y = x[x != np.iinfo(dt).min]
+        m2 = node_model(op, {"x": y}, ["y"])
+        assert np.array_equal(ortlite_run(m2, {"x": y}), run_ort(m2, {"x": y})[0])
+
+
+@pytest.mark.parametrize("dt", [np.uint64, np.uint32, np.uint8])
+def test_unsigned_abs(dt):
+    x = np.random.default_rng(0).integers(0, np.iinfo(dt).max, 1003, dtype=dt, endpoint=True)
+    m = node_model("Abs", {"x": x}, ["y"])
+    assert np.array_equal(ortlite_run(m, {"x": x}), x)
+
+
+_ISA_SCRIPT = r"""
+import sys
+import numpy as np
+import ortlite
+from onnx import helper
+from onnx.helper import np_dtype_to_tensor_dtype
+
+data = dict(np.load(sys.argv[1]))
+out = {}
+for key, x in data.items():
+    op = key.split("_")[0]
+    t = np_dtype_to_tensor_dtype(x.dtype)
+    node = helper.make_node(op, ["x"], ["y"])
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", t, None)],
+                          [helper.make_tensor_value_info("y", t, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    s = ortlite.InferenceSession(m.SerializeToString())
+    out[key] = s.run(None, {"x": x})[0]
+    for n in range(1, 40):
+        out[f"{key}_{n}"] = s.run(None, {"x": x[3:3 + n]})[0]
+np.savez(sys.argv[2], **out)
+"""
+
+
+def test_map_loops_same_on_every_isa(tmp_path):
+    feeds = {}
+    for dt in (F64, F32, F16):
+        x = float_input(dt, 3000, 5)
+        for op in ("Neg", "Abs", "Reciprocal"):
+            feeds[f"{op}_{np.dtype(dt).name}"] = x
+    for dt in (np.int64, np.int32, np.int8):
+        for op in ("Neg", "Abs"):
+            feeds[f"{op}_{np.dtype(dt).name}"] = int_input(dt, 3000, 6)
+    np.savez(tmp_path / "in.npz", **feeds)
+    outs = {}
+    for isa in ("sse2", "avx2", "avx512"):
+        r = subprocess.run([sys.executable, "-c", _ISA_SCRIPT, str(tmp_path / "in.npz"),
+                            str(tmp_path / f"{isa}.npz")],
+                           env=dict(os.environ, ORTLITE_FAST_ISA=isa), capture_output=True,
+                           text=True)
+        assert r.returncode == 0, r.stderr
+        outs[isa] = np.load(tmp_path / f"{isa}.npz")
+    for key in outs["sse2"].files:
+        for isa in ("avx2", "avx512"):
+            assert same_bits(outs[isa][key], outs["sse2"][key]), (isa, key)
+
