@@ -5,7 +5,11 @@ operations, so they are compared bit for bit with numpy and onnxruntime: tiny, o
 the vector loops) and large sizes, special values (signed zeros, infinities, NaN of either
 sign, subnormals, the most negative integers, whose negation wraps), 1 and 2 threads, and
 every instruction-set path of the map loops (ORTLITE_FAST_ISA, in a fresh process).
-Float16 Neg / Abs bits are checked with graph optimizations off (the float16 kernel itself)."""
+
+Also the float16 rewrite's treatment of lone nodes (src/graph/fp16_rewrite.cc): a float16
+unary node whose neighbours stay float16 runs its own float16 kernel (no Casts around it),
+with the same bits as the float op rounded once to float16; chains are still converted.
+Float16 Neg / Abs bits are checked with graph optimizations off as well."""
 
 import os
 import subprocess
@@ -14,8 +18,10 @@ import sys
 import numpy as np
 import pytest
 
+from onnx import TensorProto, helper, numpy_helper
+
 import ortlite
-from helpers import node_model, run_ort, session
+from helpers import make_model, node_model, node_ops, optimized_session, run_ort, session
 
 F16, F32, F64 = np.float16, np.float32, np.float64
 SIZES = [1, 15, 17, 1000, 100003]
@@ -113,7 +119,7 @@ def all_halves():
     return np.arange(65536, dtype=np.uint32).astype(np.uint16).view(F16)
 
 
-@pytest.mark.parametrize("level", [OFF])
+@pytest.mark.parametrize("level", [None, OFF])
 def test_float16_neg_abs_every_value(level):
     """On the float16 bits: signalling NaNs stay signalling, payloads kept."""
     x = all_halves()
@@ -213,3 +219,97 @@ def test_map_loops_same_on_every_isa(tmp_path):
         for isa in ("avx2", "avx512"):
             assert same_bits(outs[isa][key], outs["sse2"][key]), (isa, key)
 
+
+# ---- float16 rewrite: lone nodes keep their float16 kernel ------------------------------
+
+LONE_OPS = [("Relu", {}), ("LeakyRelu", {"alpha": 0.1}), ("HardSigmoid", {}), ("HardSwish", {}),
+            ("Sigmoid", {}), ("Tanh", {}), ("Elu", {"alpha": 0.7}), ("Softplus", {}),
+            ("Exp", {}), ("Erf", {}), ("Sin", {}), ("Cos", {}), ("Abs", {}), ("Neg", {}),
+            ("Reciprocal", {})]
+
+
+def cast_op_cast_model(op, attrs):
+    """float16 -> float -> op in float -> float16: what the rewrite made of a lone node."""
+    nodes = [helper.make_node("Cast", ["x"], ["xf"], to=TensorProto.FLOAT),
+             helper.make_node(op, ["xf"], ["yf"], **attrs),
+             helper.make_node("Cast", ["yf"], ["y"], to=TensorProto.FLOAT16)]
+    return make_model(nodes, [("x", TensorProto.FLOAT16, None)],
+                      [("y", TensorProto.FLOAT16, None)])
+
+
+@pytest.mark.parametrize("op,attrs", LONE_OPS)
+def test_lone_float16_node_runs_float16_kernel_same_bits(op, attrs):
+    """Every float16 input: the lone node (its float16 kernel, no Casts) gives the bits of
+    the float op rounded to float16, as the rewritten node did (NaN as NaN)."""
+    x = all_halves()
+    lone = make_model([helper.make_node(op, ["x"], ["y"], **attrs)],
+                      [("x", TensorProto.FLOAT16, None)], [("y", TensorProto.FLOAT16, None)])
+    s = optimized_session(lone)
+    assert node_ops(s) == [op], node_ops(s)
+    with np.errstate(all="ignore"):
+        got = s.run(None, {"x": x})[0]
+        want = optimized_session(cast_op_cast_model(op, attrs)).run(None, {"x": x})[0]
+    assert same_values(got, want), op
+    for t in THREADS:
+        x2 = np.resize(x[(x.view(np.uint16) & 0x7C00) != 0x7C00], 100003)
+        so = ortlite.SessionOptions()
+        so.intra_op_num_threads = t
+        g2 = ortlite.InferenceSession(lone.SerializeToString(), so).run(None, {"x": x2})[0]
+        assert same_values(g2, optimized_session(cast_op_cast_model(op, attrs)).run(
+            None, {"x": x2})[0]), (op, t)
+
+
+def fp16_graph(nodes, outputs=("y",), inputs=("x",)):
+    return make_model(nodes, [(n, TensorProto.FLOAT16, None) for n in inputs],
+                      [(n, TensorProto.FLOAT16, None) for n in outputs])
+
+
+def test_chain_still_rewritten():
+    """Relu -> Exp: converted together (one Cast in, one out), values as before."""
+    m = fp16_graph([helper.make_node("Relu", ["x"], ["r"]),
+                    helper.make_node("Exp", ["r"], ["y"])])
+    s = optimized_session(m)
+    assert node_ops(s).count("Cast") == 2, node_ops(s)
+    x = (np.random.default_rng(0).standard_normal(1003) * 3).astype(F16)
+    got = s.run(None, {"x": x})[0]
+    want = np.exp(np.maximum(x.astype(F32), 0)).astype(F16)  # no float16 rounding between
+    assert np.allclose(got.astype(F32), want.astype(F32), rtol=1e-3, atol=0)
+
+
+def test_lone_next_to_converted_producer_is_converted():
+    """A MatMul (always converted) feeding Relu: Relu reads the float value, so it stays in
+    the float chain; a Relu fed by a graph input and read by Floor (never converted) is
+    lone and keeps its float16 kernel."""
+    w = np.random.default_rng(1).standard_normal((8, 8)).astype(F16)
+    m = make_model([helper.make_node("MatMul", ["x", "w"], ["h"]),
+                    helper.make_node("Relu", ["h"], ["y"])],
+                   [("x", TensorProto.FLOAT16, None)], [("y", TensorProto.FLOAT16, None)],
+                   [numpy_helper.from_array(w, "w")])
+    ops = node_ops(optimized_session(m))
+    assert "Cast" in ops and ops.count("Cast") == 2, ops
+    m2 = fp16_graph([helper.make_node("Relu", ["x"], ["r"]),
+                     helper.make_node("Floor", ["r"], ["y"])])
+    assert node_ops(optimized_session(m2)) == ["Relu", "Floor"]
+    x = (np.random.default_rng(2).standard_normal(77) * 5).astype(F16)
+    assert np.array_equal(optimized_session(m2).run(None, {"x": x})[0],
+                          np.floor(np.maximum(x, F16(0))))
+
+
+def test_lone_reader_of_converted_consumer_is_converted():
+    """Abs read by Sigmoid (converted): the pair is a chain, converted together."""
+    m = fp16_graph([helper.make_node("Abs", ["x"], ["a"]),
+                    helper.make_node("Sigmoid", ["a"], ["y"])])
+    ops = node_ops(optimized_session(m))
+    assert ops.count("Cast") == 2 and "Abs" in ops and "Sigmoid" in ops, ops
+
+
+def test_lone_node_after_float_cast_is_converted():
+    """Relu of a float16 Cast of a float input: the Cast goes, Relu runs in float."""
+    m = make_model([helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16),
+                    helper.make_node("Relu", ["h"], ["y"])],
+                   [("x", TensorProto.FLOAT, None)], [("y", TensorProto.FLOAT16, None)])
+    ops = node_ops(optimized_session(m))
+    assert ops.count("Cast") == 1, ops
+    x = np.random.default_rng(3).standard_normal(50).astype(F32)
+    got = optimized_session(m).run(None, {"x": x})[0]
+    assert np.array_equal(got, np.maximum(x, 0).astype(F16))
