@@ -99,8 +99,9 @@ bool computes_in_float(const std::string& op) {
 // written than as Cast -> float op -> Cast (three passes over the tensor).
 bool converts_in_blocks(const std::string& op) {
   static const std::unordered_set<std::string> kOps = {
-      "Relu", "LeakyRelu", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh", "Elu",       "Softplus",
-      "Exp",  "Erf",       "Sin",         "Cos",       "Abs",     "Neg",  "Reciprocal"};
+      "Relu", "LeakyRelu", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh",
+      "Elu",  "Softplus",  "Exp",         "Erf",       "Sin",     "Cos",
+      "Abs",  "Neg",       "Reciprocal",  "Sqrt",      "Log"};
   return kOps.count(op) != 0;
 }
 

@@ -225,7 +225,7 @@ def test_map_loops_same_on_every_isa(tmp_path):
 LONE_OPS = [("Relu", {}), ("LeakyRelu", {"alpha": 0.1}), ("HardSigmoid", {}), ("HardSwish", {}),
             ("Sigmoid", {}), ("Tanh", {}), ("Elu", {"alpha": 0.7}), ("Softplus", {}),
             ("Exp", {}), ("Erf", {}), ("Sin", {}), ("Cos", {}), ("Abs", {}), ("Neg", {}),
-            ("Reciprocal", {})]
+            ("Reciprocal", {}), ("Sqrt", {}), ("Log", {})]
 
 
 def cast_op_cast_model(op, attrs):
@@ -313,3 +313,29 @@ def test_lone_node_after_float_cast_is_converted():
     x = np.random.default_rng(3).standard_normal(50).astype(F32)
     got = optimized_session(m).run(None, {"x": x})[0]
     assert np.array_equal(got, np.maximum(x, 0).astype(F16))
+
+
+@pytest.mark.parametrize("op", ["Sqrt", "Log"])
+def test_float16_nan_results_are_quiet_canonical(op):
+    """Float16 kernels write a NaN result as the quiet NaN 0x7e00 with its sign (as
+    Float16::from_float does), also in the F16C blocks that hold NaN; the other lanes of
+    those blocks are the correctly rounded float results."""
+    x = all_halves()
+    m = node_model(op, {"x": x}, ["y"])
+    for t in THREADS:
+        so = ortlite.SessionOptions()
+        so.intra_op_num_threads = t
+        so.graph_optimization_level = OFF
+        got = ortlite.InferenceSession(m.SerializeToString(), so).run(None, {"x": x})[0]
+        with np.errstate(all="ignore"):
+            want = getattr(np, op.lower())(x.astype(F32)).astype(F16)
+        nan = np.isnan(want)
+        assert np.array_equal(np.isnan(got), nan)
+        assert (got.view(np.uint16)[nan] & 0x7FFF == 0x7E00).all()
+        if op == "Sqrt":
+            assert np.array_equal(got[~nan], want[~nan])
+        else:  # fast log: infinities exact, the rest within a float16 ulp
+            fin = np.isfinite(want)
+            assert np.array_equal(got[~nan & ~fin], want[~nan & ~fin])
+            d = np.abs(got[fin].astype(F64) - want[fin].astype(F64))
+            assert (d <= np.spacing(np.abs(want[fin])).astype(F64)).all()

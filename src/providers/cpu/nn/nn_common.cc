@@ -37,12 +37,17 @@ __attribute__((target("avx2,f16c"))) void f32_to_f16_f16c(const float* s, uint16
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 v = _mm256_loadu_ps(s + i);
+    __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))) {
-      for (int j = 0; j < 8; ++j) d[i + j] = Float16::from_float(s[i + j]);
-      continue;
+      // NaN as Float16::from_float writes it, the quiet NaN 0x7e00 with x's sign (vcvtps2ph
+      // keeps payload bits): the float16 NaN lanes (magnitude above 0x7c00) replaced.
+      const __m128i nan =
+          _mm_cmpgt_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7fff)), _mm_set1_epi16(0x7c00));
+      const __m128i q = _mm_or_si128(_mm_and_si128(h, _mm_set1_epi16(static_cast<short>(0x8000))),
+                                     _mm_set1_epi16(0x7e00));
+      h = _mm_or_si128(_mm_andnot_si128(nan, h), _mm_and_si128(nan, q));
     }
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i),
-                     _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), h);
   }
   for (; i < n; ++i) d[i] = Float16::from_float(s[i]);
 }
