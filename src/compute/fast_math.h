@@ -208,6 +208,38 @@ inline double tanh_f64(double x) {
   return ax < 0.625 ? small : large;
 }
 
+// e^x for double, branch-free, as fdlibm's exp: x = n ln2 + r with |r| <= ln2/2 (ln 2 in
+// two parts), e^r by its degree-5 rational form (below 1 ulp), scaled by 2^n in two steps
+// (each factor a normal power of two) so that subnormal results are rounded once. x is
+// clamped to [-746, 710] first: beyond, the result overflows to inf or underflows to 0.
+// NaN propagates.
+inline double exp_f64(double x) {
+  const double xc = std::min(std::max(x, -746.0), 710.0);  // NaN stays NaN
+  const double kMagic = 6755399441055744.0;                // 1.5 * 2^52
+  const double t = xc * 1.44269504088896338700e+00 + kMagic;
+  const double n = t - kMagic;
+  uint64_t tb;
+  std::memcpy(&tb, &t, 8);
+  const int64_t ni = static_cast<int64_t>(tb - 0x4338000000000000ull);  // n, |n| <= 1077
+  const double hi = xc - n * 6.93147180369123816490e-01;                // exact
+  const double lo = n * 1.90821492927058770002e-10;
+  const double r = hi - lo;
+  const double r2 = r * r;
+  const double c =
+      r - r2 * (1.66666666666666019037e-01 +
+                r2 * (-2.77777777770155933842e-03 +
+                      r2 * (6.61375632143793436117e-05 +
+                            r2 * (-1.65339022054652515390e-06 + r2 * 4.13813679705723846039e-08))));
+  const double er = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi);
+  const uint64_t n1 = (static_cast<uint64_t>(ni + 2048) >> 1) - 1024u;  // floor(n / 2)
+  const uint64_t n2 = static_cast<uint64_t>(ni) - n1;
+  const uint64_t b1 = (n1 + 1023u) << 52, b2 = (n2 + 1023u) << 52;
+  double s1, s2;
+  std::memcpy(&s1, &b1, 8);
+  std::memcpy(&s2, &b2, 8);
+  return (er * s1) * s2;
+}
+
 // sin x (cos_shift 0) or cos x (cos_shift 1) for |x| <= 2^20, computed in double: x = n pi/2
 // + r with |r| <= pi/4 (Cody-Waite with pi/2 in three parts of 33, 33 and 53 bits, so that
 // n * part is exact for |n| < 2^20 and the first subtraction is exact), then Taylor

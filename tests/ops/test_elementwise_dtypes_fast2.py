@@ -4,7 +4,8 @@ float16 Reciprocal through float blocks. All of these are exact (or correctly ro
 operations, so they are compared bit for bit with numpy and onnxruntime: tiny, odd (tails of
 the vector loops) and large sizes, special values (signed zeros, infinities, NaN of either
 sign, subnormals, the most negative integers, whose negation wraps), 1 and 2 threads, and
-every instruction-set path of the map loops (ORTLITE_FAST_ISA, in a fresh process).
+every instruction-set path of the map loops (ORTLITE_FAST_ISA, in a fresh process). Float64
+Exp (vectorized, fdlibm's method) within 2 ulp, with exact overflow / underflow / NaN.
 
 Also the float16 rewrite's treatment of lone nodes (src/graph/fp16_rewrite.cc): a float16
 unary node whose neighbours stay float16 runs its own float16 kernel (no Casts around it),
@@ -172,6 +173,44 @@ def test_unsigned_abs(dt):
     assert np.array_equal(ortlite_run(m, {"x": x}), x)
 
 
+# ---- float64 Exp ------------------------------------------------------------------------
+
+def exp_special():
+    return np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 709.782712893384,
+                     709.7827128933841, 710.0, -745.1332191019411, -745.1332191019412, -746.0,
+                     -708.3964185322641, -708.4, -720.0, 1e-300, -1e-300, 5e-324, 1.0, -1.0,
+                     0.34657359027997264, 1e308, -1e308], F64)
+
+
+def ulps(got, ref):
+    """|got - ref| in units of the spacing at ref (finite, nonzero ref)."""
+    return np.abs(got - ref) / np.spacing(np.abs(ref))
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_float64_exp_within_2_ulp(n):
+    """numpy's exp is within 1 ulp, so 1 against it bounds 2 against the exact value;
+    overflow, underflow (subnormal results rounded once), NaN and the infinities exact."""
+    r = np.random.default_rng(n)
+    x = np.concatenate([r.uniform(-750, 712, n), r.standard_normal(n) * 5,
+                        r.uniform(-745.2, -708, n), exp_special()])
+    m = node_model("Exp", {"x": x}, ["y"])
+    with np.errstate(all="ignore"):
+        want = np.exp(x)
+    for t in THREADS:
+        got = ortlite_run(m, {"x": x}, t)
+        assert np.array_equal(np.isnan(got), np.isnan(want))
+        ok = ~np.isnan(want)
+        exact = ok & ((want == 0) | np.isinf(want) | (want == 1))
+        assert np.array_equal(got[exact], want[exact])
+        rest = ok & ~exact
+        assert ulps(got[rest], want[rest]).max() <= 1.0, (n, t)
+    # onnxruntime's (Eigen's) double exp agrees to a few ulp on the normal range
+    normal = ok & (want > 2.2250738585072014e-308) & np.isfinite(want)
+    ref = run_ort(m, {"x": x})[0]
+    assert np.allclose(got[normal], ref[normal], rtol=1e-15, atol=0)
+
+
 _ISA_SCRIPT = r"""
 import sys
 import numpy as np
@@ -203,6 +242,8 @@ def test_map_loops_same_on_every_isa(tmp_path):
         x = float_input(dt, 3000, 5)
         for op in ("Neg", "Abs", "Reciprocal"):
             feeds[f"{op}_{np.dtype(dt).name}"] = x
+    r = np.random.default_rng(7)
+    feeds["Exp_float64"] = np.concatenate([r.uniform(-750, 712, 3000), exp_special()])
     for dt in (np.int64, np.int32, np.int8):
         for op in ("Neg", "Abs"):
             feeds[f"{op}_{np.dtype(dt).name}"] = int_input(dt, 3000, 6)

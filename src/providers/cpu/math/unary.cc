@@ -182,6 +182,7 @@ ORTLITE_FLOAT_UNARY(TanhOp, 10.0, std::tanh(x))
 struct FastExpOp : ExpOp {
   using ExpOp::ExpOp;
   static constexpr fast::UnaryFn kFast = fast::UnaryFn::kExp;
+  double fast(double x) const { return fast::exp_f64(x); }
 };
 struct FastLogOp : LogOp {
   using LogOp::LogOp;
