@@ -1427,3 +1427,34 @@ def test_pow_integer_base_scalar_square_cube(dtype, exp_dtype, k):
         assert got.dtype == dtype
         np.testing.assert_array_equal(got, expected)
     np.testing.assert_array_equal(helpers.run_lite(full, {"x": x})[0], expected)
+
+
+_CMP = {"Equal": np.equal, "Less": np.less, "Greater": np.greater, "LessOrEqual": np.less_equal,
+        "GreaterOrEqual": np.greater_equal}
+
+
+@pytest.mark.parametrize("op", sorted(_CMP))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.uint8, np.int16,
+                                   np.int32, np.int64, np.uint32, np.uint64])
+@pytest.mark.parametrize("shapes", [((2, 3, 37, 41), (3, 1, 1)), ((129, 77), (77,)),
+                                    ((5, 1, 17), (1, 19, 17)), ((1031,), ())])
+def test_comparisons_match_numpy(op, dtype, shapes):
+    """Comparisons in every integer width and both float widths, broadcast per channel, per
+    row, both ways and against a scalar; the ends of each type's range, +-0, +-inf and NaN
+    for floats."""
+    r = np.random.default_rng(len(op) + np.dtype(dtype).itemsize)
+    a_shape, b_shape = shapes
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        pool = np.array([info.min, info.min + 1, 0, 1, 2, info.max - 1, info.max], dtype)
+    else:
+        pool = np.array([-np.inf, -1.5, -0.0, 0.0, 1.5, 2.0, np.inf, np.nan], dtype)
+    a = r.choice(pool, size=a_shape).astype(dtype)
+    b = np.asarray(r.choice(pool, size=b_shape)).astype(dtype)
+    opset = 16 if op in ("LessOrEqual", "GreaterOrEqual") else 13
+    m = helpers.node_model(op, {"a": a, "b": b}, ["y"], out_dtypes=[np.bool_], opset=opset)
+    expected = _CMP[op](a, b)
+    for threads in (1, 2):
+        got = helpers.run_lite(m, {"a": a, "b": b}, threads=threads)[0]
+        assert got.dtype == np.bool_
+        np.testing.assert_array_equal(got, expected)
