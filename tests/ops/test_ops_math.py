@@ -1434,14 +1434,16 @@ _CMP = {"Equal": np.equal, "Less": np.less, "Greater": np.greater, "LessOrEqual"
 
 
 @pytest.mark.parametrize("op", sorted(_CMP))
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.uint8, np.int16,
-                                   np.int32, np.int64, np.uint32, np.uint64])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int8, np.uint8,
+                                   np.int16, np.int32, np.int64, np.uint32, np.uint64])
 @pytest.mark.parametrize("shapes", [((2, 3, 37, 41), (3, 1, 1)), ((129, 77), (77,)),
-                                    ((5, 1, 17), (1, 19, 17)), ((1031,), ())])
+                                    ((5, 1, 17), (1, 19, 17)), ((1031,), ()),
+                                    ((3, 1100), (3, 1100))])
 def test_comparisons_match_numpy(op, dtype, shapes):
-    """Comparisons in every integer width and both float widths, broadcast per channel, per
-    row, both ways and against a scalar; the ends of each type's range, +-0, +-inf and NaN
-    for floats."""
+    """Comparisons in every integer width and the three float widths (float16 through float
+    blocks), broadcast per channel, per row, both ways, against a scalar and element-wise
+    over rows longer than one block; the ends of each type's range, +-0, +-inf and NaN for
+    floats."""
     r = np.random.default_rng(len(op) + np.dtype(dtype).itemsize)
     a_shape, b_shape = shapes
     if np.issubdtype(dtype, np.integer):
