@@ -33,6 +33,25 @@ ORTLITE_NN_INLINE float hsum8(const v8sf& v) {
   return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 }
 
+// 8 doubles: float or double elements widened on load and narrowed on store (the
+// double-precision sums of the normalizations and reductions). By reference, as above.
+typedef double v8df __attribute__((vector_size(64)));
+ORTLITE_NN_INLINE void load_wide(const float* p, v8df& v) {
+  v8sf f;
+  std::memcpy(&f, p, sizeof(f));
+  v = __builtin_convertvector(f, v8df);
+}
+ORTLITE_NN_INLINE void load_wide(const double* p, v8df& v) {
+  std::memcpy(&v, p, sizeof(v));
+}
+ORTLITE_NN_INLINE void store_narrow(float* p, const v8df& v) {
+  const v8sf f = __builtin_convertvector(v, v8sf);
+  std::memcpy(p, &f, sizeof(f));
+}
+ORTLITE_NN_INLINE void store_narrow(double* p, const v8df& v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+
 // 16-lane vectors for loops compiled with ORTLITE_NN_CLONES512 (one AVX-512 register, two
 // AVX2 registers, four SSE2 registers).
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && defined(__linux__)

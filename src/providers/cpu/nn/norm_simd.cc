@@ -8,27 +8,6 @@ namespace ortlite {
 namespace nn {
 namespace {
 
-typedef double v8df __attribute__((vector_size(64)));
-typedef float v8sf_in __attribute__((vector_size(32)));
-
-// Vectors are passed by reference: passing 64-byte vectors by value changes the ABI
-// between the clones.
-ORTLITE_NN_INLINE void load_wide(const float* p, v8df& v) {
-  v8sf_in f;
-  std::memcpy(&f, p, sizeof(f));
-  v = __builtin_convertvector(f, v8df);
-}
-ORTLITE_NN_INLINE void load_wide(const double* p, v8df& v) {
-  std::memcpy(&v, p, sizeof(v));
-}
-ORTLITE_NN_INLINE void store_narrow(float* p, const v8df& v) {
-  const v8sf_in f = __builtin_convertvector(v, v8sf_in);
-  std::memcpy(p, &f, sizeof(f));
-}
-ORTLITE_NN_INLINE void store_narrow(double* p, const v8df& v) {
-  std::memcpy(p, &v, sizeof(v));
-}
-
 // Four 8-lane accumulators over blocks of 32, one over the blocks of 8 that remain, then
 // the scalar tail (the layout of the reductions' sums).
 template <typename T>

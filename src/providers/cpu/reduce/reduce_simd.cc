@@ -17,9 +17,9 @@ namespace simd {
 
 namespace {
 
-typedef double v8df __attribute__((vector_size(64)));
+using nn::load_wide;
+using nn::v8df;
 typedef int64_t v8di __attribute__((vector_size(64)));
-typedef float v8sf_in __attribute__((vector_size(32)));
 
 enum Term { kPlain, kSquare, kAbs };
 
@@ -32,22 +32,10 @@ ORTLITE_NN_INLINE double term(double v) {
 
 // Vectors are passed by reference: passing 64-byte vectors by value changes the ABI
 // between the clones.
-template <Term kTerm>
-ORTLITE_NN_INLINE void add_term8(v8df& acc, const float* p) {
-  v8sf_in f;
-  std::memcpy(&f, p, sizeof(f));
-  v8df v = __builtin_convertvector(f, v8df);
-  if constexpr (kTerm == kSquare) v = v * v;
-  if constexpr (kTerm == kAbs) {
-    const v8di mask = ~(v8di{} + (int64_t{1} << 63));
-    v = reinterpret_cast<v8df>(reinterpret_cast<v8di>(v) & mask);
-  }
-  acc += v;
-}
-template <Term kTerm>
-ORTLITE_NN_INLINE void add_term8(v8df& acc, const double* p) {
+template <Term kTerm, typename T>
+ORTLITE_NN_INLINE void add_term8(v8df& acc, const T* p) {
   v8df v;
-  std::memcpy(&v, p, sizeof(v));
+  load_wide(p, v);
   if constexpr (kTerm == kSquare) v = v * v;
   if constexpr (kTerm == kAbs) {
     const v8di mask = ~(v8di{} + (int64_t{1} << 63));
@@ -314,32 +302,23 @@ ORTLITE_NN_CLONES void add_columns_f32_generic(ColTerm t, const float* x, int64_
   add_columns_any(t, x, stride, rows, acc, n);
 }
 
-ORTLITE_NN_INLINE void load8d(const float* p, v8df& v) {
-  v8sf_in f;
-  std::memcpy(&f, p, sizeof(f));
-  v = __builtin_convertvector(f, v8df);
-}
-ORTLITE_NN_INLINE void load8d(const double* p, v8df& v) {
-  std::memcpy(&v, p, sizeof(v));
-}
-
 // Four 8-lane products over blocks of 32, one over the blocks of 8 left, then the tail.
 template <typename T>
 ORTLITE_NN_INLINE double prod_body(const T* x, int64_t n) {
   v8df a0 = v8df{} + 1.0, a1 = a0, a2 = a0, a3 = a0, v0, v1, v2, v3;
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    load8d(x + i, v0);
-    load8d(x + i + 8, v1);
-    load8d(x + i + 16, v2);
-    load8d(x + i + 24, v3);
+    load_wide(x + i, v0);
+    load_wide(x + i + 8, v1);
+    load_wide(x + i + 16, v2);
+    load_wide(x + i + 24, v3);
     a0 *= v0;
     a1 *= v1;
     a2 *= v2;
     a3 *= v3;
   }
   for (; i + 8 <= n; i += 8) {
-    load8d(x + i, v0);
+    load_wide(x + i, v0);
     a0 *= v0;
   }
   const v8df a = (a0 * a1) * (a2 * a3);
@@ -386,8 +365,8 @@ ORTLITE_NN_INLINE double sum_exp_body(const T* x, int64_t n, double p) {
   const v8df pv = v8df{} + p;
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    load8d(x + i, v0);
-    load8d(x + i + 8, v1);
+    load_wide(x + i, v0);
+    load_wide(x + i + 8, v1);
     v0 -= pv;
     v1 -= pv;
     exp8(v0);
@@ -396,7 +375,7 @@ ORTLITE_NN_INLINE double sum_exp_body(const T* x, int64_t n, double p) {
     a1 += v1;
   }
   if (i + 8 <= n) {
-    load8d(x + i, v0);
+    load_wide(x + i, v0);
     v0 -= pv;
     exp8(v0);
     a0 += v0;
@@ -426,7 +405,7 @@ ORTLITE_NN_INLINE void add_exp_columns_body(const T* x, int64_t stride, int64_t 
     std::memcpy(&pv, p + i, sizeof(pv));
     const T* q = x + i;
     for (int64_t r = 0; r < rows; ++r, q += stride) {
-      load8d(q, v);
+      load_wide(q, v);
       v -= pv;
       exp8(v);
       a += v;
