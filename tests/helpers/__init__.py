@@ -277,3 +277,47 @@ def int8_range():
     """(lo, hi) for int8 weights compared with onnxruntime: the full range where its
     products are exact, I8_SAFE_RANGE where they saturate (ort_u8s8_saturates)."""
     return I8_SAFE_RANGE if ort_u8s8_saturates() else (-128, 127)
+
+
+# One-node unary models (the op from each key's prefix, the element type from the array's)
+# run in a fresh process per instruction set (ORTLITE_FAST_ISA), on each whole array and on
+# its slices of 1 to 39 elements: {isa: {key: output}} for comparing the ISA paths' bits.
+_UNARY_ISA_SCRIPT = r"""
+import sys
+import numpy as np
+import ortlite
+from onnx import helper
+from onnx.helper import np_dtype_to_tensor_dtype
+
+data = dict(np.load(sys.argv[1]))
+out = {}
+for key, x in data.items():
+    op = key.split("_")[0]
+    t = np_dtype_to_tensor_dtype(x.dtype)
+    node = helper.make_node(op, ["x"], ["y"])
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", t, None)],
+                          [helper.make_tensor_value_info("y", t, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    s = ortlite.InferenceSession(m.SerializeToString())
+    out[key] = s.run(None, {"x": x})[0]
+    for n in range(1, 40):
+        out[f"{key}_{n}"] = s.run(None, {"x": x[3:3 + n]})[0]
+np.savez(sys.argv[2], **out)
+"""
+
+
+def unary_outputs_per_isa(feeds, tmp_path, isas=("sse2", "avx2", "avx512")):
+    import subprocess
+    import sys
+
+    np.savez(tmp_path / "in.npz", **feeds)
+    outs = {}
+    for isa in isas:
+        r = subprocess.run([sys.executable, "-c", _UNARY_ISA_SCRIPT, str(tmp_path / "in.npz"),
+                            str(tmp_path / f"{isa}.npz")],
+                           env=dict(os.environ, ORTLITE_FAST_ISA=isa), capture_output=True,
+                           text=True)
+        assert r.returncode == 0, r.stderr
+        outs[isa] = np.load(tmp_path / f"{isa}.npz")
+    return outs

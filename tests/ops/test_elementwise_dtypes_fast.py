@@ -7,10 +7,6 @@ is not; tiny, odd (tails of the vector loops) and large sizes, special values, 1
 threads, and every instruction-set path of the map loops (ORTLITE_FAST_ISA, in a fresh
 process)."""
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 from onnx import TensorProto
@@ -416,28 +412,6 @@ def test_quantize_per_tensor_float(shape, qt, zp):
 
 # ---- every instruction-set path of the map loops ----------------------------------------
 
-_ISA_SCRIPT = r"""
-import sys
-import numpy as np
-import ortlite
-from onnx import TensorProto, helper
-
-T = {"f": TensorProto.FLOAT, "d": TensorProto.DOUBLE, "h": TensorProto.FLOAT16}
-data = dict(np.load(sys.argv[1]))
-out = {}
-for key, x in data.items():
-    op, t = key.split("_")
-    node = helper.make_node(op, ["x"], ["y"])
-    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", T[t], None)],
-                          [helper.make_tensor_value_info("y", T[t], None)])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 9
-    s = ortlite.InferenceSession(m.SerializeToString())
-    out[key] = s.run(None, {"x": x})[0]
-    for n in range(1, 40):
-        out[f"{key}_{n}"] = s.run(None, {"x": x[3:3 + n]})[0]
-np.savez(sys.argv[2], **out)
-"""
 
 
 def test_map_loops_same_on_every_isa(tmp_path):
@@ -452,15 +426,7 @@ def test_map_loops_same_on_every_isa(tmp_path):
     d = np.concatenate([f64_input(3000, 2) * 3, np.random.default_rng(3).uniform(-1, 1, 2000)])
     for op in ("Tanh", "Sign", "Floor", "Ceil", "Round"):
         feeds[op + "_d"] = d
-    np.savez(tmp_path / "in.npz", **feeds)
-    outs = {}
-    for isa in ("sse2", "avx2", "avx512"):
-        r = subprocess.run([sys.executable, "-c", _ISA_SCRIPT, str(tmp_path / "in.npz"),
-                            str(tmp_path / f"{isa}.npz")],
-                           env=dict(os.environ, ORTLITE_FAST_ISA=isa), capture_output=True,
-                           text=True)
-        assert r.returncode == 0, r.stderr
-        outs[isa] = np.load(tmp_path / f"{isa}.npz")
+    outs = helpers.unary_outputs_per_isa(feeds, tmp_path)
     for key in outs["sse2"].files:
         for isa in ("avx2", "avx512"):
             assert same_bits(outs[isa][key], outs["sse2"][key]), (isa, key)

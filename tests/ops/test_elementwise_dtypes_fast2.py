@@ -12,16 +12,13 @@ unary node whose neighbours stay float16 runs its own float16 kernel (no Casts a
 with the same bits as the float op rounded once to float16; chains are still converted.
 Float16 Neg / Abs bits are checked with graph optimizations off as well."""
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 from onnx import TensorProto, helper, numpy_helper
 
 import ortlite
+import helpers
 from helpers import make_model, node_model, node_ops, optimized_session, run_ort, session
 
 F16, F32, F64 = np.float16, np.float32, np.float64
@@ -211,29 +208,6 @@ def test_float64_exp_within_2_ulp(n):
     assert np.allclose(got[normal], ref[normal], rtol=1e-15, atol=0)
 
 
-_ISA_SCRIPT = r"""
-import sys
-import numpy as np
-import ortlite
-from onnx import helper
-from onnx.helper import np_dtype_to_tensor_dtype
-
-data = dict(np.load(sys.argv[1]))
-out = {}
-for key, x in data.items():
-    op = key.split("_")[0]
-    t = np_dtype_to_tensor_dtype(x.dtype)
-    node = helper.make_node(op, ["x"], ["y"])
-    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", t, None)],
-                          [helper.make_tensor_value_info("y", t, None)])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 9
-    s = ortlite.InferenceSession(m.SerializeToString())
-    out[key] = s.run(None, {"x": x})[0]
-    for n in range(1, 40):
-        out[f"{key}_{n}"] = s.run(None, {"x": x[3:3 + n]})[0]
-np.savez(sys.argv[2], **out)
-"""
 
 
 def test_map_loops_same_on_every_isa(tmp_path):
@@ -247,15 +221,7 @@ def test_map_loops_same_on_every_isa(tmp_path):
     for dt in (np.int64, np.int32, np.int8):
         for op in ("Neg", "Abs"):
             feeds[f"{op}_{np.dtype(dt).name}"] = int_input(dt, 3000, 6)
-    np.savez(tmp_path / "in.npz", **feeds)
-    outs = {}
-    for isa in ("sse2", "avx2", "avx512"):
-        r = subprocess.run([sys.executable, "-c", _ISA_SCRIPT, str(tmp_path / "in.npz"),
-                            str(tmp_path / f"{isa}.npz")],
-                           env=dict(os.environ, ORTLITE_FAST_ISA=isa), capture_output=True,
-                           text=True)
-        assert r.returncode == 0, r.stderr
-        outs[isa] = np.load(tmp_path / f"{isa}.npz")
+    outs = helpers.unary_outputs_per_isa(feeds, tmp_path)
     for key in outs["sse2"].files:
         for isa in ("avx2", "avx512"):
             assert same_bits(outs[isa][key], outs["sse2"][key]), (isa, key)
