@@ -564,3 +564,73 @@ def test_reduce_bfloat16(op):
     ref = {"ReduceSum": np.sum, "ReduceMax": np.max, "ReduceMean": np.mean,
            "ReduceMin": np.min}[op]
     np.testing.assert_array_equal(run_ortlite(m, {"x": x})[0], ref(x, axis=1))
+
+
+def arg_reference(x, is_max, last):
+    """ArgMax / ArgMin over the last axis of a 2-D array as onnxruntime defines it: the first
+    element seeds the search and a later one replaces it only when strictly better (better or
+    equal with select_last_index), so a NaN seed sticks and later NaNs never win."""
+    out = np.zeros(x.shape[0], np.int64)
+    for r, row in enumerate(x):
+        best, bi = row[0], 0
+        for a in range(1, len(row)):
+            v = row[a]
+            if is_max:
+                better = v >= best if last else v > best
+            else:
+                better = v <= best if last else v < best
+            if better:
+                best, bi = v, a
+        out[r] = bi
+    return out
+
+
+@pytest.mark.parametrize("op", ARG_OPS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_arg_long_rows(op, dtype, threads):
+    """Rows along the last axis long enough for the vectorized extremum and the 16-wide search
+    of its index: ties across block edges, the extremum in the first, a middle and the last
+    block, +-0, +-inf and NaN seeds, NaNs inside the row; both select_last_index values."""
+    from helpers import run_lite
+
+    rng = np.random.default_rng(21)
+    rows = []
+    for n in (1, 2, 15, 16, 17, 31, 33, 100, 1000, 1003):
+        for _ in range(3):
+            rows.append(rng.integers(-50, 50, n))
+    is_max = op == "ArgMax"
+    ext = 1000 if is_max else -1000
+    cases = []
+    for n in (16, 17, 40, 1003):
+        for spots in ((0,), (n - 1,), (15, 16), (3, n - 1), (n // 2,)):
+            r = rng.integers(-50, 50, n)
+            for s in spots:
+                if s < n:
+                    r[s] = ext
+            cases.append(r)
+    rows += cases
+    # One model per row length.
+    by_len = {}
+    for r in rows:
+        by_len.setdefault(len(r), []).append(r)
+    floats = np.dtype(dtype).kind == "f"
+    for n, group in sorted(by_len.items()):
+        x = np.array(group, dtype=dtype)
+        if floats and n >= 17:
+            special = np.array(group[0], dtype=dtype)
+            special[:] = 0
+            special[5] = -0.0 if is_max else 0.0
+            special[n - 1] = np.inf if is_max else -np.inf
+            seed_nan = np.array(group[0], dtype=dtype)
+            seed_nan[0] = np.nan
+            mid_nan = np.array(group[-1], dtype=dtype)
+            mid_nan[n // 2] = np.nan
+            late_nan = np.array(group[-1], dtype=dtype)
+            late_nan[n - 1] = np.nan
+            x = np.concatenate([x, np.stack([special, seed_nan, mid_nan, late_nan])])
+        for sl in (0, 1):
+            m = arg_model(op, dtype, x.shape, -1, 0, sl)
+            got = run_lite(m, {"x": x}, threads)[0]
+            np.testing.assert_array_equal(got, arg_reference(x, is_max, sl == 1), err_msg=f"n={n}")
+            check_against_ort(m, {"x": x})

@@ -9,6 +9,7 @@
 
 #include "providers/cpu/reduce/reduce_impl.h"
 #include "providers/cpu/reduce/reduce_kernels.h"
+#include "providers/cpu/reduce/reduce_simd.h"
 #include "providers/cpu/tensor/tensor_kernels.h"
 
 namespace ortlite {
@@ -23,14 +24,72 @@ inline bool better(C v, C best) {
     return kLast ? v <= best : v < best;
 }
 
+// The row's max (min) by the vectorized reductions, for the element types they cover.
+template <typename T, bool kMax>
+T row_extremum(const T* p, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    return kMax ? simd::max_f32(p, n) : simd::min_f32(p, n);
+  } else if constexpr (std::is_same_v<T, double>) {
+    return kMax ? simd::max_f64(p, n) : simd::min_f64(p, n);
+  } else if constexpr (std::is_same_v<T, int32_t>) {
+    return kMax ? simd::max_i32(p, n) : simd::min_i32(p, n);
+  } else {
+    return kMax ? simd::max_i64(p, n) : simd::min_i64(p, n);
+  }
+}
+
+template <typename T>
+constexpr bool kVectorArg = std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                            std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>;
+
+// The first (kLast: the last) index of p[0, n) equal to m, blocks of 16 compared at once
+// (the block loop vectorizes); -1 when none is.
+template <typename T, bool kLast>
+int64_t find_equal(const T* p, int64_t n, T m) {
+  constexpr int64_t kB = 16;
+  if constexpr (!kLast) {
+    int64_t a = 0;
+    for (; a + kB <= n; a += kB) {
+      int hit = 0;
+      for (int64_t j = 0; j < kB; ++j) hit |= p[a + j] == m;
+      if (hit) break;
+    }
+    for (; a < n; ++a)
+      if (p[a] == m) return a;
+  } else {
+    int64_t a = n;
+    for (; a - kB >= 0; a -= kB) {
+      int hit = 0;
+      for (int64_t j = 0; j < kB; ++j) hit |= p[a - kB + j] == m;
+      if (hit) break;
+    }
+    for (int64_t i = a - 1; i >= 0; --i)
+      if (p[i] == m) return i;
+  }
+  return -1;
+}
+
 template <typename T, bool kMax, bool kLast>
 void arg_typed(const T* x, int64_t* out, int64_t outer, int64_t A, int64_t inner,
                ThreadPool* pool) {
   using C = std::conditional_t<is_half_v<T>, float, T>;
   if (inner == 1) {
-    parallel_for(pool, outer, static_cast<double>(A), [&](int64_t b, int64_t e) {
+    // Float, double, int32 and int64 rows: the extremum by a vectorized reduction, then
+    // the first (last) index holding it. The extremum of a row with a NaN is NaN, equal to
+    // nothing: such rows take the loop below, whose NaN rule (a NaN seed sticks, later NaNs
+    // are skipped) they need. Rows cost about an eighth of the loop's time per element.
+    const double per_row =
+        kVectorArg<T> ? static_cast<double>(A) / 4 : 4.0 * static_cast<double>(A);
+    parallel_for(pool, outer, per_row, [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o) {
         const T* p = x + o * A;
+        if constexpr (kVectorArg<T>) {
+          const int64_t at = find_equal<T, kLast>(p, A, row_extremum<T, kMax>(p, A));
+          if (at >= 0) {
+            out[o] = at;
+            continue;
+          }
+        }
         C best = static_cast<C>(p[0]);
         int64_t bi = 0;
         for (int64_t a = 1; a < A; ++a) {
