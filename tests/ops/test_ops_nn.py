@@ -2185,3 +2185,43 @@ def test_non_max_suppression_nan_scores_come_last():
     m = node_model("NonMaxSuppression", feeds, ["y"], out_dtypes=[np.int64], opset=11,
                    consts={"max": np.array([4], np.int64)})
     np.testing.assert_array_equal(run_lite(m, feeds)[0][:, 2], [3, 4, 1, 0])
+
+
+# ---- LRN ------------------------------------------------------------------------------------
+
+
+def lrn_reference(x, size, alpha, beta, bias):
+    """LRN in double, as the ONNX spec writes it: the window of channel c is [c - floor((size
+    - 1) / 2), c + ceil((size - 1) / 2)] cut to the channels that exist."""
+    x = x.astype(np.float64)
+    c = x.shape[1]
+    lo, hi = (size - 1) // 2, size // 2
+    sq = np.zeros_like(x)
+    for ch in range(c):
+        for j in range(max(0, ch - lo), min(c - 1, ch + hi) + 1):
+            sq[:, ch] += x[:, j] ** 2
+    return x / (np.float64(np.float32(bias)) + np.float64(np.float32(alpha)) / size * sq) ** np.float64(
+        np.float32(beta))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", [F32, F64, F16])
+def test_lrn_windows_and_betas(threads, dtype):
+    """LRN over planes split between threads (one task per image and channel), even and odd
+    window sizes, the usual beta 0.75 (computed through square roots) and others, against a
+    double-precision numpy oracle and, for float with odd sizes over 4-D inputs, onnxruntime."""
+    g = np.random.default_rng(31)
+    for shape, size, alpha, beta, bias in (((2, 16, 9, 11), 5, 1e-4, 0.75, 1.0),
+                                            ((1, 7, 30, 30), 2, 0.5, 0.75, 2.0),
+                                            ((1, 9, 13), 4, 3.0, 0.6, 1.5),
+                                            ((3, 5, 4, 4, 3), 1, 0.1, 1.3, 0.7),
+                                            ((1, 64, 56, 56), 5, 2e-4, 0.75, 1.0)):
+        x = (g.standard_normal(shape) * 3).astype(dtype)
+        node = helper.make_node("LRN", ["x"], ["y"], size=size, alpha=alpha, beta=beta, bias=bias)
+        m = helpers.make_model([node], [("x", dtype, list(shape))], [("y", dtype, None)], opset=13)
+        got = run_lite(m, {"x": x}, threads)[0]
+        want = lrn_reference(x, size, alpha, beta, bias)
+        tol = 2e-3 if dtype == F16 else 1e-6 if dtype == F32 else 1e-13
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol)
+        if dtype == F32 and size % 2 == 1 and len(shape) == 4:  # onnxruntime's LRN takes these
+            check_against_ort(m, {"x": x})
