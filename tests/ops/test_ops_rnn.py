@@ -528,3 +528,28 @@ def test_dynamic_quantize_lstm_weights_given_at_run_time(tmp_path):
                                                      list(arr.shape)))
     del g.initializer[:]
     assert_same(run_lite(m, feeds), expected, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("threads", [2, 3])
+def test_bidirectional_directions_side_by_side(op, threads):
+    """Bidirectional layers whose directions run on separate threads (small cells at any
+    thread count, every cell at two threads) and a large cell at three threads (split
+    products): both layouts, ragged sequence lengths, against onnxruntime."""
+    extra = ("B", "sequence_lens", "initial_h") + (("initial_c", "P") if op == "LSTM" else ())
+    for S, B, I, H in ((7, 4, 16, 24), (3, 8, 32, 256)):
+        arrays = make_arrays(op, "bidirectional", S=S, B=B, I=I, H=H, extra=extra, seed=13,
+                             scale=0.2)
+        attrs = {"hidden_size": H, "direction": "bidirectional"}
+        check(op, arrays, default_outputs(op), attrs, threads=threads, rtol=1e-4, atol=2e-5)
+        # layout 1: batch first
+        a1 = dict(arrays)
+        a1["X"] = np.ascontiguousarray(arrays["X"].transpose(1, 0, 2))
+        for n in ("initial_h", "initial_c"):
+            if n in arrays:
+                a1[n] = np.ascontiguousarray(arrays[n].transpose(1, 0, 2))
+        model = build(op, a1, default_outputs(op), dict(attrs, layout=1))
+        got = run_lite(model, a1, threads)
+        want = run_lite(build(op, arrays, default_outputs(op), attrs), arrays, 1)
+        np.testing.assert_allclose(got[0], want[0].transpose(2, 0, 1, 3), rtol=1e-4, atol=2e-5)
+        np.testing.assert_allclose(got[1], want[1].transpose(1, 0, 2), rtol=1e-4, atol=2e-5)

@@ -754,7 +754,24 @@ void Recurrent::compute(KernelContext& ctx) const {
 template <typename T>
 void Recurrent::run(const RunData<T>& d, ThreadPool* pool) const {
   const int64_t D = num_dir_, S = d.S, B = d.B, H = d.H;
-  for (int64_t dir = 0; dir < D; ++dir) run_direction<T>(d, dir, pool);
+  // The two directions of a bidirectional layer share only their inputs: with two threads
+  // each runs on its own, its products unsplit. Split inside, the per-step products of a
+  // small cell cost more in hand-offs than they saved (GRU, 50 steps of 4 x 64: 1.5x the
+  // time of one thread). With more threads, cells of >= 1M multiply-adds a step keep the
+  // split products.
+  const int threads = pool ? pool->num_threads() : 1;
+  const double step =
+      static_cast<double>(B) * static_cast<double>(gates_ * H) * static_cast<double>(H);
+  if (D == 2 && threads >= 2 && (threads == 2 || step < 1048576.0)) {
+    pool->parallel_for(
+        2,
+        [&](int64_t lo, int64_t hi) {
+          for (int64_t dir = lo; dir < hi; ++dir) run_direction<T>(d, dir, nullptr);
+        },
+        1);
+  } else {
+    for (int64_t dir = 0; dir < D; ++dir) run_direction<T>(d, dir, pool);
+  }
   // Steps at or past a row's length are zero in Y.
   if (d.y) {
     for (int64_t dir = 0; dir < D; ++dir) {
