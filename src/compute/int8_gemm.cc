@@ -370,7 +370,7 @@ namespace {
 // gemm and gemm_to_float (fo non-null: C is Y's memory, converted tile by tile).
 void gemm_impl(const PackedA& A, const PackedB& B, const int32_t* za, int64_t za_step,
                const int32_t* zb, int64_t zb_step, int32_t* C, int64_t ldc, const FloatOut* fo,
-               ThreadPool* pool) {
+               const RequantOut* rq, ThreadPool* pool) {
   const int64_t M = A.M, N = B.N, K = B.K, K4 = B.K4;
   if (M == 0 || N == 0) return;
   // Shifted zero points: a - za = a' - (za + 128) for int8 A (a' = a + 128); b - zb =
@@ -430,6 +430,11 @@ void gemm_impl(const PackedA& A, const PackedB& B, const int32_t* za, int64_t za
           h.to_float(reinterpret_cast<float*>(C + i * ldc + j0), ldc, rows, static_cast<int>(cols),
                      fo->row_scale + i, fo->col_scale + j0, fo->bias ? fo->bias + j0 : nullptr);
         }
+        if (rq) {
+          for (int r = 0; r < rows; ++r)
+            h.requantize(C + (i + r) * ldc + j0, cols, 0, rq->mult + j0, 1, rq->zp, rq->is_signed,
+                         static_cast<uint8_t*>(rq->y) + (i + r) * rq->ldy + j0);
+        }
         i += rows;
       }
     }
@@ -440,14 +445,21 @@ void gemm_impl(const PackedA& A, const PackedB& B, const int32_t* za, int64_t za
 
 void gemm(const PackedA& A, const PackedB& B, const int32_t* za, int64_t za_step, const int32_t* zb,
           int64_t zb_step, int32_t* C, int64_t ldc, ThreadPool* pool) {
-  gemm_impl(A, B, za, za_step, zb, zb_step, C, ldc, nullptr, pool);
+  gemm_impl(A, B, za, za_step, zb, zb_step, C, ldc, nullptr, nullptr, pool);
 }
 
 void gemm_to_float(const PackedA& A, const PackedB& B, const int32_t* za, int64_t za_step,
                    const int32_t* zb, int64_t zb_step, const FloatOut& out, float* Y, int64_t ldy,
                    ThreadPool* pool) {
   static_assert(sizeof(float) == sizeof(int32_t), "the int32 sums are written in Y's place");
-  gemm_impl(A, B, za, za_step, zb, zb_step, reinterpret_cast<int32_t*>(Y), ldy, &out, pool);
+  gemm_impl(A, B, za, za_step, zb, zb_step, reinterpret_cast<int32_t*>(Y), ldy, &out, nullptr,
+            pool);
+}
+
+void gemm_requantize(const PackedA& A, const PackedB& B, const int32_t* za, int64_t za_step,
+                     const int32_t* zb, int64_t zb_step, const RequantOut& out, int32_t* C,
+                     int64_t ldc, ThreadPool* pool) {
+  gemm_impl(A, B, za, za_step, zb, zb_step, C, ldc, nullptr, &out, pool);
 }
 
 }  // namespace int8gemm

@@ -517,6 +517,36 @@ def test_qlinear_matmul_constant_b_vs_ort():
     check_ort(m, feeds)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dt", [U8, I8])
+@pytest.mark.parametrize("sa,sb", [((200, 96), (96, 150)), ((3, 70, 33), (33, 130)),
+                                   ((1, 64), (64, 1000)), ((97, 5), (5, 17))])
+def test_qlinear_matmul_tiles_requantized_as_written(sa, sb, dt, threads):
+    """A per-tensor a_scale with one b: each tile of the int32 product is requantized right
+    after the kernel writes it (several row and column blocks, split over threads). Exact
+    against numpy doing onnxruntime's arithmetic (the int64 product, the multiplier a_scale *
+    b_scale / y_scale in float32, its product with the sum in float32, half-to-even, plus
+    the zero point, saturated; onnxruntime 1.23 itself gets some of these uint8 products
+    wrong on AMX CPUs), and equal to the same node with a per-row a_scale of equal values,
+    which requantizes row by row."""
+    for per_col in (False, True):
+        feeds = qlmm_feeds(sa, sb, dt, per_col=per_col)
+        m = node_model("QLinearMatMul", feeds, ["y"], [dt], opset=10)
+        got = run_lite(m, feeds, threads)[0]
+        acc = np.matmul(feeds["a"].astype(np.int64) - feeds["az"].astype(np.int64),
+                        feeds["b"].astype(np.int64) - feeds["bz"].astype(np.int64))
+        mult = (feeds["as"].astype(F32) * feeds["bs"].astype(F32)) / feeds["ys"].astype(F32)
+        real = acc.astype(F32) * mult.astype(F32)
+        info = np.iinfo(dt)
+        want = np.clip(np.rint(real).astype(np.int64) + int(feeds["yz"]), info.min, info.max)
+        np.testing.assert_array_equal(got, want.astype(dt))
+        if len(sa) == 2:
+            rows = dict(feeds, **{"as": np.full((sa[0], 1), feeds["as"], F32),
+                                  "az": np.full((sa[0], 1), feeds["az"], dt)})
+            m2 = node_model("QLinearMatMul", rows, ["y"], [dt], opset=10)
+            np.testing.assert_array_equal(run_lite(m2, rows, threads)[0], got)
+
+
 def test_qlinear_matmul_per_row_a_vs_numpy():
     # Power-of-two scales keep float and double products equal, so numpy is exact.
     A, B = rand_q((2, 3, 6), U8), rand_q((6, 4), U8)

@@ -16,6 +16,7 @@
 // with b_scale 1: the same float operations in the same order.
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "providers/shared/broadcast_shape.h"
@@ -194,7 +195,8 @@ class QMatMulBase : public Kernel {
   // * M), column scales per matrix of b (its b_index * N first).
   void accumulate(const KernelContext& ctx, const Tensor& a, const Tensor* za, const Tensor& b,
                   const Tensor* zb, const Plan& p, int32_t* c,
-                  const int8gemm::FloatOut* fo = nullptr) const {
+                  const int8gemm::FloatOut* fo = nullptr,
+                  const int8gemm::RequantOut* rq = nullptr) const {
     const int64_t M = p.M, N = p.N, K = p.K;
     std::vector<int32_t> zr, zc;
     if (za) zr = to_int32(row_param(ctx, *za, p, "a_zero_point", a.shape()));
@@ -222,6 +224,8 @@ class QMatMulBase : public Kernel {
       const int8gemm::PackedB& pb = use_packed ? packed_ : local;
       if (fo) {
         int8gemm::gemm_to_float(pa, pb, zrp, 1, zcp, 1, *fo, reinterpret_cast<float*>(c), N, pool);
+      } else if (rq) {
+        int8gemm::gemm_requantize(pa, pb, zrp, 1, zcp, 1, *rq, c, N, pool);
       } else {
         int8gemm::gemm(pa, pb, zrp, 1, zcp, 1, c, N, pool);
       }
@@ -304,12 +308,28 @@ class QLinearMatMul final : public QMatMulBase {
     const std::vector<double> sb = col_param(ctx, bs, p, "b_scale", b.shape());
     const float ysv = static_cast<float>(tensor_values(ys, "y_scale")[0]);
     const double yz = zy ? tensor_values(*zy, "y_zero_point")[0] : 0.0;
-    std::vector<int32_t> c(static_cast<size_t>(p.batches * p.M * p.N));
-    accumulate(ctx, a, za, b, zb, p, c.data());
+    // The int32 sums: every element is written by the product (or zeroed for K = 0).
+    const std::unique_ptr<int32_t[]> c(new int32_t[static_cast<size_t>(p.batches * p.M * p.N)]);
     Tensor& y = ctx.allocate_output(0, qt, p.out);
     const int64_t M = p.M, N = p.N;
     const bool q_signed = qt == DataType::kInt8;
     uint8_t* yd = static_cast<uint8_t*>(y.raw_data());
+    if (p.b_shared && is_single(as) && p.K > 0) {
+      // One multiplier per column for every row: each tile is requantized as soon as the
+      // kernel has written it (the same arithmetic as the rows below).
+      const float av = static_cast<float>(sa[0]);
+      std::vector<float> mult(static_cast<size_t>(N));
+      for (int64_t j = 0; j < N; ++j) mult[j] = av * static_cast<float>(sb[j]) / ysv;
+      int8gemm::RequantOut rq;
+      rq.mult = mult.data();
+      rq.zp = static_cast<int32_t>(yz);
+      rq.is_signed = q_signed;
+      rq.y = yd;
+      rq.ldy = N;
+      accumulate(ctx, a, za, b, zb, p, c.get(), nullptr, &rq);
+      return;
+    }
+    accumulate(ctx, a, za, b, zb, p, c.get());
     parallel_for(ctx.thread_pool(), p.batches * M, 4.0 * static_cast<double>(N),
                  [&](int64_t s, int64_t e) {
                    // The multipliers of a row, kept while the next row has the same ones.
@@ -326,7 +346,7 @@ class QLinearMatMul final : public QMatMulBase {
                        last_av = av;
                        last_b = p.b_index[n];
                      }
-                     int8gemm::requantize(c.data() + row * N, N, 0, mult.data(), 1,
+                     int8gemm::requantize(c.get() + row * N, N, 0, mult.data(), 1,
                                           static_cast<int32_t>(yz), q_signed, yd + row * N);
                    }
                  });
