@@ -295,6 +295,19 @@ def test_fused_matmul(a_shape, b_shape, attrs):
         check("TransposeMatMul", [("A", a), ("B", b)], attrs=attrs)
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("a_shape,b_shape,attrs", [
+    ((8, 128, 64), (8, 128, 64), {"transB": 1, "alpha": 0.125}),  # whole products a thread
+    ((3, 128, 64), (3, 64, 128), {}),                               # split, one after another
+    ((2, 5, 40, 24), (5, 40, 24), {"transB": 1}),                   # broadcast batches
+    ((7, 64, 33), (7, 64, 40), {"transA": 1, "alpha": 0.5}),
+])
+def test_fused_matmul_batches_over_threads(a_shape, b_shape, attrs, threads):
+    rng = np.random.default_rng(sum(a_shape))
+    a, b = rnd(rng, *a_shape), rnd(rng, *b_shape)
+    check("FusedMatMul", [("A", a), ("B", b)], attrs=attrs, threads=threads)
+
+
 def test_fused_matmul_constant_weight_and_threads():
     rng = np.random.default_rng(12)
     a, w = rnd(rng, 2, 32, 64), rnd(rng, 96, 64)

@@ -94,11 +94,12 @@ class FusedMatMul final : public Kernel {
     } else if (p.b_shared && !ta) {
       gemm(false, tb, p.batches * M, N, K, alpha, a, K, b, tb ? K : N, T(0), y, N, pool);
     } else {
-      for (int64_t n = 0; n < p.batches; ++n) {
+      const double per = 2.0 * static_cast<double>(M) * static_cast<double>(N) * K;
+      nn::for_each_product(pool, p.batches, per, [&](int64_t n, ThreadPool* tp) {
         const int64_t ai = p.b_shared ? n : p.a_index[n], bi = p.b_shared ? 0 : p.b_index[n];
         gemm(ta, tb, M, N, K, alpha, a + ai * M * K, ta ? M : K, b + bi * K * N, tb ? K : N, T(0),
-             y + n * M * N, N, pool);
-      }
+             y + n * M * N, N, tp);
+      });
     }
     yout.commit();
   }

@@ -32,22 +32,10 @@ void matmul_real(const MatMulPlan& p, const T* a, const T* b, T* c,
     return;
   }
   const double per = 2.0 * static_cast<double>(M) * static_cast<double>(N) * K;
-  auto one = [&](int64_t n, ThreadPool* tp) {
+  for_each_product(pool, p.batches, per, [&](int64_t n, ThreadPool* tp) {
     gemm(false, false, M, N, K, T(1), a + p.a_index[n] * M * K, K, b + p.b_index[n] * K * N, N,
          T(0), c + n * M * N, N, tp);
-  };
-  // Whole products per thread when they are small, or when they share out evenly (12
-  // attention heads over 2 threads, 12 x (384 x 384 x 64) against onnxruntime: 0.55 with
-  // each product split over the threads, 0.75-1.16 with whole products per thread).
-  const int64_t threads = pool ? pool->num_threads() : 1;
-  if (p.batches > 1 && threads > 1 &&
-      (per < 4e6 || p.batches % threads == 0 || p.batches >= 4 * threads)) {
-    parallel_for(pool, p.batches, per, [&](int64_t s, int64_t e) {
-      for (int64_t n = s; n < e; ++n) one(n, nullptr);
-    });
-  } else {
-    for (int64_t n = 0; n < p.batches; ++n) one(n, pool);
-  }
+  });
 }
 
 template <typename T>

@@ -49,6 +49,24 @@ struct MatMulPlan {
 // Throws InvalidArgument (naming both shapes) for rank-0 operands, mismatched inner
 // dimensions or batch dimensions that do not broadcast.
 MatMulPlan make_matmul_plan(const KernelContext& ctx, const Shape& a, const Shape& b);
+// Runs fn(n, tp) for the products n in [0, batches) of a batched MatMul, each of about
+// `flops` operations: whole products per thread (tp null) when they are small or share out
+// evenly (12 attention heads over 2 threads, 12 x (384 x 384 x 64) against onnxruntime: 0.55
+// with each product split over the threads, 0.75-1.16 whole), else one after another, each
+// split over the pool (tp = pool).
+template <typename Fn>
+void for_each_product(ThreadPool* pool, int64_t batches, double flops, const Fn& fn) {
+  const int64_t threads = pool ? pool->num_threads() : 1;
+  if (batches > 1 && threads > 1 &&
+      (flops < 4e6 || batches % threads == 0 || batches >= 4 * threads)) {
+    parallel_for(pool, batches, flops, [&](int64_t s, int64_t e) {
+      for (int64_t n = s; n < e; ++n) fn(n, static_cast<ThreadPool*>(nullptr));
+    });
+  } else {
+    for (int64_t n = 0; n < batches; ++n) fn(n, pool);
+  }
+}
+
 // For each output batch of a batched product (the broadcast `batch` of a's batch dims `ab`
 // and b's `bb`): the index of the matrix of a and of b it multiplies.
 void batch_matrix_indices(const Shape& ab, const Shape& bb, const Shape& batch,
