@@ -1,13 +1,15 @@
 """ortlite vs onnxruntime, one operator at a time: one-node models, three or more shapes or
 attribute sets per operator (small, medium, large, and those the real models use).
 
-usage: python tools/bench_ops.py [--quick] [--only Conv,Resize,...] [--list]
+usage: python tools/bench_ops.py [--quick] [--only Conv,Resize,...] [--list] [--threads N]
                                  [--json build/bench_ops/bench_ops.json] [--write-docs]
 
 Each case is a model of a single node built with onnx.helper (weights as initializers, the
 data inputs as graph inputs, seeded random values). Both runtimes run in this one process at
-intra_op_num_threads=1, interleaved as in tools/bench.py (a repetition of ortlite, then one
-of onnxruntime, ...; median per-call time). Outputs are compared first; a case one runtime
+intra_op_num_threads=1 (--threads N: both at N; the docs table is the 1-thread run),
+interleaved as in tools/bench.py (a repetition of ortlite, then one of onnxruntime, ...;
+median per-call time; before each repetition tools/settle.py waits for the other runtime's
+spinning threads to go idle). Outputs are compared first; a case one runtime
 cannot load or whose outputs differ is reported as such (no figures for a load failure).
 The operators the real-model corpus (tools/bench_real.py, build/bench_real/models/) uses
 and that no case covers are listed at the end.
@@ -1198,7 +1200,7 @@ def uncovered(corpus, cases):
 # --- measuring ---------------------------------------------------------------------------------
 
 
-def measure(case, st, path):
+def measure(case, st, path, threads=1):
     import onnx
     import onnxruntime
 
@@ -1210,7 +1212,7 @@ def measure(case, st, path):
     sessions = {}
     for label, rt in (("ortlite", ortlite), ("onnxruntime", onnxruntime)):
         so = rt.SessionOptions()
-        so.intra_op_num_threads = 1
+        so.intra_op_num_threads = threads
         if label == "onnxruntime":
             so.log_severity_level = 3
         try:
@@ -1296,11 +1298,21 @@ def parse_args(argv):
     p.add_argument("--list", action="store_true", help="list the cases and exit")
     p.add_argument("--docs-only", action="store_true",
                    help="measure nothing: rewrite the docs block from the --json results")
-    p.add_argument("--json", default=str(OUT_DIR / "bench_ops.json"))
+    p.add_argument("--threads", type=int, default=1,
+                   help="intra_op_num_threads of both runtimes (default 1)")
+    p.add_argument("--json", default=None,
+                   help="default build/bench_ops/bench_ops.json (bench_ops_tN.json for N > 1)")
     p.add_argument("--write-docs", action="store_true",
                    help="write the table into docs/performance.md (a marked block)")
     a = p.parse_args(argv)
     a.only = [w.strip() for w in a.only.split(",") if w.strip()]
+    if a.threads < 1:
+        p.error("--threads must be >= 1")
+    if a.write_docs and a.threads != 1:
+        p.error("--write-docs writes the 1-thread table: leave --threads at 1")
+    if a.json is None:
+        name = "bench_ops.json" if a.threads == 1 else f"bench_ops_t{a.threads}.json"
+        a.json = str(OUT_DIR / name)
     return a
 
 
@@ -1328,7 +1340,7 @@ def main(argv=None):
     rows = []
     for i, c in enumerate(cases):
         try:
-            r = measure(c, st, OUT_DIR / "case.onnx")
+            r = measure(c, st, OUT_DIR / "case.onnx", args.threads)
         except Exception as e:  # noqa: BLE001 - one broken case must not hide the others
             r = {"name": c.name, "op": c.op, "family": c.family, "status": "error",
                  "error": f"{type(e).__name__}: {e}".replace("\n", " ")[:300]}
@@ -1367,7 +1379,7 @@ def main(argv=None):
         "duration_s": duration,
         "settings": {"quick": st.quick, "reps": st.reps, "rep_seconds": st.rep_seconds,
                      "gap_seconds": st.gap_seconds, "warm_seconds": st.warm_seconds,
-                     "threads": 1},
+                     "threads": args.threads},
         "geomean": bench_real.geomean([r.get("ratio") for r in rows]),
         "per_op_geomean": per_op_geomeans(rows),
         "corpus_ops": corpus,
