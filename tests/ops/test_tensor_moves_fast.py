@@ -100,7 +100,8 @@ def test_transpose_every_rank4_perm(dtype, shape):
 
 
 # NHWC <-> NCHW with 1..5 channels, 2-D transposes with edges around the 16 x 16 / 8 x 8
-# tiles and the 64 x 64 blocks, batched ones, and large ones split over the pool.
+# tiles and the 64 x 64 blocks (the 4-byte split unit too), batched ones, and large ones
+# split over the pool.
 TRANSPOSE_CASES = [
     ((1, 3, 224, 224), (0, 2, 3, 1)), ((1, 224, 224, 3), (0, 3, 1, 2)),
     ((2, 2, 37, 41), (0, 2, 3, 1)), ((2, 37, 41, 2), (0, 3, 1, 2)),
@@ -111,6 +112,7 @@ TRANSPOSE_CASES = [
     ((77, 129), (1, 0)), ((129, 77), (1, 0)), ((15, 17), (1, 0)), ((16, 16), (1, 0)),
     ((64, 64), (1, 0)), ((65, 63), (1, 0)), ((3, 200, 130), (0, 2, 1)),
     ((8, 128, 12, 64), (0, 2, 1, 3)), ((2, 3, 4, 5, 6, 7), (5, 3, 1, 0, 2, 4)),
+    ((1, 64, 56, 56), (0, 2, 3, 1)), ((2, 70, 9, 130), (0, 2, 3, 1)), ((3, 130, 200), (0, 2, 1)),
 ]
 
 
