@@ -220,6 +220,15 @@ inline double tanh_f64(double x) {
   return ax < 0.625 ? small : large;
 }
 
+// 1 / (1 + e^-x) for x >= 0 and e^x / (1 + e^x) below (the forms of a scalar sigmoid, with
+// e^-|x| from exp_f64), branch-free so that a loop over it vectorizes. NaN stays NaN,
+// +-inf give 1 and 0.
+inline double sigmoid_f64(double x) {
+  const double e = exp_f64(-std::fabs(x));
+  const double d = 1.0 + e;
+  return x >= 0.0 ? 1.0 / d : e / d;
+}
+
 // sin x (cos_shift 0) or cos x (cos_shift 1) for |x| <= 2^20, computed in double: x = n pi/2
 // + r with |r| <= pi/4 (Cody-Waite with pi/2 in three parts of 33, 33 and 53 bits, so that
 // n * part is exact for |n| < 2^20 and the first subtraction is exact), then Taylor

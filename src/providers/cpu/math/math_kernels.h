@@ -35,6 +35,9 @@ void register_dft_stft_kernels(KernelRegistry& r);       // dft_stft.cc: DFT STF
 
 namespace math {
 
+// Sigmoid of n doubles, vectorized (unary.cc; the same bits on every instruction set).
+void sigmoid_f64_block(const double* x, double* y, int64_t n);
+
 // A block of 16-bit floats to float and back: float16 with the F16C instructions when the
 // CPU has them (nn::convert_to_float / convert_from_float: round to nearest even, the same
 // results as ew::load / ew::store), bfloat16 element by element.

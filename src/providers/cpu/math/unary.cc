@@ -138,6 +138,23 @@ void sqrt_f64(const double* x, double* y, int64_t n) {
 }
 #endif
 
+}  // namespace
+
+namespace math {
+// Sigmoid over double (activations.cc's SigmoidOp), here for this file's compile options: no
+// FMA contraction, so every instruction set's loop gives the same bits.
+namespace {
+struct SigmoidF64 {
+  double fast(double x) const { return fast::sigmoid_f64(x); }
+};
+}  // namespace
+void sigmoid_f64_block(const double* x, double* y, int64_t n) {
+  map_fast(SigmoidF64{}, x, y, n);
+}
+}  // namespace math
+
+namespace {
+
 // Float functions: one std:: call per element.
 #define ORTLITE_FLOAT_UNARY(NAME, COST, EXPR) \
   struct NAME : NoAttrs {                     \
