@@ -258,9 +258,9 @@ ORTLITE_V512_FN(GeluF, gelu_ps(v))
 ORTLITE_V512_FN(GeluTanhF, gelu_tanh_ps(v))
 ORTLITE_V512_FN(SqrtF, _mm512_sqrt_ps(v))
 #undef ORTLITE_V512_FN
-struct SubF {
-  __m512 c;
-  ORTLITE_AI __m512 operator()(__m512 v) const { return _mm512_sub_ps(v, c); }
+struct Sub2F {
+  __m512 a, b;
+  ORTLITE_AI __m512 operator()(__m512 v) const { return _mm512_sub_ps(_mm512_sub_ps(v, a), b); }
 };
 struct MulF {
   __m512 c;
@@ -294,8 +294,81 @@ float exp_sum(const float* x, float shift, float* y, int64_t n) {
   return exp_sum_impl(x, shift, y, n);
 }
 
+namespace {
+
+// softmax below for a row of at most 256 floats held in 16 registers: one load, the exps
+// independent of each other (the three passes over memory of the general loop left short
+// rows, attention's 128-wide ones, waiting on each exp's latency). The same operations in
+// the same order as the general loop (its sums alternate two accumulators over 32-float
+// blocks, the tail in the first), so the results are the same bits.
+template <int NV>
+void softmax_short(const float* x, float* y, int64_t n, bool log) {
+  const float ninf = -__builtin_inff();
+  const int pairs = static_cast<int>(n / 32);  // vectors 0 .. 2 * pairs - 1 alternate
+  const __mmask16 last = tail_mask(n - 16 * (NV - 1));
+  __m512 v[NV];
+  __m512 m0 = set1(ninf), m1 = set1(ninf);
+#pragma GCC unroll 16
+  for (int i = 0; i < NV; ++i) {
+    // The lanes past the row hold 0 (their exp stays a normal number: a subnormal there
+    // made each multiply below a microcode assist) and are left out of the max.
+    v[i] = i + 1 < NV ? _mm512_loadu_ps(x + 16 * i) : _mm512_maskz_loadu_ps(last, x + 16 * i);
+    const __mmask16 k = i + 1 < NV ? static_cast<__mmask16>(0xFFFF) : last;
+    if (i & 1)
+      m1 = _mm512_mask_max_ps(m1, k, v[i], m1);
+    else
+      m0 = _mm512_mask_max_ps(m0, k, v[i], m0);
+  }
+  const float mx = _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
+  const __m512 vs = set1(mx);
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+#pragma GCC unroll 16
+  for (int i = 0; i < NV; ++i) {
+    v[i] = exp_ps(_mm512_sub_ps(v[i], vs));
+    const __m512 t = i + 1 < NV ? v[i] : _mm512_maskz_mov_ps(last, v[i]);
+    if (i < 2 * pairs && (i & 1))
+      acc1 = _mm512_add_ps(acc1, t);
+    else
+      acc0 = _mm512_add_ps(acc0, t);
+  }
+  const float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+  if (log) {
+    // (x - max) - ln sum: x - (max + ln sum) lost the low bits of ln sum next to a large max.
+    const __m512 ls = log_ps(set1(sum));
+#pragma GCC unroll 16
+    for (int i = 0; i < NV; ++i) {
+      if (i + 1 < NV)
+        _mm512_storeu_ps(y + 16 * i,
+                         _mm512_sub_ps(_mm512_sub_ps(_mm512_loadu_ps(x + 16 * i), vs), ls));
+      else
+        _mm512_mask_storeu_ps(
+            y + 16 * i, last,
+            _mm512_sub_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(last, x + 16 * i), vs), ls));
+    }
+  } else {
+    const __m512 inv = set1(1.0f / sum);
+#pragma GCC unroll 16
+    for (int i = 0; i < NV; ++i) {
+      if (i + 1 < NV)
+        _mm512_storeu_ps(y + 16 * i, _mm512_mul_ps(v[i], inv));
+      else
+        _mm512_mask_storeu_ps(y + 16 * i, last, _mm512_mul_ps(v[i], inv));
+    }
+  }
+}
+
+using ShortFn = void (*)(const float*, float*, int64_t, bool);
+constexpr ShortFn kShort[16] = {
+    softmax_short<1>,  softmax_short<2>,  softmax_short<3>,  softmax_short<4>,
+    softmax_short<5>,  softmax_short<6>,  softmax_short<7>,  softmax_short<8>,
+    softmax_short<9>,  softmax_short<10>, softmax_short<11>, softmax_short<12>,
+    softmax_short<13>, softmax_short<14>, softmax_short<15>, softmax_short<16>};
+
+}  // namespace
+
 void softmax(const float* x, float* y, int64_t n, bool log) {
   if (n <= 0) return;
+  if (n <= 256) return kShort[(n + 15) / 16 - 1](x, y, n, log);
   const float ninf = -__builtin_inff();
   __m512 m0 = set1(ninf), m1 = set1(ninf);
   int64_t i = 0;
@@ -309,8 +382,8 @@ void softmax(const float* x, float* y, int64_t n, bool log) {
   const float sum = exp_sum_impl(x, mx, y, n);
   if (log) {
     // y = x - (max + ln sum)
-    const float lse = mx + _mm_cvtss_f32(_mm512_castps512_ps128(log_ps(set1(sum))));
-    map(x, y, n, SubF{set1(lse)});
+    // (x - max) - ln sum, as above.
+    map(x, y, n, Sub2F{set1(mx), log_ps(set1(sum))});
   } else {
     const __m512 inv = set1(1.0f / sum);
     map(y, y, n, MulF{inv});

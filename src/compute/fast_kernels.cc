@@ -110,8 +110,8 @@ inline void sqrt_loop(const float* x, float* y, int64_t n) {
     for (int j = 0; j < 16; ++j) m = part[j] > m ? part[j] : m;                       \
     const float sum = EXP_SUM(x, m, y, n);                                            \
     if (log) {                                                                        \
-      const float lse = m + std::log(sum);                                            \
-      for (i = 0; i < n; ++i) y[i] = x[i] - lse;                                      \
+      const float ls = std::log(sum);                                                 \
+      for (i = 0; i < n; ++i) y[i] = (x[i] - m) - ls;                                 \
     } else {                                                                          \
       const float inv = 1.0f / sum;                                                   \
       for (i = 0; i < n; ++i) y[i] *= inv;                                            \

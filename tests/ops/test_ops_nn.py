@@ -992,6 +992,25 @@ def test_softmax_extreme_values(op):
     check(node_model(op, {"X": w}, ["Y"]), {"X": w}, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+def test_softmax_rows_in_registers(op):
+    """Rows of up to 256 floats are held in registers (one kernel per vector count, the last
+    vector masked): every length around the 16-wide vectors up to 300, with NaN, +-inf, a row
+    of -inf only and values whose exps underflow, against onnxruntime; lengths above 256 take
+    the three-pass loop."""
+    g = np.random.default_rng(8)
+    for n in (1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 197, 240, 255, 256, 257,
+              300):
+        x = (g.standard_normal((8, n)) * g.choice([0.1, 3.0, 30.0, 300.0], (8, 1))).astype(F32)
+        x[1, 0] = np.nan
+        if n > 3:
+            x[2, n // 2] = np.inf
+            x[3, :] = -np.inf
+            x[4, -1] = -np.inf
+            x[5, n // 3] = np.nan
+        check(node_model(op, {"X": x}, ["Y"]), {"X": x}, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("threads", [1, 4])
 def test_softmax_large(threads):
     x = rand((8, 12, 64, 64), lo=-8, hi=8)

@@ -97,11 +97,12 @@ ORTLITE_NN_CLONES void softmax_strided_f32(const float* x, float* y, int64_t dim
     }
   }
   if (log) {
-    for (int64_t j = 0; j < inner; ++j) sum[j] = mx[j] + std::log(sum[j]);
+    // (x - max) - ln sum: x - (max + ln sum) lost the low bits of ln sum next to a large max.
+    for (int64_t j = 0; j < inner; ++j) sum[j] = std::log(sum[j]);
     for (int64_t d = 0; d < dim; ++d) {
       const float* xr = x + d * inner;
       float* yr = y + d * inner;
-      for (int64_t j = 0; j < inner; ++j) yr[j] = xr[j] - sum[j];
+      for (int64_t j = 0; j < inner; ++j) yr[j] = (xr[j] - mx[j]) - sum[j];
     }
   } else {
     for (int64_t j = 0; j < inner; ++j) sum[j] = 1.0f / sum[j];
@@ -130,8 +131,8 @@ void softmax_row(const double* x, double* y, int64_t n, bool log) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i] - m);
   const double s = sum_of(y, n);
   if (log) {
-    const double lse = m + std::log(s);
-    for (int64_t i = 0; i < n; ++i) y[i] = x[i] - lse;
+    const double ls = std::log(s);
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - m) - ls;
   } else {
     const double inv = 1.0 / s;
     for (int64_t i = 0; i < n; ++i) y[i] *= inv;
@@ -153,10 +154,10 @@ void softmax_strided(const double* x, double* y, int64_t dim, int64_t inner, boo
       y[d * inner + j] = std::exp(x[d * inner + j] - mx[j]);
       sum[j] += y[d * inner + j];
     }
-  for (int64_t j = 0; j < inner; ++j) sum[j] = log ? mx[j] + std::log(sum[j]) : 1.0 / sum[j];
+  for (int64_t j = 0; j < inner; ++j) sum[j] = log ? std::log(sum[j]) : 1.0 / sum[j];
   for (int64_t d = 0; d < dim; ++d)
     for (int64_t j = 0; j < inner; ++j)
-      y[d * inner + j] = log ? x[d * inner + j] - sum[j] : y[d * inner + j] * sum[j];
+      y[d * inner + j] = log ? (x[d * inner + j] - mx[j]) - sum[j] : y[d * inner + j] * sum[j];
 }
 void softmax_strided(const float* x, float* y, int64_t dim, int64_t inner, bool log, float* mx,
                      float* sum) {
