@@ -1159,3 +1159,32 @@ def test_dequantize_linear_float_exact(dtype, layout):
     for threads in (1, 2):
         got = run_lite(m, {"x": x}, threads=threads)[0]
         np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((1, 32, 16, 16), (48, 32, 1, 1), {}),                                # pointwise
+    ((1, 8, 14, 20), (12, 8, 3, 3), {"pads": [1, 1, 1, 1]}),              # 2-D, stride 1
+    ((1, 8, 25, 33), (12, 8, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+])
+def test_int8_conv_one_image_split_by_positions(xs, ws, attrs, threads):
+    """One image and group whose positions fit one block: each thread takes a block of
+    positions and packs its own B. QLinearConv against onnxruntime (onnx's reference where
+    onnxruntime's AMX products are off), ConvInteger exactly against onnx's reference and the
+    one-thread result."""
+    feeds = qconv_feeds(xs, ws, U8, I8, True, bias=True)
+    m = node_model("QLinearConv", feeds, ["y"], [U8], attrs=attrs, opset=10)
+    expected = run_ort(m, feeds)
+    actual = run_lite(m, feeds, threads)
+    try:
+        assert_same(actual, expected)
+    except AssertionError:
+        assert_same(actual, run_ref(m, feeds))
+    x, w = rand_q(xs, U8), rand_q(ws, U8)
+    inputs = {"x": x, "w": w, "xz": a(3, U8), "wz": a(100, U8)}
+    m = node_model("ConvInteger", inputs, ["y"], [I32], attrs=attrs, opset=10,
+                   order=["x", "w", "xz", "wz"])
+    got = run_lite(m, inputs, threads)[0]
+    want = run_lite(m, inputs, 1)[0]
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, run_ref(m, inputs)[0])

@@ -600,9 +600,18 @@ class QConvBase : public Kernel {
       if (chunk >= out_l) chunk -= chunk % out_l;
     }
     chunk = std::min(chunk, P);
+    if (nthreads > 1 && N * group_ * ((P + chunk - 1) / chunk) < nthreads && P >= 64 * nthreads &&
+        (fast2d || pointwise)) {
+      // Fewer images x groups x blocks than threads: one block of positions per thread, each
+      // packing its own B (split inside the product instead, the packing ran on one thread
+      // and the 1x1 64 -> 128 ConvInteger at 28 x 28 took longer at 2 threads than at 1).
+      const int64_t per = N * group_, nc = (nthreads + per - 1) / per;
+      chunk = ((P + nc - 1) / nc + 15) / 16 * 16;
+    }
     const int64_t nchunks = (P + chunk - 1) / chunk;
     const int64_t tasks = N * group_ * nchunks;
-    const bool par_tasks = nthreads > 1 && tasks >= 2 * static_cast<int64_t>(nthreads);
+    const bool par_tasks = nthreads > 1 && (tasks >= 2 * static_cast<int64_t>(nthreads) ||
+                                            (tasks >= nthreads && tasks % nthreads == 0));
     auto run_task = [&](int64_t t, ThreadPool* tp) {
       const int64_t n = t / (group_ * nchunks);
       const int64_t gi = (t / nchunks) % group_;
