@@ -634,3 +634,28 @@ def test_arg_long_rows(op, dtype, threads):
             got = run_lite(m, {"x": x}, threads)[0]
             np.testing.assert_array_equal(got, arg_reference(x, is_max, sl == 1), err_msg=f"n={n}")
             check_against_ort(m, {"x": x})
+
+
+@pytest.mark.parametrize("op", ARG_OPS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_arg_outer_axis_vector_blocks(op, dtype, threads):
+    """The reduced axis outside the contiguous one: each of its rows updates the best value and
+    index of up to 256 positions at once (the vectorized blend), with ties, NaN seeds and
+    NaNs later in the axis, against an exact reference and onnxruntime."""
+    from helpers import run_lite
+
+    rng = np.random.default_rng(22)
+    is_max = op == "ArgMax"
+    for A, inner in ((1, 5), (2, 17), (37, 300), (5, 257)):
+        x = rng.integers(-4, 4, (3, A, inner)).astype(dtype)
+        if np.dtype(dtype).kind == "f" and A > 1:
+            x[0, 0, ::7] = np.nan   # NaN seeds stick
+            x[1, A // 2, ::5] = np.nan  # later NaNs never win
+        for sl in (0, 1):
+            m = arg_model(op, dtype, x.shape, 1, 0, sl)
+            got = run_lite(m, {"x": x}, threads)[0]
+            flat = np.moveaxis(x, 1, -1).reshape(-1, A)
+            want = arg_reference(flat, is_max, sl == 1).reshape(3, inner)
+            np.testing.assert_array_equal(got, want)
+            check_against_ort(m, {"x": x})

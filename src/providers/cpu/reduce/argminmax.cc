@@ -11,6 +11,7 @@
 #include "providers/cpu/reduce/reduce_kernels.h"
 #include "providers/cpu/reduce/reduce_simd.h"
 #include "providers/cpu/tensor/tensor_kernels.h"
+#include "compute/simd.h"
 
 namespace ortlite {
 namespace reduce {
@@ -69,6 +70,20 @@ int64_t find_equal(const T* p, int64_t n, T m) {
   return -1;
 }
 
+// One row of the reduced axis (index a) against the running best of `len` positions,
+// for the types whose compare vectorizes; in the AVX-512 / AVX2 clones (the baseline has
+// no 64-bit blend for the indices).
+template <typename T, bool kMax, bool kLast>
+ORTLITE_NN_CLONES512 void update_best(const T* __restrict row, T* __restrict best,
+                                      int64_t* __restrict idx, int64_t len, int64_t a) {
+  for (int64_t k = 0; k < len; ++k) {
+    const T v = row[k];
+    const bool b = better<kMax, kLast>(v, best[k]);
+    best[k] = b ? v : best[k];
+    idx[k] = b ? a : idx[k];
+  }
+}
+
 template <typename T, bool kMax, bool kLast>
 void arg_typed(const T* x, int64_t* out, int64_t outer, int64_t A, int64_t inner,
                ThreadPool* pool) {
@@ -121,6 +136,10 @@ void arg_typed(const T* x, int64_t* out, int64_t outer, int64_t A, int64_t inner
                    }
                    for (int64_t a = 1; a < A; ++a) {
                      const T* row = base + a * inner;
+                     if constexpr (kVectorArg<T>) {
+                       update_best<T, kMax, kLast>(row, best, idx, len, a);
+                       continue;
+                     }
                      for (int64_t k = 0; k < len; ++k) {
                        const C v = static_cast<C>(row[k]);
                        if (better<kMax, kLast>(v, best[k])) {
