@@ -100,6 +100,10 @@ CASES = [
     (2, 24, 72, 20, 20, 1, 1, [0, 0, 0, 0], 1, 1),
     (2, 64, 32, 7, 9, 1, 2, [0, 0, 0, 0], 1, 1),          # strided 1x1: im2col
     (1, 40, 48, 30, 30, 1, 2, [0, 0, 0, 0], 1, 1),        # one image: a block per thread
+    # Transposed or not by depth: shallow products keep the plain one (no pass back)
+    (1, 64, 128, 40, 40, 1, 2, [0, 0, 0, 0], 1, 1),       # K 64, positions split at 2 threads
+    (1, 96, 160, 14, 14, 1, 1, [0, 0, 0, 0], 1, 1),       # K 96 at 14 x 14: plain
+    (1, 160, 200, 7, 7, 1, 1, [0, 0, 0, 0], 1, 1),        # K 160 at 7 x 7: transposed
 ]
 
 

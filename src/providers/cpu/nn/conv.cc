@@ -420,9 +420,14 @@ void conv_compute(const ConvArgs<T>& a, ThreadPool* pool) {
 
   // With the fused GEMM, a small number of output positions per GEMM would leave most of
   // each 32-wide tile empty: then the product is computed transposed (tiles along the output
-  // channels) when that fills the tiles better.
+  // channels) when that fills the tiles better by enough to pay for transposing its result
+  // back: the tiles save about Kg * (1 / fill(positions) - 1 / fill(channels)) multiply-adds
+  // per output, the pass back costs as much as about 24 of them, and about 48 where the
+  // threads split the positions (their halves of every output row interleave; the 1x1
+  // stride-2 64 -> 128 at 28 x 28: 82 us transposed against 54 us at 2 threads).
   auto fill = [](int64_t n) { return static_cast<double>(n) / (32.0 * ((n + 31) / 32)); };
-  const bool transposed = fill(chunk) + 0.05 < fill(Mg);
+  const double tile_gain = static_cast<double>(Kg) * (1.0 / fill(chunk) - 1.0 / fill(Mg));
+  const bool transposed = tile_gain > (par_tasks && chunk < P ? 48.0 : 24.0);
   // A 1-D convolution of one input channel per group, without padding or dilation, computed
   // transposed: row p of col^T is the input itself from p * stride on, so the GEMM reads
   // the input in place, with a row stride of `stride` (no im2col: at kernel 512 stride 160
