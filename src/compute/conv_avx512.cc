@@ -725,13 +725,19 @@ void direct_rows(const DirectGeometry& g, const float* xp, const float* wp, cons
 
 }  // namespace
 
-void transpose16(const float* src, int64_t lds, int rows, int cols, float* dst, int64_t ldd) {
+namespace {
+// transpose16 of src, or of src + src2 (the same layout) where src2 is given.
+inline void transpose16_of(const float* src, const float* src2, int64_t lds, int rows, int cols,
+                           float* dst, int64_t ldd) {
   const __mmask16 cm = static_cast<__mmask16>((1u << cols) - 1);
   const __mmask16 rm = static_cast<__mmask16>((1u << rows) - 1);
   __m512 r[16], t[16];
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i)
-    r[i] = i < rows ? _mm512_maskz_loadu_ps(cm, src + i * lds) : _mm512_setzero_ps();
+    r[i] = i >= rows ? _mm512_setzero_ps()
+           : src2    ? _mm512_add_ps(_mm512_maskz_loadu_ps(cm, src + i * lds),
+                                     _mm512_maskz_loadu_ps(cm, src2 + i * lds))
+                     : _mm512_maskz_loadu_ps(cm, src + i * lds);
     // 32-bit, 64-bit, then 128-bit and 256-bit lanes: the classic 4-step 16 x 16 transpose.
 #pragma GCC unroll 8
   for (int i = 0; i < 16; i += 2) {
@@ -761,6 +767,16 @@ void transpose16(const float* src, int64_t lds, int rows, int cols, float* dst, 
 #pragma GCC unroll 16
   for (int c = 0; c < 16; ++c)
     if (c < cols) _mm512_mask_storeu_ps(dst + c * ldd, rm, r[c]);
+}
+}  // namespace
+
+void transpose16(const float* src, int64_t lds, int rows, int cols, float* dst, int64_t ldd) {
+  transpose16_of(src, nullptr, lds, rows, cols, dst, ldd);
+}
+
+void transpose16_sum(const float* a, const float* b, int64_t lds, int rows, int cols, float* dst,
+                     int64_t ldd) {
+  transpose16_of(a, b, lds, rows, cols, dst, ldd);
 }
 
 void deinterleave2(const float* s, int64_t n, float* even, float* odd) {
@@ -914,6 +930,7 @@ void deinterleave2(const float*, int64_t, float*, float*) {}
 void im2col_shifted(const float*, int64_t, int64_t, int64_t, const int64_t*, const uint16_t*,
                     int64_t, float*) {}
 void transpose16(const float*, int64_t, int, int, float*, int64_t) {}
+void transpose16_sum(const float*, const float*, int64_t, int, int, float*, int64_t) {}
 void direct_run(const DirectGeometry&, const float*, const float*, const float*, bool, float, float,
                 float*, int64_t, int64_t) {}
 }  // namespace cvx

@@ -98,6 +98,9 @@ void direct_run(const DirectGeometry& g, const float* xp, const float* wp, const
 // dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols (both at most 16): a 16 x 16
 // block transposed in registers.
 void transpose16(const float* src, int64_t lds, int rows, int cols, float* dst, int64_t ldd);
+// The same for the sum a + b of two blocks of that layout.
+void transpose16_sum(const float* a, const float* b, int64_t lds, int rows, int cols, float* dst,
+                     int64_t ldd);
 
 }  // namespace cvx
 }  // namespace nn

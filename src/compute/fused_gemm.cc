@@ -325,10 +325,17 @@ void gemm_w_right(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const P
 
 void gemm_w_right_k(const float* a, int64_t lda, int64_t M, const Packed& W, int64_t k0, int64_t k1,
                     float* C, int64_t ldc, const Epilogue& ep, bool accumulate, ThreadPool* pool) {
+  gemm_w_right_k(a, lda, 1, M, W, k0, k1, C, ldc, ep, accumulate, pool);
+}
+
+void gemm_w_right_k(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const Packed& W,
+                    int64_t k0, int64_t k1, float* C, int64_t ldc, const Epilogue& ep,
+                    bool accumulate, ThreadPool* pool) {
   // Panel j's rows k0 .. k1 - 1: the panels keep W's full depth as their stride.
   const float* w = W.data() + k0 * kNR;
   const int64_t N = W.outputs(), K = k1 - k0, panel = W.depth() * kNR;
-  Problem p{M, N, K, row_blocks(M, M), a + k0, false, lda, 1, w, panel, kNR, C, ldc, &ep};
+  Problem p{M, N,   K,  row_blocks(M, M), a + k0 * a_ks, false, a_rs, a_ks, w, panel, kNR,
+            C, ldc, &ep};
   p.accumulate = accumulate;
   run(p, pool);
 }

@@ -134,6 +134,10 @@ void gemm_w_right(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const P
 // order, as MLAS's and gemm.h's K blocks add theirs (Attention's projection: the same bits).
 void gemm_w_right_k(const float* a, int64_t lda, int64_t M, const Packed& W, int64_t k0, int64_t k1,
                     float* C, int64_t ldc, const Epilogue& ep, bool accumulate, ThreadPool* pool);
+// The same with A(i, k) = a[i * a_rs + k * a_ks].
+void gemm_w_right_k(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const Packed& W,
+                    int64_t k0, int64_t k1, float* C, int64_t ldc, const Epilogue& ep,
+                    bool accumulate, ThreadPool* pool);
 
 // C[M x N] = epilogue(alpha * A B), A (M x K) with A(i, k) = a[i * a_rs + k * a_ks] and B
 // row-major (K x N, row k at b + k * ldb), both read in place: products too small for packing

@@ -326,3 +326,55 @@ def test_single_input_channel_long_windows(x_shape, w_shape, attrs, threads):
     w = randn(w_shape, 1)
     b = randn(w_shape[0], 2)
     check(conv_model(x_shape, w, b, **attrs), {"x": randn(x_shape, 3)}, threads=threads)
+
+
+# (C, M, H, W, act): deep pointwise products after a depthwise convolution, at 2 threads
+# split over the input channels (Kg >= 2 Mg) with the two partial products added on the way
+# back to channel-major; shallower ones, and 1 thread, keep the split by output channels.
+KSPLIT = [
+    (384, 64, 14, 14, "Clip"),   # MobileNetV2's projection, + residual
+    (131, 60, 7, 7, "Relu"),     # odd depth, channels not a multiple of 16
+    (960, 160, 7, 7, None),      # 49 positions, 10 blocks of 16 channels
+    (200, 100, 5, 9, "Relu"),    # 45 positions
+    (256, 200, 7, 7, None),      # Kg < 2 Mg: split by output channels
+]
+
+
+@pytest.mark.parametrize("case", KSPLIT, ids=lambda c: "x".join(map(str, c[:4])) + f"_{c[4]}")
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("residual", [False, True])
+def test_pointwise_after_depthwise_split_over_input_channels(case, threads, residual):
+    C, M, H, W, act = case
+    shape = [1, C, H, W]
+    inits = [numpy_helper.from_array(randn((C, 1, 3, 3), 1, scale=0.3), "wd"),
+             numpy_helper.from_array(randn((C,), 2), "bd"),
+             numpy_helper.from_array(randn((M, C, 1, 1), 3, scale=1.0 / np.sqrt(C)), "wp"),
+             numpy_helper.from_array(randn((M,), 4), "bp"),
+             numpy_helper.from_array(np.array(-0.5, F32), "lo"),
+             numpy_helper.from_array(np.array(0.5, F32), "hi")]
+    nodes = [helper.make_node("Conv", ["x", "wd", "bd"], ["d"], kernel_shape=[3, 3],
+                              pads=[1, 1, 1, 1], group=C),
+             helper.make_node("Conv", ["d", "wp", "bp"], ["p"], kernel_shape=[1, 1])]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)]
+    feeds = {"x": randn(tuple(shape), 5)}
+    out = "p"
+    if residual:
+        inputs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, M, H, W]))
+        feeds["z"] = randn((1, M, H, W), 6)
+        nodes.append(helper.make_node("Add", ["p", "z"], ["s"]))
+        out = "s"
+    if act == "Clip":
+        nodes.append(helper.make_node("Clip", [out, "lo", "hi"], ["y"]))
+    elif act:
+        nodes.append(helper.make_node(act, [out], ["y"]))
+    else:
+        nodes.append(helper.make_node("Identity", [out], ["y"]))
+    graph = helper.make_graph(nodes, "g", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    y = check(model, feeds, threads)
+    # The same values at 1 and 2 threads, up to the order of the partial sums.
+    if threads == 2:
+        np.testing.assert_allclose(y, run_lite(model, feeds, 1)[0], rtol=1e-5, atol=1e-5)
