@@ -104,6 +104,10 @@ CASES = [
     (1, 64, 128, 40, 40, 1, 2, [0, 0, 0, 0], 1, 1),       # K 64, positions split at 2 threads
     (1, 96, 160, 14, 14, 1, 1, [0, 0, 0, 0], 1, 1),       # K 96 at 14 x 14: plain
     (1, 160, 200, 7, 7, 1, 1, [0, 0, 0, 0], 1, 1),        # K 160 at 7 x 7: transposed
+    # Transposed, Kg >= 2 Mg, one task: at 2 threads split over the input channels
+    (1, 64, 64, 7, 7, 3, 1, [1, 1, 1, 1], 1, 1),          # 3x3 at 7 x 7
+    (1, 32, 64, 14, 14, 3, 2, [1, 1, 1, 1], 1, 1),        # strided, 49 positions
+    (1, 45, 60, 9, 9, 3, 1, [1, 1, 1, 1], 1, 1),          # odd depth (405), 60 channels
 ]
 
 
