@@ -92,7 +92,13 @@ struct Problem {
   const Epilogue* ep;
   const int64_t* b_off = nullptr;  // B row k at b + b_off[k] (+ the panel's columns)
   bool accumulate = false;         // C holds partial sums to add to
+  const std::function<void(int64_t, int64_t)>* cols_done = nullptr;  // gemm_w_right's
 };
+
+// Columns [j0, j1) (panels) of every row are done: p.cols_done, where given.
+void cols_done(const Problem& p, int64_t j0, int64_t j1) {
+  if (p.cols_done && j1 > j0) (*p.cols_done)(j0 * kNR, std::min(p.N, j1 * kNR));
+}
 
 void fill_act(const Epilogue& ep, TileArgs& t) {
   t.act = 0;
@@ -217,6 +223,7 @@ void run(const Problem& p, ThreadPool* pool) {
   const double bytes = 4.0 * (static_cast<double>(p.M) * p.K + static_cast<double>(p.K) * p.N);
   if (threads == 1 || units == 1 || (work < 2e6 && bytes < 1048576.0)) {
     run_block(p, 0, mb, 0, nb, -1);
+    cols_done(p, 0, nb);
     return;
   }
   // One unit per claim once a unit is worth >= ~20 us: the threads then finish within one
@@ -233,11 +240,13 @@ void run(const Problem& p, ThreadPool* pool) {
         [&](int64_t s, int64_t e) {
           if (by_cols) {
             run_block(p, 0, mb, s, e, -1);
+            cols_done(p, s, e);
           } else {
             run_block(p, s, e, 0, nb, -1);
           }
         },
         one_each ? 1 : 0);
+    if (!by_cols) cols_done(p, 0, nb);
     return;
   }
   std::atomic<int64_t> next{0};
@@ -248,6 +257,7 @@ void run(const Problem& p, ThreadPool* pool) {
         while (cur < nb) {
           const int64_t ahead = next.fetch_add(chunk, std::memory_order_relaxed);
           run_block(p, 0, mb, cur, std::min(nb, cur + chunk), ahead < nb ? ahead : -1);
+          cols_done(p, cur, std::min(nb, cur + chunk));
           cur = ahead;
         }
       },
@@ -317,10 +327,19 @@ void gemm_w_left_offsets(const Packed& W, const float* x, const int64_t* off, in
 
 void gemm_w_right(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const Packed& W, float* C,
                   int64_t ldc, const Epilogue& ep, ThreadPool* pool) {
+  gemm_w_right(a, a_rs, a_ks, M, W, C, ldc, ep, pool, {});
+}
+
+void gemm_w_right(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const Packed& W, float* C,
+                  int64_t ldc, const Epilogue& ep, ThreadPool* pool,
+                  const std::function<void(int64_t, int64_t)>& cols_done) {
   const int64_t N = W.outputs(), K = W.depth();
-  run(Problem{M, N, K, row_blocks(M, std::max<int64_t>(M, 1)), a, false, a_rs, a_ks, W.data(),
-              K * kNR, kNR, C, ldc, &ep},
-      pool);
+  Problem p{M,        N,       K,    row_blocks(M, std::max<int64_t>(M, 1)),
+            a,        false,   a_rs, a_ks,
+            W.data(), K * kNR, kNR,  C,
+            ldc,      &ep};
+  p.cols_done = cols_done ? &cols_done : nullptr;
+  run(p, pool);
 }
 
 void gemm_w_right_k(const float* a, int64_t lda, int64_t M, const Packed& W, int64_t k0, int64_t k1,

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "compute/activation.h"
@@ -129,6 +130,13 @@ void gemm_w_left_offsets(const Packed& W, const float* x, const int64_t* off, in
 // column-wise: a_rs = 1, a_ks = its row stride).
 void gemm_w_right(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const Packed& W, float* C,
                   int64_t ldc, const Epilogue& ep, ThreadPool* pool);
+// The same, calling cols_done(n0, n1) on the thread that computed columns [n0, n1) of C (all
+// its rows, epilogue applied) as soon as they are done: n0 a multiple of 32, each column in
+// exactly one call (none where cols_done is empty). A convolution computed transposed copies
+// them back to channel-major there, on the core that wrote them.
+void gemm_w_right(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const Packed& W, float* C,
+                  int64_t ldc, const Epilogue& ep, ThreadPool* pool,
+                  const std::function<void(int64_t, int64_t)>& cols_done);
 // gemm_w_right over rows k0 .. k1 - 1 of W's depth only (A read from its column k0), adding to
 // C when `accumulate`: a product split along K in blocks whose partial sums are added in
 // order, as MLAS's and gemm.h's K blocks add theirs (Attention's projection: the same bits).

@@ -334,13 +334,15 @@ def test_single_input_channel_long_windows(x_shape, w_shape, attrs, threads):
 
 # (C, M, H, W, act): deep pointwise products after a depthwise convolution, at 2 threads
 # split over the input channels (Kg >= 2 Mg) with the two partial products added on the way
-# back to channel-major; shallower ones, and 1 thread, keep the split by output channels.
+# back to channel-major; shallower ones, and 1 thread, keep the split by output channels,
+# each run of channels copied back by the thread that computed it.
 KSPLIT = [
     (384, 64, 14, 14, "Clip"),   # MobileNetV2's projection, + residual
     (131, 60, 7, 7, "Relu"),     # odd depth, channels not a multiple of 16
     (960, 160, 7, 7, None),      # 49 positions, 10 blocks of 16 channels
     (200, 100, 5, 9, "Relu"),    # 45 positions
     (256, 200, 7, 7, None),      # Kg < 2 Mg: split by output channels
+    (160, 960, 7, 7, "Clip"),    # 30 column panels claimed in runs, each copied back at once
 ]
 
 

@@ -525,22 +525,16 @@ void conv_compute(const ConvArgs<T>& a, ThreadPool* pool) {
           fgemm::Epilogue te;
           te.bias_col = fe.bias_row;
           if (!zg) te.act = fe.act;
-          if (rows_in_place) {
-            fgemm::gemm_w_right(bmat, g.stride[0], 1, pc, (*a.wt.fused)[gi], ct.data(), Mg, te, tp);
-          } else {
-            fgemm::gemm_w_right(bmat, 1, ldb, pc, (*a.wt.fused)[gi], ct.data(), Mg, te, tp);
-          }
-          // Back to channel-major, 16 positions at a time (the 16 rows of ct stay in L1);
-          // split over blocks of 16 channels when the tasks run one after another.
+          // Back to channel-major, 16 positions at a time (the 16 rows of ct stay in L1):
+          // channels [m_lo, m_hi).
           const float* ctd = ct.data();
-          auto back = [&](int64_t mb0, int64_t mb1) {
-            const int64_t m_lo = mb0 * 16, m_hi = std::min(Mg, mb1 * 16);
+          auto back = [&](int64_t m_lo, int64_t m_hi) {
             for (int64_t q0 = 0; q0 < pc; q0 += 16) {
               const int64_t qn = std::min<int64_t>(16, pc - q0);
               if (cvx::available()) {
                 for (int64_t m0 = m_lo; m0 < m_hi; m0 += 16)
                   cvx::transpose16(ctd + q0 * Mg + m0, Mg, static_cast<int>(qn),
-                                   static_cast<int>(std::min<int64_t>(16, Mg - m0)),
+                                   static_cast<int>(std::min<int64_t>(16, m_hi - m0)),
                                    yg + m0 * P + p0 + q0, P);
                 continue;
               }
@@ -554,7 +548,15 @@ void conv_compute(const ConvArgs<T>& a, ThreadPool* pool) {
               for (int64_t m = m_lo; m < m_hi; ++m)
                 epilogue(a.ep.act, yg + m * P + p0, pc, 0.f, zg + m * P + p0);
           };
-          parallel_for(tp, (Mg + 15) / 16, 16.0 * static_cast<double>(pc) * (zg ? 2 : 1), back);
+          // Each run of columns (channels) is copied back by the thread that computed it, as
+          // soon as it is done: one parallel region, and ct read from the core that wrote it.
+          const std::function<void(int64_t, int64_t)> done = back;
+          if (rows_in_place) {
+            fgemm::gemm_w_right(bmat, g.stride[0], 1, pc, (*a.wt.fused)[gi], ct.data(), Mg, te, tp,
+                                done);
+          } else {
+            fgemm::gemm_w_right(bmat, 1, ldb, pc, (*a.wt.fused)[gi], ct.data(), Mg, te, tp, done);
+          }
         } else {
           fgemm::gemm_w_left((*a.wt.fused)[gi], bmat, ldb, pc, yg + p0, P, fe, tp);
         }
