@@ -779,6 +779,43 @@ void transpose16_sum(const float* a, const float* b, int64_t lds, int rows, int 
   transpose16_of(a, b, lds, rows, cols, dst, ldd);
 }
 
+void dw_nhwc(const DwGeometry& g, const float* x, int64_t ldx, const float* wt, int64_t ldw,
+             const float* bias, bool clamp, float lo, float hi, int64_t c0, int64_t c1, float* y,
+             int64_t ldy) {
+  const int64_t P = g.OH * g.OW;
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  alignas(64) float tile[16 * 16];
+  for (int64_t c = c0; c < c1; c += 16) {
+    const int cn = static_cast<int>(std::min<int64_t>(16, c1 - c));
+    const __mmask16 cm = static_cast<__mmask16>((1u << cn) - 1);
+    const __m512 vb = bias ? _mm512_maskz_loadu_ps(cm, bias + c) : _mm512_setzero_ps();
+    for (int64_t p0 = 0; p0 < P; p0 += 16) {
+      const int pn = static_cast<int>(std::min<int64_t>(16, P - p0));
+      for (int q = 0; q < pn; ++q) {
+        const int64_t oy = (p0 + q) / g.OW, ox = (p0 + q) % g.OW;
+        const int64_t iy0 = oy * g.sh - g.pt, ix0 = ox * g.sw - g.pl;
+        __m512 acc = vb;
+        for (int64_t ky = 0; ky < g.KH; ++ky) {
+          const int64_t iy = iy0 + ky;
+          if (iy < 0 || iy >= g.H) continue;
+          const float* xr = x + iy * g.W * ldx + c;
+          const float* wr = wt + ky * g.KW * ldw + c;
+          for (int64_t kx = 0; kx < g.KW; ++kx) {
+            const int64_t ix = ix0 + kx;
+            if (ix < 0 || ix >= g.W) continue;
+            acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(cm, xr + ix * ldx),
+                                  _mm512_maskz_loadu_ps(cm, wr + kx * ldw), acc);
+          }
+        }
+        // max(lo, v) and min(hi, v) return v when it is NaN.
+        if (clamp) acc = _mm512_min_ps(vhi, _mm512_max_ps(vlo, acc));
+        _mm512_store_ps(tile + q * 16, acc);
+      }
+      transpose16(tile, 16, pn, cn, y + c * ldy + p0, ldy);
+    }
+  }
+}
+
 void deinterleave2(const float* s, int64_t n, float* even, float* odd) {
   const __m512i ie = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   const __m512i io = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
@@ -931,6 +968,8 @@ void im2col_shifted(const float*, int64_t, int64_t, int64_t, const int64_t*, con
                     int64_t, float*) {}
 void transpose16(const float*, int64_t, int, int, float*, int64_t) {}
 void transpose16_sum(const float*, const float*, int64_t, int, int, float*, int64_t) {}
+void dw_nhwc(const DwGeometry&, const float*, int64_t, const float*, int64_t, const float*, bool,
+             float, float, int64_t, int64_t, float*, int64_t) {}
 void direct_run(const DirectGeometry&, const float*, const float*, const float*, bool, float, float,
                 float*, int64_t, int64_t) {}
 }  // namespace cvx

@@ -95,6 +95,16 @@ void direct_pad(const DirectGeometry& g, const float* x, float* xp);
 void direct_run(const DirectGeometry& g, const float* xp, const float* wp, const float* bias,
                 bool clamp, float lo, float hi, float* y, int64_t r0, int64_t r1);
 
+// Depthwise convolution of channels [c0, c1) from an NHWC block: input pixel (iy, ix) of
+// channel c at x[(iy * g.W + ix) * ldx + c], tap (ky, kx) of channel c at
+// wt[(ky * g.KW + kx) * ldw + c]; y[c * ldy + p] for each output position p = oy * g.OW + ox
+// is bias[c] (0 without bias) plus the taps inside the input (strides g.sh / g.sw, leading
+// pads g.pt / g.pl, no dilation), clipped to [lo, hi] when `clamp` (NaN kept). 16 channels
+// a vector, 16 positions a block transposed into y (g.flat unused).
+void dw_nhwc(const DwGeometry& g, const float* x, int64_t ldx, const float* wt, int64_t ldw,
+             const float* bias, bool clamp, float lo, float hi, int64_t c0, int64_t c1, float* y,
+             int64_t ldy);
+
 // dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols (both at most 16): a 16 x 16
 // block transposed in registers.
 void transpose16(const float* src, int64_t lds, int rows, int cols, float* dst, int64_t ldd);

@@ -302,6 +302,12 @@ EXPAND_DW = [
     (16, 80, 1, 14, 14, 3, 1, (1, 1, 1, 1), ("Clip6", "Clip6")),     # 196 pixels: bands
     (24, 144, 2, 14, 14, 3, 2, (1, 1, 1, 1), ("Relu", "")),          # 14x14 stride 2, N = 2
     (8, 48, 1, 80, 80, 3, 3, (1, 1, 1, 1), ("Clip6", "Clip6")),      # stride 3
+    # Small images channels-last: the product's column runs, each followed by its channels'
+    # depthwise output on the thread that computed them (a product split at 2 and 3 threads)
+    (160, 960, 1, 7, 7, 3, 1, (1, 1, 1, 1), ("Clip6", "Clip6")),     # MobileNetV2's 7 x 7
+    (96, 200, 2, 9, 11, 3, 2, (1, 0, 0, 1), ("Relu", "HardSwish")),  # stride 2, 200 channels
+    (64, 120, 1, 6, 6, 5, 1, (2, 2, 2, 2), ("", "Sigmoid")),         # 5x5, act after
+    (24, 40, 1, 13, 13, 3, 1, (1, 1, 1, 1), ("LeakyRelu", "")),      # 40: a partial vector
 ]
 
 
