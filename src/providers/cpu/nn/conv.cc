@@ -896,7 +896,7 @@ class Conv final : public Kernel {
 // here the work is split into tasks of (image, band of output rows, 32 channels), each of
 // which computes the 1x1 product of its channels over the input rows its band needs into a
 // block that stays in L2, and the depthwise output of those channels from it (banded()).
-// Small images compute the expanded image channels-last and the depthwise output from it
+// Small outputs compute the expanded image channels-last and the depthwise output from it
 // (nhwc(), AVX-512F without dilation); other geometries the banded kernel does not take run
 // the two convolutions one after the other.
 class ExpandDepthwise final : public Kernel {
@@ -983,10 +983,17 @@ class ExpandDepthwise final : public Kernel {
                              geo.kernel[0],    geo.kernel[1],    geo.stride[0], geo.stride[1],
                              geo.pad_begin[0], geo.pad_begin[1], false};
     const int64_t H = geo.in[0], W = geo.in[1];
-    // Images below 14 x 14 leave the 32-wide tiles of a band's product mostly empty (7 x 7:
-    // 49 of 64 columns); their whole expanded image stays in cache anyway, and conv_compute
-    // picks the transposed product for them. At 14 x 14 the bands win at 2 threads
-    // (MobileNetV2's 384-channel blocks: 105 vs 155-175 us; 7 x 7: 150 vs 158).
+    // Fewer than 196 output positions (7 x 7, or 14 x 14 at stride 2): channels-last, the
+    // product's tiles along the channels (a band's product would leave the 32-wide tiles
+    // along its positions mostly empty: 7 x 7, 49 of 64 columns). MobileNetV2's 96 -> 576 at
+    // 14 x 14, stride 2, alone: 0.36 ms in bands, 0.30 channels-last at 1 thread (2.4% less
+    // at 2). From 14 x 14 outputs the bands win at 2 threads (MobileNetV2's 384-channel
+    // blocks: 105 us against 155-175 for the two convolutions one after the other).
+    if (nhwc_ok_ && geo.out[0] * geo.out[1] < kMinBandPixels) {
+      pack_whole(We);
+      nhwc(dg, x, be, bd, y, N, C, Ce, pool);
+      return;
+    }
     if (bands_ok_ && H * W >= kMinBandPixels) {
       std::call_once(groups_once_, [&] {
         for (int64_t c0 = 0; c0 < Ce; c0 += kGroup) {
@@ -998,16 +1005,7 @@ class ExpandDepthwise final : public Kernel {
       banded(dg, x, be, bd, y, N, C, Ce, pool);
       return;
     }
-    if (fgemm::available()) {
-      std::call_once(whole_once_, [&] {
-        we_packed_.push_back(fgemm::Packed::pack(We.data<float>(), C, Ce, C, false));
-        if (!se_.empty()) we_packed_.back().scale_outputs(se_.data());
-      });
-    }
-    if (nhwc_ok_ && H * W < kMinBandPixels) {
-      nhwc(dg, x, be, bd, y, N, C, Ce, pool);
-      return;
-    }
+    if (fgemm::available()) pack_whole(We);
     // Else the two convolutions one after the other.
     thread_local std::vector<float> mid;
     if (mid.size() < static_cast<size_t>(N * Ce * H * W))
@@ -1092,6 +1090,15 @@ class ExpandDepthwise final : public Kernel {
     } else {
       for (int64_t t = 0; t < tasks; ++t) run_task(t);
     }
+  }
+
+  // The 1x1 weights whole, for the fused GEMM (packed on first use).
+  void pack_whole(const Tensor& We) const {
+    std::call_once(whole_once_, [&] {
+      const int64_t Ce = we_shape_[0], C = we_shape_[1];
+      we_packed_.push_back(fgemm::Packed::pack(We.data<float>(), C, Ce, C, false));
+      if (!se_.empty()) we_packed_.back().scale_outputs(se_.data());
+    });
   }
 
   // Small images: the 1x1 product computed transposed, positions x channels (the expanded
