@@ -721,8 +721,8 @@ ortlite, one of onnxruntime, ...), so one's spinning worker threads never share 
 with the other's run. Median time per `run` over {report['settings']['reps']} repetitions
 of at least {report['settings']['rep_seconds']} s each (at least one call), after warm-up;
 same `intra_op_num_threads`, otherwise default session options (onnxruntime's workers
-spin by default; ortlite ignores `session.intra_op.allow_spinning` and always polls for
-1 ms before sleeping). `ort/lite` is onnxruntime's time over ortlite's: above 1, ortlite
+spin by default, ortlite's poll for 1 ms before sleeping; both honour
+`session.intra_op.allow_spinning`). `ort/lite` is onnxruntime's time over ortlite's: above 1, ortlite
 is faster. Worst rows first; failures and mismatches first of all.
 
 {md_table(head, lines)}
@@ -746,7 +746,7 @@ def parse_args(argv):
     p.add_argument("--threads", default="1,2", help="intra-op thread counts (default 1,2)")
     p.add_argument("--no-spin", action="store_true",
                    help="set session.intra_op.allow_spinning=0 for both runtimes "
-                        "(onnxruntime honours it; ortlite ignores it)")
+                        "(both runtimes honour it)")
     p.add_argument("--json", default=str(OUT_DIR / "bench_real.json"))
     p.add_argument("--write-docs", action="store_true",
                    help="write the table into docs/performance.md (a marked block)")
