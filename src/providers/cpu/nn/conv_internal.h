@@ -1,13 +1,15 @@
-// Pieces the convolution kernels share (conv.cc: Conv, FusedConv, FusedExpandDepthwise;
-// conv_im2col.cc: im2col; conv_depthwise.cc: the depthwise kernels; conv_winograd.cc: Winograd F(4x4, 3x3)).
-// Internal to src/providers/cpu/nn.
+// Pieces the convolution kernels share (conv.cc: Conv, FusedConv; conv_expand_depthwise.cc:
+// FusedExpandDepthwise; conv_im2col.cc: im2col; conv_depthwise.cc: the depthwise kernels;
+// conv_winograd.cc: Winograd F(4x4, 3x3)). Internal to src/providers/cpu/nn.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "compute/activation.h"
+#include "compute/fused_gemm.h"
 #include "providers/cpu/nn/nn_common.h"
 #include "compute/simd.h"
 #include "ortlite/thread_pool.h"
@@ -88,6 +90,19 @@ inline bool leading_offset(const SpatialGeometry& g, const std::vector<int64_t>&
   *off = o;
   return valid;
 }
+
+// ---- conv.cc ------------------------------------------------------------------------------
+
+// N images [C][in...] convolved through conv.cc's algorithms (float): weights w
+// [M][C / group][kernel...], the fused GEMM's packing per group where `fused` is given and
+// not empty, bias [M] or null, then act. FusedExpandDepthwise's two convolutions one after
+// the other.
+void conv_f32(const SpatialGeometry& g, const float* x, int64_t N, int64_t C, int64_t M,
+              int64_t group, const float* w, const std::vector<fgemm::Packed>* fused,
+              const float* bias, const ActSpec& act, float* y, ThreadPool* pool);
+
+// The FusedExpandDepthwise kernel (conv_expand_depthwise.cc), registered by conv.cc.
+std::unique_ptr<Kernel> make_expand_depthwise(const KernelInfo& info);
 
 // ---- depthwise (conv_depthwise.cc) -------------------------------------------------------
 
