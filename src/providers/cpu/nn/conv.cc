@@ -475,8 +475,10 @@ void conv_compute(const ConvArgs<T>& a, ThreadPool* pool) {
         fe.z = zg ? zg + p0 : nullptr;
         fe.ldz = P;
         fe.act = a.ep.act;
-        if (transposed && !rows_in_place && tp && tp->num_threads() == 2 && Kg >= 128 &&
-            Kg >= 2 * Mg && pc >= 32 && cvx::available()) {
+        if (transposed) {
+          // Few output positions: C^T = col^T W^T, so that the 32-wide tiles run along the
+          // output channels; col^T is the column block read column-wise (no copy).
+          //
           // Two threads, one deep product (Kg >= 2 Mg: a 3x3 convolution, an inverted
           // residual block's projection): each thread takes half of the input channels and
           // computes a partial C^T, and the pass back adds the two. The column block's copy
@@ -487,55 +489,34 @@ void conv_compute(const ConvArgs<T>& a, ThreadPool* pool) {
           // at about a third of the speed of its own (MobileNetV2's 384 -> 64 at 14 x 14 after
           // a depthwise kernel: 60 us at 2 threads as at 1; ResNet-18's 3x3 512 -> 512 at
           // 7 x 7: 1.65x faster at 2 threads than at 1, 1.75x split by channels).
-          thread_local std::vector<float> parts;
-          if (parts.size() < static_cast<size_t>(2 * pc * Mg))
-            parts.resize(static_cast<size_t>(2 * pc * Mg));
-          float* pd = parts.data();
-          const fgemm::Epilogue none;
-          tp->parallel_for(
-              2,
-              [&](int64_t s, int64_t e) {
-                for (int64_t h = s; h < e; ++h)
-                  fgemm::gemm_w_right_k(bmat, 1, ldb, pc, (*a.wt.fused)[gi], Kg * h / 2,
-                                        Kg * (h + 1) / 2, pd + h * pc * Mg, Mg, none, false,
-                                        nullptr);
-              },
-              1);
-          auto back = [&](int64_t mb0, int64_t mb1) {
-            const int64_t m_lo = mb0 * 16, m_hi = std::min(Mg, mb1 * 16);
-            for (int64_t m0 = m_lo; m0 < m_hi; m0 += 16) {
-              const int mn = static_cast<int>(std::min<int64_t>(16, Mg - m0));
-              for (int64_t q0 = 0; q0 < pc; q0 += 16)
-                cvx::transpose16_sum(pd + q0 * Mg + m0, pd + (pc + q0) * Mg + m0, Mg,
-                                     static_cast<int>(std::min<int64_t>(16, pc - q0)), mn,
-                                     yg + m0 * P + p0 + q0, P);
-              for (int64_t m = m0; m < m0 + mn; ++m)
-                epilogue(a.ep.act, yg + m * P + p0, pc, fe.bias_row ? fe.bias_row[m] : 0.f,
-                         zg ? zg + m * P + p0 : nullptr);
-            }
-          };
-          parallel_for(tp, (Mg + 15) / 16, 48.0 * static_cast<double>(pc), back);
-          return;
-        }
-        if (transposed) {
-          // Few output positions: C^T = col^T W^T, so that the 32-wide tiles run along the
-          // output channels; col^T is the column block read column-wise (no copy).
+          const bool halves = !rows_in_place && tp && tp->num_threads() == 2 && Kg >= 128 &&
+                              Kg >= 2 * Mg && pc >= 32 && cvx::available();
           thread_local std::vector<float> ct;
-          if (ct.size() < static_cast<size_t>(pc * Mg)) ct.resize(static_cast<size_t>(pc * Mg));
-          fgemm::Epilogue te;
-          te.bias_col = fe.bias_row;
-          if (!zg) te.act = fe.act;
+          const size_t ct_size = static_cast<size_t>((halves ? 2 : 1) * pc * Mg);
+          if (ct.size() < ct_size) ct.resize(ct_size);
+          fgemm::Epilogue te;  // in the product, except with halves: then in the pass back
+          if (!halves) {
+            te.bias_col = fe.bias_row;
+            if (!zg) te.act = fe.act;
+          }
           // Back to channel-major, 16 positions at a time (the 16 rows of ct stay in L1):
           // channels [m_lo, m_hi).
           const float* ctd = ct.data();
+          const float* ct2 = halves ? ctd + pc * Mg : nullptr;  // the second half's C^T
           auto back = [&](int64_t m_lo, int64_t m_hi) {
             for (int64_t q0 = 0; q0 < pc; q0 += 16) {
               const int64_t qn = std::min<int64_t>(16, pc - q0);
               if (cvx::available()) {
-                for (int64_t m0 = m_lo; m0 < m_hi; m0 += 16)
-                  cvx::transpose16(ctd + q0 * Mg + m0, Mg, static_cast<int>(qn),
-                                   static_cast<int>(std::min<int64_t>(16, m_hi - m0)),
-                                   yg + m0 * P + p0 + q0, P);
+                for (int64_t m0 = m_lo; m0 < m_hi; m0 += 16) {
+                  const int cn = static_cast<int>(std::min<int64_t>(16, m_hi - m0));
+                  float* yb = yg + m0 * P + p0 + q0;
+                  if (ct2) {
+                    cvx::transpose16_sum(ctd + q0 * Mg + m0, ct2 + q0 * Mg + m0, Mg,
+                                         static_cast<int>(qn), cn, yb, P);
+                  } else {
+                    cvx::transpose16(ctd + q0 * Mg + m0, Mg, static_cast<int>(qn), cn, yb, P);
+                  }
+                }
                 continue;
               }
               for (int64_t m = m_lo; m < m_hi; ++m) {
@@ -544,10 +525,26 @@ void conv_compute(const ConvArgs<T>& a, ThreadPool* pool) {
                 for (int64_t q = 0; q < qn; ++q) yr[q] = src[q * Mg];
               }
             }
-            if (zg)
+            if (ct2 || zg)
               for (int64_t m = m_lo; m < m_hi; ++m)
-                epilogue(a.ep.act, yg + m * P + p0, pc, 0.f, zg + m * P + p0);
+                epilogue(a.ep.act, yg + m * P + p0, pc, ct2 && fe.bias_row ? fe.bias_row[m] : 0.f,
+                         zg ? zg + m * P + p0 : nullptr);
           };
+          if (halves) {
+            float* c = ct.data();
+            tp->parallel_for(
+                2,
+                [&](int64_t s, int64_t e) {
+                  for (int64_t h = s; h < e; ++h)
+                    fgemm::gemm_w_right_k(bmat, 1, ldb, pc, (*a.wt.fused)[gi], Kg * h / 2,
+                                          Kg * (h + 1) / 2, c + h * pc * Mg, Mg, te, false,
+                                          nullptr);
+                },
+                1);
+            parallel_for(tp, (Mg + 15) / 16, 48.0 * static_cast<double>(pc),
+                         [&](int64_t b0, int64_t b1) { back(b0 * 16, std::min(Mg, b1 * 16)); });
+            return;
+          }
           // Each run of columns (channels) is copied back by the thread that computed it, as
           // soon as it is done: one parallel region, and ct read from the core that wrote it.
           const std::function<void(int64_t, int64_t)> done = back;
