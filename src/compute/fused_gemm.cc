@@ -16,8 +16,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <string>
+#include <mutex>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "ortlite/buffer.h"
@@ -28,22 +29,34 @@ namespace fgemm {
 
 namespace {
 
-// 0: no fused GEMM, 1: AVX2 + FMA, 2: AVX-512F; ORTLITE_GEMM_ISA caps it.
+// 0: no fused GEMM, 1: AVX2 + FMA, 2: AVX-512F, 3: AVX-512F and AMX-BF16 tiles;
+// ORTLITE_GEMM_ISA caps it (the tile state is asked for only where they would be used).
 int isa_level() {
   static const int level = [] {
-    int l = cpu_has_avx512() ? 2 : cpu_has_avx2_fma() ? 1 : 0;
+    int cap = 3;
     if (const char* env = std::getenv("ORTLITE_GEMM_ISA")) {
       const std::string s(env);
-      if (s == "sse2" || s == "generic") l = 0;
-      if (s == "avx2") l = std::min(l, 1);
+      if (s == "sse2" || s == "generic") cap = 0;
+      if (s == "avx2") cap = 1;
+      if (s == "avx512") cap = 2;
     }
-    return l;
+    int l = cpu_has_avx512() ? 2 : cpu_has_avx2_fma() ? 1 : 0;
+    if (l == 2 && cap == 3 && amx::available_on_cpu()) l = 3;
+    return std::min(l, cap);
   }();
   return level;
 }
 
+// Whether a product runs on the AMX tiles: smaller ones stay on the FMA kernel, where the
+// split of A, the tile configuration and half-empty tiles cost more than the tiles save.
+bool amx_size(int64_t M, int64_t N, int64_t K, ThreadPool* pool) {
+  const int threads = pool ? pool->num_threads() : 1;
+  return M >= 64 && N >= 128 && K >= 128 &&
+         static_cast<double>(M) * N * K >= 6e6 * static_cast<double>(threads);
+}
+
 void tile(const TileArgs& t) {
-  if (isa_level() == 2) {
+  if (isa_level() >= 2) {
     tile_avx512(t);
   } else {
     tile_avx2(t);
@@ -271,7 +284,20 @@ bool available() {
 }
 
 bool uses_avx512() {
-  return isa_level() == 2;
+  return isa_level() >= 2;
+}
+
+struct Packed::Lazy {
+  std::once_flag once;
+  amx::Parts parts;
+  bool made = false;
+};
+
+const amx::Parts* Packed::amx_parts() const {
+  if (isa_level() < 3 || !lazy_) return nullptr;
+  std::call_once(lazy_->once,
+                 [&] { lazy_->made = amx::make_parts(data_.get(), n_, k_, &lazy_->parts); });
+  return lazy_->made ? &lazy_->parts : nullptr;
 }
 
 void Packed::Free::operator()(float* p) const {
@@ -293,6 +319,7 @@ Packed Packed::zeros(int64_t n, int64_t K) {
       static_cast<float*>(::operator new (bytes, std::align_val_t{al})), Free{al});
   if (huge) advise_huge_pages(p.data_.get(), bytes);
   std::fill(p.data_.get(), p.data_.get() + size, 0.f);
+  p.lazy_ = std::make_shared<Lazy>();
   return p;
 }
 
@@ -334,6 +361,10 @@ void gemm_w_right(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const P
                   int64_t ldc, const Epilogue& ep, ThreadPool* pool,
                   const std::function<void(int64_t, int64_t)>& cols_done) {
   const int64_t N = W.outputs(), K = W.depth();
+  if (a_ks == 1 && !cols_done && isa_level() == 3 && amx_size(M, N, K, pool)) {
+    const amx::Parts* parts = W.amx_parts();
+    if (parts && amx::gemm_w_right(a, a_rs, M, *parts, C, ldc, ep, pool)) return;
+  }
   Problem p{M,        N,       K,    row_blocks(M, std::max<int64_t>(M, 1)),
             a,        false,   a_rs, a_ks,
             W.data(), K * kNR, kNR,  C,

@@ -73,6 +73,24 @@ bool available();
 // Whether it runs on the AVX-512 micro-kernel (false: AVX2, or not at all).
 bool uses_avx512();
 
+namespace amx {
+// W's bfloat16 parts for the AMX products (fused_gemm_amx.cc): x = x0 + x1 + x2 exactly, in
+// the layout of the tiles' B operand.
+struct Parts {
+  struct Free {
+    void operator()(uint16_t* p) const;
+  };
+  std::unique_ptr<uint16_t[], Free> data;
+  int64_t n = 0, k = 0, kp = 0;  // outputs, depth, depth padded to a multiple of 32
+};
+// Whether this CPU and OS run AMX-BF16 tiles (checked and the tile state asked for once).
+bool available_on_cpu();
+// Parts of the packed panels (Packed's layout, n outputs of depth K); false (nothing made)
+// when W holds a value the tiles do not carry as a float product would (NaN, infinity,
+// |x| >= 2^127, subnormals).
+bool make_parts(const float* panels, int64_t n, int64_t K, Parts* out);
+}  // namespace amx
+
 // Weights packed for the micro-kernel, immutable once made (shared by concurrent runs):
 // panels of 32 output features (rows of a conv's W, columns of a MatMul's B), [panel][k][32],
 // zero-padded. The same layout serves as the broadcast operand (A, row blocks of <= 12
@@ -94,8 +112,12 @@ class Packed {
   }
   // Multiplies output feature j by s[j] (while it is built).
   void scale_outputs(const float* s);
+  // The AMX parts of W, made on the first call (thread-safe; the weights must be final by
+  // then); null when AMX-BF16 is not in use or W has a value the parts cannot carry.
+  const amx::Parts* amx_parts() const;
 
  private:
+  struct Lazy;
   struct Free {
     Free() noexcept : align(64) {}
     explicit Free(size_t a) noexcept : align(a) {}
@@ -104,6 +126,7 @@ class Packed {
   };
   int64_t n_ = 0, k_ = 0;
   std::unique_ptr<float[], Free> data_;
+  std::shared_ptr<Lazy> lazy_;
 };
 
 struct Epilogue {
@@ -114,6 +137,13 @@ struct Epilogue {
   int64_t ldz = 0;
   ActSpec act;
 };
+
+namespace amx {
+// C[M x N] = epilogue(A W^T) on AMX tiles, A row-major (row stride lda); false, with C
+// untouched, when A holds a value the parts do not carry.
+bool gemm_w_right(const float* a, int64_t lda, int64_t M, const Parts& W, float* C, int64_t ldc,
+                  const Epilogue& ep, ThreadPool* pool);
+}  // namespace amx
 
 // C[M x N] = epilogue(alpha * W X), W packed (M outputs x K), X row-major (K x N, row stride
 // ldx): a convolution as GEMM (rows of C are output channels).

@@ -12,6 +12,13 @@ pd = pytest.importorskip("pandas")
 from dist_helpers import block_fn, inputs, loads_here, partition_fn, run_block, session  # noqa: E402
 
 
+def same_rows(got, expected):
+    """Blocks of 32 rows against one run of all 256: on a CPU with AMX-BF16 the 256-row
+    products run on the tiles and the 32-row ones on the FMA kernel, which round differently
+    (docs/compatibility.md), so the rows agree to float32 rounding, not to the bit."""
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
 @pytest.fixture(scope="module")
 def client():
     cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
@@ -36,7 +43,7 @@ def test_map_blocks(client, sess, data):
     x = da.from_array(data, chunks=(32, 64))
     y = x.map_blocks(block_fn, sess=sess, dtype=np.float32, chunks=(32, 10))
     got = y.compute()
-    np.testing.assert_array_equal(got, run_block(sess, data))
+    same_rows(got, run_block(sess, data))
     loads = client.run(loads_here)
     assert len(loads) == 2 and all(n <= 1 for _, n in loads.values()), loads
     assert sum(n for _, n in loads.values()) >= 1  # the session really travelled
@@ -47,7 +54,7 @@ def test_map_partitions(client, sess, data):
     ddf = dd.from_pandas(df, npartitions=4)
     meta = pd.DataFrame({f"y{i}": pd.Series(dtype=np.float32) for i in range(10)})
     got = ddf.map_partitions(partition_fn, sess, meta=meta).compute()
-    np.testing.assert_array_equal(got.to_numpy(), run_block(sess, data))
+    same_rows(got.to_numpy(), run_block(sess, data))
     assert list(got.index) == list(df.index)
 
 
@@ -56,4 +63,4 @@ def test_scattered_session_and_futures(client, sess, data):
     blocks = np.split(data, 8)
     futs = client.map(block_fn, blocks, sess=remote)
     got = np.concatenate(client.gather(futs))
-    np.testing.assert_array_equal(got, run_block(sess, data))
+    same_rows(got, run_block(sess, data))

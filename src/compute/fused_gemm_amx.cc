@@ -1,0 +1,416 @@
+// Float products of the fused GEMM on AMX tiles, to float32 accuracy (fused_gemm.h, amx).
+//
+// Each float x splits exactly into three bfloat16 values, x = x0 + x1 + x2: x0 is x rounded
+// to bfloat16, x1 what is left rounded again, x2 the rest (8 significant bits each, the 24
+// of the float). |x1| <= 2^-9 |x| and |x2| <= 2^-17 |x|, so of the nine part products of a
+// b the three with i + j >= 3 are below 2^-25 |a b| together, under a float's own rounding
+// step, and a . b is taken as the sum of the other six. tdpbf16ps multiplies bfloat16 pairs
+// exactly and adds them into float32 accumulators; the six products run as six passes over
+// K into the same 16 x 16 accumulators, smallest first (a2 b0, a1 b1, a0 b2, a1 b0, a0 b1,
+// a0 b0). A float FMA does one multiply-add per lane and cycle; a tile instruction does
+// 16 x 16 x 32 of them in 16 cycles, so even six of them leave the tiles well ahead.
+//
+// Layouts (uint16 bfloat16 bits):
+//   W (N outputs x K), made once per Packed on its first large product: [panel of 16
+//   outputs][part][K / 2 pairs][16 outputs][2], K padded with zeros to a multiple of 32:
+//   a B tile per 32 k and part.
+//   A (M rows x K), split per call: [16-row tile][part][K / 32][16 rows][32], rows and K
+//   padded with zeros: an A tile per 32 k and part.
+// A unit of work is up to 128 rows x 256 columns of C, computed over K in blocks of 256 (the
+// block's A parts, 192 KiB, stay in L2 while the unit's columns pass by) into a float
+// scratch tile row by tile row, pairs of row tiles x pairs of column tiles (four
+// accumulators, two A and two B tiles: the eight tiles). The epilogue (alpha, biases, Z,
+// the activation) then runs from the scratch into C.
+//
+// Values the tiles would not take as a float product does (NaN, infinity, |x| >= 2^127,
+// whose rounding could overflow, and subnormals, which tdpbf16ps reads as zero) make the
+// product go back to the FMA kernel: W is checked when its parts are made, A while it is
+// split.
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <new>
+
+#include "compute/fused_gemm.h"
+
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__) && \
+    (__GNUC__ >= 11 || defined(__clang__))
+#define ORTLITE_HAVE_AMX_BF16 1
+// GCC 12's masked-load intrinsics trip -Wmaybe-uninitialized on their own passthrough value.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <cpuid.h>
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+namespace ortlite {
+namespace nn {
+namespace fgemm {
+
+#if ORTLITE_HAVE_AMX_BF16
+#pragma GCC push_options
+#pragma GCC target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx2,fma")
+
+namespace {
+
+constexpr int64_t kUnitRowTiles = 8;   // 128 rows
+constexpr int64_t kUnitColTiles = 16;  // 256 columns
+constexpr int64_t kKBlock = 4;         // k steps of 32 per K block (128)
+constexpr int kPartA[6] = {2, 1, 0, 1, 0, 0};
+constexpr int kPartB[6] = {0, 1, 2, 0, 1, 0};
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// A float's bits whose value the split and the tiles do not carry as a float product would.
+inline bool unsafe_bits(uint32_t u) {
+  const uint32_t e = (u >> 23) & 0xFF;
+  return e >= 0xFE || (e == 0 && (u & 0x7FFFFF) != 0);
+}
+
+// Bits of x rounded to bfloat16 (to nearest even), in the top half of a float.
+inline uint32_t round_bf16(uint32_t u) {
+  return (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000u;
+}
+
+inline void split_scalar(float x, uint16_t out[3]) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  float rest = x;
+  for (int s = 0; s < 3; ++s) {
+    const uint32_t h = round_bf16(u);
+    out[s] = static_cast<uint16_t>(h >> 16);
+    float hf;
+    std::memcpy(&hf, &h, 4);
+    rest -= hf;
+    std::memcpy(&u, &rest, 4);
+  }
+}
+
+// The three parts of 16 floats (masked lanes are zero), as 16-bit lanes.
+inline void split16(__m512 x, __m256i out[3]) {
+  const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7FFF);
+  const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  __m512 rest = x;
+  for (int s = 0; s < 3; ++s) {
+    const __m512i u = _mm512_castps_si512(rest);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
+    const __m512i h = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(u, bias), lsb), hi_mask);
+    out[s] = _mm512_cvtepi32_epi16(_mm512_srli_epi32(h, 16));
+    rest = _mm512_sub_ps(rest, _mm512_castsi512_ps(h));
+  }
+}
+
+// Lanes of x the tiles do not take (see unsafe_bits).
+inline __mmask16 unsafe16(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i e = _mm512_and_si512(_mm512_srli_epi32(u, 23), _mm512_set1_epi32(0xFF));
+  const __mmask16 big = _mm512_cmpge_epi32_mask(e, _mm512_set1_epi32(0xFE));
+  const __mmask16 sub = _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()) &
+                        _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x7FFFFF));
+  return big | sub;
+}
+
+// Splits rows [t0 * 16, t1 * 16) of A (row r at a + r * lda, K floats; rows >= M zero) into
+// the tiles' layout; false when a value is unsafe.
+bool split_rows(const float* a, int64_t lda, int64_t M, int64_t K, int64_t kp, int64_t t0,
+                int64_t t1, uint16_t* out) {
+  const int64_t ks = kp / 32;
+  __mmask16 bad = 0;
+  for (int64_t t = t0; t < t1; ++t) {
+    uint16_t* tile = out + t * 3 * 16 * kp;
+    for (int64_t r = 0; r < 16; ++r) {
+      const int64_t m = t * 16 + r;
+      for (int64_t s = 0; s < ks; ++s) {
+        __m256i parts[2][3];
+        for (int h = 0; h < 2; ++h) {
+          const int64_t k = s * 32 + h * 16;
+          __m512 x = _mm512_setzero_ps();
+          if (m < M && k < K) {
+            const int64_t left = K - k;
+            const __mmask16 mk = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+            x = _mm512_maskz_loadu_ps(mk, a + m * lda + k);
+          }
+          bad |= unsafe16(x);
+          split16(x, parts[h]);
+        }
+        for (int p = 0; p < 3; ++p) {
+          uint16_t* d = tile + p * 16 * kp + s * 512 + r * 32;
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), parts[0][p]);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 16), parts[1][p]);
+        }
+      }
+    }
+  }
+  return bad == 0;
+}
+
+// Accumulator tiles 0 (rows 0-15, cols 0-15), 1 (rows 0-15, cols 16-31), 2, 3 (rows 16-31)
+// over k steps [k0, k1) of the six part products. a: the first row tile's parts; b: the first
+// column tile's parts.
+template <bool kTwoM, bool kTwoN>
+void products(const uint16_t* a, const uint16_t* b, int64_t kp, int64_t k0, int64_t k1) {
+  const int64_t part = 16 * kp, tile_step = 3 * 16 * kp;
+  for (int t = 0; t < 6; ++t) {
+    const uint16_t* a0 = a + kPartA[t] * part;
+    const uint16_t* a1 = a0 + tile_step;
+    const uint16_t* b0 = b + kPartB[t] * part;
+    const uint16_t* b1 = b0 + tile_step;
+    for (int64_t k = k0; k < k1; ++k) {
+      _tile_loadd(4, a0 + k * 512, 64);
+      _tile_loadd(6, b0 + k * 512, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      if (kTwoN) {
+        _tile_loadd(7, b1 + k * 512, 64);
+        _tile_dpbf16ps(1, 4, 7);
+      }
+      if (kTwoM) {
+        _tile_loadd(5, a1 + k * 512, 64);
+        _tile_dpbf16ps(2, 5, 6);
+        if (kTwoN) _tile_dpbf16ps(3, 5, 7);
+      }
+    }
+  }
+}
+
+// Scratch tiles at c (row stride ldc floats) for a block: zeroed or loaded, the products,
+// stored back.
+template <bool kTwoM, bool kTwoN>
+void block(const uint16_t* a, const uint16_t* b, int64_t kp, int64_t k0, int64_t k1, float* c,
+           int64_t ldc, bool load) {
+  const int64_t stride = ldc * 4;
+  if (load) {
+    _tile_loadd(0, c, stride);
+    if (kTwoN) _tile_loadd(1, c + 16, stride);
+    if (kTwoM) _tile_loadd(2, c + 16 * ldc, stride);
+    if (kTwoM && kTwoN) _tile_loadd(3, c + 16 * ldc + 16, stride);
+  } else {
+    _tile_zero(0);
+    if (kTwoN) _tile_zero(1);
+    if (kTwoM) _tile_zero(2);
+    if (kTwoM && kTwoN) _tile_zero(3);
+  }
+  products<kTwoM, kTwoN>(a, b, kp, k0, k1);
+  _tile_stored(0, c, stride);
+  if (kTwoN) _tile_stored(1, c + 16, stride);
+  if (kTwoM) _tile_stored(2, c + 16 * ldc, stride);
+  if (kTwoM && kTwoN) _tile_stored(3, c + 16 * ldc + 16, stride);
+}
+
+// C rows [m0, m1), columns [n0, n1) = epilogue(scratch), scratch row stride lds.
+void epilogue(const float* s, int64_t lds, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* C,
+              int64_t ldc, const Epilogue& ep) {
+  const bool relu_clip = ep.act.kind == ActKind::kRelu || ep.act.kind == ActKind::kClip;
+  const bool leaky = ep.act.kind == ActKind::kLeakyRelu;
+  const float lo = ep.act.kind == ActKind::kRelu ? 0.f : ep.act.p0;
+  const float hi = ep.act.kind == ActKind::kClip ? ep.act.p1 : __builtin_inff();
+  const __m512 alpha = _mm512_set1_ps(ep.alpha), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi),
+               zero = _mm512_setzero_ps();
+  for (int64_t m = m0; m < m1; ++m) {
+    const float* sr = s + (m - m0) * lds;
+    float* cr = C + m * ldc;
+    for (int64_t n = n0; n < n1; n += 16) {
+      const int64_t left = n1 - n;
+      const __mmask16 mk = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+      __m512 v = _mm512_maskz_loadu_ps(mk, sr + (n - n0));
+      if (ep.alpha != 1.f) v = _mm512_mul_ps(v, alpha);
+      if (ep.bias_row) v = _mm512_add_ps(v, _mm512_set1_ps(ep.bias_row[m]));
+      if (ep.bias_col) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, ep.bias_col + n));
+      if (ep.z) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, ep.z + m * ep.ldz + n));
+      if (relu_clip) {
+        // x < lo ? lo : x, then > hi ? hi : x; NaN compares false and stays.
+        v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, vlo, _CMP_LT_OQ), v, vlo);
+        v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, vhi, _CMP_GT_OQ), v, vhi);
+      } else if (leaky) {
+        v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, zero, _CMP_GE_OQ), _mm512_mul_ps(v, vlo), v);
+      }
+      _mm512_mask_storeu_ps(cr + n, mk, v);
+    }
+    if (!relu_clip && !leaky && ep.act.kind != ActKind::kNone) apply_act(ep.act, cr + n0, n1 - n0);
+  }
+}
+
+struct ScratchFree {
+  void operator()(void* p) const { ::operator delete (p, std::align_val_t{64}); }
+};
+
+// A thread's reusable buffer of at least `bytes`.
+void* thread_buffer(int which, size_t bytes) {
+  struct Buf {
+    std::unique_ptr<void, ScratchFree> p;
+    size_t size = 0;
+  };
+  thread_local Buf bufs[2];
+  Buf& b = bufs[which];
+  if (b.size < bytes) {
+    b.p.reset(::operator new (bytes, std::align_val_t{64}));
+    b.size = bytes;
+  }
+  return b.p.get();
+}
+
+bool cpu_amx_bf16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & (1u << 27))) return false;  // OSXSAVE
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  const bool tile = edx & (1u << 24), bf16 = edx & (1u << 22);
+  const bool avx512 = (ebx & (1u << 16)) && (ebx & (1u << 30)) && (ebx & (1u << 31));
+  if (!tile || !bf16 || !avx512) return false;
+  unsigned lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  if ((lo & (3u << 17)) != (3u << 17)) return false;  // XTILECFG, XTILEDATA enabled
+  // Linux hands out the tile data state only on request (ARCH_REQ_XCOMP_PERM for
+  // XFEATURE_XTILEDATA); without it the first tile instruction faults.
+  constexpr long kReqXcompPerm = 0x1023, kXtileData = 18;
+  return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
+}
+
+}  // namespace
+
+namespace amx {
+
+bool available_on_cpu() {
+  static const bool ok = cpu_amx_bf16();
+  return ok;
+}
+
+bool make_parts(const float* panels, int64_t n, int64_t K, Parts* out) {
+  const int64_t kp = (K + 31) / 32 * 32, nt = (n + 15) / 16;
+  const size_t count = static_cast<size_t>(nt * 3 * 16 * kp);
+  std::unique_ptr<uint16_t[], Parts::Free> d(
+      static_cast<uint16_t*>(::operator new (count * 2, std::align_val_t{64})));
+  std::memset(d.get(), 0, count * 2);
+  for (int64_t j = 0; j < n; ++j) {
+    const float* src = panels + (j / kNR) * K * kNR + j % kNR;
+    uint16_t* tile = d.get() + (j / 16) * 3 * 16 * kp;
+    for (int64_t k = 0; k < K; ++k) {
+      const float x = src[k * kNR];
+      uint32_t u;
+      std::memcpy(&u, &x, 4);
+      if (unsafe_bits(u)) return false;
+      uint16_t parts[3];
+      split_scalar(x, parts);
+      for (int s = 0; s < 3; ++s)
+        tile[s * 16 * kp + (k / 2) * 32 + (j % 16) * 2 + (k & 1)] = parts[s];
+    }
+  }
+  out->data = std::move(d);
+  out->n = n;
+  out->k = K;
+  out->kp = kp;
+  return true;
+}
+
+void Parts::Free::operator()(uint16_t* p) const {
+  ::operator delete (p, std::align_val_t{64});
+}
+
+bool gemm_w_right(const float* a, int64_t lda, int64_t M, const Parts& W, float* C, int64_t ldc,
+                  const Epilogue& ep, ThreadPool* pool) {
+  const int64_t N = W.n, K = W.k, kp = W.kp, ks = kp / 32;
+  const int64_t mt = (M + 15) / 16, nt = (N + 15) / 16;
+  const int threads = pool ? pool->num_threads() : 1;
+  uint16_t* ap =
+      static_cast<uint16_t*>(thread_buffer(0, static_cast<size_t>(mt * 3 * 16 * kp) * 2));
+  // Split A, row tiles shared out over the threads.
+  std::atomic<bool> ok{true};
+  auto split = [&](int64_t t0, int64_t t1) {
+    if (!split_rows(a, lda, M, K, kp, t0, t1, ap)) ok.store(false, std::memory_order_relaxed);
+  };
+  if (threads > 1 && mt > 1 && M * K >= 16384)
+    pool->parallel_for(mt, split);
+  else
+    split(0, mt);
+  if (!ok.load()) return false;
+
+  // Units: up to 8 row tiles x up to 16 column tiles, narrower when there are too few
+  // units for the threads.
+  const int64_t mu = (mt + kUnitRowTiles - 1) / kUnitRowTiles;
+  int64_t cu_tiles = kUnitColTiles;
+  while (cu_tiles > 2 && mu * ((nt + cu_tiles - 1) / cu_tiles) < 2 * threads) cu_tiles /= 2;
+  const int64_t nu = (nt + cu_tiles - 1) / cu_tiles;
+  const uint16_t* bp = W.data.get();
+  auto unit = [&](int64_t u0, int64_t u1) {
+    float* scratch = static_cast<float*>(
+        thread_buffer(1, static_cast<size_t>(kUnitRowTiles * 16 * cu_tiles * 16) * 4));
+    TileConfig cfg;
+    for (int t = 0; t < 8; ++t) {
+      cfg.rows[t] = 16;
+      cfg.colsb[t] = 64;
+    }
+    _tile_loadconfig(&cfg);
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t r0 = (u / nu) * kUnitRowTiles, r1 = std::min(mt, r0 + kUnitRowTiles);
+      const int64_t c0 = (u % nu) * cu_tiles, c1 = std::min(nt, c0 + cu_tiles);
+      const int64_t lds = (c1 - c0) * 16;
+      for (int64_t k0 = 0; k0 < ks; k0 += kKBlock) {
+        const int64_t k1 = std::min(ks, k0 + kKBlock);
+        for (int64_t c = c0; c < c1; c += 2) {
+          const bool two_n = c + 1 < c1;
+          const uint16_t* b = bp + c * 3 * 16 * kp;
+          for (int64_t r = r0; r < r1; r += 2) {
+            const bool two_m = r + 1 < r1;
+            const uint16_t* at = ap + r * 3 * 16 * kp;
+            float* s = scratch + (r - r0) * 16 * lds + (c - c0) * 16;
+            const bool load = k0 > 0;
+            if (two_m && two_n)
+              block<true, true>(at, b, kp, k0, k1, s, lds, load);
+            else if (two_m)
+              block<true, false>(at, b, kp, k0, k1, s, lds, load);
+            else if (two_n)
+              block<false, true>(at, b, kp, k0, k1, s, lds, load);
+            else
+              block<false, false>(at, b, kp, k0, k1, s, lds, load);
+          }
+        }
+      }
+      epilogue(scratch, lds, r0 * 16, std::min(M, r1 * 16), c0 * 16, std::min(N, c1 * 16), C, ldc,
+               ep);
+    }
+    _tile_release();
+  };
+  if (threads > 1 && mu * nu > 1)
+    pool->parallel_for(mu * nu, unit, 1);
+  else
+    unit(0, mu * nu);
+  return true;
+}
+
+}  // namespace amx
+
+#pragma GCC pop_options
+#pragma GCC diagnostic pop
+
+#else
+
+namespace amx {
+bool available_on_cpu() {
+  return false;
+}
+bool make_parts(const float*, int64_t, int64_t, Parts*) {
+  return false;
+}
+void Parts::Free::operator()(uint16_t* p) const {
+  ::operator delete (p, std::align_val_t{64});
+}
+bool gemm_w_right(const float*, int64_t, int64_t, const Parts&, float*, int64_t, const Epilogue&,
+                  ThreadPool*) {
+  return false;
+}
+}  // namespace amx
+
+#endif
+
+}  // namespace fgemm
+}  // namespace nn
+}  // namespace ortlite
