@@ -54,15 +54,13 @@ namespace fgemm {
 
 #if ORTLITE_HAVE_AMX_BF16
 #pragma GCC push_options
-#pragma GCC target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx2,fma")
+#pragma GCC target("amx-tile,amx-bf16,avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx2,fma")
 
 namespace {
 
 constexpr int64_t kUnitRowTiles = 8;   // 128 rows
 constexpr int64_t kUnitColTiles = 16;  // 256 columns
 constexpr int64_t kKBlock = 4;         // k steps of 32 per K block (128)
-constexpr int kPartA[6] = {2, 1, 0, 1, 0, 0};
-constexpr int kPartB[6] = {0, 1, 2, 0, 1, 0};
 
 struct alignas(64) TileConfig {
   uint8_t palette = 1;
@@ -97,62 +95,61 @@ inline void split_scalar(float x, uint16_t out[3]) {
   }
 }
 
-// The three parts of 16 floats (masked lanes are zero), as 16-bit lanes.
+// The three parts of 16 floats, as bfloat16 lanes (vcvtneps2bf16 rounds to nearest even;
+// what it flushes as subnormal stays in the next remainder).
 inline void split16(__m512 x, __m256i out[3]) {
-  const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7FFF);
-  const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
   __m512 rest = x;
   for (int s = 0; s < 3; ++s) {
-    const __m512i u = _mm512_castps_si512(rest);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
-    const __m512i h = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(u, bias), lsb), hi_mask);
-    out[s] = _mm512_cvtepi32_epi16(_mm512_srli_epi32(h, 16));
-    rest = _mm512_sub_ps(rest, _mm512_castsi512_ps(h));
+    const __m256bh h = _mm512_cvtneps_pbh(rest);
+    out[s] = reinterpret_cast<const __m256i&>(h);
+    if (s < 2) rest = _mm512_sub_ps(rest, _mm512_cvtpbh_ps(h));
   }
 }
 
-// Lanes of x the tiles do not take (see unsafe_bits).
-inline __mmask16 unsafe16(__m512 x) {
-  const __m512i u = _mm512_castps_si512(x);
-  const __m512i e = _mm512_and_si512(_mm512_srli_epi32(u, 23), _mm512_set1_epi32(0xFF));
-  const __mmask16 big = _mm512_cmpge_epi32_mask(e, _mm512_set1_epi32(0xFE));
-  const __mmask16 sub = _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()) &
-                        _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x7FFFFF));
-  return big | sub;
+// Lanes of x the tiles do not take (see unsafe_bits): NaN, infinities, subnormals; and the
+// running maximum of |x|, checked against 2^127 at the end.
+inline __mmask16 unsafe16(__m512 x, __m512& amax) {
+  amax = _mm512_max_ps(amax, _mm512_abs_ps(x));
+  return _mm512_fpclass_ps_mask(x, 0x01 | 0x08 | 0x10 | 0x20 | 0x80);
 }
 
 // Splits rows [t0 * 16, t1 * 16) of A (row r at a + r * lda, K floats; rows >= M zero) into
-// the tiles' layout; false when a value is unsafe.
+// the tiles' layout, one 32-wide k step of a tile at a time (each part's 1 KiB written in
+// order); false when a value is unsafe.
 bool split_rows(const float* a, int64_t lda, int64_t M, int64_t K, int64_t kp, int64_t t0,
                 int64_t t1, uint16_t* out) {
   const int64_t ks = kp / 32;
   __mmask16 bad = 0;
+  __m512 amax = _mm512_setzero_ps();
   for (int64_t t = t0; t < t1; ++t) {
     uint16_t* tile = out + t * 3 * 16 * kp;
-    for (int64_t r = 0; r < 16; ++r) {
-      const int64_t m = t * 16 + r;
-      for (int64_t s = 0; s < ks; ++s) {
-        __m256i parts[2][3];
-        for (int h = 0; h < 2; ++h) {
-          const int64_t k = s * 32 + h * 16;
-          __m512 x = _mm512_setzero_ps();
-          if (m < M && k < K) {
-            const int64_t left = K - k;
-            const __mmask16 mk = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-            x = _mm512_maskz_loadu_ps(mk, a + m * lda + k);
-          }
-          bad |= unsafe16(x);
-          split16(x, parts[h]);
+    const int64_t rows = std::min<int64_t>(16, M - t * 16);
+    for (int64_t s = 0; s < ks; ++s) {
+      const int64_t k = s * 32, left = K - k;
+      const __mmask16 m0 = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+      const __mmask16 m1 = left >= 32  ? __mmask16(0xFFFF)
+                           : left > 16 ? __mmask16((1u << (left - 16)) - 1)
+                                       : __mmask16(0);
+      for (int64_t r = 0; r < 16; ++r) {
+        __m512 x0 = _mm512_setzero_ps(), x1 = _mm512_setzero_ps();
+        if (r < rows) {
+          const float* src = a + (t * 16 + r) * lda + k;
+          x0 = _mm512_maskz_loadu_ps(m0, src);
+          x1 = _mm512_maskz_loadu_ps(m1, src + 16);
         }
+        bad |= unsafe16(x0, amax) | unsafe16(x1, amax);
+        __m256i p0[3], p1[3];
+        split16(x0, p0);
+        split16(x1, p1);
         for (int p = 0; p < 3; ++p) {
           uint16_t* d = tile + p * 16 * kp + s * 512 + r * 32;
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), parts[0][p]);
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 16), parts[1][p]);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), p0[p]);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 16), p1[p]);
         }
       }
     }
   }
-  return bad == 0;
+  return bad == 0 && _mm512_reduce_max_ps(amax) < 0x1p127f;
 }
 
 // Accumulator tiles 0 (rows 0-15, cols 0-15), 1 (rows 0-15, cols 16-31), 2, 3 (rows 16-31)
@@ -161,23 +158,26 @@ bool split_rows(const float* a, int64_t lda, int64_t M, int64_t K, int64_t kp, i
 template <bool kTwoM, bool kTwoN>
 void products(const uint16_t* a, const uint16_t* b, int64_t kp, int64_t k0, int64_t k1) {
   const int64_t part = 16 * kp, tile_step = 3 * 16 * kp;
-  for (int t = 0; t < 6; ++t) {
-    const uint16_t* a0 = a + kPartA[t] * part;
+  // A part pa meets B parts 2 - pa .. 0 while its tiles are loaded: six A tile loads (from
+  // L2) per 24 tile products instead of twelve; the B tiles come from L1.
+  for (int pa = 2; pa >= 0; --pa) {
+    const uint16_t* a0 = a + pa * part;
     const uint16_t* a1 = a0 + tile_step;
-    const uint16_t* b0 = b + kPartB[t] * part;
-    const uint16_t* b1 = b0 + tile_step;
     for (int64_t k = k0; k < k1; ++k) {
       _tile_loadd(4, a0 + k * 512, 64);
-      _tile_loadd(6, b0 + k * 512, 64);
-      _tile_dpbf16ps(0, 4, 6);
-      if (kTwoN) {
-        _tile_loadd(7, b1 + k * 512, 64);
-        _tile_dpbf16ps(1, 4, 7);
-      }
-      if (kTwoM) {
-        _tile_loadd(5, a1 + k * 512, 64);
-        _tile_dpbf16ps(2, 5, 6);
-        if (kTwoN) _tile_dpbf16ps(3, 5, 7);
+      if (kTwoM) _tile_loadd(5, a1 + k * 512, 64);
+      for (int pb = 2 - pa; pb >= 0; --pb) {
+        const uint16_t* b0 = b + pb * part + k * 512;
+        _tile_loadd(6, b0, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        if (kTwoN) {
+          _tile_loadd(7, b0 + tile_step, 64);
+          _tile_dpbf16ps(1, 4, 7);
+        }
+        if (kTwoM) {
+          _tile_dpbf16ps(2, 5, 6);
+          if (kTwoN) _tile_dpbf16ps(3, 5, 7);
+        }
       }
     }
   }
@@ -265,7 +265,10 @@ bool cpu_amx_bf16() {
   if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
   const bool tile = edx & (1u << 24), bf16 = edx & (1u << 22);
   const bool avx512 = (ebx & (1u << 16)) && (ebx & (1u << 30)) && (ebx & (1u << 31));
-  if (!tile || !bf16 || !avx512) return false;
+  if (!tile || !bf16 || !avx512 || !(ebx & (1u << 17))) return false;  // + AVX512DQ
+  // AVX512_BF16 (vcvtneps2bf16, the split of A): leaf 7, subleaf 1, EAX bit 5.
+  unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
+  if (!__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1) || !(a1 & (1u << 5))) return false;
   unsigned lo = 0, hi = 0;
   __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
   if ((lo & (3u << 17)) != (3u << 17)) return false;  // XTILECFG, XTILEDATA enabled
@@ -352,7 +355,7 @@ bool gemm_w_right(const float* a, int64_t lda, int64_t M, const Parts& W, float*
     for (int64_t u = u0; u < u1; ++u) {
       const int64_t r0 = (u / nu) * kUnitRowTiles, r1 = std::min(mt, r0 + kUnitRowTiles);
       const int64_t c0 = (u % nu) * cu_tiles, c1 = std::min(nt, c0 + cu_tiles);
-      const int64_t lds = (c1 - c0) * 16;
+      const int64_t lds = (c1 - c0) * 16;  // the scratch's row stride
       for (int64_t k0 = 0; k0 < ks; k0 += kKBlock) {
         const int64_t k1 = std::min(ks, k0 + kKBlock);
         for (int64_t c = c0; c < c1; c += 2) {
@@ -361,21 +364,25 @@ bool gemm_w_right(const float* a, int64_t lda, int64_t M, const Parts& W, float*
           for (int64_t r = r0; r < r1; r += 2) {
             const bool two_m = r + 1 < r1;
             const uint16_t* at = ap + r * 3 * 16 * kp;
-            float* s = scratch + (r - r0) * 16 * lds + (c - c0) * 16;
+            // Partial sums in the scratch (C's own rows, 4 KiB and more apart, would meet in
+            // the same L1 sets: 10-15% slower at 3072 columns).
+            float* d = scratch + (r - r0) * 16 * lds + (c - c0) * 16;
             const bool load = k0 > 0;
             if (two_m && two_n)
-              block<true, true>(at, b, kp, k0, k1, s, lds, load);
+              block<true, true>(at, b, kp, k0, k1, d, lds, load);
             else if (two_m)
-              block<true, false>(at, b, kp, k0, k1, s, lds, load);
+              block<true, false>(at, b, kp, k0, k1, d, lds, load);
             else if (two_n)
-              block<false, true>(at, b, kp, k0, k1, s, lds, load);
+              block<false, true>(at, b, kp, k0, k1, d, lds, load);
             else
-              block<false, false>(at, b, kp, k0, k1, s, lds, load);
+              block<false, false>(at, b, kp, k0, k1, d, lds, load);
+            // The epilogue with the last K block, while the block is in L1.
+            if (k1 == ks)
+              epilogue(d, lds, r * 16, std::min(M, (r + 2) * 16), c * 16, std::min(N, (c + 2) * 16),
+                       C, ldc, ep);
           }
         }
       }
-      epilogue(scratch, lds, r0 * 16, std::min(M, r1 * 16), c0 * 16, std::min(N, c1 * 16), C, ldc,
-               ep);
     }
     _tile_release();
   };
