@@ -55,6 +55,13 @@ bool amx_size(int64_t M, int64_t N, int64_t K, ThreadPool* pool) {
          static_cast<double>(M) * N * K >= 6e6 * static_cast<double>(threads);
 }
 
+// The same for W on the left (a convolution: M output channels, N positions), where X is
+// split per call: its split costs as much as about 37 multiply-adds per element on the
+// tiles, too much beside M = 128 products (ResNet-18's 3x3 stride-2 64 -> 128: 10% slower).
+bool amx_size_w_left(int64_t M, int64_t N, int64_t K, ThreadPool* pool) {
+  return M >= 256 && amx_size(M, N, K, pool);
+}
+
 void tile(const TileArgs& t) {
   if (isa_level() >= 2) {
     tile_avx512(t);
@@ -288,16 +295,24 @@ bool uses_avx512() {
 }
 
 struct Packed::Lazy {
-  std::once_flag once;
-  amx::Parts parts;
-  bool made = false;
+  struct Form {
+    std::once_flag once;
+    amx::Parts parts;
+    bool made = false;
+  };
+  Form form[2];  // W on the right, W on the left
 };
 
-const amx::Parts* Packed::amx_parts() const {
+const amx::Parts* Packed::amx_parts(bool a_form) const {
   if (isa_level() < 3 || !lazy_) return nullptr;
-  std::call_once(lazy_->once,
-                 [&] { lazy_->made = amx::make_parts(data_.get(), n_, k_, &lazy_->parts); });
-  return lazy_->made ? &lazy_->parts : nullptr;
+  Lazy::Form& f = lazy_->form[a_form ? 1 : 0];
+  std::call_once(f.once, [&] { f.made = amx::make_parts(data_.get(), n_, k_, a_form, &f.parts); });
+  return f.made ? &f.parts : nullptr;
+}
+
+bool amx_takes_w_left(const Packed& W, int64_t N, ThreadPool* pool) {
+  return isa_level() == 3 && amx_size_w_left(W.outputs(), N, W.depth(), pool) &&
+         W.amx_parts(true) != nullptr;
 }
 
 void Packed::Free::operator()(float* p) const {
@@ -342,12 +357,20 @@ void Packed::scale_outputs(const float* s) {
 void gemm_w_left(const Packed& W, const float* X, int64_t ldx, int64_t N, float* C, int64_t ldc,
                  const Epilogue& ep, ThreadPool* pool) {
   const int64_t M = W.outputs(), K = W.depth();
+  if (isa_level() == 3 && amx_size_w_left(M, N, K, pool)) {
+    const amx::Parts* parts = W.amx_parts(true);
+    if (parts && amx::gemm_w_left(*parts, X, nullptr, ldx, N, C, ldc, ep, pool)) return;
+  }
   run(Problem{M, N, K, row_blocks(M, kNR), W.data(), true, 0, 0, X, kNR, ldx, C, ldc, &ep}, pool);
 }
 
 void gemm_w_left_offsets(const Packed& W, const float* x, const int64_t* off, int64_t N, float* C,
                          int64_t ldc, const Epilogue& ep, ThreadPool* pool) {
   const int64_t M = W.outputs(), K = W.depth();
+  if (isa_level() == 3 && amx_size_w_left(M, N, K, pool)) {
+    const amx::Parts* parts = W.amx_parts(true);
+    if (parts && amx::gemm_w_left(*parts, x, off, 0, N, C, ldc, ep, pool)) return;
+  }
   run(Problem{M, N, K, row_blocks(M, kNR), W.data(), true, 0, 0, x, kNR, 0, C, ldc, &ep, off},
       pool);
 }
@@ -362,7 +385,7 @@ void gemm_w_right(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const P
                   const std::function<void(int64_t, int64_t)>& cols_done) {
   const int64_t N = W.outputs(), K = W.depth();
   if (a_ks == 1 && !cols_done && isa_level() == 3 && amx_size(M, N, K, pool)) {
-    const amx::Parts* parts = W.amx_parts();
+    const amx::Parts* parts = W.amx_parts(false);
     if (parts && amx::gemm_w_right(a, a_rs, M, *parts, C, ldc, ep, pool)) return;
   }
   Problem p{M,        N,       K,    row_blocks(M, std::max<int64_t>(M, 1)),

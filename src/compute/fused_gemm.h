@@ -85,10 +85,11 @@ struct Parts {
 };
 // Whether this CPU and OS run AMX-BF16 tiles (checked and the tile state asked for once).
 bool available_on_cpu();
-// Parts of the packed panels (Packed's layout, n outputs of depth K); false (nothing made)
+// Parts of the packed panels (Packed's layout, n outputs of depth K), as the tiles' B operand
+// (W on the right) or, with a_form, their A operand (W on the left); false (nothing made)
 // when W holds a value the tiles do not carry as a float product would (NaN, infinity,
 // |x| >= 2^127, subnormals).
-bool make_parts(const float* panels, int64_t n, int64_t K, Parts* out);
+bool make_parts(const float* panels, int64_t n, int64_t K, bool a_form, Parts* out);
 }  // namespace amx
 
 // Weights packed for the micro-kernel, immutable once made (shared by concurrent runs):
@@ -112,9 +113,10 @@ class Packed {
   }
   // Multiplies output feature j by s[j] (while it is built).
   void scale_outputs(const float* s);
-  // The AMX parts of W, made on the first call (thread-safe; the weights must be final by
-  // then); null when AMX-BF16 is not in use or W has a value the parts cannot carry.
-  const amx::Parts* amx_parts() const;
+  // The AMX parts of W (a_form: for W on the left), made on the first call (thread-safe; the
+  // weights must be final by then); null when AMX-BF16 is not in use or W has a value the
+  // parts cannot carry.
+  const amx::Parts* amx_parts(bool a_form) const;
 
  private:
   struct Lazy;
@@ -143,7 +145,16 @@ namespace amx {
 // untouched, when A holds a value the parts do not carry.
 bool gemm_w_right(const float* a, int64_t lda, int64_t M, const Parts& W, float* C, int64_t ldc,
                   const Epilogue& ep, ThreadPool* pool);
+// C[M x N] = epilogue(W X) on AMX tiles, W's parts in a_form (M outputs), X(k, n) at
+// x[off[k] + n], or x[k * ldx + n] without off; false, with C untouched, when X holds a value
+// the parts do not carry.
+bool gemm_w_left(const Parts& W, const float* x, const int64_t* off, int64_t ldx, int64_t N,
+                 float* C, int64_t ldc, const Epilogue& ep, ThreadPool* pool);
 }  // namespace amx
+
+// Whether gemm_w_left runs C = W X (N columns) on the AMX tiles on this CPU (a convolution
+// then needs no transposed form for few output positions).
+bool amx_takes_w_left(const Packed& W, int64_t N, ThreadPool* pool);
 
 // C[M x N] = epilogue(alpha * W X), W packed (M outputs x K), X row-major (K x N, row stride
 // ldx): a convolution as GEMM (rows of C are output channels).

@@ -287,7 +287,7 @@ bool available_on_cpu() {
   return ok;
 }
 
-bool make_parts(const float* panels, int64_t n, int64_t K, Parts* out) {
+bool make_parts(const float* panels, int64_t n, int64_t K, bool a_form, Parts* out) {
   const int64_t kp = (K + 31) / 32 * 32, nt = (n + 15) / 16;
   const size_t count = static_cast<size_t>(nt * 3 * 16 * kp);
   std::unique_ptr<uint16_t[], Parts::Free> d(
@@ -303,8 +303,9 @@ bool make_parts(const float* panels, int64_t n, int64_t K, Parts* out) {
       if (unsafe_bits(u)) return false;
       uint16_t parts[3];
       split_scalar(x, parts);
-      for (int s = 0; s < 3; ++s)
-        tile[s * 16 * kp + (k / 2) * 32 + (j % 16) * 2 + (k & 1)] = parts[s];
+      const int64_t at =
+          a_form ? (k / 32) * 512 + (j % 16) * 32 + k % 32 : (k / 2) * 32 + (j % 16) * 2 + (k & 1);
+      for (int s = 0; s < 3; ++s) tile[s * 16 * kp + at] = parts[s];
     }
   }
   out->data = std::move(d);
@@ -318,31 +319,19 @@ void Parts::Free::operator()(uint16_t* p) const {
   ::operator delete (p, std::align_val_t{64});
 }
 
-bool gemm_w_right(const float* a, int64_t lda, int64_t M, const Parts& W, float* C, int64_t ldc,
-                  const Epilogue& ep, ThreadPool* pool) {
-  const int64_t N = W.n, K = W.k, kp = W.kp, ks = kp / 32;
-  const int64_t mt = (M + 15) / 16, nt = (N + 15) / 16;
-  const int threads = pool ? pool->num_threads() : 1;
-  uint16_t* ap =
-      static_cast<uint16_t*>(thread_buffer(0, static_cast<size_t>(mt * 3 * 16 * kp) * 2));
-  // Split A, row tiles shared out over the threads.
-  std::atomic<bool> ok{true};
-  auto split = [&](int64_t t0, int64_t t1) {
-    if (!split_rows(a, lda, M, K, kp, t0, t1, ap)) ok.store(false, std::memory_order_relaxed);
-  };
-  if (threads > 1 && mt > 1 && M * K >= 16384)
-    pool->parallel_for(mt, split);
-  else
-    split(0, mt);
-  if (!ok.load()) return false;
+namespace {
 
-  // Units: up to 8 row tiles x up to 16 column tiles, narrower when there are too few
-  // units for the threads.
+// C[M x N] = epilogue(A B) from A's parts in row tiles and B's in column tiles (the layouts
+// above, depth kp), in units of up to 8 row tiles x up to 16 column tiles, narrower when
+// there are too few units for the threads.
+void run_units(const uint16_t* ap, const uint16_t* bp, int64_t kp, int64_t M, int64_t N, float* C,
+               int64_t ldc, const Epilogue& ep, ThreadPool* pool) {
+  const int threads = pool ? pool->num_threads() : 1;
+  const int64_t ks = kp / 32, mt = (M + 15) / 16, nt = (N + 15) / 16;
   const int64_t mu = (mt + kUnitRowTiles - 1) / kUnitRowTiles;
   int64_t cu_tiles = kUnitColTiles;
   while (cu_tiles > 2 && mu * ((nt + cu_tiles - 1) / cu_tiles) < 2 * threads) cu_tiles /= 2;
   const int64_t nu = (nt + cu_tiles - 1) / cu_tiles;
-  const uint16_t* bp = W.data.get();
   auto unit = [&](int64_t u0, int64_t u1) {
     float* scratch = static_cast<float*>(
         thread_buffer(1, static_cast<size_t>(kUnitRowTiles * 16 * cu_tiles * 16) * 4));
@@ -390,6 +379,80 @@ bool gemm_w_right(const float* a, int64_t lda, int64_t M, const Parts& W, float*
     pool->parallel_for(mu * nu, unit, 1);
   else
     unit(0, mu * nu);
+}
+
+// Splits column tiles [t0, t1) of X (K x N, row k at x + off[k], or x + k * ldx without
+// off; columns >= N and rows >= K zero) into B tiles: per pair of rows, each column's two
+// values side by side. False when a value is unsafe.
+bool split_cols(const float* x, const int64_t* off, int64_t ldx, int64_t K, int64_t N, int64_t kp,
+                int64_t t0, int64_t t1, uint16_t* out) {
+  const int64_t ks = kp / 32;
+  __mmask16 bad = 0;
+  __m512 amax = _mm512_setzero_ps();
+  for (int64_t t = t0; t < t1; ++t) {
+    uint16_t* tile = out + t * 3 * 16 * kp;
+    const int64_t n0 = t * 16, left = N - n0;
+    const __mmask16 mk = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+    for (int64_t s = 0; s < ks; ++s) {
+      for (int64_t kk = 0; kk < 16; ++kk) {
+        const int64_t k = s * 32 + 2 * kk;
+        __m512 x0 = _mm512_setzero_ps(), x1 = _mm512_setzero_ps();
+        if (k < K) x0 = _mm512_maskz_loadu_ps(mk, x + (off ? off[k] : k * ldx) + n0);
+        if (k + 1 < K) x1 = _mm512_maskz_loadu_ps(mk, x + (off ? off[k + 1] : (k + 1) * ldx) + n0);
+        bad |= unsafe16(x0, amax) | unsafe16(x1, amax);
+        __m256i p0[3], p1[3];
+        split16(x0, p0);
+        split16(x1, p1);
+        for (int p = 0; p < 3; ++p) {
+          const __m512i pair = _mm512_or_si512(_mm512_cvtepu16_epi32(p0[p]),
+                                               _mm512_slli_epi32(_mm512_cvtepu16_epi32(p1[p]), 16));
+          _mm512_storeu_si512(tile + p * 16 * kp + s * 512 + kk * 32, pair);
+        }
+      }
+    }
+  }
+  return bad == 0 && _mm512_reduce_max_ps(amax) < 0x1p127f;
+}
+
+// Runs split(t0, t1) over `tiles` tiles, shared out over the threads when it is worth it;
+// false when a part of it was false.
+template <typename Split>
+bool split_all(int64_t tiles, int64_t elements, ThreadPool* pool, const Split& split) {
+  std::atomic<bool> ok{true};
+  auto one = [&](int64_t t0, int64_t t1) {
+    if (!split(t0, t1)) ok.store(false, std::memory_order_relaxed);
+  };
+  if (pool && pool->num_threads() > 1 && tiles > 1 && elements >= 16384)
+    pool->parallel_for(tiles, one);
+  else
+    one(0, tiles);
+  return ok.load();
+}
+
+}  // namespace
+
+bool gemm_w_right(const float* a, int64_t lda, int64_t M, const Parts& W, float* C, int64_t ldc,
+                  const Epilogue& ep, ThreadPool* pool) {
+  const int64_t K = W.k, kp = W.kp, mt = (M + 15) / 16;
+  uint16_t* ap =
+      static_cast<uint16_t*>(thread_buffer(0, static_cast<size_t>(mt * 3 * 16 * kp) * 2));
+  if (!split_all(mt, M * K, pool,
+                 [&](int64_t t0, int64_t t1) { return split_rows(a, lda, M, K, kp, t0, t1, ap); }))
+    return false;
+  run_units(ap, W.data.get(), kp, M, W.n, C, ldc, ep, pool);
+  return true;
+}
+
+bool gemm_w_left(const Parts& W, const float* x, const int64_t* off, int64_t ldx, int64_t N,
+                 float* C, int64_t ldc, const Epilogue& ep, ThreadPool* pool) {
+  const int64_t K = W.k, kp = W.kp, nt = (N + 15) / 16;
+  uint16_t* bp =
+      static_cast<uint16_t*>(thread_buffer(0, static_cast<size_t>(nt * 3 * 16 * kp) * 2));
+  if (!split_all(nt, N * K, pool, [&](int64_t t0, int64_t t1) {
+        return split_cols(x, off, ldx, K, N, kp, t0, t1, bp);
+      }))
+    return false;
+  run_units(W.data.get(), bp, kp, W.n, N, C, ldc, ep, pool);
   return true;
 }
 
@@ -404,7 +467,7 @@ namespace amx {
 bool available_on_cpu() {
   return false;
 }
-bool make_parts(const float*, int64_t, int64_t, Parts*) {
+bool make_parts(const float*, int64_t, int64_t, bool, Parts*) {
   return false;
 }
 void Parts::Free::operator()(uint16_t* p) const {
@@ -412,6 +475,10 @@ void Parts::Free::operator()(uint16_t* p) const {
 }
 bool gemm_w_right(const float*, int64_t, int64_t, const Parts&, float*, int64_t, const Epilogue&,
                   ThreadPool*) {
+  return false;
+}
+bool gemm_w_left(const Parts&, const float*, const int64_t*, int64_t, int64_t, float*, int64_t,
+                 const Epilogue&, ThreadPool*) {
   return false;
 }
 }  // namespace amx

@@ -395,7 +395,24 @@ void conv_compute(const ConvArgs<T>& a, ThreadPool* pool) {
     chunk = chunk >= out_l ? chunk - chunk % out_l : chunk - chunk % 16;
   }
   const int nthreads = pool ? pool->num_threads() : 1;
-  if (nthreads > 1 && !pointwise && a.N * a.group < nthreads && P >= kMinSplit * nthreads) {
+  // Products the AMX tiles take (fused_gemm_amx.cc; at least 256 output channels and 128
+  // positions, fgemm::amx_takes_w_left) run as one block of up to 2^20 column elements, split
+  // over the threads inside the product, channel-major: the tiles are 16 positions wide and
+  // the split of X costs less in one large block.
+  bool amx = false;
+  if constexpr (std::is_same_v<T, float>) {
+    if (a.wt.fused) {
+      const int64_t big = std::min<int64_t>(
+          P, std::max<int64_t>(chunk, (int64_t(1) << 20) / std::max<int64_t>(Kg, 1)));
+      const int64_t big_tasks = a.N * a.group * ((P + big - 1) / big);
+      const bool split_tasks = nthreads > 1 && big_tasks >= 2 * static_cast<int64_t>(nthreads);
+      if (fgemm::amx_takes_w_left((*a.wt.fused)[0], big, split_tasks ? nullptr : pool)) {
+        amx = true;
+        chunk = big;
+      }
+    }
+  }
+  if (!amx && nthreads > 1 && !pointwise && a.N * a.group < nthreads && P >= kMinSplit * nthreads) {
     // Fewer images x groups than threads and a single im2col block: one block per thread
     // (each runs its own copy, product and copy-back) rather than one block split three
     // times (ResNet-18's 1x1/2 128->256 at 2 threads: 121 -> 80 us). A pointwise product
@@ -404,7 +421,7 @@ void conv_compute(const ConvArgs<T>& a, ThreadPool* pool) {
     const int64_t per = a.N * a.group, nc = (nthreads + per - 1) / per;
     chunk = std::min(chunk, (P + nc - 1) / nc);
   }
-  if (nthreads > 1 && chunk < P) {
+  if (!amx && nthreads > 1 && chunk < P) {
     // Equal blocks, as many as make the task count a multiple of the threads: blocks cut at
     // row ends left a short last one (14x14: 56, 56, 56, 28 over 2 threads: one thread
     // idle for a quarter of the layer).
@@ -427,7 +444,7 @@ void conv_compute(const ConvArgs<T>& a, ThreadPool* pool) {
   // stride-2 64 -> 128 at 28 x 28: 82 us transposed against 54 us at 2 threads).
   auto fill = [](int64_t n) { return static_cast<double>(n) / (32.0 * ((n + 31) / 32)); };
   const double tile_gain = static_cast<double>(Kg) * (1.0 / fill(chunk) - 1.0 / fill(Mg));
-  const bool transposed = tile_gain > (par_tasks && chunk < P ? 48.0 : 24.0);
+  const bool transposed = !amx && tile_gain > (par_tasks && chunk < P ? 48.0 : 24.0);
   // A 1-D convolution of one input channel per group, without padding or dilation, computed
   // transposed: row p of col^T is the input itself from p * stride on, so the GEMM reads
   // the input in place, with a row stride of `stride` (no im2col: at kernel 512 stride 160

@@ -1,4 +1,5 @@
-"""Float products with a constant B on AMX tiles (src/compute/fused_gemm_amx.cc): each float
+"""Float products with constant weights on AMX tiles (src/compute/fused_gemm_amx.cc): MatMul
+and Gemm with a constant B (weights on the right), convolutions (weights on the left). Each float
 split into three bfloat16 parts, six part products a pass. On a CPU without AMX-BF16 the same
 cases run the FMA kernel, and every assertion but the "tiles in use" one still holds.
 
@@ -219,3 +220,60 @@ def test_concurrent_first_runs_share_one_set_of_parts():
     for r in results[1:]:
         np.testing.assert_array_equal(r, results[0])
     assert relative_error(a, w, results[0]) <= 6e-7
+
+
+def conv_model(C, M, H, k, stride, residual, act):
+    rng = np.random.default_rng(C * 31 + M + H)
+    w = (rng.standard_normal((M, C, k, k)) / np.sqrt(C * k * k)).astype(np.float32)
+    b = (rng.standard_normal(M) * 0.1).astype(np.float32)
+    Ho = (H + 2 * (k // 2) - k) // stride + 1
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[k, k],
+                              strides=[stride, stride], pads=[k // 2] * 4)]
+    out = "c"
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, H, H])]
+    if residual:
+        nodes.append(helper.make_node("Add", ["c", "r"], ["s"]))
+        inputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, M, Ho, Ho]))
+        out = "s"
+    if act:
+        nodes.append(helper.make_node(act, [out], ["y"]))
+    else:
+        nodes.append(helper.make_node("Identity", [out], ["y"]))
+    g = helper.make_graph(nodes, "g", inputs,
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          initializer=[numpy_helper.from_array(w, "w"),
+                                       numpy_helper.from_array(b, "b")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    feeds = {"x": rng.standard_normal((1, C, H, H)).astype(np.float32)}
+    if residual:
+        feeds["r"] = rng.standard_normal((1, M, Ho, Ho)).astype(np.float32)
+    return m, feeds
+
+
+# (C, M, H, k, stride): 1x1 convolutions read in place (ResNet-50's expansions and
+# reductions), 3x3 through the column buffer, stride 2, positions past a 16-wide tile.
+CONVS = [(256, 1024, 14, 1, 1), (1024, 256, 14, 1, 1), (128, 512, 28, 1, 1),
+         (256, 256, 14, 3, 1), (128, 256, 28, 3, 2), (160, 320, 13, 3, 1), (64, 256, 50, 1, 2)]
+
+
+@pytest.mark.parametrize("C,M,H,k,stride", CONVS, ids=lambda v: str(v))
+@pytest.mark.parametrize("residual,act", [(False, None), (True, "Relu"), (False, "Sigmoid")])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_conv_matches_onnxruntime(C, M, H, k, stride, residual, act, threads):
+    m, feeds = conv_model(C, M, H, k, stride, residual, act)
+    expected = run_ort(m, feeds)[0]
+    got = session(m, threads).run(None, feeds)[0]
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=2e-5 * np.sqrt(C * k * k))
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, 1e-41])
+def test_conv_values_the_parts_cannot_carry(value):
+    m, feeds = conv_model(256, 512, 14, 1, 1, False, None)
+    feeds["x"][0, 5, 3, 4] = value
+    expected = run_ort(m, feeds)[0]
+    got = session(m).run(None, feeds)[0]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    fin = np.isfinite(expected)
+    np.testing.assert_allclose(got[fin], expected[fin], rtol=1e-4, atol=1e-4)
