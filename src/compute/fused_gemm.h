@@ -9,8 +9,10 @@
 //
 // The micro-kernel computes 12 x 32 tiles: with AVX-512F (fused_gemm_avx512.cc), else with
 // AVX2 + FMA as 6 x 16 sub-tiles (fused_gemm_avx2.cc); on a CPU with neither available() is
-// false and callers keep their BLAS path. ORTLITE_GEMM_ISA (avx2, sse2) caps the choice as
-// it caps gemm.h's kernels.
+// false and callers keep their BLAS path. On CPUs with AMX-BF16, large products run on the
+// tiles instead (fused_gemm_amx.cc: each float split into three bfloat16 parts, float32
+// accuracy). ORTLITE_GEMM_ISA (avx512: no tiles; avx2, sse2) caps the choice as it caps
+// gemm.h's kernels.
 #pragma once
 
 #include <algorithm>
@@ -75,7 +77,7 @@ bool uses_avx512();
 
 namespace amx {
 // W's bfloat16 parts for the AMX products (fused_gemm_amx.cc): x = x0 + x1 + x2 exactly, in
-// the layout of the tiles' B operand.
+// the layout of the tiles' B operand (W on the right) or A operand (W on the left).
 struct Parts {
   struct Free {
     void operator()(uint16_t* p) const;

@@ -2,30 +2,33 @@
 //
 // Each float x splits exactly into three bfloat16 values, x = x0 + x1 + x2: x0 is x rounded
 // to bfloat16, x1 what is left rounded again, x2 the rest (8 significant bits each, the 24
-// of the float). |x1| <= 2^-9 |x| and |x2| <= 2^-17 |x|, so of the nine part products of a
-// b the three with i + j >= 3 are below 2^-25 |a b| together, under a float's own rounding
-// step, and a . b is taken as the sum of the other six. tdpbf16ps multiplies bfloat16 pairs
-// exactly and adds them into float32 accumulators; the six products run as six passes over
-// K into the same 16 x 16 accumulators, smallest first (a2 b0, a1 b1, a0 b2, a1 b0, a0 b1,
-// a0 b0). A float FMA does one multiply-add per lane and cycle; a tile instruction does
-// 16 x 16 x 32 of them in 16 cycles, so even six of them leave the tiles well ahead.
+// of the float). |x1| <= 2^-8 |x| and |x2| <= 2^-16 |x|, so of the nine part products of a
+// b the three with i + j >= 3 come to at most about 2^-23 |a b|, the order of a float's own
+// rounding step, and a . b is taken as the sum of the other six. tdpbf16ps multiplies
+// bfloat16 pairs exactly and adds them into float32 accumulators; the six products run into
+// the same 16 x 16 accumulators, A part by A part, each meeting the B parts it pairs with
+// while its tiles are loaded (a2 b0, a1 b1, a1 b0, a0 b2, a0 b1, a0 b0). A float FMA does one
+// multiply-add per lane and cycle; a tile instruction does 16 x 16 x 32 of them in 16
+// cycles, so even six of them leave the tiles well ahead.
 //
-// Layouts (uint16 bfloat16 bits):
-//   W (N outputs x K), made once per Packed on its first large product: [panel of 16
-//   outputs][part][K / 2 pairs][16 outputs][2], K padded with zeros to a multiple of 32:
-//   a B tile per 32 k and part.
-//   A (M rows x K), split per call: [16-row tile][part][K / 32][16 rows][32], rows and K
-//   padded with zeros: an A tile per 32 k and part.
-// A unit of work is up to 128 rows x 256 columns of C, computed over K in blocks of 256 (the
-// block's A parts, 192 KiB, stay in L2 while the unit's columns pass by) into a float
-// scratch tile row by tile row, pairs of row tiles x pairs of column tiles (four
-// accumulators, two A and two B tiles: the eight tiles). The epilogue (alpha, biases, Z,
-// the activation) then runs from the scratch into C.
+// Layouts (uint16 bfloat16 bits; K padded with zeros to a multiple of 32):
+//   A operand, rows x K: [16-row tile][part][K / 32][16 rows][32]: an A tile per 32 k and
+//   part. A MatMul's A is split into it per call (rows padded with zeros); a convolution's W
+//   is made into it once (W on the left).
+//   B operand, K x columns: [16-column tile][part][K / 2 pairs][16 columns][2]. A MatMul's
+//   constant B is made into it once (W on the right); a convolution's X (column buffer or
+//   input) is split into it per call.
+// Weights' parts are made on their first large product (Packed::amx_parts). A unit of work
+// is up to 128 rows x 256 columns of C, computed over K in blocks of 128 (a pair of column
+// tiles' parts, 24 KiB, stays in L1 while the row tiles stream from L2) into a float scratch,
+// pairs of row tiles x pairs of column tiles (four accumulators, two A and two B tiles: the
+// eight tiles). With the last K block each 32 x 32 block goes through the epilogue (alpha,
+// biases, Z, the activation) into C while it is in L1.
 //
 // Values the tiles would not take as a float product does (NaN, infinity, |x| >= 2^127,
 // whose rounding could overflow, and subnormals, which tdpbf16ps reads as zero) make the
-// product go back to the FMA kernel: W is checked when its parts are made, A while it is
-// split.
+// product go back to the FMA kernel: weights are checked when their parts are made, the
+// other operand while it is split.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
