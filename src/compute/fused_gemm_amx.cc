@@ -36,6 +36,7 @@
 #include <mutex>
 #include <new>
 
+#include "compute/amx_tiles.h"
 #include "compute/fused_gemm.h"
 
 #if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__) && \
@@ -47,8 +48,6 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <cpuid.h>
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #endif
 
 namespace ortlite {
@@ -65,13 +64,7 @@ constexpr int64_t kUnitRowTiles = 8;   // 128 rows
 constexpr int64_t kUnitColTiles = 16;  // 256 columns
 constexpr int64_t kKBlock = 4;         // k steps of 32 per K block (128)
 
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
+using amx_tiles::TileConfig;
 
 // A float's bits whose value the split and the tiles do not carry as a float product would.
 inline bool unsafe_bits(uint32_t u) {
@@ -264,21 +257,14 @@ void* thread_buffer(int which, size_t bytes) {
 
 bool cpu_amx_bf16() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & (1u << 27))) return false;  // OSXSAVE
   if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
-  const bool tile = edx & (1u << 24), bf16 = edx & (1u << 22);
-  const bool avx512 = (ebx & (1u << 16)) && (ebx & (1u << 30)) && (ebx & (1u << 31));
-  if (!tile || !bf16 || !avx512 || !(ebx & (1u << 17))) return false;  // + AVX512DQ
-  // AVX512_BF16 (vcvtneps2bf16, the split of A): leaf 7, subleaf 1, EAX bit 5.
+  // AVX512F, DQ, BW, VL (the split and the epilogue), and AVX512_BF16 (vcvtneps2bf16: leaf 7,
+  // subleaf 1, EAX bit 5).
+  constexpr unsigned kAvx512 = (1u << 16) | (1u << 17) | (1u << 30) | (1u << 31);
+  if ((ebx & kAvx512) != kAvx512) return false;
   unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
   if (!__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1) || !(a1 & (1u << 5))) return false;
-  unsigned lo = 0, hi = 0;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  if ((lo & (3u << 17)) != (3u << 17)) return false;  // XTILECFG, XTILEDATA enabled
-  // Linux hands out the tile data state only on request (ARCH_REQ_XCOMP_PERM for
-  // XFEATURE_XTILEDATA); without it the first tile instruction faults.
-  constexpr long kReqXcompPerm = 0x1023, kXtileData = 18;
-  return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
+  return amx_tiles::usable(1u << 22);  // AMX-BF16
 }
 
 }  // namespace

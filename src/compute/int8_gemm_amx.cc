@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "compute/amx_tiles.h"
 #include "compute/int8_gemm.h"
 
 #if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__) && \
@@ -24,10 +25,7 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-#include <cpuid.h>
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #pragma GCC push_options
 #pragma GCC target("amx-tile,amx-int8,avx512f,avx512bw,avx2,fma")
@@ -40,13 +38,7 @@ constexpr int kRows = 32;    // rows per call at most (two row tiles)
 constexpr int kPanels = 16;  // panels per call at most: the A tail copy and the tile
                              // configuration serve 256 columns
 
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
+using amx_tiles::TileConfig;
 
 // c[r * ldc + j] = acc[r * 32 + j] - zbp[j] * rsa[r] - zap[r] * ct[j] for the valid columns.
 inline void store_block(const int32_t* acc, int rows, int cols, int32_t* c, int64_t ldc,
@@ -152,18 +144,7 @@ void kernel(const uint8_t* a, int64_t lda, int rows, const int8_t* b, int64_t ps
 namespace detail {
 
 bool amx_usable() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & (1u << 27))) return false;  // OSXSAVE
-  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
-  const bool tile = edx & (1u << 24), int8 = edx & (1u << 25);
-  if (!tile || !int8) return false;
-  unsigned lo = 0, hi = 0;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  if ((lo & (3u << 17)) != (3u << 17)) return false;  // XTILECFG, XTILEDATA enabled
-  // Linux hands out the tile data state only on request (ARCH_REQ_XCOMP_PERM for
-  // XFEATURE_XTILEDATA); without it the first tile instruction faults.
-  constexpr long kReqXcompPerm = 0x1023, kXtileData = 18;
-  return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
+  return amx_tiles::usable(1u << 25);  // AMX-INT8
 }
 
 KernelSet amx_kernel() {
