@@ -315,6 +315,16 @@ bool amx_takes_w_left(const Packed& W, int64_t N, ThreadPool* pool) {
          W.amx_parts(true) != nullptr;
 }
 
+namespace {
+// C = epilogue(W X) on the tiles where they take it (X(k, n) at x[off[k] + n], or at
+// x[k * ldx + n] without off); false where the FMA kernel is to run it.
+bool amx_w_left(const Packed& W, const float* x, const int64_t* off, int64_t ldx, int64_t N,
+                float* C, int64_t ldc, const Epilogue& ep, ThreadPool* pool) {
+  if (!amx_takes_w_left(W, N, pool)) return false;
+  return amx::gemm_w_left(*W.amx_parts(true), x, off, ldx, N, C, ldc, ep, pool);
+}
+}  // namespace
+
 void Packed::Free::operator()(float* p) const {
   ::operator delete (p, std::align_val_t{align});
 }
@@ -356,21 +366,15 @@ void Packed::scale_outputs(const float* s) {
 
 void gemm_w_left(const Packed& W, const float* X, int64_t ldx, int64_t N, float* C, int64_t ldc,
                  const Epilogue& ep, ThreadPool* pool) {
+  if (amx_w_left(W, X, nullptr, ldx, N, C, ldc, ep, pool)) return;
   const int64_t M = W.outputs(), K = W.depth();
-  if (isa_level() == 3 && amx_size_w_left(M, N, K, pool)) {
-    const amx::Parts* parts = W.amx_parts(true);
-    if (parts && amx::gemm_w_left(*parts, X, nullptr, ldx, N, C, ldc, ep, pool)) return;
-  }
   run(Problem{M, N, K, row_blocks(M, kNR), W.data(), true, 0, 0, X, kNR, ldx, C, ldc, &ep}, pool);
 }
 
 void gemm_w_left_offsets(const Packed& W, const float* x, const int64_t* off, int64_t N, float* C,
                          int64_t ldc, const Epilogue& ep, ThreadPool* pool) {
+  if (amx_w_left(W, x, off, 0, N, C, ldc, ep, pool)) return;
   const int64_t M = W.outputs(), K = W.depth();
-  if (isa_level() == 3 && amx_size_w_left(M, N, K, pool)) {
-    const amx::Parts* parts = W.amx_parts(true);
-    if (parts && amx::gemm_w_left(*parts, x, off, 0, N, C, ldc, ep, pool)) return;
-  }
   run(Problem{M, N, K, row_blocks(M, kNR), W.data(), true, 0, 0, x, kNR, 0, C, ldc, &ep, off},
       pool);
 }
