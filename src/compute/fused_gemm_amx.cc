@@ -420,28 +420,83 @@ bool split_all(int64_t tiles, int64_t elements, ThreadPool* pool, const Split& s
 
 }  // namespace
 
+namespace {
+
+// Parts a thread's split buffer holds at most (8 MiB): a larger operand is split and
+// multiplied a block of rows (or columns) at a time.
+constexpr int64_t kSplitBytes = int64_t(8) << 20;
+
+// Rows (W on the right) or columns (W on the left) a block takes: a multiple of 128, at
+// least 128.
+int64_t block_span(int64_t kp) {
+  return std::max<int64_t>(128, kSplitBytes / (6 * kp) / 128 * 128);
+}
+
+// Whether every value of the rows x cols floats (row r at x + off[r], or x + r * ld) is
+// one the parts carry: checked before the first block when there are several, so that C is
+// untouched where the product goes back to the FMA kernel (its Z may be C's own memory).
+bool all_safe(const float* x, const int64_t* off, int64_t ld, int64_t rows, int64_t cols) {
+  __mmask16 bad = 0;
+  __m512 amax = _mm512_setzero_ps();
+  for (int64_t r = 0; r < rows && !bad; ++r) {
+    const float* row = x + (off ? off[r] : r * ld);
+    for (int64_t c = 0; c < cols; c += 16) {
+      const int64_t left = cols - c;
+      const __mmask16 mk = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+      bad |= unsafe16(_mm512_maskz_loadu_ps(mk, row + c), amax);
+    }
+  }
+  return bad == 0 && _mm512_reduce_max_ps(amax) < 0x1p127f;
+}
+
+// The epilogue of C's rows from m0 and columns from n0.
+Epilogue shifted(const Epilogue& ep, int64_t m0, int64_t n0) {
+  Epilogue e = ep;
+  if (e.bias_row) e.bias_row += m0;
+  if (e.bias_col) e.bias_col += n0;
+  if (e.z) e.z += m0 * e.ldz + n0;
+  return e;
+}
+
+}  // namespace
+
 bool gemm_w_right(const float* a, int64_t lda, int64_t M, const Parts& W, float* C, int64_t ldc,
                   const Epilogue& ep, ThreadPool* pool) {
-  const int64_t K = W.k, kp = W.kp, mt = (M + 15) / 16;
+  const int64_t K = W.k, kp = W.kp, span = block_span(kp);
+  if (M > span && !all_safe(a, nullptr, lda, M, K)) return false;
+  const int64_t cap = (std::min(M, span) + 15) / 16;
   uint16_t* ap =
-      static_cast<uint16_t*>(thread_buffer(0, static_cast<size_t>(mt * 3 * 16 * kp) * 2));
-  if (!split_all(mt, M * K, pool,
-                 [&](int64_t t0, int64_t t1) { return split_rows(a, lda, M, K, kp, t0, t1, ap); }))
-    return false;
-  run_units(ap, W.data.get(), kp, M, W.n, C, ldc, ep, pool);
+      static_cast<uint16_t*>(thread_buffer(0, static_cast<size_t>(cap * 3 * 16 * kp) * 2));
+  for (int64_t m0 = 0; m0 < M; m0 += span) {
+    const int64_t mc = std::min(span, M - m0), mt = (mc + 15) / 16;
+    const float* ab = a + m0 * lda;
+    if (!split_all(mt, mc * K, pool, [&](int64_t t0, int64_t t1) {
+          return split_rows(ab, lda, mc, K, kp, t0, t1, ap);
+        }))
+      return false;
+    run_units(ap, W.data.get(), kp, mc, W.n, C + m0 * ldc, ldc, shifted(ep, m0, 0), pool);
+  }
   return true;
 }
 
+// conv.cc's blocks of at most 2^20 column elements stay within one block here; the blocks
+// bound the buffer for any other caller.
 bool gemm_w_left(const Parts& W, const float* x, const int64_t* off, int64_t ldx, int64_t N,
                  float* C, int64_t ldc, const Epilogue& ep, ThreadPool* pool) {
-  const int64_t K = W.k, kp = W.kp, nt = (N + 15) / 16;
+  const int64_t K = W.k, kp = W.kp, span = block_span(kp);
+  if (N > span && !all_safe(x, off, ldx, K, N)) return false;
+  const int64_t cap = (std::min(N, span) + 15) / 16;
   uint16_t* bp =
-      static_cast<uint16_t*>(thread_buffer(0, static_cast<size_t>(nt * 3 * 16 * kp) * 2));
-  if (!split_all(nt, N * K, pool, [&](int64_t t0, int64_t t1) {
-        return split_cols(x, off, ldx, K, N, kp, t0, t1, bp);
-      }))
-    return false;
-  run_units(W.data.get(), bp, kp, W.n, N, C, ldc, ep, pool);
+      static_cast<uint16_t*>(thread_buffer(0, static_cast<size_t>(cap * 3 * 16 * kp) * 2));
+  for (int64_t n0 = 0; n0 < N; n0 += span) {
+    const int64_t nc = std::min(span, N - n0), nt = (nc + 15) / 16;
+    const float* xb = x + n0;
+    if (!split_all(nt, nc * K, pool, [&](int64_t t0, int64_t t1) {
+          return split_cols(xb, off, ldx, K, nc, kp, t0, t1, bp);
+        }))
+      return false;
+    run_units(W.data.get(), bp, kp, W.n, nc, C + n0, ldc, shifted(ep, 0, n0), pool);
+  }
   return true;
 }
 

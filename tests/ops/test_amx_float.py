@@ -277,3 +277,35 @@ def test_conv_values_the_parts_cannot_carry(value):
     np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
     fin = np.isfinite(expected)
     np.testing.assert_allclose(got[fin], expected[fin], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("bad", [None, np.nan, np.inf])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_blocks_of_a_large_operand(bad, threads):
+    """An A whose parts would pass 8 MiB is split and multiplied in blocks of rows (K = 4096:
+    256 rows a block, 600 rows: three), each block with its own rows of C, of the summed
+    input (Gemm's full C) and of nothing else; a value the parts cannot carry in the last
+    block sends the whole product to the FMA kernel."""
+    M, K, N = 600, 4096, 160
+    rng = np.random.default_rng(8)
+    w = (rng.standard_normal((N, K)) / 64).astype(np.float32)
+    c = rng.standard_normal((M, N)).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("Gemm", ["a", "w", "c"], ["y"], alpha=0.5, beta=1.0, transB=1)], "g",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [M, K])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(w, "w"), numpy_helper.from_array(c, "c")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    if bad is not None:
+        a[590, 4000] = bad
+    expected = run_ort(m, {"a": a})[0]
+    with np.errstate(all="ignore"):
+        got = session(m, threads).run(None, {"a": a})[0]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    fin = np.isfinite(expected)
+    np.testing.assert_allclose(got[fin], expected[fin], rtol=1e-4, atol=1e-4)
+    if bad is None:
+        prod = got.astype(np.float64) - c
+        assert relative_error(a, w.T / 2, prod.astype(np.float32)) <= 1e-6
