@@ -460,44 +460,58 @@ Epilogue shifted(const Epilogue& ep, int64_t m0, int64_t n0) {
 
 }  // namespace
 
-bool gemm_w_right(const float* a, int64_t lda, int64_t M, const Parts& W, float* C, int64_t ldc,
-                  const Epilogue& ep, ThreadPool* pool) {
-  const int64_t K = W.k, kp = W.kp, span = block_span(kp);
-  if (M > span && !all_safe(a, nullptr, lda, M, K)) return false;
-  const int64_t cap = (std::min(M, span) + 15) / 16;
-  uint16_t* ap =
+namespace {
+
+// The per-call operand (`total` rows or columns of depth K) in blocks of block_span: each
+// block split into the thread's buffer (split(first, count, tile0, tile1, buffer) over its
+// 16-wide tiles) and multiplied (run(first, count, buffer)). `safe` checks the whole operand
+// before the first block where there are several.
+template <typename Safe, typename Split, typename Run>
+bool in_blocks(int64_t total, int64_t K, int64_t kp, ThreadPool* pool, const Safe& safe,
+               const Split& split, const Run& run) {
+  const int64_t span = block_span(kp);
+  if (total > span && !safe()) return false;
+  const int64_t cap = (std::min(total, span) + 15) / 16;
+  uint16_t* buf =
       static_cast<uint16_t*>(thread_buffer(0, static_cast<size_t>(cap * 3 * 16 * kp) * 2));
-  for (int64_t m0 = 0; m0 < M; m0 += span) {
-    const int64_t mc = std::min(span, M - m0), mt = (mc + 15) / 16;
-    const float* ab = a + m0 * lda;
-    if (!split_all(mt, mc * K, pool, [&](int64_t t0, int64_t t1) {
-          return split_rows(ab, lda, mc, K, kp, t0, t1, ap);
-        }))
+  for (int64_t i0 = 0; i0 < total; i0 += span) {
+    const int64_t n = std::min(span, total - i0);
+    if (!split_all((n + 15) / 16, n * K, pool,
+                   [&](int64_t t0, int64_t t1) { return split(i0, n, t0, t1, buf); }))
       return false;
-    run_units(ap, W.data.get(), kp, mc, W.n, C + m0 * ldc, ldc, shifted(ep, m0, 0), pool);
+    run(i0, n, buf);
   }
   return true;
+}
+
+}  // namespace
+
+bool gemm_w_right(const float* a, int64_t lda, int64_t M, const Parts& W, float* C, int64_t ldc,
+                  const Epilogue& ep, ThreadPool* pool) {
+  const int64_t K = W.k, kp = W.kp;
+  return in_blocks(
+      M, K, kp, pool, [&] { return all_safe(a, nullptr, lda, M, K); },
+      [&](int64_t m0, int64_t mc, int64_t t0, int64_t t1, uint16_t* ap) {
+        return split_rows(a + m0 * lda, lda, mc, K, kp, t0, t1, ap);
+      },
+      [&](int64_t m0, int64_t mc, const uint16_t* ap) {
+        run_units(ap, W.data.get(), kp, mc, W.n, C + m0 * ldc, ldc, shifted(ep, m0, 0), pool);
+      });
 }
 
 // conv.cc's blocks of at most 2^20 column elements stay within one block here; the blocks
 // bound the buffer for any other caller.
 bool gemm_w_left(const Parts& W, const float* x, const int64_t* off, int64_t ldx, int64_t N,
                  float* C, int64_t ldc, const Epilogue& ep, ThreadPool* pool) {
-  const int64_t K = W.k, kp = W.kp, span = block_span(kp);
-  if (N > span && !all_safe(x, off, ldx, K, N)) return false;
-  const int64_t cap = (std::min(N, span) + 15) / 16;
-  uint16_t* bp =
-      static_cast<uint16_t*>(thread_buffer(0, static_cast<size_t>(cap * 3 * 16 * kp) * 2));
-  for (int64_t n0 = 0; n0 < N; n0 += span) {
-    const int64_t nc = std::min(span, N - n0), nt = (nc + 15) / 16;
-    const float* xb = x + n0;
-    if (!split_all(nt, nc * K, pool, [&](int64_t t0, int64_t t1) {
-          return split_cols(xb, off, ldx, K, nc, kp, t0, t1, bp);
-        }))
-      return false;
-    run_units(W.data.get(), bp, kp, W.n, nc, C + n0, ldc, shifted(ep, 0, n0), pool);
-  }
-  return true;
+  const int64_t K = W.k, kp = W.kp;
+  return in_blocks(
+      N, K, kp, pool, [&] { return all_safe(x, off, ldx, K, N); },
+      [&](int64_t n0, int64_t nc, int64_t t0, int64_t t1, uint16_t* bp) {
+        return split_cols(x + n0, off, ldx, K, nc, kp, t0, t1, bp);
+      },
+      [&](int64_t n0, int64_t nc, const uint16_t* bp) {
+        run_units(W.data.get(), bp, kp, W.n, nc, C + n0, ldc, shifted(ep, 0, n0), pool);
+      });
 }
 
 }  // namespace amx
