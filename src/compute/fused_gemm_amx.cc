@@ -33,7 +33,6 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
-#include <mutex>
 #include <new>
 
 #include "compute/amx_tiles.h"
