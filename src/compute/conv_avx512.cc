@@ -949,6 +949,104 @@ void dw_run(const DwGeometry& g, const uint32_t* masks, const float* xc, const f
   }
 }
 
+namespace {
+// Lanes [lo, hi) of a 16-lane mask (clipped).
+inline __mmask16 lanes16(int64_t lo, int64_t hi) {
+  return static_cast<__mmask16>(lane_bits(lo, hi, 16));
+}
+
+// (d B) of one input row for 16 tiles from column ix0 on: r[k] for tile column tx0 + l in
+// lane l reads columns ix0 + 2 l .. ix0 + 2 l + 3; columns outside [0, W) read as 0.
+inline void wino2_row(const float* row, int64_t ix0, int64_t W, __m512 r[4]) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const __m512 a = _mm512_maskz_loadu_ps(lanes16(-ix0, W - ix0), row + ix0);
+  const __m512 b = _mm512_maskz_loadu_ps(lanes16(-ix0 - 16, W - ix0 - 16), row + ix0 + 16);
+  const __m512 c = _mm512_maskz_loadu_ps(lanes16(-ix0 - 2, W - ix0 - 2), row + ix0 + 2);
+  const __m512 e = _mm512_maskz_loadu_ps(lanes16(-ix0 - 18, W - ix0 - 18), row + ix0 + 18);
+  const __m512 d0 = _mm512_permutex2var_ps(a, even, b), d1 = _mm512_permutex2var_ps(a, odd, b);
+  const __m512 d2 = _mm512_permutex2var_ps(c, even, e), d3 = _mm512_permutex2var_ps(c, odd, e);
+  r[0] = _mm512_sub_ps(d0, d2);
+  r[1] = _mm512_add_ps(d1, d2);
+  r[2] = _mm512_sub_ps(d2, d1);
+  r[3] = _mm512_sub_ps(d1, d3);
+}
+}  // namespace
+
+void wino2_input(const Wino2Geometry& g, const float* xc, int64_t ty0, int64_t nty, float* v,
+                 int64_t vs) {
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t tx0 = 0; tx0 < g.TW; tx0 += 16) {
+    const __mmask16 st = lanes16(0, g.TW - tx0);
+    const int64_t ix0 = 2 * tx0 - g.pl;
+    // Row iy's (d B), zero outside the image. The pointer is formed only for rows inside:
+    // the loads' masks keep every read inside the row.
+    auto row = [&](int64_t iy, __m512 r[4]) {
+      if (iy < 0 || iy >= g.H) {
+        r[0] = r[1] = r[2] = r[3] = zero;
+      } else {
+        wino2_row(xc + iy * g.W, ix0, g.W, r);
+      }
+    };
+    __m512 ra[4], rb[4], rc[4], rd[4];
+    const int64_t iy0 = 2 * ty0 - g.pt;
+    row(iy0, ra);
+    row(iy0 + 1, rb);
+    for (int64_t u = 0; u < nty; ++u) {
+      const int64_t iy = iy0 + 2 * u;
+      row(iy + 2, rc);
+      row(iy + 3, rd);
+      float* o = v + u * g.TW + tx0;
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        _mm512_mask_storeu_ps(o + k * vs, st, _mm512_sub_ps(ra[k], rc[k]));
+        _mm512_mask_storeu_ps(o + (4 + k) * vs, st, _mm512_add_ps(rb[k], rc[k]));
+        _mm512_mask_storeu_ps(o + (8 + k) * vs, st, _mm512_sub_ps(rc[k], rb[k]));
+        _mm512_mask_storeu_ps(o + (12 + k) * vs, st, _mm512_sub_ps(rb[k], rd[k]));
+        ra[k] = rc[k];
+        rb[k] = rd[k];
+      }
+    }
+  }
+}
+
+void wino2_output(const Wino2Geometry& g, const float* mo, int64_t ms, int64_t ty0, int64_t nty,
+                  float bias, bool clamp, float lo, float hi, float* yc) {
+  const __m512i lo_idx = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi_idx =
+      _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  const __m512 vb = _mm512_set1_ps(bias), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  // max(lo, v) and min(hi, v) return v when it is NaN.
+  auto fin = [&](__m512 v) { return clamp ? _mm512_min_ps(vhi, _mm512_max_ps(vlo, v)) : v; };
+  for (int64_t u = 0; u < nty; ++u) {
+    const int64_t oy = 2 * (ty0 + u);
+    for (int64_t tx0 = 0; tx0 < g.TW; tx0 += 16) {
+      const __mmask16 ld = lanes16(0, g.TW - tx0);
+      const float* m = mo + u * g.TW + tx0;
+      __m512 s0[4], s1[4];
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        const __m512 m0 = _mm512_maskz_loadu_ps(ld, m + k * ms);
+        const __m512 m1 = _mm512_maskz_loadu_ps(ld, m + (4 + k) * ms);
+        const __m512 m2 = _mm512_maskz_loadu_ps(ld, m + (8 + k) * ms);
+        const __m512 m3 = _mm512_maskz_loadu_ps(ld, m + (12 + k) * ms);
+        s0[k] = _mm512_add_ps(_mm512_add_ps(m0, m1), m2);
+        s1[k] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
+      }
+      const int64_t ox0 = 2 * tx0;
+      const __mmask16 w0 = lanes16(0, g.OW - ox0), w1 = lanes16(0, g.OW - ox0 - 16);
+      for (int p = 0; p < 2 && oy + p < g.OH; ++p) {
+        const __m512* s = p == 0 ? s0 : s1;
+        const __m512 y0 = fin(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s[0], s[1]), s[2]), vb));
+        const __m512 y1 = fin(_mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(s[1], s[2]), s[3]), vb));
+        float* yr = yc + (oy + p) * g.OW + ox0;
+        _mm512_mask_storeu_ps(yr, w0, _mm512_permutex2var_ps(y0, lo_idx, y1));
+        _mm512_mask_storeu_ps(yr + 16, w1, _mm512_permutex2var_ps(y0, hi_idx, y1));
+      }
+    }
+  }
+}
+
 }  // namespace cvx
 }  // namespace nn
 }  // namespace ortlite
@@ -972,6 +1070,9 @@ void dw_nhwc(const DwGeometry&, const float*, int64_t, const float*, int64_t, co
              float, float, int64_t, int64_t, float*, int64_t) {}
 void direct_run(const DirectGeometry&, const float*, const float*, const float*, bool, float, float,
                 float*, int64_t, int64_t) {}
+void wino2_input(const Wino2Geometry&, const float*, int64_t, int64_t, float*, int64_t) {}
+void wino2_output(const Wino2Geometry&, const float*, int64_t, int64_t, int64_t, float, bool, float,
+                  float, float*) {}
 }  // namespace cvx
 }  // namespace nn
 }  // namespace ortlite

@@ -112,6 +112,24 @@ void transpose16(const float* src, int64_t lds, int rows, int cols, float* dst, 
 void transpose16_sum(const float* a, const float* b, int64_t lds, int rows, int cols, float* dst,
                      int64_t ldd);
 
+// Winograd F(2x2, 3x3) transforms of one channel (stride 1, dilation 1): tile (ty, tx) is the
+// 2 x 2 output block at (2 ty, 2 tx), read from the 4 x 4 input patch at (2 ty - pt,
+// 2 tx - pl); TW = ceil(OW / 2) tiles a row.
+struct Wino2Geometry {
+  int64_t H, W, OH, OW;  // input and output plane
+  int64_t pt, pl;        // leading pads
+  int64_t TW;            // tiles per row
+};
+// V = B^T d B of the tiles of tile rows [ty0, ty0 + nty) of channel plane xc: point xi
+// (row i, column k of the 4 x 4 transform, xi = 4 i + k) of tile (ty, tx) at
+// v[xi * vs + (ty - ty0) * TW + tx]. Input outside the plane reads as 0.
+void wino2_input(const Wino2Geometry& g, const float* xc, int64_t ty0, int64_t nty, float* v,
+                 int64_t vs);
+// Y = A^T M A + bias of those tiles for one output channel, M's point xi of tile t at
+// mo[xi * ms + t] (t counted from tile row ty0, as above), into the output plane yc (the
+// parts of tiles inside it), clipped to [lo, hi] when `clamp` (NaN kept).
+void wino2_output(const Wino2Geometry& g, const float* mo, int64_t ms, int64_t ty0, int64_t nty,
+                  float bias, bool clamp, float lo, float hi, float* yc);
 }  // namespace cvx
 }  // namespace nn
 }  // namespace ortlite

@@ -426,8 +426,15 @@ void gemm_plain(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const flo
 
 void gemm_w_right_panels(const float* a, int64_t lda, int64_t M, const float* w, int64_t N,
                          int64_t K, float* C, int64_t ldc, const Epilogue& ep, bool accumulate) {
-  Problem p{M, N,   K,  row_blocks(M, std::max<int64_t>(M, 1)), a, false, lda, 1, w, K * kNR, kNR,
-            C, ldc, &ep};
+  gemm_w_right_panels(a, lda, 1, M, w, N, K, C, ldc, ep, accumulate);
+}
+
+void gemm_w_right_panels(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const float* w,
+                         int64_t N, int64_t K, float* C, int64_t ldc, const Epilogue& ep,
+                         bool accumulate) {
+  Problem p{
+      M, N,   K,  row_blocks(M, std::max<int64_t>(M, 1)), a, false, a_rs, a_ks, w, K * kNR, kNR,
+      C, ldc, &ep};
   p.accumulate = accumulate;
   run(p, nullptr);
 }

@@ -203,6 +203,10 @@ void gemm_plain(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const flo
 // added to (a product split along K); the epilogue still runs.
 void gemm_w_right_panels(const float* a, int64_t lda, int64_t M, const float* w, int64_t N,
                          int64_t K, float* C, int64_t ldc, const Epilogue& ep, bool accumulate);
+// The same with A(i, k) = a[i * a_rs + k * a_ks].
+void gemm_w_right_panels(const float* a, int64_t a_rs, int64_t a_ks, int64_t M, const float* w,
+                         int64_t N, int64_t K, float* C, int64_t ldc, const Epilogue& ep,
+                         bool accumulate);
 
 // Gemm (and FusedGemm) with a constant float B: op(B) packed once at load, then
 // Y = act(alpha op(A) op(B) + beta C) in one pass with C as the epilogue's bias or Z.

@@ -1,7 +1,8 @@
 """Conv algorithms (src/providers/cpu/nn/conv.cc) against onnxruntime: the direct depthwise kernel
 (stride 1 / 2 / 3, dilated, channel multiplier, 1-D, wide and narrow outputs), 1x1 GEMM on
 the input, im2col + GEMM (normal and, for few output positions, transposed), Winograd
-F(4x4, 3x3) for 3x3 stride-1 convolutions with 16 to 128 channels, grouped convolutions,
+F(4x4, 3x3) for 3x3 stride-1 convolutions with 32 to 128 x 128 channels and F(2x2, 3x3) up to
+256 x 256, grouped convolutions,
 float16 / double, non-constant weights, 1 and 2 threads. Also the bad-input paths of the
 ortlite-internal FusedConv."""
 
@@ -77,6 +78,14 @@ CASES = [
     (1, 40, 32, 19, 13, 3, 1, [0, 2, 1, 0], 1, 1),        # asymmetric pads
     (1, 32, 36, 6, 5, 3, 1, [0, 0, 0, 0], 1, 1),          # no padding, tiny
     (1, 32, 32, 15, 15, 3, 1, [2, 2, 2, 2], 1, 1),        # pads larger than the kernel needs
+    # Winograd F(2x2, 3x3) (more than 128 x 128 up to 256 x 256 channels)
+    (1, 256, 256, 14, 14, 3, 1, [1, 1, 1, 1], 1, 1),      # ResNet's third stage
+    (1, 128, 160, 9, 11, 3, 1, [0, 2, 1, 0], 1, 1),       # odd sizes, asymmetric pads
+    (2, 160, 200, 13, 6, 3, 1, [1, 1, 1, 1], 1, 1),       # a part-filled panel, N = 2
+    (1, 136, 136, 40, 40, 3, 1, [1, 1, 1, 1], 1, 1),      # several bands of tile rows
+    (1, 128, 130, 7, 37, 3, 1, [2, 2, 2, 2], 1, 1),       # 20 tiles a row, wide pads
+    (1, 256, 96, 5, 6, 3, 1, [0, 1, 0, 1], 1, 1),         # 9 tiles: the smallest it takes
+    (1, 256, 96, 6, 6, 3, 1, [0, 0, 0, 0], 1, 1),         # 4 x 4 output: im2col instead
     # im2col + GEMM
     (1, 16, 16, 8, 8, 3, 1, [1, 1, 1, 1], 1, 1),          # 3x3 with too few channels for Winograd
     (1, 24, 40, 19, 13, 3, 1, [0, 2, 1, 0], 1, 1),        # the same, asymmetric pads
@@ -384,3 +393,81 @@ def test_pointwise_after_depthwise_split_over_input_channels(case, threads, resi
     # The same values at 1 and 2 threads, up to the order of the partial sums.
     if threads == 2:
         np.testing.assert_allclose(y, run_lite(model, feeds, 1)[0], rtol=1e-5, atol=1e-5)
+
+
+def residual_block_model(C, H, W, act):
+    """Conv -> BatchNormalization -> Add(x) -> act: ortlite's optimizer folds it into one
+    FusedConv (w_scale, Z, activation)."""
+    rng = np.random.default_rng(7)
+    w = (rng.standard_normal((C, C, 3, 3)) / np.sqrt(9 * C)).astype(F32)
+    bn = [rng.uniform(0.5, 1.5, C), rng.standard_normal(C) * 0.1, rng.standard_normal(C) * 0.1,
+          rng.uniform(0.5, 1.5, C)]
+    inits = [numpy_helper.from_array(w, "w")] + [
+        numpy_helper.from_array(v.astype(F32), n) for v, n in zip(bn, ["s", "b", "m", "v"])]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["n"]),
+             helper.make_node("Add", ["n", "x"], ["a"])]
+    nodes.append(helper.make_node(act, ["a"], ["y"]) if act else
+                 helper.make_node("Identity", ["a"], ["y"]))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                         [1, C, H, W])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("act", ["Relu", "Sigmoid", None])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_winograd2_residual_block(act, threads):
+    # 256 channels at 14 x 14 (Winograd F(2x2, 3x3)) with the folded BatchNormalization's
+    # scale, its shift as the bias, the residual as Z and the activation after it.
+    model = residual_block_model(256, 14, 14, act)
+    check(model, {"x": randn((1, 256, 14, 14), 3)}, threads)
+
+
+@pytest.mark.parametrize("act", ["Relu", "Clip"])
+def test_winograd2_activation_in_registers(act):
+    # Bias and Relu / Clip (no Z) are applied in the output transform.
+    C, M, H, W = 160, 192, 12, 10
+    w = randn((M, C, 3, 3), 1, scale=1.0 / np.sqrt(9 * C))
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(randn((M,), 2), "b")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3],
+                              pads=[1, 1, 1, 1])]
+    if act == "Relu":
+        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
+    else:
+        inits += [numpy_helper.from_array(np.array(-0.3, F32), "lo"),
+                  numpy_helper.from_array(np.array(0.4, F32), "hi")]
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                         [1, C, H, W])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    for threads in (1, 2):
+        check(model, {"x": randn((1, C, H, W), 3)}, threads)
+
+
+@pytest.mark.parametrize("channels", [64, 256])
+def test_winograd_nan_and_inf_stay_in_their_windows(channels):
+    # Winograd F(4x4, 3x3) (64 channels) and F(2x2, 3x3) (256): the outputs whose windows
+    # hold a NaN or an infinity are the non-finite ones, as in a direct convolution
+    # (onnxruntime's), and no others; NaN stays NaN. An infinity can come out as NaN where a
+    # direct convolution gives +-inf (the transforms subtract it from itself;
+    # docs/compatibility.md).
+    C = M = channels
+    H = W = 10
+    w = randn((M, C, 3, 3), 1, scale=1.0 / np.sqrt(9 * C))
+    model = conv_model((1, C, H, W), w, kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    x = randn((1, C, H, W), 3)
+    x[0, 5, 2, 3] = np.nan
+    x[0, 9, 7, 7] = np.inf
+    expected = run_ort(model, {"x": x})[0]
+    actual = run_lite(model, {"x": x}, threads=1)[0]
+    np.testing.assert_array_equal(np.isfinite(actual), np.isfinite(expected))
+    assert np.isnan(actual[:, :, 1:4, 2:5]).all()
+    fin = np.isfinite(expected)
+    np.testing.assert_allclose(actual[fin], expected[fin], rtol=2e-4, atol=2e-4)

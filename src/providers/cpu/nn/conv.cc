@@ -20,7 +20,9 @@
 //  - 3x3, stride 1, dilation 1, group 1, 2-D, float, constant W with 32 to 128 x 128
 //    channels: Winograd F(4x4, 3x3) (conv_winograd.cc). W is transformed at load; per block of tile
 //    rows the input is transformed, multiplied by 36 GEMMs (one per transform point) and
-//    transformed back: 4x fewer multiplications than im2col + GEMM.
+//    transformed back: 4x fewer multiplications than im2col + GEMM. From there up to 256 x
+//    256 channels, with AVX-512F: Winograd F(2x2, 3x3) (2.25x fewer; U 16/9 of W). Both
+//    leave small images to im2col + GEMM (W packed for them on first use).
 //  - strides 1, 1-D / 2-D float, constant W with up to 64 output channels per group and
 //    AVX-512F, rows wide enough: an implicit im2col (implicit_conv below). The GEMM reads the
 //    (zero-padded) input through a table of offsets, one per channel and kernel position.
@@ -85,6 +87,7 @@ struct ConvWeights {
   const std::vector<fgemm::Packed>* fused = nullptr;         // float: packed for the fused GEMM
   const std::vector<PackedGemmMatrix<T>>* packed = nullptr;  // packed for gemm_packed_a
   const WinoWeights* wino = nullptr;                         // float 3x3: Winograd U
+  const Wino2Weights* wino2 = nullptr;                       // float 3x3: F(2x2, 3x3) U
   const std::vector<float>* direct = nullptr;                // float: packed for cvx::direct_run
 };
 
@@ -377,6 +380,10 @@ void conv_compute(const ConvArgs<T>& a, ThreadPool* pool) {
     }
     if (a.wt.wino) {
       winograd_conv(g, a.x, *a.wt.wino, a.ep, a.y, a.N, a.C, a.M, pool);
+      return;
+    }
+    if (a.wt.wino2) {
+      winograd2_conv(g, a.x, *a.wt.wino2, a.ep, a.y, a.N, a.C, a.M, pool);
       return;
     }
     if (!pointwise && implicit_enabled() && implicit_conv(a, Cg, Mg, ksize, pool)) return;
@@ -683,6 +690,12 @@ class Conv final : public Kernel {
       wino_scale_ = scale;
       return;
     }
+    if (w->dtype() == DataType::kFloat && winograd2_candidate(*w)) {
+      wino2_ = std::make_unique<Wino2Weights>(
+          winograd2_weights(wf, M, w->dim(1), scale.empty() ? nullptr : scale.data()));
+      wino_scale_ = scale;
+      return;
+    }
     if (wf && fgemm::available()) {
       for (int64_t g = 0; g < attrs_.group; ++g) {
         fused_w_.push_back(fgemm::Packed::pack(wf + g * Mg * Kg, Kg, Mg, Kg, false));
@@ -749,14 +762,17 @@ class Conv final : public Kernel {
         // Images large enough for Winograd run it rather than the direct kernel (32 -> 32
         // channels at 32x32: 161 against 186 us).
         if (wt.wino && !small_for_winograd(geo)) wt.direct = nullptr;
-        if (wt.wino && !(wt.direct && direct_geometry_ok(geo, C)) && small_for_winograd(geo)) {
-          // W is the float constant Winograd's weights came from (winograd_candidate).
+        if ((wt.wino && !(wt.direct && direct_geometry_ok(geo, C)) && small_for_winograd(geo)) ||
+            (wt.wino2 && small_for_winograd2(geo))) {
+          // W is the float constant Winograd's weights came from (winograd_candidate,
+          // winograd2_candidate).
           std::call_once(small_once_, [&] {
             small_w_.push_back(
                 fgemm::Packed::pack(W.data<float>(), W.numel() / M, M, W.numel() / M, false));
             if (!wino_scale_.empty()) small_w_.back().scale_outputs(wino_scale_.data());
           });
           wt.wino = nullptr;
+          wt.wino2 = nullptr;
           wt.fused = &small_w_;
         }
         run<float>(X.data<float>(), wt, B ? B->data<float>() : nullptr,
@@ -781,7 +797,7 @@ class Conv final : public Kernel {
         ConvWeights<float> wt;
         if (mine) set_prepared(wt);
         if (wt.wino && !small_for_winograd(geo)) wt.direct = nullptr;
-        if (!wt.fused && !wt.packed && !wt.wino) {
+        if (!wt.fused && !wt.packed && !wt.wino && !wt.wino2) {
           w.resize(static_cast<size_t>(W.numel()));
           convert_to_float(W.dtype(), W.raw_data(), w.data(), W.numel());
           wt.w = w.data();
@@ -855,6 +871,28 @@ class Conv final : public Kernel {
     return true;
   }
 
+  // 3x3 stride-1 float kernels with more channels than winograd_candidate takes, up to
+  // kWino2MaxChannels: Winograd F(2x2, 3x3) (U 16/9 the size of W).
+  bool winograd2_candidate(const Tensor& w) const {
+    if (!cvx::available() || !fgemm::uses_avx512()) return false;
+    if (w.rank() != 4 || w.dim(2) != 3 || w.dim(3) != 3 || attrs_.group != 1) return false;
+    if (w.dim(0) < 32 || w.dim(1) < 32 || w.dim(0) * w.dim(1) <= kWinoMaxChannels ||
+        w.dim(0) * w.dim(1) > kWino2MaxChannels)
+      return false;
+    for (int64_t s : attrs_.spatial.strides)
+      if (s != 1) return false;
+    for (int64_t d : attrs_.spatial.dilations)
+      if (d != 1) return false;
+    return true;
+  }
+
+  // Outputs of fewer than 9 tiles (up to 4 x 4): U, 16/9 the size of W, is read for too few
+  // tiles (256 -> 256 channels at 4 x 4: 188 against 119 us through im2col + the fused GEMM;
+  // at 6 x 6, 9 tiles, 193 against 260).
+  static bool small_for_winograd2(const SpatialGeometry& geo) {
+    return ((geo.out[0] + 1) / 2) * ((geo.out[1] + 1) / 2) < 9;
+  }
+
   bool small_for_winograd(const SpatialGeometry& geo) const {
     int64_t P = 1;
     for (size_t d = 0; d < geo.rank; ++d) P *= geo.out[d];
@@ -867,6 +905,7 @@ class Conv final : public Kernel {
     if (!fused_w_.empty()) wt.fused = &fused_w_;
     if (!packed_f32_.empty()) wt.packed = &packed_f32_;
     if (wino_) wt.wino = wino_.get();
+    if (wino2_) wt.wino2 = wino2_.get();
   }
 
   template <typename T>
@@ -885,6 +924,7 @@ class Conv final : public Kernel {
   }
 
   static constexpr int64_t kWinoMaxChannels = 128 * 128;
+  static constexpr int64_t kWino2MaxChannels = 256 * 256;
 
   bool fused_;
   ConvAttrs attrs_;
@@ -897,6 +937,7 @@ class Conv final : public Kernel {
   std::vector<PackedGemmMatrix<float>> packed_f32_;
   std::vector<PackedGemmMatrix<double>> packed_f64_;
   std::unique_ptr<WinoWeights> wino_;
+  std::unique_ptr<Wino2Weights> wino2_;
   std::vector<float> wino_scale_;  // w_scale, for the weights small images are run with
   mutable std::once_flag small_once_;
   mutable std::vector<fgemm::Packed> small_w_;  // W packed for the fused GEMM, on first use

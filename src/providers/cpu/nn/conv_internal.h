@@ -1,6 +1,6 @@
 // Pieces the convolution kernels share (conv.cc: Conv, FusedConv; conv_expand_depthwise.cc:
 // FusedExpandDepthwise; conv_im2col.cc: im2col; conv_depthwise.cc: the depthwise kernels;
-// conv_winograd.cc: Winograd F(4x4, 3x3)). Internal to src/providers/cpu/nn.
+// conv_winograd.cc: Winograd F(4x4, 3x3) and F(2x2, 3x3)). Internal to src/providers/cpu/nn.
 #pragma once
 
 #include <cstdint>
@@ -134,6 +134,26 @@ WinoWeights winograd_weights(const float* w, int64_t M, int64_t C, const float* 
 void winograd_conv(const SpatialGeometry& geo, const float* x, const WinoWeights& U,
                    const Epilogue<float>& ep, float* y, int64_t N, int64_t C, int64_t M,
                    ThreadPool* pool);
+
+// ---- Winograd F(2x2, 3x3) (conv_winograd.cc) -------------------------------------------
+
+constexpr int64_t kWino2Pts = 16;  // points of the 4x4 transformed tile
+
+// Winograd F(2x2, 3x3) weights: U = G g G^T as 16 matrices [M][C], each packed for the
+// fused GEMM (C deep, M outputs).
+struct Wino2Weights {
+  std::vector<fgemm::Packed> u;  // [point]
+};
+
+// U for a 3x3 W [M][C][3][3], computed in double; output channel m scaled by scale[m] when
+// `scale` is not null.
+Wino2Weights winograd2_weights(const float* w, int64_t M, int64_t C, const float* scale);
+
+// A 2-D 3x3 stride-1 convolution of N images [C][H][W] into y [N][M][OH][OW] (geometry
+// `geo`) by F(2x2, 3x3). AVX-512F only (cvx::available(), fgemm::uses_avx512()).
+void winograd2_conv(const SpatialGeometry& geo, const float* x, const Wino2Weights& U,
+                    const Epilogue<float>& ep, float* y, int64_t N, int64_t C, int64_t M,
+                    ThreadPool* pool);
 
 }  // namespace nn
 }  // namespace ortlite
