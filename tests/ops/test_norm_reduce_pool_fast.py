@@ -397,6 +397,11 @@ POOL_CASES = [
     ((1, 3, 75, 75), [2, 2], [2, 2], [0, 0, 0, 0], [1, 1], 1),
     ((3, 2, 101), [3], [2], [1, 2], [2], 1),
     ((1, 1, 1, 1), [1, 1], [1, 1], [0, 0, 0, 0], [1, 1], 0),
+    # strides 1, 2-D (MaxPool: the padded-plane kernel where the pads are below the kernel)
+    ((1, 4, 20, 20), [5, 5], [1, 1], [2, 2, 2, 2], [1, 1], 0),     # YOLO's SPPF
+    ((2, 3, 7, 23), [3, 2], [1, 1], [0, 1, 2, 0], [1, 1], 0),      # asymmetric pads
+    ((1, 2, 5, 37), [1, 7], [1, 1], [0, 6, 0, 3], [1, 1], 1),      # pads up to kernel - 1
+    ((1, 2, 33, 50), [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 0),     # several flat blocks
 ]
 
 
@@ -439,6 +444,25 @@ def test_pool_nan_inf():
         kind = "max" if op == "MaxPool" else "avg"
         check(m, {"x": x}, rtol=1e-6, atol=1e-6,
               expected=[pool_ref(x, kind, [2, 3, 2], [2, 2, 1], [0, 1, 1, 1, 0, 0], [1, 1, 1])])
+
+
+def test_max_pool_strides_1_nan_inf_and_zeros():
+    # The stride-1 kernel: NaN never wins (as in the general kernel), infinities do, and a
+    # window of only -inf gives -inf. Against onnxruntime without those two (its MaxPool's
+    # result for a window with a NaN depends on where in the window the NaN is, and a window
+    # of -inf gives the lowest float).
+    x = data((2, 3, 11, 13), 33)
+    x[1, 0, 6, 6] = np.inf
+    x[1, 1, 2:5, 3:9] = -np.inf
+    x[1, 2, 3, 3] = -0.0
+    m = node_model("MaxPool", {"x": x}, ["y"], attrs={"kernel_shape": [3, 3], "strides": [1, 1],
+                   "pads": [1, 1, 1, 1]}, opset=12)
+    check(m, {"x": x}, rtol=0, atol=0)
+    x[0, 0, 4, 5] = np.nan
+    x[0, 1, 0, :] = np.nan
+    x[1, 1, :, :4] = -np.inf
+    check(m, {"x": x}, rtol=0, atol=0,
+          expected=[pool_ref(x, "max", [3, 3], [1, 1], [1, 1, 1, 1], [1, 1])])
 
 
 @pytest.mark.parametrize("case", POOL_CASES)

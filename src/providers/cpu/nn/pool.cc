@@ -644,6 +644,84 @@ ORTLITE_NN_TARGET_AVX512 void max_pool_2x2s2_avx512(const Geo3& g, const float* 
     }
   }
 }
+
+// dst[f] = the maximum of src[f + t * step] over taps t < taps, for f < n: four vectors at a
+// time (each maximum is a chain of dependent maxes). max(v, acc) keeps acc when v is NaN.
+ORTLITE_NN_TARGET_AVX512 void max_taps_avx512(const float* src, int64_t step, int64_t taps,
+                                              float* dst, int64_t n) {
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  int64_t f = 0;
+  for (; f + 64 <= n; f += 64) {
+    __m512 a0 = ninf, a1 = ninf, a2 = ninf, a3 = ninf;
+    for (int64_t t = 0; t < taps; ++t) {
+      const float* q = src + f + t * step;
+      a0 = _mm512_max_ps(_mm512_loadu_ps(q), a0);
+      a1 = _mm512_max_ps(_mm512_loadu_ps(q + 16), a1);
+      a2 = _mm512_max_ps(_mm512_loadu_ps(q + 32), a2);
+      a3 = _mm512_max_ps(_mm512_loadu_ps(q + 48), a3);
+    }
+    _mm512_storeu_ps(dst + f, a0);
+    _mm512_storeu_ps(dst + f + 16, a1);
+    _mm512_storeu_ps(dst + f + 32, a2);
+    _mm512_storeu_ps(dst + f + 48, a3);
+  }
+  for (; f < n; f += 16) {
+    const __mmask16 m = n - f >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - f)) - 1);
+    __m512 acc = ninf;
+    for (int64_t t = 0; t < taps; ++t)
+      acc = _mm512_max_ps(_mm512_maskz_loadu_ps(m, src + f + t * step), acc);
+    _mm512_mask_storeu_ps(dst + f, m, acc);
+  }
+}
+
+// MaxPool with strides 1 (2-D, float, no dilation, pads below the kernel: every window
+// holds an input; AVX-512F): per channel the plane is copied into a buffer padded with -inf
+// (rows of Wp = OW + kw - 1), the vertical maximum of kh rows runs as one flat loop over
+// the buffer, and the horizontal maximum of kw columns per output row. YOLO's SPPF pools
+// (5x5, pads 2, 1x128x20x20) spent most of their time in the general kernel's per-row
+// bookkeeping. max(v, acc) keeps acc when v is NaN, as the general kernel's selects do.
+ORTLITE_NN_TARGET_AVX512 void max_pool_s1_avx512(const Geo3& g, const float* x, float* y,
+                                                 int64_t c0, int64_t c1, float* buf) {
+  const int64_t H = g.in[1], W = g.in[2], OH = g.out[1], OW = g.out[2];
+  const int64_t kh = g.k[1], kw = g.k[2], pt = g.pb[1], pl = g.pb[2];
+  const int64_t Wp = OW + kw - 1, Hp = OH + kh - 1;
+  float* P = buf;            // Hp x Wp, padded input
+  float* V = buf + Hp * Wp;  // OH x Wp (+ kw - 1), vertical maxima
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  auto mask = [](int64_t n) {
+    return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n > 0 ? n : 0)) - 1);
+  };
+  // The columns of a padded row that hold input: [j_lo, j_hi).
+  const int64_t j_lo = std::min<int64_t>(pl, Wp), j_hi = std::min<int64_t>(Wp, W + pl);
+  for (int64_t c = c0; c < c1; ++c) {
+    const float* xc = x + c * g.in_size;
+    for (int64_t i = 0; i < Hp; ++i) {
+      float* pr = P + i * Wp;
+      const int64_t iy = i - pt;
+      if (iy < 0 || iy >= H) {
+        for (int64_t j = 0; j < Wp; j += 16) _mm512_mask_storeu_ps(pr + j, mask(Wp - j), ninf);
+        continue;
+      }
+      for (int64_t j = 0; j < j_lo; ++j) pr[j] = -std::numeric_limits<float>::infinity();
+      const float* xr = xc + iy * W - pl;
+      for (int64_t j = j_lo; j < j_hi; j += 16)
+        _mm512_mask_storeu_ps(pr + j, mask(j_hi - j),
+                              _mm512_maskz_loadu_ps(mask(j_hi - j), xr + j));
+      for (int64_t j = j_hi; j < Wp; ++j) pr[j] = -std::numeric_limits<float>::infinity();
+    }
+    // Vertical, then horizontal (into P, free again: O[i][j] at P[i * Wp + j] for j < OW).
+    const int64_t n = OH * Wp;
+    max_taps_avx512(P, Wp, kh, V, n);
+    // The last row's window runs kw - 1 columns past V's end: -inf there (never stored out).
+    for (int64_t j = 0; j < kw - 1; ++j) V[n + j] = -std::numeric_limits<float>::infinity();
+    max_taps_avx512(V, 1, kw, P, n);
+    float* yc = y + c * g.out_size;
+    for (int64_t i = 0; i < OH; ++i)
+      for (int64_t o = 0; o < OW; o += 16)
+        _mm512_mask_storeu_ps(yc + i * OW + o, mask(OW - o),
+                              _mm512_maskz_loadu_ps(mask(OW - o), P + i * Wp + o));
+  }
+}
 #pragma GCC diagnostic pop
 #endif
 
@@ -661,6 +739,21 @@ bool max_pool_2x2s2_ok(const Geo3& g) {
 #endif
 }
 
+// Whether max_pool_s1_avx512 takes the geometry, on this CPU.
+bool max_pool_s1_ok(const Geo3& g) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  static const bool cpu = fast_isa_cap() >= 2 && __builtin_cpu_supports("avx512f");
+  return cpu && g.k[0] == 1 && g.in[0] == 1 && g.s[1] == 1 && g.s[2] == 1 && g.d[1] == 1 &&
+         g.d[2] == 1 && g.k[1] >= 1 && g.k[2] >= 1 && g.pb[1] < g.k[1] && g.pe[1] < g.k[1] &&
+         g.pb[2] < g.k[2] && g.pe[2] < g.k[2] && g.out[1] > 0 && g.out[2] > 0 &&
+         g.out[1] == g.in[1] + g.pb[1] + g.pe[1] - g.k[1] + 1 &&
+         g.out[2] == g.in[2] + g.pb[2] + g.pe[2] - g.k[2] + 1;
+#else
+  (void)g;
+  return false;
+#endif
+}
+
 template <typename T>
 void max_pool(const Geo3& g, const T* x, T* y, int64_t* ind, int64_t channels,
               int64_t storage_order, ThreadPool* pool) {
@@ -672,6 +765,19 @@ void max_pool(const Geo3& g, const T* x, T* y, int64_t* ind, int64_t channels,
     float* yf = reinterpret_cast<float*>(y);
     parallel_for(pool, channels * g.out[1], 4.0 * static_cast<double>(g.out[2]),
                  [&](int64_t rb, int64_t re) { max_pool_2x2s2_avx512(g, xf, yf, rb, re); });
+#endif
+  } else if (std::is_same_v<T, float> && max_pool_s1_ok(g)) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    const float* xf = reinterpret_cast<const float*>(x);
+    float* yf = reinterpret_cast<float*>(y);
+    const int64_t Wp = g.out[2] + g.k[2] - 1, Hp = g.out[1] + g.k[1] - 1;
+    const size_t need = static_cast<size_t>((Hp + g.out[1]) * Wp + g.k[2] + 64);
+    parallel_for(pool, channels, static_cast<double>(g.out_size * (g.k[1] + g.k[2])),
+                 [&](int64_t cb, int64_t ce) {
+                   thread_local std::vector<float> buf;
+                   if (buf.size() < need) buf.resize(need);
+                   max_pool_s1_avx512(g, xf, yf, cb, ce, buf.data());
+                 });
 #endif
   } else if (std::is_same_v<T, float> && pool2d_fast_ok(g)) {
     pool2d_f32(g, true, 0, reinterpret_cast<const float*>(x), reinterpret_cast<float*>(y), channels,
