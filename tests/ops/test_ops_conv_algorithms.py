@@ -395,6 +395,17 @@ def test_pointwise_after_depthwise_split_over_input_channels(case, threads, resi
         np.testing.assert_allclose(y, run_lite(model, feeds, 1)[0], rtol=1e-5, atol=1e-5)
 
 
+def graph_model(nodes, inits, x_shape):
+    """A float model of `nodes` from input x (shape x_shape) to output y."""
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                         list(x_shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
 def residual_block_model(C, H, W, act):
     """Conv -> BatchNormalization -> Add(x) -> act: ortlite's optimizer folds it into one
     FusedConv (w_scale, Z, activation)."""
@@ -409,13 +420,7 @@ def residual_block_model(C, H, W, act):
              helper.make_node("Add", ["n", "x"], ["a"])]
     nodes.append(helper.make_node(act, ["a"], ["y"]) if act else
                  helper.make_node("Identity", ["a"], ["y"]))
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                                         [1, C, H, W])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                              initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model
+    return graph_model(nodes, inits, (1, C, H, W))
 
 
 @pytest.mark.parametrize("act", ["Relu", "Sigmoid", None])
@@ -441,12 +446,7 @@ def test_winograd2_activation_in_registers(act):
         inits += [numpy_helper.from_array(np.array(-0.3, F32), "lo"),
                   numpy_helper.from_array(np.array(0.4, F32), "hi")]
         nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                                         [1, C, H, W])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                              initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
+    model = graph_model(nodes, inits, (1, C, H, W))
     for threads in (1, 2):
         check(model, {"x": randn((1, C, H, W), 3)}, threads)
 

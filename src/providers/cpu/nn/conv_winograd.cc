@@ -24,29 +24,31 @@ namespace {
 // rows of tiles at once: the input band is split into four column phases so that the six
 // columns of every tile are contiguous across tiles, and the loops run over tiles.
 
-// Calls f(xi, m, c, u) for every U[xi][m][c] = (G g_mc G^T)[xi], computed in double.
-template <typename F>
-void winograd_transform(const float* w, int64_t M, int64_t C, F f) {
-  static const double G[6][3] = {{1.0 / 4, 0, 0},
-                                 {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-                                 {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                                 {1.0 / 24, 1.0 / 12, 1.0 / 6},
-                                 {1.0 / 24, -1.0 / 12, 1.0 / 6},
-                                 {0, 0, 1}};
+// Calls f(xi, m, c, u) for every U[xi][m][c] = (G g_mc G^T)[xi] (point xi = i * P + j of
+// the P x P transformed kernel), computed in double, for a P x 3 matrix G.
+template <int P, typename F>
+void kernel_transform(const double (&G)[P][3], const float* w, int64_t M, int64_t C, F f) {
   for (int64_t m = 0; m < M; ++m) {
     for (int64_t c = 0; c < C; ++c) {
       const float* g = w + (m * C + c) * 9;
-      double t[6][3];
-      for (int i = 0; i < 6; ++i)
+      double t[P][3];
+      for (int i = 0; i < P; ++i)
         for (int j = 0; j < 3; ++j)
           t[i][j] = G[i][0] * g[0 * 3 + j] + G[i][1] * g[1 * 3 + j] + G[i][2] * g[2 * 3 + j];
-      for (int i = 0; i < 6; ++i)
-        for (int j = 0; j < 6; ++j) {
-          f(i * 6 + j, m, c, t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2]);
-        }
+      for (int i = 0; i < P; ++i)
+        for (int j = 0; j < P; ++j)
+          f(i * P + j, m, c, t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2]);
     }
   }
 }
+
+// F(4x4, 3x3)'s G.
+constexpr double kG4[6][3] = {{1.0 / 4, 0, 0},
+                              {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                              {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                              {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                              {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                              {0, 0, 1}};
 
 // v[k] = (B^T d)[k] for six input vectors d[0..5] of n elements each.
 ORTLITE_NN_INLINE void wino_bt6(const float* __restrict d0, const float* __restrict d1,
@@ -200,7 +202,7 @@ int64_t wino_scratch(int64_t C, int64_t M, int64_t Q, int64_t nty) {
 WinoWeights winograd_weights(const float* w, int64_t M, int64_t C, const float* scale) {
   WinoWeights u;
   u.plain.resize(static_cast<size_t>(kWinoPts * M * C));
-  winograd_transform(w, M, C, [&](int64_t xi, int64_t m, int64_t c, double v) {
+  kernel_transform(kG4, w, M, C, [&](int64_t xi, int64_t m, int64_t c, double v) {
     u.plain[(xi * M + m) * C + c] = static_cast<float>(scale ? v * scale[m] : v);
   });
   return u;
@@ -267,23 +269,11 @@ void winograd_conv(const SpatialGeometry& geo, const float* x, const WinoWeights
 // cvx::transpose16.
 
 Wino2Weights winograd2_weights(const float* w, int64_t M, int64_t C, const float* scale) {
-  static const double G[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+  static constexpr double G[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
   std::vector<float> u(static_cast<size_t>(kWino2Pts * M * C));
-  for (int64_t m = 0; m < M; ++m) {
-    for (int64_t c = 0; c < C; ++c) {
-      const float* g = w + (m * C + c) * 9;
-      double t[4][3];
-      for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 3; ++j)
-          t[i][j] = G[i][0] * g[0 * 3 + j] + G[i][1] * g[1 * 3 + j] + G[i][2] * g[2 * 3 + j];
-      for (int i = 0; i < 4; ++i)
-        for (int k = 0; k < 4; ++k) {
-          const double v = t[i][0] * G[k][0] + t[i][1] * G[k][1] + t[i][2] * G[k][2];
-          u[static_cast<size_t>(((i * 4 + k) * M + m) * C + c)] =
-              static_cast<float>(scale ? v * scale[m] : v);
-        }
-    }
-  }
+  kernel_transform(G, w, M, C, [&](int64_t xi, int64_t m, int64_t c, double v) {
+    u[static_cast<size_t>((xi * M + m) * C + c)] = static_cast<float>(scale ? v * scale[m] : v);
+  });
   Wino2Weights U;
   U.u.reserve(kWino2Pts);
   for (int64_t xi = 0; xi < kWino2Pts; ++xi)
