@@ -86,6 +86,9 @@ CASES = [
     (1, 128, 130, 7, 37, 3, 1, [2, 2, 2, 2], 1, 1),       # 20 tiles a row, wide pads
     (1, 256, 96, 5, 6, 3, 1, [0, 1, 0, 1], 1, 1),         # 9 tiles: the smallest it takes
     (1, 256, 96, 6, 6, 3, 1, [0, 0, 0, 0], 1, 1),         # 4 x 4 output: im2col instead
+    (1, 256, 128, 7, 7, 3, 1, [1, 1, 1, 1], 1, 1),        # 7 x 7: tiles overshoot, im2col
+    (1, 512, 64, 8, 8, 3, 1, [1, 1, 1, 1], 1, 1),         # 16 tiles (12 + 4 rows), 2 panels
+    (1, 1024, 32, 8, 8, 3, 1, [1, 1, 1, 1], 1, 1),        # one panel: bands for the threads
     # im2col + GEMM
     (1, 16, 16, 8, 8, 3, 1, [1, 1, 1, 1], 1, 1),          # 3x3 with too few channels for Winograd
     (1, 24, 40, 19, 13, 3, 1, [0, 2, 1, 0], 1, 1),        # the same, asymmetric pads

@@ -886,11 +886,15 @@ class Conv final : public Kernel {
     return true;
   }
 
-  // Outputs of fewer than 9 tiles (up to 4 x 4): U, 16/9 the size of W, is read for too few
-  // tiles (256 -> 256 channels at 4 x 4: 188 against 119 us through im2col + the fused GEMM;
-  // at 6 x 6, 9 tiles, 193 against 260).
+  // Outputs that F(2x2, 3x3) does not pay on, run through im2col + the fused GEMM: fewer
+  // than 9 tiles (up to 4 x 4: U, 16/9 the size of W, is read for too few tiles; 256 -> 256
+  // channels at 4 x 4: 188 against 119 us), or odd sizes where the tiles' 2 x 2 outputs
+  // overshoot the output by 30% or more (5 x 5, 7 x 7: 512 -> 64 at 7 x 7 200 against 159
+  // us, 256 -> 128 155 against 137, 256 -> 256 tied; at 6 x 6, 8 x 8 and 9 x 9 it was
+  // 0.72-0.95 of im2col's time, 1 thread).
   static bool small_for_winograd2(const SpatialGeometry& geo) {
-    return ((geo.out[0] + 1) / 2) * ((geo.out[1] + 1) / 2) < 9;
+    const int64_t tiles = ((geo.out[0] + 1) / 2) * ((geo.out[1] + 1) / 2);
+    return tiles < 9 || 40 * tiles >= 13 * geo.out[0] * geo.out[1];
   }
 
   bool small_for_winograd(const SpatialGeometry& geo) const {

@@ -289,13 +289,18 @@ void winograd2_conv(const SpatialGeometry& geo, const float* x, const Wino2Weigh
   g.TW = (g.OW + 1) / 2;
   const int64_t TH = (g.OH + 1) / 2, P = g.OH * g.OW, in_size = g.H * g.W;
   constexpr int64_t kNR = fgemm::kNR;
-  // Blocks of two 32-channel panels: the threads of one band share them out.
-  constexpr int64_t kBlockPanels = 2;
-  const int64_t panels = (M + kNR - 1) / kNR, nblocks = (panels + kBlockPanels - 1) / kBlockPanels;
-  // Tile rows a band: V (16 points x C) within about 1 MiB.
-  const int64_t nty = std::clamp<int64_t>((int64_t(1) << 18) / (kWino2Pts * C * g.TW), 1, TH);
-  const int64_t bands = (TH + nty - 1) / nty, jobs = N * bands;
   const int nthreads = pool ? pool->num_threads() : 1;
+  // Blocks of two 32-channel panels (one where there are fewer than two a thread): the
+  // threads of one band share them out.
+  const int64_t panels = (M + kNR - 1) / kNR;
+  const int64_t block_panels = panels >= 2 * nthreads ? 2 : 1;
+  const int64_t nblocks = (panels + block_panels - 1) / block_panels;
+  // Tile rows a band: V (16 points x C) within about 1 MiB, and bands enough for the threads
+  // where the images' blocks are fewer.
+  int64_t nty = std::clamp<int64_t>((int64_t(1) << 18) / (kWino2Pts * C * g.TW), 1, TH);
+  const int64_t per_image = (nthreads + N * nblocks - 1) / (N * nblocks);
+  if (per_image > 1) nty = std::min(nty, std::max<int64_t>(1, (TH + per_image - 1) / per_image));
+  const int64_t bands = (TH + nty - 1) / nty, jobs = N * bands;
   // Fewer bands than threads: the threads share each band's blocks of output channels, each
   // transforming the band's input itself (a cheap pass) and reading its own part of U.
   const int64_t groups =
@@ -312,7 +317,7 @@ void winograd2_conv(const SpatialGeometry& geo, const float* x, const Wino2Weigh
     const int64_t n = job / bands, ty0 = (job % bands) * nty;
     const int64_t cnt = std::min(nty, TH - ty0), span = cnt * g.TW;
     const int64_t b0 = nblocks * gi / groups, b1 = nblocks * (gi + 1) / groups;
-    constexpr int64_t mmax = kBlockPanels * kNR;
+    const int64_t mmax = block_panels * kNR;
     std::vector<float>& scratch = col_scratch<float>();
     const size_t need = static_cast<size_t>(kWino2Pts * (C + 2 * mmax) * span);
     if (scratch.size() < need) scratch.resize(need);
@@ -325,12 +330,21 @@ void winograd2_conv(const SpatialGeometry& geo, const float* x, const Wino2Weigh
     const fgemm::Epilogue none;
     const int64_t oy0 = 2 * ty0, oy1 = std::min(g.OH, 2 * (ty0 + cnt));
     for (int64_t b = b0; b < b1; ++b) {
-      const int64_t p0 = b * kBlockPanels, m0 = p0 * kNR, mb = std::min(mmax, M - m0);
+      const int64_t p0 = b * block_panels, m0 = p0 * kNR, mb = std::min(mmax, M - m0);
       for (int64_t xi = 0; xi < kWino2Pts; ++xi) {
         float* ct = MoT + xi * span * mb;
-        fgemm::gemm_w_right_panels(V + xi * C * span, 1, span, span,
-                                   U.u[static_cast<size_t>(xi)].data() + p0 * C * kNR, mb, C, ct,
-                                   mb, none, false);
+        const float* u = U.u[static_cast<size_t>(xi)].data() + p0 * C * kNR;
+        // 13 to 16 tiles: 12 rows, then the rest reading U again from L2 (an even split
+        // gave two 8-row passes that each read U, the first from memory at twice the rate
+        // one core gets: 5-10% slower at 8 x 8).
+        if (span > 12 && span <= 16) {
+          fgemm::gemm_w_right_panels(V + xi * C * span, 1, span, 12, u, mb, C, ct, mb, none, false);
+          fgemm::gemm_w_right_panels(V + xi * C * span + 12, 1, span, span - 12, u, mb, C,
+                                     ct + 12 * mb, mb, none, false);
+        } else {
+          fgemm::gemm_w_right_panels(V + xi * C * span, 1, span, span, u, mb, C, ct, mb, none,
+                                     false);
+        }
         for (int64_t t0 = 0; t0 < span; t0 += 16)
           for (int64_t c0 = 0; c0 < mb; c0 += 16)
             cvx::transpose16(ct + t0 * mb + c0, mb,
