@@ -281,11 +281,7 @@ void direct_conv(const ConvArgs<float>& a, ThreadPool* pool) {
   const int64_t P = dg.OH * dg.OW, in_size = dg.H * dg.W;
   const double work = 2.0 * static_cast<double>(a.M * a.C * dg.KH * dg.KW * P);
   // Relu and Clip in registers; Z and the other activations on each image's stored output.
-  const ActKind k = a.ep.act.kind;
-  const bool clamp = !a.ep.z && (k == ActKind::kRelu || k == ActKind::kClip);
-  const float lo = k == ActKind::kClip ? a.ep.act.p0 : 0.f;
-  const float hi = k == ActKind::kClip ? a.ep.act.p1 : std::numeric_limits<float>::infinity();
-  const bool after = !clamp && (a.ep.z || k != ActKind::kNone);
+  const RegisterAct<float> ra = register_act<float>(a.ep.act, a.ep.z != nullptr);
   const int nthreads = pool ? pool->num_threads() : 1;
   // One image, several threads: a band of output rows a thread (the caller takes the top
   // one), each padding the input rows it reads into its thread's own buffer. Padding the
@@ -314,9 +310,9 @@ void direct_conv(const ConvArgs<float>& a, ThreadPool* pool) {
             if (band_pad.size() < need) band_pad.resize(need);
             cvx::direct_pad(bg, a.x + std::min(row0, dg.H) * dg.W, band_pad.data());
             float* yb = a.y + r0 * dg.OW;
-            cvx::direct_run(bg, band_pad.data(), a.wt.direct->data(), a.ep.bias, clamp, lo, hi, yb,
-                            0, bg.OH);
-            if (after)
+            cvx::direct_run(bg, band_pad.data(), a.wt.direct->data(), a.ep.bias, ra.clamp, ra.lo,
+                            ra.hi, yb, 0, bg.OH);
+            if (ra.after)
               for (int64_t m = 0; m < a.M; ++m)
                 epilogue(a.ep.act, yb + m * P, bg.OH * dg.OW, 0.f,
                          a.ep.z ? a.ep.z + m * P + r0 * dg.OW : nullptr);
@@ -334,9 +330,9 @@ void direct_conv(const ConvArgs<float>& a, ThreadPool* pool) {
       cvx::direct_pad(dg, a.x + n * a.C * in_size, pad_buf.data());
       float* y = a.y + n * a.M * P;
       const float* z = a.ep.z ? a.ep.z + n * a.M * P : nullptr;
-      cvx::direct_run(dg, pad_buf.data(), a.wt.direct->data(), a.ep.bias, clamp, lo, hi, y, 0,
-                      dg.OH);
-      if (after)
+      cvx::direct_run(dg, pad_buf.data(), a.wt.direct->data(), a.ep.bias, ra.clamp, ra.lo, ra.hi, y,
+                      0, dg.OH);
+      if (ra.after)
         for (int64_t m = 0; m < a.M; ++m)
           epilogue(a.ep.act, y + m * P, P, 0.f, z ? z + m * P : nullptr);
     }

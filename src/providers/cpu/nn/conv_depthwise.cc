@@ -146,20 +146,18 @@ template <typename T, int kVB>
 ORTLITE_NN_INLINE void dw_out_impl(const DwPlan& p, const T* buf, const T* w, T b,
                                    const ActSpec& act, const T* z, T* tmp, T* yc) {
   // Relu and Clip without Z are applied in registers; anything else on each finished row.
-  const bool clamp = !z && (act.kind == ActKind::kRelu || act.kind == ActKind::kClip);
-  const T lo = act.kind == ActKind::kClip ? static_cast<T>(act.p0) : T(0);
-  const T hi =
-      act.kind == ActKind::kClip ? static_cast<T>(act.p1) : std::numeric_limits<T>::infinity();
-  const bool epi = !clamp && (z || act.kind != ActKind::kNone);
-  if (p.flat) dw_span_any<T, kVB>(buf, p.toff, w, p.ntaps, b, clamp, lo, hi, tmp, p.flat_len);
+  const RegisterAct<T> ra = register_act<T>(act, z != nullptr);
+  if (p.flat)
+    dw_span_any<T, kVB>(buf, p.toff, w, p.ntaps, b, ra.clamp, ra.lo, ra.hi, tmp, p.flat_len);
   for (int64_t oy = 0; oy < p.OH; ++oy) {
     T* yr = yc + oy * p.OW;
     if (p.flat) {
       copy_run(yr, tmp + oy * p.pitch, p.OW);
     } else {
-      dw_span_any<T, kVB>(buf + oy * p.sh * p.PWs, p.toff, w, p.ntaps, b, clamp, lo, hi, yr, p.OW);
+      dw_span_any<T, kVB>(buf + oy * p.sh * p.PWs, p.toff, w, p.ntaps, b, ra.clamp, ra.lo, ra.hi,
+                          yr, p.OW);
     }
-    if (epi) bias_add_act(act, yr, p.OW, T(0), z ? z + oy * p.OW : nullptr);
+    if (ra.after) bias_add_act(act, yr, p.OW, T(0), z ? z + oy * p.OW : nullptr);
   }
 }
 
@@ -206,10 +204,7 @@ void depthwise_direct(const cvx::DwGeometry& g, const float* x, const float* w,
   const std::vector<uint32_t> masks = cvx::dw_masks(g);
   const ActSpec& act = ep.act;
   // Relu and Clip without Z are applied in registers; anything else on the finished plane.
-  const bool clamp = !ep.z && (act.kind == ActKind::kRelu || act.kind == ActKind::kClip);
-  const float lo = act.kind == ActKind::kClip ? act.p0 : 0.f;
-  const float hi = act.kind == ActKind::kClip ? act.p1 : std::numeric_limits<float>::infinity();
-  const bool epi = !clamp && (ep.z || act.kind != ActKind::kNone);
+  const RegisterAct<float> ra = register_act<float>(act, ep.z != nullptr);
   const int64_t Mg = M / C, P = g.OH * g.OW, in_size = g.H * g.W;
   const double cost = 2.0 * static_cast<double>(P) * g.KH * g.KW;
   parallel_for(pool, N * M, cost, [&](int64_t b, int64_t e) {
@@ -217,8 +212,8 @@ void depthwise_direct(const cvx::DwGeometry& g, const float* x, const float* w,
       const int64_t nn = nm / M, m = nm % M;
       float* yc = y + nm * P;
       cvx::dw_run(g, masks.data(), x + (nn * C + m / Mg) * in_size, w + m * g.KH * g.KW,
-                  ep.bias ? ep.bias[m] : 0.f, clamp, lo, hi, yc);
-      if (epi) epilogue(act, yc, P, 0.f, ep.z ? ep.z + nm * P : nullptr);
+                  ep.bias ? ep.bias[m] : 0.f, ra.clamp, ra.lo, ra.hi, yc);
+      if (ra.after) epilogue(act, yc, P, 0.f, ep.z ? ep.z + nm * P : nullptr);
     }
   });
 }

@@ -168,10 +168,7 @@ class ExpandDepthwise final : public Kernel {
     // block (its padded-buffer kernels) into a band of the task's channels, copied to Y.
     const bool direct = cvx::available() && fast_isa_cap() >= 2;  // ORTLITE_FAST_ISA
     const std::vector<uint32_t> masks = direct ? cvx::dw_masks(g) : std::vector<uint32_t>();
-    const bool clamp = act_.kind == ActKind::kRelu || act_.kind == ActKind::kClip;
-    const float lo = act_.kind == ActKind::kClip ? act_.p0 : 0.f;
-    const float hi = act_.kind == ActKind::kClip ? act_.p1 : std::numeric_limits<float>::infinity();
-    const bool epi = !clamp && act_.kind != ActKind::kNone;
+    const RegisterAct<float> ra = register_act<float>(act_, false);
     const int64_t rows_fit = std::max<int64_t>(g.KH, kBudget / (kGroup * g.W));
     const int64_t nb = std::min(g.OH, std::max<int64_t>(1, (rows_fit - g.KH) / g.sh + 1));
     const int64_t bands = (g.OH + nb - 1) / nb, groups = static_cast<int64_t>(we_groups_.size());
@@ -207,8 +204,8 @@ class ExpandDepthwise final : public Kernel {
       for (int64_t c = c0; c < c0 + cn; ++c) {
         float* yc = y + (n * Ce + c) * P + oy0 * g.OW;
         cvx::dw_run(bg, masks.data(), buf.data() + (c - c0) * nr * g.W, wd_.data() + c * kk,
-                    bd ? bd[c] : 0.f, clamp, lo, hi, yc);
-        if (epi) epilogue(act_, yc, bg.OH * g.OW, 0.f, nullptr);
+                    bd ? bd[c] : 0.f, ra.clamp, ra.lo, ra.hi, yc);
+        if (ra.after) epilogue(act_, yc, bg.OH * g.OW, 0.f, nullptr);
       }
     };
     const double cost = 2.0 * static_cast<double>(N) * Ce * (g.H * g.W * C + P * kk);
@@ -239,10 +236,7 @@ class ExpandDepthwise final : public Kernel {
   // alone is 13% faster at 1 thread and 19-21% at 2 (same process, alternating order).
   void nhwc(const cvx::DwGeometry& g, const float* x, const float* be, const float* bd, float* y,
             int64_t N, int64_t C, int64_t Ce, ThreadPool* pool) const {
-    const bool clamp = act_.kind == ActKind::kRelu || act_.kind == ActKind::kClip;
-    const float lo = act_.kind == ActKind::kClip ? act_.p0 : 0.f;
-    const float hi = act_.kind == ActKind::kClip ? act_.p1 : std::numeric_limits<float>::infinity();
-    const bool epi = !clamp && act_.kind != ActKind::kNone;
+    const RegisterAct<float> ra = register_act<float>(act_, false);
     const int64_t HW = g.H * g.W, P = g.OH * g.OW;
     thread_local std::vector<float> ct;
     if (ct.size() < static_cast<size_t>(HW * Ce)) ct.resize(static_cast<size_t>(HW * Ce));
@@ -253,8 +247,8 @@ class ExpandDepthwise final : public Kernel {
     for (int64_t n = 0; n < N; ++n) {
       float* yn = y + n * Ce * P;
       const std::function<void(int64_t, int64_t)> dw = [&](int64_t c0, int64_t c1) {
-        cvx::dw_nhwc(g, cx, Ce, wd_taps_.data(), Ce, bd, clamp, lo, hi, c0, c1, yn, P);
-        if (epi)
+        cvx::dw_nhwc(g, cx, Ce, wd_taps_.data(), Ce, bd, ra.clamp, ra.lo, ra.hi, c0, c1, yn, P);
+        if (ra.after)
           for (int64_t c = c0; c < c1; ++c) epilogue(act_, yn + c * P, P, 0.f, nullptr);
       };
       fgemm::gemm_w_right(x + n * C * HW, 1, HW, HW, we_packed_[0], cx, Ce, te, pool, dw);

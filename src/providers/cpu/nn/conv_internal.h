@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -30,6 +31,25 @@ struct Epilogue {
   const T* z = nullptr;     // same shape as Y, or nullptr
   ActSpec act;
 };
+
+// The activation of a kernel that clamps in registers: Relu and Clip, when no Z is summed
+// before them, as a clamp to [lo, hi] (NaN kept); Z and any other activation applied to the
+// stored output afterwards (`after`).
+template <typename T>
+struct RegisterAct {
+  bool clamp, after;
+  T lo, hi;
+};
+template <typename T>
+RegisterAct<T> register_act(const ActSpec& act, bool has_z) {
+  const bool clip = act.kind == ActKind::kClip;
+  RegisterAct<T> r;
+  r.clamp = !has_z && (act.kind == ActKind::kRelu || clip);
+  r.lo = clip ? static_cast<T>(act.p0) : T(0);
+  r.hi = clip ? static_cast<T>(act.p1) : std::numeric_limits<T>::infinity();
+  r.after = !r.clamp && (has_z || act.kind != ActKind::kNone);
+  return r;
+}
 
 // y[i] = act(y[i] + b + z[i]) over n elements; float gets AVX-512 / AVX2 clones.
 void epilogue(const ActSpec& act, float* y, int64_t n, float b, const float* z);

@@ -307,11 +307,7 @@ void winograd2_conv(const SpatialGeometry& geo, const float* x, const Wino2Weigh
       jobs >= nthreads ? 1 : std::min<int64_t>(nblocks, (nthreads + jobs - 1) / jobs);
   const int64_t tasks = jobs * groups;
   // Relu and Clip in registers; Z and the other activations on each finished row.
-  const ActKind k = ep.act.kind;
-  const bool clamp = !ep.z && (k == ActKind::kRelu || k == ActKind::kClip);
-  const float lo = k == ActKind::kClip ? ep.act.p0 : 0.f;
-  const float hi = k == ActKind::kClip ? ep.act.p1 : std::numeric_limits<float>::infinity();
-  const bool after = !clamp && (ep.z || k != ActKind::kNone);
+  const RegisterAct<float> ra = register_act<float>(ep.act, ep.z != nullptr);
   auto run_task = [&](int64_t t) {
     const int64_t job = t / groups, gi = t % groups;
     const int64_t n = job / bands, ty0 = (job % bands) * nty;
@@ -355,8 +351,8 @@ void winograd2_conv(const SpatialGeometry& geo, const float* x, const Wino2Weigh
       for (int64_t m = m0; m < m0 + mb; ++m) {
         float* yc = y + (n * M + m) * P;
         cvx::wino2_output(g, Mo + (m - m0) * span, mb * span, ty0, cnt, ep.bias ? ep.bias[m] : 0.f,
-                          clamp, lo, hi, yc);
-        if (after)
+                          ra.clamp, ra.lo, ra.hi, yc);
+        if (ra.after)
           for (int64_t oy = oy0; oy < oy1; ++oy)
             epilogue(ep.act, yc + oy * g.OW, g.OW, 0.f,
                      ep.z ? ep.z + (n * M + m) * P + oy * g.OW : nullptr);
