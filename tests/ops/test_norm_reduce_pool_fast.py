@@ -402,6 +402,11 @@ POOL_CASES = [
     ((2, 3, 7, 23), [3, 2], [1, 1], [0, 1, 2, 0], [1, 1], 0),      # asymmetric pads
     ((1, 2, 5, 37), [1, 7], [1, 1], [0, 6, 0, 3], [1, 1], 1),      # pads up to kernel - 1
     ((1, 2, 33, 50), [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 0),     # several flat blocks
+    # 3x3 stride 2, 2-D (MaxPool: the kernel with row groups and even / odd lanes)
+    ((1, 4, 112, 112), [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], 0),   # ResNet's pool
+    ((2, 3, 13, 13), [3, 3], [2, 2], [0, 0, 0, 0], [1, 1], 1),     # ceil_mode, odd rows
+    ((1, 2, 10, 40), [3, 3], [2, 2], [2, 1, 0, 2], [1, 1], 1),     # windows past the input
+    ((1, 3, 5, 70), [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], 0),      # 35 outputs a row
 ]
 
 
@@ -446,23 +451,26 @@ def test_pool_nan_inf():
               expected=[pool_ref(x, kind, [2, 3, 2], [2, 2, 1], [0, 1, 1, 1, 0, 0], [1, 1, 1])])
 
 
-def test_max_pool_strides_1_nan_inf_and_zeros():
-    # The stride-1 kernel: NaN never wins (as in the general kernel), infinities do, and a
-    # window of only -inf gives -inf. Against onnxruntime without those two (its MaxPool's
-    # result for a window with a NaN depends on where in the window the NaN is, and a window
-    # of -inf gives the lowest float).
+@pytest.mark.parametrize("strides", [[1, 1], [2, 2]])
+def test_max_pool_3x3_kernels_nan_inf_and_zeros(strides):
+    # The stride-1 and 3x3 stride-2 kernels: NaN never wins (as in the general kernel),
+    # infinities do, and a window of only -inf gives -inf. Against onnxruntime without those
+    # two (its MaxPool's result for a window with a NaN depends on where in the window the NaN
+    # is, and a window of -inf gives the lowest float).
     x = data((2, 3, 11, 13), 33)
     x[1, 0, 6, 6] = np.inf
     x[1, 1, 2:5, 3:9] = -np.inf
     x[1, 2, 3, 3] = -0.0
-    m = node_model("MaxPool", {"x": x}, ["y"], attrs={"kernel_shape": [3, 3], "strides": [1, 1],
+    m = node_model("MaxPool", {"x": x}, ["y"], attrs={"kernel_shape": [3, 3], "strides": strides,
                    "pads": [1, 1, 1, 1]}, opset=12)
     check(m, {"x": x}, rtol=0, atol=0)
     x[0, 0, 4, 5] = np.nan
     x[0, 1, 0, :] = np.nan
+    x[0, 1, 5, :] = np.nan  # the last row of windows (stride 2) and the first
+    x[0, 2, :, 7] = np.nan  # the last column of windows and the first
     x[1, 1, :, :4] = -np.inf
     check(m, {"x": x}, rtol=0, atol=0,
-          expected=[pool_ref(x, "max", [3, 3], [1, 1], [1, 1, 1, 1], [1, 1])])
+          expected=[pool_ref(x, "max", [3, 3], strides, [1, 1, 1, 1], [1, 1])])
 
 
 @pytest.mark.parametrize("case", POOL_CASES)

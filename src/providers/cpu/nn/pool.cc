@@ -605,6 +605,12 @@ void max_pool_indices(const Geo3& g, const T* x, T* y, int64_t* ind, int64_t cha
   });
 }
 
+// Floats of each of max_pool_3x3s2_avx512's kPoolGroup scratch rows: the columns its 16-output
+// blocks read (2 * out2 rounded up to 32, and 18 more), a multiple of 16.
+int64_t max_pool_3x3s2_width(const Geo3& g) {
+  return std::max<int64_t>((g.out[2] + 15) / 16 * 32 + 32, (g.pb[2] + g.in[2] + 15) / 16 * 16);
+}
+
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 // GCC 12 reports the _mm512_undefined_ps() inside its own intrinsics as maybe-uninitialized.
 #pragma GCC diagnostic push
@@ -641,6 +647,73 @@ ORTLITE_NN_TARGET_AVX512 void max_pool_2x2s2_avx512(const Geo3& g, const float* 
       const __m512 left = _mm512_permutex2var_ps(a, even, b);
       const __m512 right = _mm512_permutex2var_ps(a, odd, b);
       _mm512_mask_storeu_ps(yr + ox, mn, _mm512_max_ps(right, left));
+    }
+  }
+}
+
+// MaxPool 3x3 stride 2 (2-D, float, no dilation, pads of 0-2, ceil_mode; AVX-512F): the
+// pool after ResNet's stem. Per output row the vertical maximum of its (up to) three input
+// rows goes into a scratch row padded with -inf, then 16 outputs at a time take their three
+// taps from the even / odd lanes of two pairs of loads (taps 0 and 1 from one pair, tap 2
+// from the pair two columns on). The general row kernel does the same with per-row
+// bookkeeping that cost more than the maxima (1x64x112x112: 2.5 us a channel). The same
+// order of selects as there: max(v, acc) keeps acc when v is NaN, so a NaN never wins, and
+// of equal values (+0 / -0) the first in the window stays.
+ORTLITE_NN_TARGET_AVX512 void max_pool_3x3s2_avx512(const Geo3& g, const float* x, float* y,
+                                                    int64_t rb, int64_t re, float* t) {
+  const int64_t in1 = g.in[1], in2 = g.in[2], out1 = g.out[1], out2 = g.out[2];
+  const int64_t pt = g.pb[1], pl = g.pb[2];
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  auto mask = [](int64_t n) {
+    return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n > 0 ? n : 0)) - 1);
+  };
+  // Row b of a group at t + b * width; its t[pl + j] is input column j. The rest (the
+  // padding, ceil_mode's columns past the input, the lanes past out2) stays -inf: the
+  // vertical pass writes only columns [0, in2).
+  const int64_t width = max_pool_3x3s2_width(g);
+  for (int64_t j = 0; j < kPoolGroup * width; j += 16) _mm512_storeu_ps(t + j, ninf);
+  // Rows in groups, one pass at a time over the group, so that the horizontal loads (two
+  // columns apart) read stores made rows earlier (no store-to-load forwarding stalls).
+  for (int64_t r0 = rb; r0 < re; r0 += kPoolGroup) {
+    const int64_t nr = std::min<int64_t>(kPoolGroup, re - r0);
+    for (int64_t b = 0; b < nr; ++b) {
+      const int64_t r = r0 + b, c = r / out1, oy = r % out1;
+      const float* xc = x + c * g.in_size;
+      const int64_t i0 = 2 * oy - pt;
+      const float* rows[3];
+      int n = 0;
+      for (int64_t a = 0; a < 3; ++a)
+        if (i0 + a >= 0 && i0 + a < in1) rows[n++] = xc + (i0 + a) * in2;
+      float* tc = t + b * width + pl;
+      int64_t j = 0;
+      if (n == 3) {
+        for (; j + 16 <= in2; j += 16) {
+          __m512 acc = _mm512_max_ps(_mm512_loadu_ps(rows[0] + j), ninf);
+          acc = _mm512_max_ps(_mm512_loadu_ps(rows[1] + j), acc);
+          _mm512_storeu_ps(tc + j, _mm512_max_ps(_mm512_loadu_ps(rows[2] + j), acc));
+        }
+      }
+      for (; j < in2; j += 16) {
+        const __mmask16 m = mask(in2 - j);
+        __m512 acc = ninf;
+        for (int a = 0; a < n; ++a) acc = _mm512_max_ps(_mm512_maskz_loadu_ps(m, rows[a] + j), acc);
+        _mm512_mask_storeu_ps(tc + j, m, acc);
+      }
+    }
+    for (int64_t b = 0; b < nr; ++b) {
+      const float* tb = t + b * width;
+      float* yr = y + (r0 + b) * out2;
+      for (int64_t o = 0; o < out2; o += 16) {
+        const float* p = tb + 2 * o;
+        const __m512 lo = _mm512_loadu_ps(p), hi = _mm512_loadu_ps(p + 16);
+        const __m512 lo2 = _mm512_loadu_ps(p + 2), hi2 = _mm512_loadu_ps(p + 18);
+        __m512 acc = _mm512_permutex2var_ps(lo, even, hi);
+        acc = _mm512_max_ps(_mm512_permutex2var_ps(lo, odd, hi), acc);
+        acc = _mm512_max_ps(_mm512_permutex2var_ps(lo2, even, hi2), acc);
+        _mm512_mask_storeu_ps(yr + o, mask(out2 - o), acc);
+      }
     }
   }
 }
@@ -739,6 +812,19 @@ bool max_pool_2x2s2_ok(const Geo3& g) {
 #endif
 }
 
+// Whether max_pool_3x3s2_avx512 takes the geometry, on this CPU.
+bool max_pool_3x3s2_ok(const Geo3& g) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  static const bool cpu = fast_isa_cap() >= 2 && __builtin_cpu_supports("avx512f");
+  return cpu && g.k[0] == 1 && g.in[0] == 1 && g.k[1] == 3 && g.k[2] == 3 && g.s[1] == 2 &&
+         g.s[2] == 2 && g.d[1] == 1 && g.d[2] == 1 && g.pb[1] <= 2 && g.pb[2] <= 2 &&
+         g.out[1] > 0 && g.out[2] > 0;
+#else
+  (void)g;
+  return false;
+#endif
+}
+
 // Whether max_pool_s1_avx512 takes the geometry, on this CPU.
 bool max_pool_s1_ok(const Geo3& g) {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -765,6 +851,18 @@ void max_pool(const Geo3& g, const T* x, T* y, int64_t* ind, int64_t channels,
     float* yf = reinterpret_cast<float*>(y);
     parallel_for(pool, channels * g.out[1], 4.0 * static_cast<double>(g.out[2]),
                  [&](int64_t rb, int64_t re) { max_pool_2x2s2_avx512(g, xf, yf, rb, re); });
+#endif
+  } else if (std::is_same_v<T, float> && max_pool_3x3s2_ok(g)) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    const float* xf = reinterpret_cast<const float*>(x);
+    float* yf = reinterpret_cast<float*>(y);
+    const size_t need = static_cast<size_t>(kPoolGroup * max_pool_3x3s2_width(g));
+    parallel_for(pool, channels * g.out[1], 4.0 * static_cast<double>(g.in[2]),
+                 [&](int64_t rb, int64_t re) {
+                   thread_local std::vector<float> buf;
+                   if (buf.size() < need) buf.resize(need);
+                   max_pool_3x3s2_avx512(g, xf, yf, rb, re, buf.data());
+                 });
 #endif
   } else if (std::is_same_v<T, float> && max_pool_s1_ok(g)) {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
