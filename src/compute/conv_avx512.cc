@@ -127,6 +127,18 @@ std::vector<uint32_t> dw_masks(const DwGeometry& g) {
   return m;
 }
 
+int64_t direct_s2_phase_len(const DirectGeometry& g) {
+  return ((g.OW + 15) / 16 * 16 + (g.KW - 1) / 2 + 15) / 16 * 16;
+}
+
+int64_t direct_s2_pad_size(const DirectGeometry& g) {
+  return g.C * (2 * (g.OH - 1) + g.KH) * 2 * direct_s2_phase_len(g);
+}
+
+bool direct_s2_supported(const DirectGeometry& g) {
+  return direct_supported(g) && g.s == 2;
+}
+
 }  // namespace cvx
 }  // namespace nn
 }  // namespace ortlite
@@ -1047,6 +1059,125 @@ void wino2_output(const Wino2Geometry& g, const float* mo, int64_t ms, int64_t t
   }
 }
 
+// The direct convolution with strides 2 and the output pixels in the lanes (direct_s2_*):
+// each padded input row split into its even and odd columns, so that tap (ky, kx) of 16
+// consecutive outputs of a row is one load from phase kx % 2 at kx / 2 on. A tile: T vectors
+// of outputs (consecutive in the band, across rows) x MB output channels, the MB weights of a
+// tap broadcast one at a time. The results go to y's rows as they are (no transposes, which
+// took 8% of ResNet's stem in direct_rows).
+void direct_s2_pad(const DirectGeometry& g, const float* x, float* buf) {
+  const __m512i ie = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i io = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  const int64_t lph = direct_s2_phase_len(g), rows = 2 * (g.OH - 1) + g.KH;
+  const int64_t x_plane = g.x_plane ? g.x_plane : g.H * g.W;
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t r = 0; r < rows; ++r) {
+      float* ev = buf + (c * rows + r) * 2 * lph;
+      float* od = ev + lph;
+      const int64_t iy = r - g.pt;
+      if (iy < 0 || iy >= g.H) {
+        for (int64_t j = 0; j < lph; j += 16) {
+          _mm512_storeu_ps(ev + j, zero);
+          _mm512_storeu_ps(od + j, zero);
+        }
+        continue;
+      }
+      // Integer addresses: the masked-off lanes may lie outside the row.
+      const uintptr_t row = reinterpret_cast<uintptr_t>(x + c * x_plane + iy * g.W);
+      for (int64_t j = 0; j < lph; j += 16) {
+        const int64_t col = 2 * j - g.pl;  // input column of lane 0 of the pair
+        const __m512 a = _mm512_maskz_loadu_ps(lanes16(-col, g.W - col),
+                                               reinterpret_cast<const float*>(row + 4 * col));
+        const __m512 b =
+            _mm512_maskz_loadu_ps(lanes16(-col - 16, g.W - col - 16),
+                                  reinterpret_cast<const float*>(row + 4 * (col + 16)));
+        _mm512_storeu_ps(ev + j, _mm512_permutex2var_ps(a, ie, b));
+        _mm512_storeu_ps(od + j, _mm512_permutex2var_ps(a, io, b));
+      }
+    }
+}
+
+namespace {
+struct S2Tile {
+  const float* x[3];  // the padded phase buffer at each vector's first output (c 0, ky 0)
+  float* y[3];        // each vector's first output, channel 0 of the tile
+  __mmask16 m[3];     // its lanes inside the row
+};
+
+// Predictive commoning would keep the next tap's inputs in registers across the kx loop; the
+// accumulators need them.
+template <int T, int MB>
+__attribute__((optimize("no-predictive-commoning"))) void direct_s2_tile(
+    const S2Tile& t, int64_t cs, int64_t rs, int64_t lph, int64_t C, int64_t KH, int64_t KW,
+    const float* w, const float* bias, bool clamp, float lo, float hi, int64_t P) {
+  __m512 acc[MB][T];
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i) {
+    const __m512 bv = bias ? _mm512_set1_ps(bias[i]) : _mm512_setzero_ps();
+#pragma GCC unroll 3
+    for (int v = 0; v < T; ++v) acc[i][v] = bv;
+  }
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t ky = 0; ky < KH; ++ky) {
+      const int64_t base = c * cs + ky * rs;
+      const float* wt = w + (c * KH + ky) * KW * 16;
+      for (int64_t kx = 0; kx < KW; ++kx, wt += 16) {
+        // Tap kx reads phase kx % 2 from kx / 2 on.
+        const int64_t off = base + (kx & 1) * lph + (kx >> 1);
+        __m512 xv[T];
+#pragma GCC unroll 3
+        for (int v = 0; v < T; ++v) xv[v] = _mm512_loadu_ps(t.x[v] + off);
+#pragma GCC unroll 8
+        for (int i = 0; i < MB; ++i) {
+          const __m512 wb = _mm512_set1_ps(wt[i]);
+#pragma GCC unroll 3
+          for (int v = 0; v < T; ++v) acc[i][v] = _mm512_fmadd_ps(xv[v], wb, acc[i][v]);
+        }
+      }
+    }
+  // max(lo, v) and min(hi, v) return v when it is NaN.
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i)
+#pragma GCC unroll 3
+    for (int v = 0; v < T; ++v)
+      _mm512_mask_storeu_ps(t.y[v] + i * P, t.m[v],
+                            clamp ? _mm512_min_ps(vhi, _mm512_max_ps(vlo, acc[i][v])) : acc[i][v]);
+}
+}  // namespace
+
+void direct_s2_run(const DirectGeometry& g, const float* buf, const float* wp, const float* bias,
+                   bool clamp, float lo, float hi, float* y, int64_t r0, int64_t r1) {
+  constexpr int kT = 3, kMB = 8;  // 24 accumulators
+  const int64_t lph = direct_s2_phase_len(g), rows = 2 * (g.OH - 1) + g.KH;
+  const int64_t rs = 2 * lph, cs = rows * rs, P = g.y_plane ? g.y_plane : g.OH * g.OW;
+  const int64_t wblock = g.C * g.KH * g.KW * 16, vpr = (g.OW + 15) / 16, nq = (r1 - r0) * vpr;
+  for (int64_t q0 = 0; q0 < nq; q0 += kT) {
+    const int n = static_cast<int>(std::min<int64_t>(kT, nq - q0));
+    S2Tile t{};
+    for (int v = 0; v < n; ++v) {
+      const int64_t q = q0 + v, oy = r0 + q / vpr, ox = (q % vpr) * 16;
+      t.x[v] = buf + 2 * oy * rs + ox;
+      t.y[v] = y + oy * g.OW + ox;
+      t.m[v] = lanes16(0, g.OW - ox);
+    }
+    for (int64_t m = 0; m < g.M; m += kMB) {
+      const float* w = wp + (m / 16) * wblock + m % 16;
+      const float* b = bias ? bias + m : nullptr;
+      S2Tile tm = t;
+      for (int v = 0; v < n; ++v) tm.y[v] += m * P;
+      if (n == 3) {
+        direct_s2_tile<3, kMB>(tm, cs, rs, lph, g.C, g.KH, g.KW, w, b, clamp, lo, hi, P);
+      } else if (n == 2) {
+        direct_s2_tile<2, kMB>(tm, cs, rs, lph, g.C, g.KH, g.KW, w, b, clamp, lo, hi, P);
+      } else {
+        direct_s2_tile<1, kMB>(tm, cs, rs, lph, g.C, g.KH, g.KW, w, b, clamp, lo, hi, P);
+      }
+    }
+  }
+}
+
 }  // namespace cvx
 }  // namespace nn
 }  // namespace ortlite
@@ -1070,6 +1201,9 @@ void dw_nhwc(const DwGeometry&, const float*, int64_t, const float*, int64_t, co
              float, float, int64_t, int64_t, float*, int64_t) {}
 void direct_run(const DirectGeometry&, const float*, const float*, const float*, bool, float, float,
                 float*, int64_t, int64_t) {}
+void direct_s2_pad(const DirectGeometry&, const float*, float*) {}
+void direct_s2_run(const DirectGeometry&, const float*, const float*, const float*, bool, float,
+                   float, float*, int64_t, int64_t) {}
 void wino2_input(const Wino2Geometry&, const float*, int64_t, int64_t, float*, int64_t) {}
 void wino2_output(const Wino2Geometry&, const float*, int64_t, int64_t, int64_t, float, bool, float,
                   float, float*) {}

@@ -95,6 +95,17 @@ void direct_pad(const DirectGeometry& g, const float* x, float* xp);
 void direct_run(const DirectGeometry& g, const float* xp, const float* wp, const float* bias,
                 bool clamp, float lo, float hi, float* y, int64_t r0, int64_t r1);
 
+// Strides 2, the output pixels in the lanes (direct_s2_run): the same products as
+// direct_run, in the same order, without its transposes. Its input is each padded row split
+// into even and odd columns (direct_s2_pad, direct_s2_pad_size floats), rows from the top
+// pad on; output channels a multiple of 16.
+bool direct_s2_supported(const DirectGeometry& g);
+int64_t direct_s2_phase_len(const DirectGeometry& g);
+int64_t direct_s2_pad_size(const DirectGeometry& g);
+void direct_s2_pad(const DirectGeometry& g, const float* x, float* buf);
+void direct_s2_run(const DirectGeometry& g, const float* buf, const float* wp, const float* bias,
+                   bool clamp, float lo, float hi, float* y, int64_t r0, int64_t r1);
+
 // Depthwise convolution of channels [c0, c1) from an NHWC block: input pixel (iy, ix) of
 // channel c at x[(iy * g.W + ix) * ldx + c], tap (ky, kx) of channel c at
 // wt[(ky * g.KW + kx) * ldw + c]; y[c * ldy + p] for each output position p = oy * g.OW + ox

@@ -1,5 +1,5 @@
-"""The direct AVX-512 convolution for small dense layers (cvx::direct_run in
-src/compute/conv_avx512.cc: group 1, 16 or 32 output channels, up to 32 input channels; 64 or
+"""The direct AVX-512 convolution for small dense layers (cvx::direct_run, and for stems with
+strides 2 and wide rows cvx::direct_s2_run, in src/compute/conv_avx512.cc: group 1, 16 or 32 output channels, up to 32 input channels; 64 or
 96 output channels, 32 a pass, for stems of up to 4 input channels with 5x5 or larger kernels;
 outputs up to 32x32 (any size up to 4 input channels), strides 1 / 2, kernels up to 7x7) against onnxruntime: every tile width
 (full and partial rows of 16 / 12 pixels, 4 to 32 wide outputs), odd and asymmetric pads,
@@ -85,6 +85,13 @@ CASES = [
     (2, 3, 96, 41, 37, (5, 5), 1, [2, 2, 2, 2]),     # three passes, odd sizes, batch 2
     (1, 4, 64, 30, 33, (5, 5), 2, [2, 1, 2, 1]),     # asymmetric pads
     (1, 3, 64, 40, 40, (3, 3), 2, [1, 1, 1, 1]),     # 3x3: not direct (im2col + GEMM)
+    # Stems with strides 2 and rows of 64 outputs or more: the kernel with the pixels in
+    # the lanes (tiles of three 16-pixel vectors across rows, 8 channels at a time).
+    (1, 3, 32, 224, 224, (3, 3), 2, [1, 1, 1, 1]),   # MobileNetV2's stem
+    (1, 4, 64, 70, 150, (7, 7), 2, [3, 2, 3, 4]),    # asymmetric pads, 75-pixel rows
+    (1, 2, 96, 33, 140, (6, 6), 2, [2, 2, 3, 3]),    # even kernel, 96 outputs
+    (2, 2, 32, 40, 128, (2, 2), 2, [0, 0, 0, 0]),    # 2x2 windows, batch 2
+    (1, 3, 64, 9, 200, (5, 5), 2, [2, 3, 2, 3]),     # few rows, odd left pad
 ]
 
 
@@ -137,15 +144,20 @@ def test_threads(threads, shape):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_stem_passes_in_bands_with_residual(threads):
-    """A 64-channel 7x7 stem, its rows in bands over the threads, each band's 32-channel
-    passes writing its own rows of both halves, then the residual Add and Relu fused."""
+@pytest.mark.parametrize("width", [90, 160], ids=["w45", "w80"])
+@pytest.mark.parametrize("post", POSTS, ids=[p[0] for p in POSTS])
+def test_stem_passes_in_bands_with_residual(threads, width, post):
+    """A 64-channel 7x7 stem, its rows in bands over the threads, each band's passes writing
+    its own rows of every channel, then the residual Add and the activation fused (Relu /
+    Clip in registers, LeakyRelu after). 80-pixel rows run the kernel with the pixels in the
+    lanes, 45-pixel rows direct_run."""
     w = randn((64, 3, 7, 7), 14, scale=0.1)
     b = randn((64,), 15)
-    x = randn((1, 3, 96, 90), 16)
-    feeds = {"x": x, "r": randn((1, 64, 48, 45), 17)}
-    check(conv_net(x.shape, w, b, [2, 2], [3, 3, 3, 3], post=("Relu", {}), residual=True), feeds,
+    x = randn((1, 3, 96, width), 16)
+    feeds = {"x": x, "r": randn((1, 64, 48, width // 2), 17)}
+    check(conv_net(x.shape, w, b, [2, 2], [3, 3, 3, 3], post=post, residual=True), feeds,
           threads=threads)
+    check(conv_net(x.shape, w, b, [2, 2], [3, 3, 3, 3], post=post), {"x": x}, threads=threads)
 
 
 @pytest.mark.parametrize("post", [("Relu", {}), ("Clip", {})], ids=["Relu", "Clip"])
