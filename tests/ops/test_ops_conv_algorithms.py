@@ -71,6 +71,8 @@ CASES = [
     (1, 4, 4, 8, 8, 5, 1, [2, 2, 2, 2], 1, 4),            # narrow 5x5
     (2, 4, 8, 12, 20, 3, 1, [1, 1, 1, 1], 1, 4),          # multiplier 2
     (1, 6, 12, 9, 40, 3, 2, [1, 1, 1, 1], 1, 6),          # multiplier 2, stride 2
+    (2, 8, 16, 36, 33, 3, 1, [1, 1, 1, 1], 1, 8),         # bands of rows: multiplier 2, N = 2
+    (1, 4, 4, 70, 64, 5, 2, [2, 1, 2, 1], 1, 4),          # bands of rows: 5x5 stride 2
     # Winograd F(4x4, 3x3) (32 channels and more)
     (1, 32, 32, 8, 8, 3, 1, [1, 1, 1, 1], 1, 1),
     (2, 32, 48, 17, 23, 3, 1, [1, 1, 1, 1], 1, 1),
@@ -132,6 +134,29 @@ def test_conv_algorithms(case, threads):
     model = conv_model((N, C, H, W), w, b, kernel_shape=[k, k], strides=[s, s], pads=pads,
                        dilations=[d, d], group=g)
     check(model, {"x": randn((N, C, H, W), 3)}, threads)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("post", ["LeakyRelu", "Relu"])
+def test_depthwise_bands_with_residual(threads, post):
+    """Large depthwise planes at several threads: a band of output rows of every plane per
+    thread, each band reading only the input rows it needs, then the residual Add and the
+    activation (LeakyRelu on the finished band, Relu after the Add) fused into it."""
+    C, H, W = 12, 47, 53
+    w = randn((C, 1, 3, 3), 4, scale=0.3)
+    b = randn((C,), 5)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], group=C, kernel_shape=[3, 3],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c", "r"], ["s"]),
+             helper.make_node(post, ["s"], ["y"], **({"alpha": 0.1} if post == "LeakyRelu" else {}))]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, H, W]),
+                     helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, C, H, W])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    check(model, {"x": randn((1, C, H, W), 6), "r": randn((1, C, H, W), 7)}, threads)
 
 
 @pytest.mark.parametrize("threads", [3, 4])

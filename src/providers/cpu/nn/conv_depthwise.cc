@@ -207,13 +207,38 @@ void depthwise_direct(const cvx::DwGeometry& g, const float* x, const float* w,
   const RegisterAct<float> ra = register_act<float>(act, ep.z != nullptr);
   const int64_t Mg = M / C, P = g.OH * g.OW, in_size = g.H * g.W;
   const double cost = 2.0 * static_cast<double>(P) * g.KH * g.KW;
-  parallel_for(pool, N * M, cost, [&](int64_t b, int64_t e) {
-    for (int64_t nm = b; nm < e; ++nm) {
-      const int64_t nn = nm / M, m = nm % M;
-      float* yc = y + nm * P;
-      cvx::dw_run(g, masks.data(), x + (nn * C + m / Mg) * in_size, w + m * g.KH * g.KW,
-                  ep.bias ? ep.bias[m] : 0.f, ra.clamp, ra.lo, ra.hi, yc);
-      if (ra.after) epilogue(act, yc, P, 0.f, ep.z ? ep.z + nm * P : nullptr);
+  // Large planes at several threads: a band of output rows of every plane a thread (band
+  // major, so the pool's contiguous segments give thread t band t), as the layers around it
+  // split the image: the stem's bands, a pointwise product's blocks of positions. Split by
+  // planes, each thread read half its input from the other core's cache and wrote half of
+  // the next layer's (MobileNetV2's 32 channels at 112 x 112 at 2 threads).
+  const int threads = pool ? pool->num_threads() : 1;
+  const int64_t bands = threads > 1 && !g.flat && g.OH >= 4 * threads && P >= 1024 ? threads : 1;
+  const int64_t planes = N * M;
+  parallel_for(pool, bands * planes, cost / static_cast<double>(bands), [&](int64_t b, int64_t e) {
+    for (int64_t u = b; u < e; ++u) {
+      const int64_t band = u / planes, nm = u % planes, nn = nm / M, m = nm % M;
+      const float* xc = x + (nn * C + m / Mg) * in_size;
+      const float* wm = w + m * g.KH * g.KW;
+      const float bm = ep.bias ? ep.bias[m] : 0.f;
+      if (bands == 1) {
+        float* yc = y + nm * P;
+        cvx::dw_run(g, masks.data(), xc, wm, bm, ra.clamp, ra.lo, ra.hi, yc);
+        if (ra.after) epilogue(act, yc, P, 0.f, ep.z ? ep.z + nm * P : nullptr);
+        continue;
+      }
+      // The band as a plane of the input rows it reads (the columns' masks are the same).
+      const int64_t oy0 = g.OH * band / bands, oy1 = g.OH * (band + 1) / bands;
+      const int64_t r0 = std::max<int64_t>(0, oy0 * g.sh - g.pt);
+      const int64_t r1 = std::min<int64_t>(g.H, (oy1 - 1) * g.sh - g.pt + g.KH);
+      cvx::DwGeometry bg = g;
+      bg.H = std::max<int64_t>(0, r1 - r0);
+      bg.OH = oy1 - oy0;
+      bg.pt = r0 + g.pt - oy0 * g.sh;
+      float* yc = y + nm * P + oy0 * g.OW;
+      cvx::dw_run(bg, masks.data(), xc + r0 * g.W, wm, bm, ra.clamp, ra.lo, ra.hi, yc);
+      if (ra.after)
+        epilogue(act, yc, bg.OH * g.OW, 0.f, ep.z ? ep.z + nm * P + oy0 * g.OW : nullptr);
     }
   });
 }
