@@ -1,7 +1,7 @@
 """MatMul with a constant 2-D float B (src/providers/cpu/nn/matmul.cc: B packed at load for
 the fused GEMM; one row of A reads B in place) against onnxruntime, at optimization level 0
 (no FusedMatMul rewrite) and at the default level: row counts 1 to 300 (partial 12-row
-tiles), column counts around the 32-wide panels, 1-D, 2-D and batched A, 1 and 2 threads,
+tiles), column counts around the 32-wide panels, depths of several K blocks, 1-D, 2-D and batched A, 1 and 2 threads,
 and a B that is a graph input (not packed) of the same shape."""
 
 import numpy as np
@@ -32,7 +32,9 @@ def model(a_shape, K, N, const_b=True):
 
 SHAPES = [((1, 64), 64, 32), ((64,), 64, 48), ((2, 96), 96, 33), ((4, 768), 768, 100),
           ((12, 40), 40, 64), ((13, 40), 40, 65), ((31, 129), 129, 31), ((3, 5, 64), 64, 96),
-          ((2, 1, 128), 128, 256), ((300, 17), 17, 40), ((1, 1, 200), 200, 1000)]
+          ((2, 1, 128), 128, 256), ((300, 17), 17, 40), ((1, 1, 200), 200, 1000),
+          # deeper than one K block, one row block: each panel through all of its K blocks
+          ((5, 2100), 2100, 70), ((12, 1500), 1500, 33), ((1, 3, 3000), 3000, 96)]
 
 
 @pytest.mark.parametrize("a_shape,K,N", SHAPES, ids=lambda v: str(v).replace(" ", ""))
