@@ -460,6 +460,22 @@ def test_winograd2_residual_block(act, threads):
     check(model, {"x": randn((1, 256, 14, 14), 3)}, threads)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", [(64, 20, 20), (32, 37, 30), (256, 13, 14)],
+                         ids=["F4-20x20", "F4-bands", "F2"])
+def test_winograd_epilogue_after_the_transform(shape, threads):
+    # The activations the output transform cannot apply (Sigmoid, SiLU) and the residual Z
+    # run once over each task's finished rows of a channel, for F(4x4) and F(2x2).
+    C, H, W = shape
+    check(residual_block_model(C, H, W, "Sigmoid"), {"x": randn((1, C, H, W), 3)}, threads)
+    w = randn((C, C, 3, 3), 1, scale=1.0 / np.sqrt(9 * C))
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["c"], ["s"]), helper.make_node("Mul", ["c", "s"], ["y"])]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(randn((C,), 2), "b")]
+    check(graph_model(nodes, inits, (1, C, H, W)), {"x": randn((1, C, H, W), 4)}, threads)
+
+
 @pytest.mark.parametrize("act", ["Relu", "Clip"])
 def test_winograd2_activation_in_registers(act):
     # Bias and Relu / Clip (no Z) are applied in the output transform.

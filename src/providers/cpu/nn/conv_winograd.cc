@@ -147,7 +147,7 @@ ORTLITE_CONV_CLONES void wino_input_f32(const WinoGeo& g, const float* xc, int64
 }
 
 // Output transform of one output channel for tile rows [ty0, ty0 + nty): Mo[xi * mstride +
-// t] -> the channel's plane yc, then the epilogue on each finished row.
+// t] -> the channel's plane yc, then the epilogue on the finished rows.
 ORTLITE_CONV_CLONES void wino_output_f32(const WinoGeo& g, const float* Mo, int64_t mstride,
                                          int64_t ty0, int64_t nty, float* tmp, float* yc,
                                          float bias, const float* zc, const ActSpec& act) {
@@ -186,9 +186,14 @@ ORTLITE_CONV_CLONES void wino_output_f32(const WinoGeo& g, const float* Mo, int6
         yr[4 * tx + 3] = o3[tx];
       }
       for (int64_t ox = 4 * full; ox < g.OW; ++ox) yr[ox] = oi[(ox & 3) * span + (ox >> 2)];
-      bias_add_act(act, yr, g.OW, bias, zc ? zc + oy * g.OW : nullptr);
     }
   }
+  // The epilogue once over the finished rows (contiguous in the plane): per row, a Sigmoid /
+  // SiLU called the vector kernel for every 20 values of a 20 x 20 plane (64 -> 64 at 20 x
+  // 20 with SiLU: 188 us against 149 with Relu).
+  const int64_t oy0 = 4 * ty0, oy1 = std::min(g.OH, 4 * (ty0 + nty));
+  if (oy1 > oy0)
+    bias_add_act(act, yc + oy0 * g.OW, (oy1 - oy0) * g.OW, bias, zc ? zc + oy0 * g.OW : nullptr);
 }
 
 // Scratch floats of one Winograd task over `nty` tile rows.
@@ -306,7 +311,7 @@ void winograd2_conv(const SpatialGeometry& geo, const float* x, const Wino2Weigh
   const int64_t groups =
       jobs >= nthreads ? 1 : std::min<int64_t>(nblocks, (nthreads + jobs - 1) / jobs);
   const int64_t tasks = jobs * groups;
-  // Relu and Clip in registers; Z and the other activations on each finished row.
+  // Relu and Clip in registers; Z and the other activations on the band's finished rows.
   const RegisterAct<float> ra = register_act<float>(ep.act, ep.z != nullptr);
   auto run_task = [&](int64_t t) {
     const int64_t job = t / groups, gi = t % groups;
@@ -352,10 +357,9 @@ void winograd2_conv(const SpatialGeometry& geo, const float* x, const Wino2Weigh
         float* yc = y + (n * M + m) * P;
         cvx::wino2_output(g, Mo + (m - m0) * span, mb * span, ty0, cnt, ep.bias ? ep.bias[m] : 0.f,
                           ra.clamp, ra.lo, ra.hi, yc);
-        if (ra.after)
-          for (int64_t oy = oy0; oy < oy1; ++oy)
-            epilogue(ep.act, yc + oy * g.OW, g.OW, 0.f,
-                     ep.z ? ep.z + (n * M + m) * P + oy * g.OW : nullptr);
+        if (ra.after && oy1 > oy0)  // once over the band's rows, contiguous in the plane
+          epilogue(ep.act, yc + oy0 * g.OW, (oy1 - oy0) * g.OW, 0.f,
+                   ep.z ? ep.z + (n * M + m) * P + oy0 * g.OW : nullptr);
       }
     }
   };
