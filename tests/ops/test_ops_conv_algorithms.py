@@ -207,16 +207,20 @@ def test_conv_implicit_im2col_rectangular_kernels(kernel, pads):
     check(model, {"x": randn((1, 8, 24, 40), 3)}, 2)
 
 
-@pytest.mark.parametrize("width", [16, 32, 45])
+@pytest.mark.parametrize("width", [16, 32, 45, 64])
 @pytest.mark.parametrize("act", ["Relu", "Sigmoid"])
-def test_conv_implicit_im2col_with_sum_and_activation(width, act):
-    """Conv + Add + activation, fused into one FusedConv at load: the sum and the activation
-    are applied on the copy out of the grid (or in registers, row by row)."""
+@pytest.mark.parametrize("residual", [True, False], ids=["sum", "nosum"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_conv_implicit_im2col_with_sum_and_activation(width, act, residual, threads):
+    """Conv [+ Add] + activation, fused into one FusedConv at load: the sum and the activation
+    are applied on the copy out of the grid, in registers, or (Sigmoid, row by row) once
+    over each channel's rows of a band after its products."""
     w = randn((16, 16, 3, 3), 1, scale=0.1)
     shape = [1, 16, 12, width]
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3],
                               pads=[1, 1, 1, 1]),
-             helper.make_node("Add", ["c", "z"], ["s"]),
+             helper.make_node("Add", ["c", "z"], ["s"]) if residual else
+             helper.make_node("Identity", ["c"], ["s"]),
              helper.make_node(act, ["s"], ["y"])]
     graph = helper.make_graph(
         nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape),
@@ -225,7 +229,7 @@ def test_conv_implicit_im2col_with_sum_and_activation(width, act):
         initializer=[numpy_helper.from_array(w, "w"), numpy_helper.from_array(randn((16,), 2), "b")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    check(model, {"x": randn(tuple(shape), 3), "z": randn(tuple(shape), 4)}, 1)
+    check(model, {"x": randn(tuple(shape), 3), "z": randn(tuple(shape), 4)}, threads)
 
 
 @pytest.mark.parametrize("pads,stride", [([1, 1], 2), ([1, 1], 1), ([0, 2], 1)])

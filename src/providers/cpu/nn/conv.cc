@@ -193,6 +193,12 @@ bool implicit_conv(const ConvArgs<float>& a, int64_t Cg, int64_t Mg, int64_t ksi
   // for narrow rows (Wo = 16: 19 against 32 us) and widths just past a multiple of 32.
   const double row_fill = static_cast<double>(Wo) / (32.0 * static_cast<double>((Wo + 31) / 32));
   const bool rowwise = row_fill + 0.05 >= static_cast<double>(Wo) / static_cast<double>(Wp);
+  // Activations the GEMM cannot apply in registers (Sigmoid, SiLU, ...) run once over each
+  // channel's rows of a band, after its products: applied by the GEMM, each output row of a
+  // row-by-row band was a call of the vector kernel (20 values a call at 20 x 20).
+  const bool late_act = (direct || rowwise) && a.ep.act.kind != ActKind::kNone &&
+                        a.ep.act.kind != ActKind::kRelu && a.ep.act.kind != ActKind::kClip &&
+                        a.ep.act.kind != ActKind::kLeakyRelu;
   auto run_band = [&](int64_t t, ThreadPool* tp) {
     const int64_t img = t / nbands, gi = img % a.group, n = img / a.group;
     const int64_t r0 = (t % nbands) * rows, r1 = std::min(Ho, r0 + rows);
@@ -207,16 +213,20 @@ bool implicit_conv(const ConvArgs<float>& a, int64_t Cg, int64_t Mg, int64_t ksi
         // One product per output row (its Wo positions are contiguous in the plane row too).
         fe.z = zg ? zg + r * Wo : nullptr;
         fe.ldz = P;
-        fe.act = a.ep.act;
+        fe.act = late_act ? ActSpec{} : a.ep.act;
         fgemm::gemm_w_left_offsets((*a.wt.fused)[gi], xg + r * Wp, off.data(), Wo, yg + r * Wo, P,
                                    fe, tp);
       }
-      if (!direct) return;
-      fe.z = zg ? zg + r0 * Wo : nullptr;
-      fe.ldz = P;
-      fe.act = a.ep.act;
-      fgemm::gemm_w_left_offsets((*a.wt.fused)[gi], xg + r0 * Wp, off.data(), len, yg + r0 * Wo, P,
-                                 fe, tp);
+      if (direct) {
+        fe.z = zg ? zg + r0 * Wo : nullptr;
+        fe.ldz = P;
+        fe.act = late_act ? ActSpec{} : a.ep.act;
+        fgemm::gemm_w_left_offsets((*a.wt.fused)[gi], xg + r0 * Wp, off.data(), len, yg + r0 * Wo,
+                                   P, fe, tp);
+      }
+      if (late_act)
+        for (int64_t m = 0; m < Mg; ++m)
+          epilogue(a.ep.act, yg + m * P + r0 * Wo, (r1 - r0) * Wo, 0.f, nullptr);
       return;
     }
     if (!zg) fe.act = a.ep.act;
@@ -225,12 +235,11 @@ bool implicit_conv(const ConvArgs<float>& a, int64_t Cg, int64_t Mg, int64_t ksi
     if (grid.size() < static_cast<size_t>(Mg * ld)) grid.resize(static_cast<size_t>(Mg * ld));
     float* gd = grid.data();
     fgemm::gemm_w_left_offsets((*a.wt.fused)[gi], xg + r0 * Wp, off.data(), len, gd, ld, fe, tp);
-    for (int64_t m = 0; m < Mg; ++m)
-      for (int64_t r = r0; r < r1; ++r) {
-        float* yr = yg + m * P + r * Wo;
-        copy_run(yr, gd + m * ld + (r - r0) * Wp, Wo);
-        if (zg) epilogue(a.ep.act, yr, Wo, 0.f, zg + m * P + r * Wo);
-      }
+    for (int64_t m = 0; m < Mg; ++m) {
+      for (int64_t r = r0; r < r1; ++r)
+        copy_run(yg + m * P + r * Wo, gd + m * ld + (r - r0) * Wp, Wo);
+      if (zg) epilogue(a.ep.act, yg + m * P + r0 * Wo, (r1 - r0) * Wo, 0.f, zg + m * P + r0 * Wo);
+    }
   };
   if (par_tasks) {
     parallel_for(pool, tasks, 2.0 * static_cast<double>(Mg) * Cg * ksize * rows * Wp,
