@@ -1,7 +1,7 @@
 """The direct AVX-512 convolution for small dense layers (cvx::direct_run, and for stems with
 strides 2 and wide rows cvx::direct_s2_run, in src/compute/conv_avx512.cc: group 1, 16 or 32 output channels, up to 32 input channels; 64 or
 96 output channels, 32 a pass, for stems of up to 4 input channels with 5x5 or larger kernels;
-outputs up to 32x32 (any size up to 4 input channels), strides 1 / 2, kernels up to 7x7) against onnxruntime: every tile width
+outputs up to 32x32 (any size up to 4 input channels or with strides 2), strides 1 / 2, kernels up to 7x7) against onnxruntime: every tile width
 (full and partial rows of 16 / 12 pixels, 4 to 32 wide outputs), odd and asymmetric pads,
 pads beyond the kernel, 1-channel and 32-channel inputs, bias or none, the fused Relu / Clip /
 LeakyRelu and residual Add that the optimizer folds into the convolution, batches, NaN
@@ -92,6 +92,10 @@ CASES = [
     (1, 2, 96, 33, 140, (6, 6), 2, [2, 2, 3, 3]),    # even kernel, 96 outputs
     (2, 2, 32, 40, 128, (2, 2), 2, [0, 0, 0, 0]),    # 2x2 windows, batch 2
     (1, 3, 64, 9, 200, (5, 5), 2, [2, 3, 2, 3]),     # few rows, odd left pad
+    # Strides 2: direct at any output size
+    (1, 16, 32, 160, 160, (3, 3), 2, [1, 1, 1, 1]),  # YOLOv8's second layer
+    (1, 24, 32, 97, 113, (3, 3), 2, [1, 0, 1, 0]),   # odd sizes, asymmetric pads
+    (2, 8, 16, 70, 66, (5, 5), 2, [2, 2, 2, 2]),     # 16 channels, 5x5, batch 2
 ]
 
 
@@ -128,6 +132,25 @@ def test_residual_broadcast():
     x = randn((1, 8, 10, 10), 9)
     check(conv_net(x.shape, w, None, [1, 1], [1, 1, 1, 1], post=("Relu", {}), residual=True),
           {"x": x, "r": randn((16, 1, 1), 10)})
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_strides_2_large_in_bands(threads):
+    """A 16 -> 32 3x3 stride-2 layer at 120 x 96 (direct at any size with strides 2): its
+    output rows in bands over the threads, with SiLU after it."""
+    w = randn((32, 16, 3, 3), 21, scale=0.1)
+    x = randn((1, 16, 120, 96), 22)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(randn((32,), 23), "b")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], strides=[2, 2], pads=[1, 1, 1, 1],
+                              kernel_shape=[3, 3]),
+             helper.make_node("Sigmoid", ["c"], ["s"]), helper.make_node("Mul", ["c", "s"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                         list(x.shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    check(model, {"x": x}, threads=threads)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
