@@ -1,12 +1,13 @@
 """The direct AVX-512 convolution for small dense layers (cvx::direct_run, and for stems with
-strides 2 and wide rows cvx::direct_s2_run, in src/compute/conv_avx512.cc: group 1, 16 or 32 output channels, up to 32 input channels; 64 or
-96 output channels, 32 a pass, for stems of up to 4 input channels with 5x5 or larger kernels;
-outputs up to 32x32 (any size up to 4 input channels or with strides 2), strides 1 / 2, kernels up to 7x7) against onnxruntime: every tile width
-(full and partial rows of 16 / 12 pixels, 4 to 32 wide outputs), odd and asymmetric pads,
-pads beyond the kernel, 1-channel and 32-channel inputs, bias or none, the fused Relu / Clip /
-LeakyRelu and residual Add that the optimizer folds into the convolution, batches, NaN
-inputs, 1 and 2 threads, and sizes just outside the kernel's range (which run the other
-algorithms)."""
+strides 2 and wide rows cvx::direct_s2_run, in src/compute/conv_avx512.cc: group 1, 16 or 32
+output channels from up to 32 input channels; 64 or 96, 32 a pass, for stems of up to 4 input
+channels with 5x5 or larger kernels, and 64 to 128 with strides 2 from up to 32 input channels;
+outputs up to 32x32 (any size up to 4 input channels or with strides 2), strides 1 / 2, kernels
+up to 7x7) against onnxruntime: every tile width (full and partial rows of 16 / 12 pixels, 4 to
+32 wide outputs), odd and asymmetric pads, pads beyond the kernel, 1-channel and 32-channel
+inputs, bias or none, the fused Relu / Clip / LeakyRelu and residual Add that the optimizer
+folds into the convolution, batches, NaN inputs, 1 and 2 threads, and sizes just outside the
+kernel's range (which run the other algorithms)."""
 
 import numpy as np
 import pytest
@@ -84,7 +85,7 @@ CASES = [
     (1, 3, 64, 224, 224, (7, 7), 2, [3, 3, 3, 3]),   # the ResNet stem: two passes of 32
     (2, 3, 96, 41, 37, (5, 5), 1, [2, 2, 2, 2]),     # three passes, odd sizes, batch 2
     (1, 4, 64, 30, 33, (5, 5), 2, [2, 1, 2, 1]),     # asymmetric pads
-    (1, 3, 64, 40, 40, (3, 3), 2, [1, 1, 1, 1]),     # 3x3: not direct (im2col + GEMM)
+    (1, 3, 64, 40, 40, (3, 3), 2, [1, 1, 1, 1]),     # 3x3 stem, 64 channels: strides 2
     # Stems with strides 2 and rows of 64 outputs or more: the kernel with the pixels in
     # the lanes (tiles of three 16-pixel vectors across rows, 8 channels at a time).
     (1, 3, 32, 224, 224, (3, 3), 2, [1, 1, 1, 1]),   # MobileNetV2's stem
@@ -96,6 +97,10 @@ CASES = [
     (1, 16, 32, 160, 160, (3, 3), 2, [1, 1, 1, 1]),  # YOLOv8's second layer
     (1, 24, 32, 97, 113, (3, 3), 2, [1, 0, 1, 0]),   # odd sizes, asymmetric pads
     (2, 8, 16, 70, 66, (5, 5), 2, [2, 2, 2, 2]),     # 16 channels, 5x5, batch 2
+    (1, 32, 64, 80, 80, (3, 3), 2, [1, 1, 1, 1]),    # 64 outputs from 32: two passes
+    (1, 20, 128, 41, 39, (3, 3), 2, [1, 0, 1, 2]),   # 128 outputs: four passes, odd sizes
+    (1, 3, 96, 64, 70, (3, 3), 2, [1, 1, 1, 1]),     # a 3x3 stem of 96 channels
+    (1, 48, 64, 30, 30, (3, 3), 2, [1, 1, 1, 1]),    # 48 input channels: im2col + GEMM
 ]
 
 
