@@ -1,4 +1,5 @@
-// AVX-512F kernels of Conv (conv_avx512.cc); call them only when available().
+// AVX-512F kernels of Conv (conv_avx512.cc; the direct dense ones in conv_avx512_direct.cc);
+// call them only when available().
 //
 // Direct 2-D float depthwise convolution: reads the input channel in place, with the zero padding
 // made by masked loads, so that no padded copy of the channel is written. Column stride 1 or 2,
@@ -12,6 +13,15 @@
 namespace ortlite {
 namespace nn {
 namespace cvx {
+
+// Bits [lo, hi) of a 32-bit mask, clipped to [0, n) (lane masks of the kernels below).
+inline uint32_t lane_bits(int64_t lo, int64_t hi, int64_t n) {
+  lo = lo < 0 ? 0 : lo;
+  hi = hi > n ? n : hi;
+  if (hi <= lo) return 0;
+  const uint64_t ones = (uint64_t(1) << (hi - lo)) - 1;
+  return static_cast<uint32_t>(ones << lo);
+}
 
 struct DwGeometry {
   int64_t H, W, OH, OW;  // input and output plane
