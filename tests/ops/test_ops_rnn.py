@@ -264,6 +264,19 @@ def test_larger_multithreaded(op):
               consts=consts, threads=2, rtol=1e-4, atol=2e-5)
 
 
+@pytest.mark.parametrize("op,H", [("LSTM", 384), ("GRU", 448)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_bidirectional_large_r_one_sequence(op, H, threads):
+    """One sequence, R of 2 MiB or more a direction: at 2 threads each direction runs on both
+    threads in turn (its R split between them) instead of a direction a thread."""
+    extra = ("B", "sequence_lens", "initial_h") + (("initial_c", "P") if op == "LSTM" else ())
+    for consts in [(), ("W", "R")]:
+        arrays = make_arrays(op, "bidirectional", S=5, B=1, I=32, H=H, extra=extra, seed=12,
+                             scale=0.1, lens=[4])
+        check(op, arrays, default_outputs(op), {"hidden_size": H, "direction": "bidirectional"},
+              consts=consts, threads=threads, rtol=1e-4, atol=2e-5)
+
+
 def test_empty_batch_and_sequence():
     for S, B in [(0, 2), (3, 0)]:
         arrays = make_arrays("LSTM", "bidirectional", S=S, B=B, extra=("B",))
