@@ -265,14 +265,16 @@ def test_larger_multithreaded(op):
 
 
 @pytest.mark.parametrize("op,H", [("LSTM", 384), ("GRU", 448)])
+@pytest.mark.parametrize("batch", [1, 3])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_bidirectional_large_r_one_sequence(op, H, threads):
-    """One sequence, R of 2 MiB or more a direction: at 2 threads each direction runs on both
-    threads in turn (its R split between them) instead of a direction a thread."""
+def test_bidirectional_large_r(op, H, batch, threads):
+    """R of 2 to 6 MiB a direction: at 2 threads each direction runs on both threads in turn
+    (its R split between them) instead of a direction a thread; a batch's steps are products
+    of the fused GEMM where R is constant."""
     extra = ("B", "sequence_lens", "initial_h") + (("initial_c", "P") if op == "LSTM" else ())
     for consts in [(), ("W", "R")]:
-        arrays = make_arrays(op, "bidirectional", S=5, B=1, I=32, H=H, extra=extra, seed=12,
-                             scale=0.1, lens=[4])
+        arrays = make_arrays(op, "bidirectional", S=5, B=batch, I=32, H=H, extra=extra, seed=12,
+                             scale=0.1, lens=[4, 5, 2][:batch])
         check(op, arrays, default_outputs(op), {"hidden_size": H, "direction": "bidirectional"},
               consts=consts, threads=threads, rtol=1e-4, atol=2e-5)
 

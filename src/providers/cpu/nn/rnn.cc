@@ -26,11 +26,13 @@
 #include <cctype>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "compute/fast_kernels.h"
+#include "compute/fused_gemm.h"
 #include "compute/gemm.h"
 #include "compute/int8_gemm.h"
 #include "providers/cpu/nn/nn_common.h"
@@ -203,6 +205,7 @@ struct WeightRef {
   const T* raw = nullptr;  // the first of the n rows, row-major
   int64_t n = 0, k = 0;
   const QuantWeights* quant = nullptr;
+  const fgemm::Packed* fused = nullptr;  // float R for the fused GEMM (AVX-512F), or null
 };
 
 // C[M, n] (row stride ldc) = A[M, k] * w^T (rows of A contiguous for a quantized w).
@@ -211,6 +214,16 @@ void mul_wt(int64_t M, const T* A, int64_t lda, const WeightRef<T>& w, T* C, int
             ThreadPool* pool) {
   if constexpr (std::is_same_v<T, float>) {
     if (w.quant) return mul_quant(M, A, *w.quant, C, ldc, pool);
+    // Several rows a step (a batch of sequences): the fused GEMM, whose rows share each
+    // panel of R as it streams (gemm.h's packed product of 4 x 384 @ 384 x 1536 read R at
+    // 17 GB/s). Bidirectional LSTMs of 32 steps, 1 / 2 threads, against gemm.h's product:
+    // H 384 x 4 0.66 / 0.65 of the time, H 256 x 8 0.81 / 0.80, H 512 x 2 0.81 / 0.79, H 128 x
+    // 16 0.82 / 0.85, H 64 x 4 (50 steps) 0.64 / 0.66; GRU H 256 x 8 0.79. One row keeps
+    // gemm.h's GEMV.
+    if (w.fused && M > 1) {
+      fgemm::gemm_w_right(A, lda, 1, M, *w.fused, C, ldc, fgemm::Epilogue{}, pool);
+      return;
+    }
   }
   if (w.packed) {
     gemm_packed_b<T>(false, M, A, lda, *w.packed, T(1), T(0), C, ldc, pool);
@@ -224,6 +237,10 @@ void mul_wt(int64_t M, const T* A, int64_t lda, const WeightRef<T>& w, T* C, int
 template <typename T>
 struct PackedSet {
   std::vector<PackedGemmMatrix<T>> w, r1, r2;
+  // Float R for the fused GEMM as well (AVX-512F), made by the first run with a batch of
+  // several sequences (one sequence's steps keep gemm.h's GEMV, so it is not kept for them).
+  mutable std::vector<fgemm::Packed> fr1, fr2;
+  mutable std::once_flag fused_once;
 };
 
 // Everything one run needs, in the compute type T.
@@ -754,27 +771,41 @@ void Recurrent::compute(KernelContext& ctx) const {
 template <typename T>
 void Recurrent::run(const RunData<T>& d, ThreadPool* pool) const {
   const int64_t D = num_dir_, S = d.S, B = d.B, H = d.H;
+  if constexpr (std::is_same_v<T, float>) {
+    // The constant R for the fused GEMM, on the first run with several sequences.
+    if (B > 1 && d.packed_r && d.r && !d.packed_r->r1.empty() && fgemm::uses_avx512()) {
+      const bool split = cell_ == CellType::kGru && !linear_before_reset_;
+      const int64_t n1 = split ? 2 * H : gates_ * H;
+      std::call_once(d.packed_r->fused_once, [&] {
+        for (int64_t dir = 0; dir < D; ++dir) {
+          const float* base = d.r + dir * gates_ * H * H;
+          d.packed_r->fr1.push_back(fgemm::Packed::pack(base, H, n1, H, false));
+          if (split) d.packed_r->fr2.push_back(fgemm::Packed::pack(base + n1 * H, H, H, H, false));
+        }
+      });
+    }
+  }
   // The two directions of a bidirectional layer share only their inputs: with two threads
   // each runs on its own, its products unsplit. Split inside, the per-step products of a
   // small cell cost more in hand-offs than they saved (GRU, 50 steps of 4 x 64: 1.5x the
   // time of one thread). With more threads, cells of >= 1M multiply-adds a step keep the
   // split products.
   //
-  // Except at two threads for one sequence whose R is 2 MiB or more a direction: then each
-  // direction runs on both threads in turn, each thread's half of R staying in its core's L2
-  // over the steps, where a direction on its own thread read all of R from L3 at every
-  // step. Bidirectional, 32 steps, 2 threads, against a direction a thread (onnxruntime in
-  // brackets): LSTM H 384 0.62 of the time (1.23 ms against 1.98; onnxruntime 1.40), H 512
-  // 0.67 (3.24 against 4.80; 3.43), GRU H 512 0.50 (2.14 against 4.29; 2.38); ddddocr's
-  // common (LSTM H 512) 0.81-0.84. Below 2 MiB a direction's R stays in its thread's L2 anyway
-  // (LSTM H 320 1.24x slower split, GRU H 384 1.16x); LSTM H 768 (9 MiB) and batches of 4-8
-  // were even.
+  // Except at two threads where R is 2 to 6 MiB a direction: then each direction runs on
+  // both threads in turn, each thread's half of R staying in its core's L2 over the steps,
+  // where a direction on its own thread read all of R from L3 at every step. Bidirectional,
+  // 32 steps, 2 threads, against a direction a thread (onnxruntime in brackets): one
+  // sequence, LSTM H 384 0.62 of the time (1.23 ms against 1.98; onnxruntime 1.40), H 512
+  // 0.67 (3.24 against 4.80; 3.43), GRU H 512 0.50 (2.14 against 4.29; 2.38), ddddocr's
+  // common (LSTM H 512) 0.81-0.84; batches (the fused GEMM's products) LSTM H 512 x 2 0.74
+  // (4.02 against 5.46; 4.04), H 384 x 2 0.77, H 384 x 4 0.96, H 512 x 8 0.95. Below 2 MiB a
+  // direction's R stays in its thread's L2 anyway (LSTM H 320 1.24x slower shared, GRU H
+  // 384 1.16x); past 6 MiB neither half does (LSTM H 768: 1.02-1.04x).
   const int threads = pool ? pool->num_threads() : 1;
   const double step =
       static_cast<double>(B) * static_cast<double>(gates_ * H) * static_cast<double>(H);
-  const bool share_r =
-      threads == 2 && B == 1 && !quantized_ &&
-      static_cast<double>(gates_ * H) * static_cast<double>(H) * sizeof(T) >= 2097152.0;
+  const double r_bytes = static_cast<double>(gates_ * H) * static_cast<double>(H) * sizeof(T);
+  const bool share_r = threads == 2 && !quantized_ && r_bytes >= 2097152.0 && r_bytes <= 6291456.0;
   if (D == 2 && threads >= 2 && (threads == 2 || step < 1048576.0) && !share_r) {
     pool->parallel_for(
         2,
@@ -818,6 +849,10 @@ void Recurrent::run_direction(const RunData<T>& d, int64_t dir, ThreadPool* pool
                   quant ? &(*d.quant_r)[udir] : nullptr};
   WeightRef<T> r2{d.packed_r && gru_split ? &d.packed_r->r2[udir] : nullptr,
                   quant ? nullptr : r_base + n1 * H, H, H};
+  if (d.packed_r && !d.packed_r->fr1.empty()) {
+    r1.fused = &d.packed_r->fr1[udir];
+    if (gru_split) r2.fused = &d.packed_r->fr2[udir];
+  }
 
   // Wb + Rb, except that GRU with linear_before_reset keeps Rbh apart (it is scaled by r).
   std::vector<T> bias(static_cast<size_t>(GH), T(0)), rbh;
