@@ -798,46 +798,39 @@ ORTLITE_NN_TARGET_AVX512 void max_pool_s1_avx512(const Geo3& g, const float* x, 
 #pragma GCC diagnostic pop
 #endif
 
-// Whether max_pool_2x2s2_avx512 takes the geometry, on this CPU.
-bool max_pool_2x2s2_ok(const Geo3& g) {
+// Whether the AVX-512F MaxPool kernels below may run on this CPU (and ORTLITE_FAST_ISA lets
+// them).
+bool max_pool_avx512_cpu() {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
   static const bool cpu = fast_isa_cap() >= 2 && __builtin_cpu_supports("avx512f");
-  return cpu && g.k[0] == 1 && g.in[0] == 1 && g.k[1] == 2 && g.k[2] == 2 && g.s[1] == 2 &&
-         g.s[2] == 2 && g.d[1] == 1 && g.d[2] == 1 && g.pb[1] == 0 && g.pb[2] == 0 &&
-         g.pe[1] == 0 && g.pe[2] == 0 && g.out[1] == g.in[1] / 2 && g.out[2] == g.in[2] / 2 &&
-         g.out[1] > 0 && g.out[2] > 0;
+  return cpu;
 #else
-  (void)g;
   return false;
 #endif
+}
+
+// Whether max_pool_2x2s2_avx512 takes the geometry, on this CPU.
+bool max_pool_2x2s2_ok(const Geo3& g) {
+  return max_pool_avx512_cpu() && g.k[0] == 1 && g.in[0] == 1 && g.k[1] == 2 && g.k[2] == 2 &&
+         g.s[1] == 2 && g.s[2] == 2 && g.d[1] == 1 && g.d[2] == 1 && g.pb[1] == 0 && g.pb[2] == 0 &&
+         g.pe[1] == 0 && g.pe[2] == 0 && g.out[1] == g.in[1] / 2 && g.out[2] == g.in[2] / 2 &&
+         g.out[1] > 0 && g.out[2] > 0;
 }
 
 // Whether max_pool_3x3s2_avx512 takes the geometry, on this CPU.
 bool max_pool_3x3s2_ok(const Geo3& g) {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-  static const bool cpu = fast_isa_cap() >= 2 && __builtin_cpu_supports("avx512f");
-  return cpu && g.k[0] == 1 && g.in[0] == 1 && g.k[1] == 3 && g.k[2] == 3 && g.s[1] == 2 &&
-         g.s[2] == 2 && g.d[1] == 1 && g.d[2] == 1 && g.pb[1] <= 2 && g.pb[2] <= 2 &&
+  return max_pool_avx512_cpu() && g.k[0] == 1 && g.in[0] == 1 && g.k[1] == 3 && g.k[2] == 3 &&
+         g.s[1] == 2 && g.s[2] == 2 && g.d[1] == 1 && g.d[2] == 1 && g.pb[1] <= 2 && g.pb[2] <= 2 &&
          g.out[1] > 0 && g.out[2] > 0;
-#else
-  (void)g;
-  return false;
-#endif
 }
 
 // Whether max_pool_s1_avx512 takes the geometry, on this CPU.
 bool max_pool_s1_ok(const Geo3& g) {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-  static const bool cpu = fast_isa_cap() >= 2 && __builtin_cpu_supports("avx512f");
-  return cpu && g.k[0] == 1 && g.in[0] == 1 && g.s[1] == 1 && g.s[2] == 1 && g.d[1] == 1 &&
-         g.d[2] == 1 && g.k[1] >= 1 && g.k[2] >= 1 && g.pb[1] < g.k[1] && g.pe[1] < g.k[1] &&
-         g.pb[2] < g.k[2] && g.pe[2] < g.k[2] && g.out[1] > 0 && g.out[2] > 0 &&
+  return max_pool_avx512_cpu() && g.k[0] == 1 && g.in[0] == 1 && g.s[1] == 1 && g.s[2] == 1 &&
+         g.d[1] == 1 && g.d[2] == 1 && g.k[1] >= 1 && g.k[2] >= 1 && g.pb[1] < g.k[1] &&
+         g.pe[1] < g.k[1] && g.pb[2] < g.k[2] && g.pe[2] < g.k[2] && g.out[1] > 0 && g.out[2] > 0 &&
          g.out[1] == g.in[1] + g.pb[1] + g.pe[1] - g.k[1] + 1 &&
          g.out[2] == g.in[2] + g.pb[2] + g.pe[2] - g.k[2] + 1;
-#else
-  (void)g;
-  return false;
-#endif
 }
 
 template <typename T>
