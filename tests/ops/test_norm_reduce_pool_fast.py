@@ -658,6 +658,78 @@ def test_grid_sample_nan_inf_and_dtypes():
                     .astype(np.float16)])
 
 
+def avg_pool_f32_order(x, k, pads, include_pad):
+    """2-D AveragePool with strides 1 in float32, in the order the kernels sum: the window's
+    rows inside the input first, then its kw columns (pads as zeros), then one division."""
+    kh, kw = k
+    pt, pl, pb, pr = pads
+    N, C, H, W = x.shape
+    OH, OW = H + pt + pb - kh + 1, W + pl + pr - kw + 1
+    xp = np.zeros((N, C, H, W + pl + pr), np.float32)
+    xp[..., pl:pl + W] = x
+    y = np.zeros((N, C, OH, OW), np.float32)
+    for i in range(OH):
+        r0, r1 = max(i - pt, 0), min(i - pt + kh, H)
+        v = xp[:, :, r0].copy()
+        for r in range(r0 + 1, r1):
+            v = v + xp[:, :, r]
+        for o in range(OW):
+            s = v[..., o].copy()
+            for t in range(1, kw):
+                s = s + v[..., o + t]
+            cols = min(o + kw, pl + W) - max(o, pl)
+            d = kh * kw if include_pad else (r1 - r0) * cols
+            y[:, :, i, o] = s / np.float32(d)
+    return y
+
+
+@pytest.mark.parametrize("include_pad", [0, 1])
+@pytest.mark.parametrize("shape,k,pads", [
+    ((1, 3, 56, 56), [3, 3], [1, 1, 1, 1]),     # Inception / DenseNet style 3x3 averages
+    ((2, 2, 9, 37), [3, 5], [0, 2, 2, 1]),      # asymmetric pads, 37 columns (a tail)
+    ((1, 2, 17, 16), [2, 2], [1, 0, 0, 1]),
+])
+def test_average_pool_strides_1_special_values(shape, k, pads, include_pad):
+    # The strides-1 kernel divides by multiplying with the divisor's reciprocal and correcting
+    # the rounding once (exactly the division for finite values from 2^-100 up); -0 windows,
+    # infinities, NaN and tiny magnitudes take the division. Bit for bit against the float32
+    # order of the sums, and within rounding of the float64 reference.
+    x = data(shape, 34, scale=100.0)
+    x[0, 0, :4, :6] = -0.0          # windows of only -0: the average is -0
+    x[0, 1, 3, 3] = np.inf
+    x[0, 1, 6, 2] = -np.inf
+    x[-1, -1, 1, 1] = np.nan
+    x[0, 0, 6:, 8:12] = 1e-38       # sums below 2^-100: the division's result
+    x[0, 0, -3:, -3:] = 3e38        # sums that overflow to inf
+    m = node_model("AveragePool", {"x": x}, ["y"], attrs={"kernel_shape": k, "pads": pads,
+                   "count_include_pad": include_pad}, opset=19)
+    want = avg_pool_f32_order(x, k, pads, include_pad)
+    for t in (1, 2):
+        got = run_lite(m, {"x": x}, threads=t)[0]
+        np.testing.assert_array_equal(got.view(np.uint32)[~np.isnan(want)],
+                                      want.view(np.uint32)[~np.isnan(want)])
+        assert np.array_equal(np.isnan(got), np.isnan(want))
+    with np.errstate(invalid="ignore", over="ignore"):
+        ref = pool_ref(x, "avg", k, [1, 1], pads, [1, 1], 0, include_pad)
+    fin = np.isfinite(ref) & np.isfinite(want)  # float32 sums of 3e38 overflow, as there
+    np.testing.assert_allclose(got[fin], ref[fin], rtol=1e-5, atol=1e-4)  # inputs of 100s
+
+
+def test_average_pool_2x2_stride_2():
+    # The 2x2 / 2 kernel: (x00 + x10) + (x01 + x11), times 0.25 (the division by 4, exactly).
+    x = data((2, 5, 18, 70), 35)
+    x[0, 0, :2, :2] = -0.0
+    x[1, 1, 4, 4] = np.inf
+    m = node_model("AveragePool", {"x": x}, ["y"], attrs={"kernel_shape": [2, 2],
+                   "strides": [2, 2]}, opset=19)
+    want = ((x[:, :, 0::2, 0::2] + x[:, :, 1::2, 0::2])
+            + (x[:, :, 0::2, 1::2] + x[:, :, 1::2, 1::2])) / np.float32(4)
+    for t in (1, 2):
+        got = run_lite(m, {"x": x}, threads=t)[0]
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    check(m, {"x": x}, rtol=1e-6, atol=1e-6)
+
+
 _POOL_ISA_SCRIPT = r"""
 import sys, numpy as np
 sys.path.insert(0, sys.argv[1])

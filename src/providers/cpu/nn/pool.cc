@@ -616,17 +616,21 @@ int64_t max_pool_3x3s2_width(const Geo3& g) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-// MaxPool 2x2 stride 2 without padding (2-D, float, AVX-512F): 16 outputs of a row from
-// two rows of 32 inputs, the column pairs split by two permutes. The general row kernel
-// reduces the rows into a scratch row and its column phases first; on the demo CNN's
-// 1x16x32x32 pool that was 3.5 of a 45 us run. The same selects as the general kernel:
-// max(v, acc) keeps acc when v is NaN, so a NaN never wins (as there).
-ORTLITE_NN_TARGET_AVX512 void max_pool_2x2s2_avx512(const Geo3& g, const float* x, float* y,
-                                                    int64_t rb, int64_t re) {
+// Max or average pooling 2x2 stride 2 without padding (2-D, float, AVX-512F): 16 outputs of
+// a row from two rows of 32 inputs, the column pairs split by two permutes. The general row
+// kernel reduces the rows into a scratch row and its column phases first; on the demo CNN's
+// 1x16x32x32 pool that was 3.5 of a 45 us run. The same operations in the same order as the
+// general kernel, so the same results: max(v, acc) keeps acc when v is NaN (a NaN never
+// wins); an average is (x00 + x10) + (x01 + x11) over 4 (every window is whole), and x / 4
+// is x * 0.25 exactly.
+template <bool kMax>
+ORTLITE_NN_TARGET_AVX512 void pool_2x2s2_avx512(const Geo3& g, const float* x, float* y, int64_t rb,
+                                                int64_t re) {
   const int64_t in2 = g.in[2], out1 = g.out[1], out2 = g.out[2];
   const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m512 quarter = _mm512_set1_ps(0.25f);
   for (int64_t r = rb; r < re; ++r) {
     const int64_t c = r / out1, oy = r % out1;
     const float* x0 = x + c * g.in_size + 2 * oy * in2;
@@ -639,14 +643,21 @@ ORTLITE_NN_TARGET_AVX512 void max_pool_2x2s2_avx512(const Geo3& g, const float* 
       const __mmask16 mn = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
       const float* p0 = x0 + 2 * ox;
       const float* p1 = x1 + 2 * ox;
-      // Per column: row 0 against -inf, then row 1 (the general kernel's vertical pass).
-      const __m512 a = _mm512_max_ps(_mm512_maskz_loadu_ps(ma, p1),
-                                     _mm512_max_ps(_mm512_maskz_loadu_ps(ma, p0), ninf));
-      const __m512 b = _mm512_max_ps(_mm512_maskz_loadu_ps(mb, p1 + 16),
-                                     _mm512_max_ps(_mm512_maskz_loadu_ps(mb, p0 + 16), ninf));
-      const __m512 left = _mm512_permutex2var_ps(a, even, b);
-      const __m512 right = _mm512_permutex2var_ps(a, odd, b);
-      _mm512_mask_storeu_ps(yr + ox, mn, _mm512_max_ps(right, left));
+      const __m512 a0 = _mm512_maskz_loadu_ps(ma, p0), a1 = _mm512_maskz_loadu_ps(ma, p1);
+      const __m512 b0 = _mm512_maskz_loadu_ps(mb, p0 + 16), b1 = _mm512_maskz_loadu_ps(mb, p1 + 16);
+      if (kMax) {
+        // Per column: row 0 against -inf, then row 1 (the general kernel's vertical pass).
+        const __m512 a = _mm512_max_ps(a1, _mm512_max_ps(a0, ninf));
+        const __m512 b = _mm512_max_ps(b1, _mm512_max_ps(b0, ninf));
+        const __m512 left = _mm512_permutex2var_ps(a, even, b);
+        const __m512 right = _mm512_permutex2var_ps(a, odd, b);
+        _mm512_mask_storeu_ps(yr + ox, mn, _mm512_max_ps(right, left));
+      } else {
+        const __m512 a = _mm512_add_ps(a0, a1), b = _mm512_add_ps(b0, b1);
+        const __m512 left = _mm512_permutex2var_ps(a, even, b);
+        const __m512 right = _mm512_permutex2var_ps(a, odd, b);
+        _mm512_mask_storeu_ps(yr + ox, mn, _mm512_mul_ps(_mm512_add_ps(left, right), quarter));
+      }
     }
   }
 }
@@ -747,52 +758,135 @@ ORTLITE_NN_TARGET_AVX512 void max_taps_avx512(const float* src, int64_t step, in
   }
 }
 
-// MaxPool with strides 1 (2-D, float, no dilation, pads below the kernel: every window
-// holds an input; AVX-512F): per channel the plane is copied into a buffer padded with -inf
-// (rows of Wp = OW + kw - 1), the vertical maximum of kh rows runs as one flat loop over
-// the buffer, and the horizontal maximum of kw columns per output row. YOLO's SPPF pools
-// (5x5, pads 2, 1x128x20x20) spent most of their time in the general kernel's per-row
-// bookkeeping. max(v, acc) keeps acc when v is NaN, as the general kernel's selects do.
-ORTLITE_NN_TARGET_AVX512 void max_pool_s1_avx512(const Geo3& g, const float* x, float* y,
-                                                 int64_t c0, int64_t c1, float* buf) {
+// Max or average pooling with strides 1 (2-D, float, no dilation, pads below the kernel:
+// every window holds an input; AVX-512F): per channel the plane is copied into a buffer
+// padded with the identity (-inf, or 0 for sums; rows of Wp = OW + kw - 1), the vertical
+// reduction of kh rows runs over whole rows of the buffer, and the horizontal one of kw
+// columns per output row. YOLO's SPPF pools (5x5, pads 2, 1x128x20x20) and the 3x3 averages
+// of Inception-style blocks spent most of their time in the general kernel's per-row
+// bookkeeping. The same operations in the same order as the general kernel, so the same
+// results: max(v, acc) keeps acc when v is NaN; a sum starts from the first row of the window
+// inside the input and adds the others, then the kw columns from the first (padding columns
+// are zeros), and is divided by (rows inside) x (columns inside) without count_include_pad,
+// else by kh x kw (with pads below the kernel every window lies inside the padded input).
+template <bool kMax>
+ORTLITE_NN_TARGET_AVX512 void pool_s1_avx512(const Geo3& g, const float* x, float* y, int64_t c0,
+                                             int64_t c1, bool include_pad, float* buf) {
   const int64_t H = g.in[1], W = g.in[2], OH = g.out[1], OW = g.out[2];
   const int64_t kh = g.k[1], kw = g.k[2], pt = g.pb[1], pl = g.pb[2];
   const int64_t Wp = OW + kw - 1, Hp = OH + kh - 1;
   float* P = buf;            // Hp x Wp, padded input
-  float* V = buf + Hp * Wp;  // OH x Wp (+ kw - 1), vertical maxima
-  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  float* V = buf + Hp * Wp;  // OH x Wp (+ kw - 1), vertical maxima / sums
+  const float ident = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+  const __m512 vid = _mm512_set1_ps(ident);
   auto mask = [](int64_t n) {
     return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n > 0 ? n : 0)) - 1);
   };
   // The columns of a padded row that hold input: [j_lo, j_hi).
   const int64_t j_lo = std::min<int64_t>(pl, Wp), j_hi = std::min<int64_t>(Wp, W + pl);
+  // Averages: the columns inside the input of each output's window.
+  // Averages: the divisor of each output's window and its reciprocal, by the window's rows
+  // inside the input (1 to kh) and column: dr[(rows - 1) * OWv + o] (rows x columns inside
+  // the input, or kh x kw with count_include_pad), dr[kh * OWv + ...] the reciprocals.
+  const int64_t OWv = (OW + 15) / 16 * 16;
+  thread_local std::vector<float> dr;
+  if (!kMax) {
+    dr.assign(static_cast<size_t>(2 * kh * OWv), 1.0f);
+    for (int64_t rows = 1; rows <= kh; ++rows)
+      for (int64_t o = 0; o < OW; ++o) {
+        const int64_t cols = include_pad ? kw : std::min(o + kw, j_hi) - std::max(o, j_lo);
+        const float d = static_cast<float>((include_pad ? kh : rows) * cols);
+        dr[(rows - 1) * OWv + o] = d;
+        dr[(kh + rows - 1) * OWv + o] = 1.0f / d;
+      }
+  }
+  const float* const divs = dr.data();
+  const __m512 inf = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+  const __m512 tiny = _mm512_set1_ps(0x1p-100f);
+  const __m512i sign = _mm512_set1_epi32(static_cast<int>(0x80000000u));
   for (int64_t c = c0; c < c1; ++c) {
     const float* xc = x + c * g.in_size;
-    for (int64_t i = 0; i < Hp; ++i) {
-      float* pr = P + i * Wp;
-      const int64_t iy = i - pt;
-      if (iy < 0 || iy >= H) {
-        for (int64_t j = 0; j < Wp; j += 16) _mm512_mask_storeu_ps(pr + j, mask(Wp - j), ninf);
-        continue;
-      }
-      for (int64_t j = 0; j < j_lo; ++j) pr[j] = -std::numeric_limits<float>::infinity();
-      const float* xr = xc + iy * W - pl;
-      for (int64_t j = j_lo; j < j_hi; j += 16)
-        _mm512_mask_storeu_ps(pr + j, mask(j_hi - j),
-                              _mm512_maskz_loadu_ps(mask(j_hi - j), xr + j));
-      for (int64_t j = j_hi; j < Wp; ++j) pr[j] = -std::numeric_limits<float>::infinity();
-    }
-    // Vertical, then horizontal (into P, free again: O[i][j] at P[i * Wp + j] for j < OW).
-    const int64_t n = OH * Wp;
-    max_taps_avx512(P, Wp, kh, V, n);
-    // The last row's window runs kw - 1 columns past V's end: -inf there (never stored out).
-    for (int64_t j = 0; j < kw - 1; ++j) V[n + j] = -std::numeric_limits<float>::infinity();
-    max_taps_avx512(V, 1, kw, P, n);
     float* yc = y + c * g.out_size;
-    for (int64_t i = 0; i < OH; ++i)
-      for (int64_t o = 0; o < OW; o += 16)
-        _mm512_mask_storeu_ps(yc + i * OW + o, mask(OW - o),
-                              _mm512_maskz_loadu_ps(mask(OW - o), P + i * Wp + o));
+    const int64_t n = OH * Wp;
+    if (kMax) {
+      for (int64_t i = 0; i < Hp; ++i) {
+        float* pr = P + i * Wp;
+        const int64_t iy = i - pt;
+        if (iy < 0 || iy >= H) {
+          for (int64_t j = 0; j < Wp; j += 16) _mm512_mask_storeu_ps(pr + j, mask(Wp - j), vid);
+          continue;
+        }
+        for (int64_t j = 0; j < j_lo; ++j) pr[j] = ident;
+        const float* xr = xc + iy * W - pl;
+        for (int64_t j = j_lo; j < j_hi; j += 16)
+          _mm512_mask_storeu_ps(pr + j, mask(j_hi - j),
+                                _mm512_maskz_loadu_ps(mask(j_hi - j), xr + j));
+        for (int64_t j = j_hi; j < Wp; ++j) pr[j] = ident;
+      }
+      // Vertical, then horizontal (into P, free again: O[i][j] at P[i * Wp + j] for j < OW).
+      max_taps_avx512(P, Wp, kh, V, n);
+      // The last row's window runs kw - 1 columns past V's end: -inf there (never stored out).
+      for (int64_t j = 0; j < kw - 1; ++j) V[n + j] = ident;
+      max_taps_avx512(V, 1, kw, P, n);
+      for (int64_t i = 0; i < OH; ++i)
+        for (int64_t o = 0; o < OW; o += 16)
+          _mm512_mask_storeu_ps(yc + i * OW + o, mask(OW - o),
+                                _mm512_maskz_loadu_ps(mask(OW - o), P + i * Wp + o));
+      continue;
+    }
+    // Sums: all rows' vertical sums, read from the input (columns [pl, pl + W) of V's rows of
+    // Wp; zeros in the pads), before the horizontal pass (a pass reading what the one before
+    // stored just now, at other offsets, waits on store forwarding).
+    for (int64_t i = 0; i < OH; ++i) {
+      // The window's rows inside the input: [iy0, iy1).
+      const int64_t iy0 = std::max<int64_t>(i - pt, 0), iy1 = std::min(i - pt + kh, H);
+      float* vr = V + i * Wp;
+      for (int64_t j = 0; j < j_lo; ++j) vr[j] = 0.0f;
+      for (int64_t j = j_hi; j < Wp; ++j) vr[j] = 0.0f;
+      const float* xr = xc + iy0 * W;
+      for (int64_t j = 0; j < W; j += 16) {
+        const __mmask16 m = mask(W - j);
+        __m512 acc = _mm512_maskz_loadu_ps(m, xr + j);
+        for (int64_t r = 1; r < iy1 - iy0; ++r)
+          acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, xr + r * W + j));
+        _mm512_mask_storeu_ps(vr + pl + j, m, acc);
+      }
+    }
+    // The last row's loads run up to 15 + kw - 1 columns past V's end: zeros there.
+    for (int64_t j = 0; j < 16 + kw; ++j) V[OH * Wp + j] = 0.0f;
+    for (int64_t i = 0; i < OH; ++i) {
+      const int64_t r0 = std::max(i, pt), r1 = std::min(i + kh, pt + H);  // padded rows
+      const float* vr = V + i * Wp;
+      const float* dv = divs + (r1 - r0 - 1) * OWv;
+      const float* rv = divs + (kh + r1 - r0 - 1) * OWv;
+      float* yr = yc + i * OW;
+      for (int64_t o = 0; o < OW; o += 16) {
+        // Full loads stay inside V (kw - 1 columns of slack past its last row).
+        __m512 acc = _mm512_loadu_ps(vr + o);
+        for (int64_t t = 1; t < kw; ++t) acc = _mm512_add_ps(acc, _mm512_loadu_ps(vr + o + t));
+        // acc / d without a division (a zmm division takes 10-20 cycles on some cores, and
+        // was most of the kernel's time): q0 = acc * (1 / d) is within an ulp, the remainder
+        // acc - q0 * d is exact in an FMA, and q0 + remainder / d rounded once is the
+        // correctly rounded quotient (Markstein's correction; checked against the division
+        // for every float significand and divisors 1-200 here). Lanes where the steps would
+        // not hold (infinities, NaN, -0, magnitudes below 2^-100 where the remainder would be
+        // subnormal) take the division.
+        const __m512 d = _mm512_loadu_ps(dv + o), r = _mm512_loadu_ps(rv + o);
+        const __m512 q0 = _mm512_mul_ps(acc, r);
+        __m512 q = _mm512_fmadd_ps(_mm512_fnmadd_ps(q0, d, acc), r, q0);
+        const __m512 ax = _mm512_castsi512_ps(_mm512_andnot_si512(sign, _mm512_castps_si512(acc)));
+        const __mmask16 neg = _mm512_test_epi32_mask(_mm512_castps_si512(acc), sign);
+        const __mmask16 ok = _mm512_cmp_ps_mask(ax, inf, _CMP_LT_OQ) &
+                             (_mm512_cmp_ps_mask(ax, tiny, _CMP_GE_OQ) |
+                              (_mm512_cmp_ps_mask(ax, _mm512_setzero_ps(), _CMP_EQ_OQ) & ~neg));
+        const __mmask16 m = mask(OW - o);
+        if ((ok & m) != m) q = _mm512_div_ps(acc, d);
+        if (o + 16 <= OW)
+          _mm512_storeu_ps(yr + o, q);
+        else
+          _mm512_mask_storeu_ps(yr + o, mask(OW - o), q);
+      }
+    }
   }
 }
 #pragma GCC diagnostic pop
@@ -809,8 +903,8 @@ bool max_pool_avx512_cpu() {
 #endif
 }
 
-// Whether max_pool_2x2s2_avx512 takes the geometry, on this CPU.
-bool max_pool_2x2s2_ok(const Geo3& g) {
+// Whether pool_2x2s2_avx512 takes the geometry, on this CPU.
+bool pool_2x2s2_ok(const Geo3& g) {
   return max_pool_avx512_cpu() && g.k[0] == 1 && g.in[0] == 1 && g.k[1] == 2 && g.k[2] == 2 &&
          g.s[1] == 2 && g.s[2] == 2 && g.d[1] == 1 && g.d[2] == 1 && g.pb[1] == 0 && g.pb[2] == 0 &&
          g.pe[1] == 0 && g.pe[2] == 0 && g.out[1] == g.in[1] / 2 && g.out[2] == g.in[2] / 2 &&
@@ -824,8 +918,8 @@ bool max_pool_3x3s2_ok(const Geo3& g) {
          g.out[1] > 0 && g.out[2] > 0;
 }
 
-// Whether max_pool_s1_avx512 takes the geometry, on this CPU.
-bool max_pool_s1_ok(const Geo3& g) {
+// Whether pool_s1_avx512 takes the geometry, on this CPU.
+bool pool_s1_ok(const Geo3& g) {
   return max_pool_avx512_cpu() && g.k[0] == 1 && g.in[0] == 1 && g.s[1] == 1 && g.s[2] == 1 &&
          g.d[1] == 1 && g.d[2] == 1 && g.k[1] >= 1 && g.k[2] >= 1 && g.pb[1] < g.k[1] &&
          g.pe[1] < g.k[1] && g.pb[2] < g.k[2] && g.pe[2] < g.k[2] && g.out[1] > 0 && g.out[2] > 0 &&
@@ -838,12 +932,12 @@ void max_pool(const Geo3& g, const T* x, T* y, int64_t* ind, int64_t channels,
               int64_t storage_order, ThreadPool* pool) {
   if (ind) {
     max_pool_indices<T>(g, x, y, ind, channels, storage_order, pool);
-  } else if (std::is_same_v<T, float> && max_pool_2x2s2_ok(g)) {
+  } else if (std::is_same_v<T, float> && pool_2x2s2_ok(g)) {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
     const float* xf = reinterpret_cast<const float*>(x);
     float* yf = reinterpret_cast<float*>(y);
     parallel_for(pool, channels * g.out[1], 4.0 * static_cast<double>(g.out[2]),
-                 [&](int64_t rb, int64_t re) { max_pool_2x2s2_avx512(g, xf, yf, rb, re); });
+                 [&](int64_t rb, int64_t re) { pool_2x2s2_avx512<true>(g, xf, yf, rb, re); });
 #endif
   } else if (std::is_same_v<T, float> && max_pool_3x3s2_ok(g)) {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -857,7 +951,7 @@ void max_pool(const Geo3& g, const T* x, T* y, int64_t* ind, int64_t channels,
                    max_pool_3x3s2_avx512(g, xf, yf, rb, re, buf.data());
                  });
 #endif
-  } else if (std::is_same_v<T, float> && max_pool_s1_ok(g)) {
+  } else if (std::is_same_v<T, float> && pool_s1_ok(g)) {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
     const float* xf = reinterpret_cast<const float*>(x);
     float* yf = reinterpret_cast<float*>(y);
@@ -867,7 +961,7 @@ void max_pool(const Geo3& g, const T* x, T* y, int64_t* ind, int64_t channels,
                  [&](int64_t cb, int64_t ce) {
                    thread_local std::vector<float> buf;
                    if (buf.size() < need) buf.resize(need);
-                   max_pool_s1_avx512(g, xf, yf, cb, ce, buf.data());
+                   pool_s1_avx512<true>(g, xf, yf, cb, ce, false, buf.data());
                  });
 #endif
   } else if (std::is_same_v<T, float> && pool2d_fast_ok(g)) {
@@ -882,6 +976,24 @@ template <typename T, typename Acc>
 void avg_pool(const Geo3& g, const T* x, T* y, int64_t channels, bool include_pad,
               bool clip_divisor, ThreadPool* pool) {
   if constexpr (std::is_same_v<T, float>) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    if (pool_2x2s2_ok(g)) {
+      parallel_for(pool, channels * g.out[1], 4.0 * static_cast<double>(g.out[2]),
+                   [&](int64_t rb, int64_t re) { pool_2x2s2_avx512<false>(g, x, y, rb, re); });
+      return;
+    }
+    if (pool_s1_ok(g)) {
+      const int64_t Wp = g.out[2] + g.k[2] - 1, Hp = g.out[1] + g.k[1] - 1;
+      const size_t need = static_cast<size_t>((Hp + g.out[1]) * Wp + g.k[2] + 64);
+      parallel_for(pool, channels, static_cast<double>(g.out_size * (g.k[1] + g.k[2])),
+                   [&](int64_t cb, int64_t ce) {
+                     thread_local std::vector<float> buf;
+                     if (buf.size() < need) buf.resize(need);
+                     pool_s1_avx512<false>(g, x, y, cb, ce, include_pad, buf.data());
+                   });
+      return;
+    }
+#endif
     if (pool2d_fast_ok(g))
       return pool2d_f32(g, false, include_pad ? (clip_divisor ? 2 : 1) : 0, x, y, channels, pool);
   }
