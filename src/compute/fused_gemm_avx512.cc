@@ -31,6 +31,22 @@ namespace {
 
 constexpr int64_t kPfA = 16;
 
+// Whether the micro-kernel requests B's lines ahead of its k steps (kPfB below). Intel cores
+// took them (the 2 MiB-L2 Xeon these kernels were tuned on); on AMD's Zen 4 the hardware
+// prefetcher keeps up with the packed panels by itself and the prefetch instructions only
+// took load slots and miss buffers: the batch-1 MLP of tools/bench.py (three 1 x 1024 @
+// 1024 x 1024 Gemm, one row of A) 167-172 against 193-213 us at 1 thread and 84-96 against
+// 112-114 at 2 (onnxruntime 185-222 / 106-139, same process), a stand-alone one-row loop
+// over the same panels 141 against 173-197 us; BERT and MobileNetV2 within noise.
+// (Asked on the first tile, not at load: this file is built for AVX-512.)
+bool prefetch_b() {
+  static const bool pf = [] {
+    __builtin_cpu_init();
+    return !__builtin_cpu_is("amd");
+  }();
+  return pf;
+}
+
 // kUnitRs: the rows of A are adjacent (a_rs == 1), so the twelve broadcasts use constant
 // displacements instead of twelve row offsets held in registers. kOff: B's rows are at
 // b + b_off[k] (an implicit im2col), not b_ks apart.
@@ -61,6 +77,7 @@ inline void tile(const TileArgs& t) {
   // B's lines are requested about 100 cycles ahead: 8 k steps of 2R FMAs for R >= 8 rows,
   // more steps for fewer rows (one row: 96 steps, 12 KiB of a packed B).
   constexpr int64_t kPfB = R >= 8 ? 8 : 96 / R;
+  const bool pf_b = prefetch_b();
   auto step = [&]() __attribute__((always_inline)) {
     if (kOff) b = t.b + *off++;
     if (pf_a) _mm_prefetch(reinterpret_cast<const char*>(a + kPfA * a_ks), _MM_HINT_T0);
@@ -72,8 +89,10 @@ inline void tile(const TileArgs& t) {
       _mm_prefetch(reinterpret_cast<const char*>(bp + 16), _MM_HINT_T0);
     }
     if (kFull && !kOff) {
-      _mm_prefetch(reinterpret_cast<const char*>(b + kPfB * b_ks), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(b + kPfB * b_ks + 16), _MM_HINT_T0);
+      if (pf_b) {
+        _mm_prefetch(reinterpret_cast<const char*>(b + kPfB * b_ks), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(b + kPfB * b_ks + 16), _MM_HINT_T0);
+      }
       b0 = _mm512_loadu_ps(b);
       b1 = _mm512_loadu_ps(b + 16);
     } else if (kFull) {
