@@ -759,10 +759,11 @@ ORTLITE_NN_TARGET_AVX512 void max_taps_avx512(const float* src, int64_t step, in
 }
 
 // Max or average pooling with strides 1 (2-D, float, no dilation, pads below the kernel:
-// every window holds an input; AVX-512F): per channel the plane is copied into a buffer
-// padded with the identity (-inf, or 0 for sums; rows of Wp = OW + kw - 1), the vertical
-// reduction of kh rows runs over whole rows of the buffer, and the horizontal one of kw
-// columns per output row. YOLO's SPPF pools (5x5, pads 2, 1x128x20x20) and the 3x3 averages
+// every window holds an input; AVX-512F). Max: per channel the plane is copied into a buffer
+// padded with -inf (rows of Wp = OW + kw - 1), the vertical maximum of kh rows runs as one
+// flat loop over the buffer, and the horizontal one of kw columns per output row. Sums: the
+// vertical sums are read from the input into rows of Wp with zeros in the pads, then the
+// horizontal ones. YOLO's SPPF pools (5x5, pads 2, 1x128x20x20) and the 3x3 averages
 // of Inception-style blocks spent most of their time in the general kernel's per-row
 // bookkeeping. The same operations in the same order as the general kernel, so the same
 // results: max(v, acc) keeps acc when v is NaN; a sum starts from the first row of the window
@@ -784,7 +785,6 @@ ORTLITE_NN_TARGET_AVX512 void pool_s1_avx512(const Geo3& g, const float* x, floa
   };
   // The columns of a padded row that hold input: [j_lo, j_hi).
   const int64_t j_lo = std::min<int64_t>(pl, Wp), j_hi = std::min<int64_t>(Wp, W + pl);
-  // Averages: the columns inside the input of each output's window.
   // Averages: the divisor of each output's window and its reciprocal, by the window's rows
   // inside the input (1 to kh) and column: dr[(rows - 1) * OWv + o] (rows x columns inside
   // the input, or kh x kw with count_include_pad), dr[kh * OWv + ...] the reciprocals.
@@ -868,9 +868,9 @@ ORTLITE_NN_TARGET_AVX512 void pool_s1_avx512(const Geo3& g, const float* x, floa
         // was most of the kernel's time): q0 = acc * (1 / d) is within an ulp, the remainder
         // acc - q0 * d is exact in an FMA, and q0 + remainder / d rounded once is the
         // correctly rounded quotient (Markstein's correction; checked against the division
-        // for every float significand and divisors 1-200 here). Lanes where the steps would
-        // not hold (infinities, NaN, -0, magnitudes below 2^-100 where the remainder would be
-        // subnormal) take the division.
+        // for every float significand of two binades with divisors 1-200 and some up to 4096,
+        // no difference). Lanes where the steps would not hold (infinities, NaN, -0,
+        // magnitudes below 2^-100, where the remainder would be subnormal) take the division.
         const __m512 d = _mm512_loadu_ps(dv + o), r = _mm512_loadu_ps(rv + o);
         const __m512 q0 = _mm512_mul_ps(acc, r);
         __m512 q = _mm512_fmadd_ps(_mm512_fnmadd_ps(q0, d, acc), r, q0);
