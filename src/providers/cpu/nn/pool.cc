@@ -927,6 +927,24 @@ bool pool_s1_ok(const Geo3& g) {
          g.out[2] == g.in[2] + g.pb[2] + g.pe[2] - g.k[2] + 1;
 }
 
+// pool_s1_avx512 over the channels, in parallel (pool_s1_ok(g) holds).
+template <bool kMax>
+void pool_s1(const Geo3& g, const float* x, float* y, int64_t channels, bool include_pad,
+             ThreadPool* pool) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  const int64_t Wp = g.out[2] + g.k[2] - 1, Hp = g.out[1] + g.k[1] - 1;
+  const size_t need = static_cast<size_t>((Hp + g.out[1]) * Wp + g.k[2] + 64);
+  parallel_for(pool, channels, static_cast<double>(g.out_size * (g.k[1] + g.k[2])),
+               [&](int64_t cb, int64_t ce) {
+                 thread_local std::vector<float> buf;
+                 if (buf.size() < need) buf.resize(need);
+                 pool_s1_avx512<kMax>(g, x, y, cb, ce, include_pad, buf.data());
+               });
+#else
+  (void)g, (void)x, (void)y, (void)channels, (void)include_pad, (void)pool;
+#endif
+}
+
 template <typename T>
 void max_pool(const Geo3& g, const T* x, T* y, int64_t* ind, int64_t channels,
               int64_t storage_order, ThreadPool* pool) {
@@ -952,18 +970,8 @@ void max_pool(const Geo3& g, const T* x, T* y, int64_t* ind, int64_t channels,
                  });
 #endif
   } else if (std::is_same_v<T, float> && pool_s1_ok(g)) {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    const float* xf = reinterpret_cast<const float*>(x);
-    float* yf = reinterpret_cast<float*>(y);
-    const int64_t Wp = g.out[2] + g.k[2] - 1, Hp = g.out[1] + g.k[1] - 1;
-    const size_t need = static_cast<size_t>((Hp + g.out[1]) * Wp + g.k[2] + 64);
-    parallel_for(pool, channels, static_cast<double>(g.out_size * (g.k[1] + g.k[2])),
-                 [&](int64_t cb, int64_t ce) {
-                   thread_local std::vector<float> buf;
-                   if (buf.size() < need) buf.resize(need);
-                   pool_s1_avx512<true>(g, xf, yf, cb, ce, false, buf.data());
-                 });
-#endif
+    pool_s1<true>(g, reinterpret_cast<const float*>(x), reinterpret_cast<float*>(y), channels,
+                  false, pool);
   } else if (std::is_same_v<T, float> && pool2d_fast_ok(g)) {
     pool2d_f32(g, true, 0, reinterpret_cast<const float*>(x), reinterpret_cast<float*>(y), channels,
                pool);
@@ -982,18 +990,8 @@ void avg_pool(const Geo3& g, const T* x, T* y, int64_t channels, bool include_pa
                    [&](int64_t rb, int64_t re) { pool_2x2s2_avx512<false>(g, x, y, rb, re); });
       return;
     }
-    if (pool_s1_ok(g)) {
-      const int64_t Wp = g.out[2] + g.k[2] - 1, Hp = g.out[1] + g.k[1] - 1;
-      const size_t need = static_cast<size_t>((Hp + g.out[1]) * Wp + g.k[2] + 64);
-      parallel_for(pool, channels, static_cast<double>(g.out_size * (g.k[1] + g.k[2])),
-                   [&](int64_t cb, int64_t ce) {
-                     thread_local std::vector<float> buf;
-                     if (buf.size() < need) buf.resize(need);
-                     pool_s1_avx512<false>(g, x, y, cb, ce, include_pad, buf.data());
-                   });
-      return;
-    }
 #endif
+    if (pool_s1_ok(g)) return pool_s1<false>(g, x, y, channels, include_pad, pool);
     if (pool2d_fast_ok(g))
       return pool2d_f32(g, false, include_pad ? (clip_divisor ? 2 : 1) : 0, x, y, channels, pool);
   }
