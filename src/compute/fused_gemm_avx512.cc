@@ -155,12 +155,16 @@ inline void tile(const TileArgs& t) {
         v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, zr + 16));
       }
       if (t.act == 1) {
-        // x < lo ? lo : x, then > hi ? hi : x; NaN compares false and stays.
+        // x < lo ? lo : x, then > hi ? hi : x; NaN compares false and stays. vmaxps / vminps
+        // are exactly these (max(a, b) = a > b ? a : b, its second operand on NaN), one
+        // instruction each where a compare and a blend took two: with 16 input channels (a
+        // 1x1 expansion's K), the epilogue was a quarter of the tile's vector instructions.
         const __m512 lo = _mm512_set1_ps(t.lo), hi = _mm512_set1_ps(t.hi);
-        v0 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v0, lo, _CMP_LT_OQ), v0, lo);
-        v1 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v1, lo, _CMP_LT_OQ), v1, lo);
-        v0 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v0, hi, _CMP_GT_OQ), v0, hi);
-        v1 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v1, hi, _CMP_GT_OQ), v1, hi);
+        // (The masked forms: GCC 12's plain ones pass an undefined source it then warns on.)
+        v0 = _mm512_mask_max_ps(v0, 0xFFFF, lo, v0);
+        v1 = _mm512_mask_max_ps(v1, 0xFFFF, lo, v1);
+        v0 = _mm512_mask_min_ps(v0, 0xFFFF, hi, v0);
+        v1 = _mm512_mask_min_ps(v1, 0xFFFF, hi, v1);
       } else if (t.act == 2) {
         // x >= 0 ? x : slope * x.
         const __m512 s = _mm512_set1_ps(t.lo);
