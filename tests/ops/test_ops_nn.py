@@ -2021,6 +2021,29 @@ def test_depthwise_3x3_narrow_rows(h, w, s, pads, expand):
         check(m, {"X": x}, threads=threads)
 
 
+# 3x3 stride-1 depthwise planes of wider rows (run_wide3: every vector of a pair of output
+# rows, the pair's four input rows loaded once): widths just past one, two and more vectors,
+# heights with and without interior row pairs (odd, one, two, three rows), top and bottom
+# padding of 0 to 2 rows, alone and inside FusedExpandDepthwise's bands, NaN and infinities
+# kept through the Clip.
+WIDE_DW_CASES = [(h, w, pads) for w in (17, 31, 33, 56, 100)
+                 for h in (1, 2, 3, 7, 16)
+                 for pads in ((1, 1, 1, 1), (0, 0, 0, 0), (2, 0, 0, 2), (0, 2, 1, 1))
+                 if h + pads[0] + pads[2] >= 3]
+
+
+@pytest.mark.parametrize("h,w,pads", WIDE_DW_CASES, ids=str)
+@pytest.mark.parametrize("expand", [False, True], ids=["dw", "expand_dw"])
+def test_depthwise_3x3_wide_rows(h, w, pads, expand):
+    x = rand((1, 24, h, w), seed=h * 37 + w, lo=-4, hi=8)
+    x[0, 3, h // 2, w // 2] = np.nan
+    x[0, 5, 0, w - 1] = np.inf
+    x[0, 6, h - 1, 0] = -np.inf
+    m = _depthwise_model(x.shape, 24 if not expand else 48, 3, 1, pads, expand)
+    for threads in (1, 2):
+        check(m, {"X": x}, threads=threads)
+
+
 @pytest.mark.parametrize("isa", ["sse2", "avx2", "avx512"])
 def test_pools_and_depthwise_each_isa(isa, tmp_path):
     """Pooling, depthwise convolutions, FusedExpandDepthwise (its bands with the AVX-512
