@@ -494,11 +494,13 @@ void run_narrow3(const DwGeometry& g, const uint32_t* masks, const float* xc, co
 // Output row pair (kTwo) or row of run_wide3 at r (the load address of tap (0, 0) of its
 // first vector): every vector of the row(s). kInside: all the input rows they read lie in the
 // image (iy: the first one's index), else the rows outside add nothing.
-template <bool kTwo, bool kInside, bool kClamp>
+template <int kS, bool kTwo, bool kInside, bool kClamp>
 inline void wide3_rows(const float* r, int64_t iy, const DwGeometry& g, const uint32_t* masks,
                        int64_t nv, __mmask16 tail, const Dw3x3& k, float* yr) {
   const int64_t W = g.W, OW = g.OW;
   const __m512 z = _mm512_setzero_ps();
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   // Copies in registers: through the reference, each store to Y could have changed them.
   __m512 kw[9];
   for (int t = 0; t < 9; ++t) kw[t] = k.w[t];
@@ -512,68 +514,94 @@ inline void wide3_rows(const float* r, int64_t iy, const DwGeometry& g, const ui
     return acc;
   };
   auto in = [&](int64_t i) { return kInside || (iy + i >= 0 && iy + i < g.H); };
-  const bool in0 = in(0), in1 = in(1), in2 = in(2), in3 = kTwo && in(3);
-  for (int64_t v = 0; v < nv; ++v, r += 16, yr += 16) {
-    const __mmask16 m0 = static_cast<__mmask16>(masks[3 * v]),
-                    m1 = static_cast<__mmask16>(masks[3 * v + 1]),
-                    m2 = static_cast<__mmask16>(masks[3 * v + 2]);
+  // Output row 0 reads input rows 0-2, output row 1 rows kS to kS + 2.
+  const bool in0 = in(0), in1 = in(1), in2 = in(2), in3 = kTwo && in(3),
+             in4 = kTwo && kS == 2 && in(4);
+  for (int64_t v = 0; v < nv; ++v, r += 16 * kS, yr += 16) {
     const __mmask16 st = v + 1 < nv ? static_cast<__mmask16>(0xFFFF) : tail;
-    // Input row i's three shifted loads, each feeding the kernel rows that read it.
+    // The tap columns' load masks: stride 1 one per tap column, stride 2 two per pair of
+    // tap columns (even / odd phases).
+    const uint32_t* mv = masks + (kS == 1 ? 3 : 2) * v;
+    const __mmask16 m0 = static_cast<__mmask16>(mv[0]), m1 = static_cast<__mmask16>(mv[1]),
+                    m2 = static_cast<__mmask16>(kS == 1 ? mv[2] : mv[0] >> 16),
+                    m3 = static_cast<__mmask16>(kS == 1 ? 0 : mv[1] >> 16);
     __m512 a0 = vb, a1 = z, a2 = z, b0 = vb, b1 = z, b2 = z;
-    auto row = [&](int64_t i, bool on) __attribute__((always_inline)) {
+    // Input row i's three taps (at stride 2 the even and odd columns of two loads each,
+    // permuted out as run_impl's row3 does), each feeding the kernel rows that read it.
+    auto row = [&](int i, bool on) __attribute__((always_inline)) {
       if (!on) return;
       const float* ri = r + i * W;
-      const __m512 x0 = _mm512_maskz_loadu_ps(m0, ri), x1 = _mm512_maskz_loadu_ps(m1, ri + 1),
-                   x2 = _mm512_maskz_loadu_ps(m2, ri + 2);
-      // Output row 0 reads input row i with kernel row i, output row 1 with kernel row i - 1.
-      __m512& a = i == 0 ? a0 : i == 1 ? a1 : a2;
+      __m512 x0, x1, x2;
+      if (kS == 1) {
+        x0 = _mm512_maskz_loadu_ps(m0, ri);
+        x1 = _mm512_maskz_loadu_ps(m1, ri + 1);
+        x2 = _mm512_maskz_loadu_ps(m2, ri + 2);
+      } else {
+        const __m512 l0 = _mm512_maskz_loadu_ps(m0, ri), h0 = _mm512_maskz_loadu_ps(m2, ri + 16);
+        const __m512 l1 = _mm512_maskz_loadu_ps(m1, ri + 2),
+                     h1 = _mm512_maskz_loadu_ps(m3, ri + 18);
+        x0 = _mm512_permutex2var_ps(l0, even, h0);
+        x1 = _mm512_permutex2var_ps(l0, odd, h0);
+        x2 = _mm512_permutex2var_ps(l1, even, h1);
+      }
       if (i <= 2) {
+        __m512& a = i == 0 ? a0 : i == 1 ? a1 : a2;
         a = _mm512_fmadd_ps(kw[3 * i], x0, a);
         a = _mm512_fmadd_ps(kw[3 * i + 1], x1, a);
         a = _mm512_fmadd_ps(kw[3 * i + 2], x2, a);
       }
-      if (kTwo && i >= 1) {
-        __m512& c = i == 1 ? b0 : i == 2 ? b1 : b2;
-        c = _mm512_fmadd_ps(kw[3 * (i - 1)], x0, c);
-        c = _mm512_fmadd_ps(kw[3 * (i - 1) + 1], x1, c);
-        c = _mm512_fmadd_ps(kw[3 * (i - 1) + 2], x2, c);
+      const int j = i - kS;  // output row 1's kernel row
+      if (kTwo && j >= 0 && j <= 2) {
+        __m512& c = j == 0 ? b0 : j == 1 ? b1 : b2;
+        c = _mm512_fmadd_ps(kw[3 * j], x0, c);
+        c = _mm512_fmadd_ps(kw[3 * j + 1], x1, c);
+        c = _mm512_fmadd_ps(kw[3 * j + 2], x2, c);
       }
     };
     row(0, in0);
     row(1, in1);
     row(2, in2);
     if (kTwo) row(3, in3);
+    if (kTwo && kS == 2) row(4, in4);
     _mm512_mask_storeu_ps(yr, st, sum(a0, a1, a2));
     if (kTwo) _mm512_mask_storeu_ps(yr + OW, st, sum(b0, b1, b2));
   }
 }
 
-// 3x3, strides 1, rows of more than 16 outputs: run_narrow3's scheme over every vector of
-// a pair of output rows. The pair's four input rows are each loaded once per vector at the
-// three tap columns (12 loads for two output vectors; run_impl loaded the 9 taps of each
-// output vector); the sums are run_impl's, in its order (one chain per kernel row from the
-// bias or zero, (row 0 + row 1) + row 2), so its rows inside the image give the same bits.
+// 3x3 with strides 1 (rows of more than 16 outputs) or 2 in both axes (more than 8):
+// run_narrow3's scheme over every vector of a pair of output rows. The pair's input rows (4
+// at stride 1, 5 at stride 2) are each loaded once per vector at the three tap columns (12 /
+// 20 loads for two output vectors; run_impl loaded the 9 / 12 of each output vector); the
+// sums are run_impl's, in its order (one chain per kernel row from the bias or zero, (row 0
+// + row 1) + row 2), so its rows inside the image give the same bits.
 // Depthwise Conv + Clip alone, 1 thread, against run_impl (two builds interleaved in one
-// process): 144 planes of 56 x 56 1.20x, 96 of 112 x 112 1.22x, 192 of 28 x 28 1.04x;
-// MobileNetV2's expand-depthwise blocks at 56 and 28 1.02-1.04x. The weights are copied into
-// registers first (through the reference every FMA reloaded them: a store to Y could have
-// changed them), without which it was 10-20% slower than run_impl.
-template <bool kClamp>
+// process), strides 1: 144 planes of 56 x 56 1.20x, 96 of 112 x 112 1.22x, 192 of 28 x 28
+// 1.04x; MobileNetV2's expand-depthwise blocks at 56 and 28 1.02-1.04x; strides 2: 96 planes
+// of 112 x 112 1.14-1.17x, 144 of 56 x 56 within 2%, and 14 outputs a row 0.86x (one vector a
+// row: left to run_impl). The weights are copied into registers first (through the
+// reference every FMA reloaded them: a store to Y could have changed them), without which it
+// was 10-20% slower than run_impl.
+template <int kS, bool kClamp>
 void run_wide3(const DwGeometry& g, const uint32_t* masks, const float* xc, const Dw3x3& k,
                float* yc) {
   const int64_t nv = (g.OW + 15) / 16, H = g.H;
   const __mmask16 tail = static_cast<__mmask16>(lane_bits(0, g.OW - 16 * (nv - 1), 16));
-  // Output rows whose input rows all lie inside the image: [in0, in1).
-  const int64_t in0 = std::min<int64_t>(g.OH, g.pt);
-  const int64_t in1 = std::max(in0, std::min(g.OH, H - 2 + g.pt));
-  auto at = [&](int64_t oy) { return xc + (oy - g.pt) * g.W - g.pl; };
+  // Output rows whose input rows all lie inside the image, [in0, in1): kS * oy - pt >= 0 and
+  // kS * oy - pt + 2 < H.
+  const int64_t in0 = std::min<int64_t>(g.OH, (g.pt + kS - 1) / kS);
+  const int64_t last = H - 3 + g.pt;  // kS * oy <= last
+  const int64_t in1 = std::max(in0, std::min(g.OH, last < 0 ? 0 : last / kS + 1));
+  auto at = [&](int64_t oy) { return xc + (kS * oy - g.pt) * g.W - g.pl; };
   int64_t oy = 0;
   for (; oy < in0; ++oy)
-    wide3_rows<false, false, kClamp>(at(oy), oy - g.pt, g, masks, nv, tail, k, yc + oy * g.OW);
+    wide3_rows<kS, false, false, kClamp>(at(oy), kS * oy - g.pt, g, masks, nv, tail, k,
+                                         yc + oy * g.OW);
   for (; oy + 2 <= in1; oy += 2)
-    wide3_rows<true, true, kClamp>(at(oy), oy - g.pt, g, masks, nv, tail, k, yc + oy * g.OW);
+    wide3_rows<kS, true, true, kClamp>(at(oy), kS * oy - g.pt, g, masks, nv, tail, k,
+                                       yc + oy * g.OW);
   for (; oy < g.OH; ++oy)
-    wide3_rows<false, false, kClamp>(at(oy), oy - g.pt, g, masks, nv, tail, k, yc + oy * g.OW);
+    wide3_rows<kS, false, false, kClamp>(at(oy), kS * oy - g.pt, g, masks, nv, tail, k,
+                                         yc + oy * g.OW);
 }
 
 // 3x3, strides 2, output rows of at most 8 (14 x 14 -> 7 x 7): two output rows a vector
@@ -809,7 +837,7 @@ void dw_run(const DwGeometry& g, const uint32_t* masks, const float* xc, const f
       run_narrow3(g, masks, xc, w, b, clamp, lo, hi, yc);
     } else if (k3 && g.sh == 1) {
       const Dw3x3 k(w, b, lo, hi);
-      (clamp ? run_wide3<true> : run_wide3<false>)(g, masks, xc, k, yc);
+      (clamp ? run_wide3<1, true> : run_wide3<1, false>)(g, masks, xc, k, yc);
     } else if (k3) {
       run_impl<1, 3>(g, masks, xc, w, b, clamp, lo, hi, yc);
     } else {
@@ -817,6 +845,9 @@ void dw_run(const DwGeometry& g, const uint32_t* masks, const float* xc, const f
     }
   } else if (k3 && g.sh == 2 && g.OW <= 8) {
     run_narrow3_s2(g, xc, w, b, clamp, lo, hi, yc);
+  } else if (k3 && g.sh == 2 && g.OW > 16) {
+    const Dw3x3 k(w, b, lo, hi);
+    (clamp ? run_wide3<2, true> : run_wide3<2, false>)(g, masks, xc, k, yc);
   } else if (k3) {
     run_impl<2, 3>(g, masks, xc, w, b, clamp, lo, hi, yc);
   } else {

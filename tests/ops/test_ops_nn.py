@@ -2021,25 +2021,26 @@ def test_depthwise_3x3_narrow_rows(h, w, s, pads, expand):
         check(m, {"X": x}, threads=threads)
 
 
-# 3x3 stride-1 depthwise planes of wider rows (run_wide3: every vector of a pair of output
-# rows, the pair's four input rows loaded once): widths just past one, two and more vectors,
-# heights with and without interior row pairs (odd, one, two, three rows), top and bottom
-# padding of 0 to 2 rows, alone and inside FusedExpandDepthwise's bands, NaN and infinities
-# kept through the Clip.
-WIDE_DW_CASES = [(h, w, pads) for w in (17, 31, 33, 56, 100)
+# 3x3 depthwise planes of wider rows at strides 1 and 2 (run_wide3: every vector of a pair
+# of output rows, the pair's input rows loaded once): widths just past one, two and more
+# vectors of outputs, heights with and without interior row pairs (odd, one, two, three
+# rows), top and bottom padding of 0 to 2 rows, alone and inside FusedExpandDepthwise's
+# bands, NaN and infinities kept through the Clip.
+WIDE_DW_CASES = [(h, w, s, pads) for s in (1, 2)
+                 for w in ((17, 31, 33, 56, 100) if s == 1 else (33, 35, 64, 67, 100))
                  for h in (1, 2, 3, 7, 16)
                  for pads in ((1, 1, 1, 1), (0, 0, 0, 0), (2, 0, 0, 2), (0, 2, 1, 1))
                  if h + pads[0] + pads[2] >= 3]
 
 
-@pytest.mark.parametrize("h,w,pads", WIDE_DW_CASES, ids=str)
+@pytest.mark.parametrize("h,w,s,pads", WIDE_DW_CASES, ids=str)
 @pytest.mark.parametrize("expand", [False, True], ids=["dw", "expand_dw"])
-def test_depthwise_3x3_wide_rows(h, w, pads, expand):
+def test_depthwise_3x3_wide_rows(h, w, s, pads, expand):
     x = rand((1, 24, h, w), seed=h * 37 + w, lo=-4, hi=8)
     x[0, 3, h // 2, w // 2] = np.nan
     x[0, 5, 0, w - 1] = np.inf
     x[0, 6, h - 1, 0] = -np.inf
-    m = _depthwise_model(x.shape, 24 if not expand else 48, 3, 1, pads, expand)
+    m = _depthwise_model(x.shape, 24 if not expand else 48, 3, s, pads, expand)
     for threads in (1, 2):
         check(m, {"X": x}, threads=threads)
 
