@@ -491,12 +491,13 @@ void run_narrow3(const DwGeometry& g, const uint32_t* masks, const float* xc, co
   }
 }
 
-// Output row pair (kTwo) or row of run_wide3 at r (the load address of tap (0, 0) of its
-// first vector): every vector of the row(s). kInside: all the input rows they read lie in the
-// image (iy: the first one's index), else the rows outside add nothing.
+// Output rows [oy0, oy1) of run_wide3, two at a time (kTwo) or one: every vector of each.
+// kInside: all the input rows they read lie in the image, else the rows outside add nothing.
+// (One call for all the rows: per row pair, the setup below and a call cost as much as a
+// 56-wide row pair's four vectors took.)
 template <int kS, bool kTwo, bool kInside, bool kClamp>
-inline void wide3_rows(const float* r, int64_t iy, const DwGeometry& g, const uint32_t* masks,
-                       int64_t nv, __mmask16 tail, const Dw3x3& k, float* yr) {
+inline void wide3_rows(const float* xc, const DwGeometry& g, const uint32_t* masks, int64_t nv,
+                       __mmask16 tail, const Dw3x3& k, float* yc, int64_t oy0, int64_t oy1) {
   const int64_t W = g.W, OW = g.OW;
   const __m512 z = _mm512_setzero_ps();
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -513,58 +514,63 @@ inline void wide3_rows(const float* r, int64_t iy, const DwGeometry& g, const ui
     }
     return acc;
   };
-  auto in = [&](int64_t i) { return kInside || (iy + i >= 0 && iy + i < g.H); };
-  // Output row 0 reads input rows 0-2, output row 1 rows kS to kS + 2.
-  const bool in0 = in(0), in1 = in(1), in2 = in(2), in3 = kTwo && in(3),
-             in4 = kTwo && kS == 2 && in(4);
-  for (int64_t v = 0; v < nv; ++v, r += 16 * kS, yr += 16) {
-    const __mmask16 st = v + 1 < nv ? static_cast<__mmask16>(0xFFFF) : tail;
-    // The tap columns' load masks: stride 1 one per tap column, stride 2 two per pair of
-    // tap columns (even / odd phases).
-    const uint32_t* mv = masks + (kS == 1 ? 3 : 2) * v;
-    const __mmask16 m0 = static_cast<__mmask16>(mv[0]), m1 = static_cast<__mmask16>(mv[1]),
-                    m2 = static_cast<__mmask16>(kS == 1 ? mv[2] : mv[0] >> 16),
-                    m3 = static_cast<__mmask16>(kS == 1 ? 0 : mv[1] >> 16);
-    __m512 a0 = vb, a1 = z, a2 = z, b0 = vb, b1 = z, b2 = z;
-    // Input row i's three taps (at stride 2 the even and odd columns of two loads each,
-    // permuted out as run_impl's row3 does), each feeding the kernel rows that read it.
-    auto row = [&](int i, bool on) __attribute__((always_inline)) {
-      if (!on) return;
-      const float* ri = r + i * W;
-      __m512 x0, x1, x2;
-      if (kS == 1) {
-        x0 = _mm512_maskz_loadu_ps(m0, ri);
-        x1 = _mm512_maskz_loadu_ps(m1, ri + 1);
-        x2 = _mm512_maskz_loadu_ps(m2, ri + 2);
-      } else {
-        const __m512 l0 = _mm512_maskz_loadu_ps(m0, ri), h0 = _mm512_maskz_loadu_ps(m2, ri + 16);
-        const __m512 l1 = _mm512_maskz_loadu_ps(m1, ri + 2),
-                     h1 = _mm512_maskz_loadu_ps(m3, ri + 18);
-        x0 = _mm512_permutex2var_ps(l0, even, h0);
-        x1 = _mm512_permutex2var_ps(l0, odd, h0);
-        x2 = _mm512_permutex2var_ps(l1, even, h1);
-      }
-      if (i <= 2) {
-        __m512& a = i == 0 ? a0 : i == 1 ? a1 : a2;
-        a = _mm512_fmadd_ps(kw[3 * i], x0, a);
-        a = _mm512_fmadd_ps(kw[3 * i + 1], x1, a);
-        a = _mm512_fmadd_ps(kw[3 * i + 2], x2, a);
-      }
-      const int j = i - kS;  // output row 1's kernel row
-      if (kTwo && j >= 0 && j <= 2) {
-        __m512& c = j == 0 ? b0 : j == 1 ? b1 : b2;
-        c = _mm512_fmadd_ps(kw[3 * j], x0, c);
-        c = _mm512_fmadd_ps(kw[3 * j + 1], x1, c);
-        c = _mm512_fmadd_ps(kw[3 * j + 2], x2, c);
-      }
-    };
-    row(0, in0);
-    row(1, in1);
-    row(2, in2);
-    if (kTwo) row(3, in3);
-    if (kTwo && kS == 2) row(4, in4);
-    _mm512_mask_storeu_ps(yr, st, sum(a0, a1, a2));
-    if (kTwo) _mm512_mask_storeu_ps(yr + OW, st, sum(b0, b1, b2));
+  for (int64_t oy = oy0; oy < oy1; oy += kTwo ? 2 : 1) {
+    const int64_t iy = kS * oy - g.pt;
+    const float* r = xc + iy * W - g.pl;
+    float* yr = yc + oy * OW;
+    auto in = [&](int64_t i) { return kInside || (iy + i >= 0 && iy + i < g.H); };
+    // Output row 0 reads input rows 0-2, output row 1 rows kS to kS + 2.
+    const bool in0 = in(0), in1 = in(1), in2 = in(2), in3 = kTwo && in(3),
+               in4 = kTwo && kS == 2 && in(4);
+    for (int64_t v = 0; v < nv; ++v, r += 16 * kS, yr += 16) {
+      const __mmask16 st = v + 1 < nv ? static_cast<__mmask16>(0xFFFF) : tail;
+      // The tap columns' load masks: stride 1 one per tap column, stride 2 two per pair of
+      // tap columns (even / odd phases).
+      const uint32_t* mv = masks + (kS == 1 ? 3 : 2) * v;
+      const __mmask16 m0 = static_cast<__mmask16>(mv[0]), m1 = static_cast<__mmask16>(mv[1]),
+                      m2 = static_cast<__mmask16>(kS == 1 ? mv[2] : mv[0] >> 16),
+                      m3 = static_cast<__mmask16>(kS == 1 ? 0 : mv[1] >> 16);
+      __m512 a0 = vb, a1 = z, a2 = z, b0 = vb, b1 = z, b2 = z;
+      // Input row i's three taps (at stride 2 the even and odd columns of two loads each,
+      // permuted out as run_impl's row3 does), each feeding the kernel rows that read it.
+      auto row = [&](int i, bool on) __attribute__((always_inline)) {
+        if (!on) return;
+        const float* ri = r + i * W;
+        __m512 x0, x1, x2;
+        if (kS == 1) {
+          x0 = _mm512_maskz_loadu_ps(m0, ri);
+          x1 = _mm512_maskz_loadu_ps(m1, ri + 1);
+          x2 = _mm512_maskz_loadu_ps(m2, ri + 2);
+        } else {
+          const __m512 l0 = _mm512_maskz_loadu_ps(m0, ri), h0 = _mm512_maskz_loadu_ps(m2, ri + 16);
+          const __m512 l1 = _mm512_maskz_loadu_ps(m1, ri + 2),
+                       h1 = _mm512_maskz_loadu_ps(m3, ri + 18);
+          x0 = _mm512_permutex2var_ps(l0, even, h0);
+          x1 = _mm512_permutex2var_ps(l0, odd, h0);
+          x2 = _mm512_permutex2var_ps(l1, even, h1);
+        }
+        if (i <= 2) {
+          __m512& a = i == 0 ? a0 : i == 1 ? a1 : a2;
+          a = _mm512_fmadd_ps(kw[3 * i], x0, a);
+          a = _mm512_fmadd_ps(kw[3 * i + 1], x1, a);
+          a = _mm512_fmadd_ps(kw[3 * i + 2], x2, a);
+        }
+        const int j = i - kS;  // output row 1's kernel row
+        if (kTwo && j >= 0 && j <= 2) {
+          __m512& c = j == 0 ? b0 : j == 1 ? b1 : b2;
+          c = _mm512_fmadd_ps(kw[3 * j], x0, c);
+          c = _mm512_fmadd_ps(kw[3 * j + 1], x1, c);
+          c = _mm512_fmadd_ps(kw[3 * j + 2], x2, c);
+        }
+      };
+      row(0, in0);
+      row(1, in1);
+      row(2, in2);
+      if (kTwo) row(3, in3);
+      if (kTwo && kS == 2) row(4, in4);
+      _mm512_mask_storeu_ps(yr, st, sum(a0, a1, a2));
+      if (kTwo) _mm512_mask_storeu_ps(yr + OW, st, sum(b0, b1, b2));
+    }
   }
 }
 
@@ -575,12 +581,12 @@ inline void wide3_rows(const float* r, int64_t iy, const DwGeometry& g, const ui
 // sums are run_impl's, in its order (one chain per kernel row from the bias or zero, (row 0
 // + row 1) + row 2), so its rows inside the image give the same bits.
 // Depthwise Conv + Clip alone, 1 thread, against run_impl (two builds interleaved in one
-// process), strides 1: 144 planes of 56 x 56 1.20x, 96 of 112 x 112 1.22x, 192 of 28 x 28
-// 1.04x; MobileNetV2's expand-depthwise blocks at 56 and 28 1.02-1.04x; strides 2: 96 planes
-// of 112 x 112 1.14-1.17x, 144 of 56 x 56 within 2%, and 14 outputs a row 0.86x (one vector a
-// row: left to run_impl). The weights are copied into registers first (through the
-// reference every FMA reloaded them: a store to Y could have changed them), without which it
-// was 10-20% slower than run_impl.
+// process, both orders): strides 1, 144 planes of 56 x 56 1.37-1.41x, 192 of 28 x 28 1.34x,
+// 32 of 112 x 112 1.08-1.12x; strides 2, 96 planes of 112 x 112 1.26x, 144 of 56 x 56 1.12x
+// (with 14 outputs a row, one vector, it was 0.86x: left to run_impl). The weights are
+// copied into registers first (through the reference every FMA reloaded them: a store to Y
+// could have changed them; 10-20% slower than run_impl that way), and one call takes all
+// the rows (a call per row pair cost 8-16% at 56 wide).
 template <int kS, bool kClamp>
 void run_wide3(const DwGeometry& g, const uint32_t* masks, const float* xc, const Dw3x3& k,
                float* yc) {
@@ -591,17 +597,10 @@ void run_wide3(const DwGeometry& g, const uint32_t* masks, const float* xc, cons
   const int64_t in0 = std::min<int64_t>(g.OH, (g.pt + kS - 1) / kS);
   const int64_t last = H - 3 + g.pt;  // kS * oy <= last
   const int64_t in1 = std::max(in0, std::min(g.OH, last < 0 ? 0 : last / kS + 1));
-  auto at = [&](int64_t oy) { return xc + (kS * oy - g.pt) * g.W - g.pl; };
-  int64_t oy = 0;
-  for (; oy < in0; ++oy)
-    wide3_rows<kS, false, false, kClamp>(at(oy), kS * oy - g.pt, g, masks, nv, tail, k,
-                                         yc + oy * g.OW);
-  for (; oy + 2 <= in1; oy += 2)
-    wide3_rows<kS, true, true, kClamp>(at(oy), kS * oy - g.pt, g, masks, nv, tail, k,
-                                       yc + oy * g.OW);
-  for (; oy < g.OH; ++oy)
-    wide3_rows<kS, false, false, kClamp>(at(oy), kS * oy - g.pt, g, masks, nv, tail, k,
-                                         yc + oy * g.OW);
+  const int64_t pairs_end = in0 + (in1 - in0) / 2 * 2;
+  wide3_rows<kS, false, false, kClamp>(xc, g, masks, nv, tail, k, yc, 0, in0);
+  wide3_rows<kS, true, true, kClamp>(xc, g, masks, nv, tail, k, yc, in0, pairs_end);
+  wide3_rows<kS, false, false, kClamp>(xc, g, masks, nv, tail, k, yc, pairs_end, g.OH);
 }
 
 // 3x3, strides 2, output rows of at most 8 (14 x 14 -> 7 x 7): two output rows a vector
