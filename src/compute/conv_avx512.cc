@@ -574,7 +574,7 @@ inline void wide3_rows(const float* xc, const DwGeometry& g, const uint32_t* mas
   }
 }
 
-// 3x3 with strides 1 (rows of more than 16 outputs) or 2 in both axes (more than 8):
+// 3x3 with strides 1, or 2 in both axes, and rows of more than 16 outputs:
 // run_narrow3's scheme over every vector of a pair of output rows. The pair's input rows (4
 // at stride 1, 5 at stride 2) are each loaded once per vector at the three tap columns (12 /
 // 20 loads for two output vectors; run_impl loaded the 9 / 12 of each output vector); the
