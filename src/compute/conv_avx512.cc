@@ -582,7 +582,7 @@ inline void wide3_rows(const float* xc, const DwGeometry& g, const uint32_t* mas
 // + row 1) + row 2), so its rows inside the image give the same bits.
 // Depthwise Conv + Clip alone, 1 thread, against run_impl (two builds interleaved in one
 // process, both orders): strides 1, 144 planes of 56 x 56 1.37-1.41x, 192 of 28 x 28 1.34x,
-// 32 of 112 x 112 1.08-1.12x; strides 2, 96 planes of 112 x 112 1.26x, 144 of 56 x 56 1.12x
+// 32 of 112 x 112 1.31-1.43x; strides 2, 96 planes of 112 x 112 1.25x, 144 of 56 x 56 1.12x
 // (with 14 outputs a row, one vector, it was 0.86x: left to run_impl). The weights are
 // copied into registers first (through the reference every FMA reloaded them: a store to Y
 // could have changed them; 10-20% slower than run_impl that way), and one call takes all

@@ -52,7 +52,7 @@ bool prefetch_b() {
 // b + b_off[k] (an implicit im2col), not b_ks apart. kHalf: at most 16 columns, one vector
 // a row (a partial last panel: 14 x 14 images have 196 = 6 x 32 + 4 positions, and that
 // panel took 15% of MobileNetV2's 14 x 14 expand-depthwise products with both vectors;
-// 96 -> 576 and 64 -> 384 there 1.06-1.07x faster with one, the whole network 1.02x).
+// 96 -> 576 and 64 -> 384 there 1.06-1.08x faster with one, the whole network 1.02x).
 template <int R, bool kFull, bool kUnitRs, bool kOff = false, bool kHalf = false>
 inline void tile(const TileArgs& t) {
   __m512 c0[R], c1[R];
