@@ -502,17 +502,13 @@ inline void wide3_rows(const float* xc, const DwGeometry& g, const uint32_t* mas
   const __m512 z = _mm512_setzero_ps();
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  // Copies in registers: through the reference, each store to Y could have changed them.
-  __m512 kw[9];
-  for (int t = 0; t < 9; ++t) kw[t] = k.w[t];
-  const __m512 vb = k.vb, vlo = k.vlo, vhi = k.vhi;
+  // A local copy, kept in registers: through the reference, each store to Y could have
+  // changed the weights.
+  const Dw3x3 kc = k;
+  const __m512* kw = kc.w;
+  const __m512 vb = kc.vb;
   auto sum = [&](__m512 s0, __m512 s1, __m512 s2) __attribute__((always_inline)) {
-    __m512 acc = _mm512_add_ps(_mm512_add_ps(s0, s1), s2);
-    if (kClamp) {
-      acc = _mm512_mask_max_ps(acc, 0xFFFF, vlo, acc);
-      acc = _mm512_mask_min_ps(acc, 0xFFFF, vhi, acc);
-    }
-    return acc;
+    return kc.sum(s0, s1, s2, kClamp);
   };
   for (int64_t oy = oy0; oy < oy1; oy += kTwo ? 2 : 1) {
     const int64_t iy = kS * oy - g.pt;
