@@ -21,6 +21,7 @@ import datetime
 import json
 import math
 import os
+import re
 import shlex
 import sys
 import time
@@ -245,6 +246,8 @@ def resize_cases():
         ("nearest asymmetric floor x2 1x64x40x40", (1, 64, 40, 40), "nearest", "asymmetric",
          "floor"),
         ("nearest asymmetric x2 1x256x20x20", (1, 256, 20, 20), "nearest", "asymmetric", "floor"),
+        ("nearest asymmetric floor x4 1x32x40x40", (1, 32, 40, 40), "nearest", "asymmetric",
+         "floor"),
         ("nearest half_pixel round_prefer_floor x2 1x32x80x80", (1, 32, 80, 80), "nearest",
          "half_pixel", "round_prefer_floor"),
         ("nearest tf_half_pixel_for_nn x2 1x32x40x40", (1, 32, 40, 40), "nearest",
@@ -257,7 +260,8 @@ def resize_cases():
     ]
     for label, xs, mode, ctm, nm in specs:
         rng = _rng(label)
-        scale = 4.0 if "x4" in label else 2.0
+        # The label's " x2 " / " x4 " (a shape such as 1x64x40x40 contains "x4" too).
+        scale = float(re.search(r" x(\d+) ", label).group(1))
         attrs = dict(mode=mode, coordinate_transformation_mode=ctm)
         if nm:
             attrs["nearest_mode"] = nm

@@ -1785,6 +1785,46 @@ def test_resize_nearest_2x_rows(w, dtype):
         np.testing.assert_array_equal(run_ortlite(m, {"X": x})[0], expected)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_resize_tables_follow_each_call(threads):
+    """The per-axis tables are kept between calls, keyed by the sizes, scales and roi: one
+    session fed eight shapes and scales in turn (more than the tables it keeps; 2 and 2.1 give
+    the same output size from 5), twice over, gives numpy's result for each (nearest
+    asymmetric floor: source index floor(i / scale); linear align_corners against onnx's
+    reference)."""
+    graph_in = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, None, None, None]),
+                helper.make_tensor_value_info("scales", TensorProto.FLOAT, [4])]
+    calls = [((1, 2, 5, 20), (2, 2)), ((1, 2, 5, 20), (2.1, 2)), ((1, 2, 5, 20), (3, 2)),
+             ((2, 1, 4, 7), (2, 2)),
+             ((1, 3, 9, 16), (2, 3)), ((1, 2, 20, 5), (2, 2)), ((1, 1, 1, 1), (2, 2)),
+             ((1, 2, 5, 20), (2, 4))]
+    for mode in ("nearest", "linear"):
+        attrs = dict(mode=mode, nearest_mode="floor",
+                     coordinate_transformation_mode="asymmetric" if mode == "nearest"
+                     else "align_corners")
+        node = helper.make_node("Resize", ["X", "", "scales"], ["Y"], **attrs)
+        graph = helper.make_graph([node], "g", graph_in,
+                                  [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        model.ir_version = 8
+        so = ortlite.SessionOptions()
+        so.intra_op_num_threads = threads
+        sess = ortlite.InferenceSession(model.SerializeToString(), so)
+        ref = ReferenceEvaluator(model)
+        for i, (shape, (sh, sw)) in enumerate(calls * 2):
+            x = rand(shape, seed=i % len(calls))
+            scales = np.array([1, 1, sh, sw], F32)
+            (y,) = sess.run(None, {"X": x, "scales": scales})
+            if mode == "nearest":
+                ih = np.floor(np.arange(int(shape[2] * np.float32(sh))) / np.float32(sh))
+                iw = np.floor(np.arange(int(shape[3] * np.float32(sw))) / np.float32(sw))
+                expected = x[:, :, ih.astype(np.int64)][:, :, :, iw.astype(np.int64)]
+                np.testing.assert_array_equal(y, expected)
+            else:
+                (expected,) = ref.run(None, {"X": x, "scales": scales})
+                np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("ctm", RESIZE_CTMS)
 @pytest.mark.parametrize("shape,how,value", RESIZE_SHAPES)
 def test_resize_linear_fast_matches_ort(ctm, shape, how, value):
