@@ -69,6 +69,15 @@ std::vector<uint32_t> dw_masks(const DwGeometry& g) {
   return m;
 }
 
+Dw16Layout dw16_layout(const DwGeometry& g) {
+  const int64_t Hp = (g.OH - 1) * g.sh + g.KH, Wp = (g.OW - 1) * g.sw + g.KW;
+  // Rows of 9 outputs and more go 16 pixels at a time: the last group reads up to 15
+  // pixels past the row's end. Narrower planes go over the flattened plane (dw16_run).
+  if (g.OW <= 8) return {Hp, Wp, true};
+  const int64_t ow16 = (g.OW + 15) / 16 * 16;
+  return {Hp, std::max(Wp, (ow16 - 1) * g.sw + g.KW), false};
+}
+
 }  // namespace cvx
 }  // namespace nn
 }  // namespace ortlite
@@ -779,6 +788,96 @@ void dw_nhwc(const DwGeometry& g, const float* x, int64_t ldx, const float* wt, 
   }
 }
 
+void dw16_pack(const DwGeometry& g, const Dw16Layout& L, const float* x, int64_t x_plane, int cn,
+               int64_t r0, int64_t r1, float* buf) {
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t r = r0; r < r1; ++r) {
+    float* row = buf + (r - r0) * L.Wb * 16;
+    const int64_t iy = r - g.pt;
+    if (iy < 0 || iy >= g.H) {
+      for (int64_t j = 0; j < L.Wb; ++j) _mm512_store_ps(row + 16 * j, zero);
+      continue;
+    }
+    // Columns [0, pl) and [pl + W, Wb) are zeros; the image's columns are transposed in, 16
+    // pixels x cn channels a block (lanes past cn zeroed first).
+    const int64_t c0 = std::max<int64_t>(g.pl, 0), c1 = std::min<int64_t>(L.Wb, g.pl + g.W);
+    for (int64_t j = 0; j < c0; ++j) _mm512_store_ps(row + 16 * j, zero);
+    for (int64_t j = c1; j < L.Wb; ++j) _mm512_store_ps(row + 16 * j, zero);
+    if (cn < 16)
+      for (int64_t j = c0; j < c1; ++j) _mm512_store_ps(row + 16 * j, zero);
+    for (int64_t j = c0; j < c1; j += 16) {
+      const int n = static_cast<int>(std::min<int64_t>(16, c1 - j));
+      transpose16(x + iy * g.W + (j - g.pl), x_plane, cn, n, row + 16 * j, 16);
+    }
+  }
+}
+
+void dw16_run(const DwGeometry& g, const Dw16Layout& L, const float* buf, const float* wt16,
+              const float* bias, bool clamp, float lo, float hi, int cn, int64_t oy0, int64_t oy1,
+              float* y, int64_t y_plane) {
+  const __mmask16 cm = static_cast<__mmask16>((1u << cn) - 1);
+  const __m512 vb = bias ? _mm512_maskz_loadu_ps(cm, bias) : _mm512_setzero_ps();
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  const int64_t step = g.sw * 16;  // floats between neighbouring output pixels' inputs
+  alignas(64) float tile[16 * 16];
+  if (L.flat) {
+    // Narrow planes: 16 consecutive outputs of the flattened plane, over row ends, each from
+    // its own offset into the copy (a 7-wide plane filled 7 lanes of 16 row by row).
+    const int64_t P = g.OH * g.OW;
+    for (int64_t p0 = 0; p0 < P; p0 += 16) {
+      const int n = static_cast<int>(std::min<int64_t>(16, P - p0));
+      int64_t off[16];
+      for (int q = 0; q < 16; ++q) {
+        const int64_t p = q < n ? p0 + q : p0;
+        off[q] = ((p / g.OW) * g.sh * L.Wb + (p % g.OW) * g.sw) * 16;
+      }
+      __m512 acc[16];
+#pragma GCC unroll 16
+      for (int q = 0; q < 16; ++q) acc[q] = vb;
+      for (int64_t ky = 0; ky < g.KH; ++ky) {
+        const float* r = buf + ky * L.Wb * 16;
+        const float* w = wt16 + ky * g.KW * 16;
+        for (int64_t kx = 0; kx < g.KW; ++kx, r += 16, w += 16) {
+          const __m512 wv = _mm512_load_ps(w);
+#pragma GCC unroll 16
+          for (int q = 0; q < 16; ++q)
+            acc[q] = _mm512_fmadd_ps(_mm512_load_ps(r + off[q]), wv, acc[q]);
+        }
+      }
+#pragma GCC unroll 16
+      for (int q = 0; q < 16; ++q)
+        _mm512_store_ps(tile + 16 * q,
+                        clamp ? _mm512_min_ps(vhi, _mm512_max_ps(vlo, acc[q])) : acc[q]);
+      transpose16(tile, 16, n, cn, y + p0, y_plane);
+    }
+    return;
+  }
+  for (int64_t oy = oy0; oy < oy1; ++oy) {
+    for (int64_t ox0 = 0; ox0 < g.OW; ox0 += 16) {
+      __m512 acc[16];
+#pragma GCC unroll 16
+      for (int q = 0; q < 16; ++q) acc[q] = vb;
+      for (int64_t ky = 0; ky < g.KH; ++ky) {
+        const float* r = buf + (((oy - oy0) * g.sh + ky) * L.Wb + ox0 * g.sw) * 16;
+        const float* w = wt16 + ky * g.KW * 16;
+        for (int64_t kx = 0; kx < g.KW; ++kx, r += 16, w += 16) {
+          const __m512 wv = _mm512_load_ps(w);
+#pragma GCC unroll 16
+          for (int q = 0; q < 16; ++q)
+            acc[q] = _mm512_fmadd_ps(_mm512_load_ps(r + q * step), wv, acc[q]);
+        }
+      }
+      // max(lo, v) and min(hi, v) return v when it is NaN.
+#pragma GCC unroll 16
+      for (int q = 0; q < 16; ++q)
+        _mm512_store_ps(tile + 16 * q,
+                        clamp ? _mm512_min_ps(vhi, _mm512_max_ps(vlo, acc[q])) : acc[q]);
+      const int n = static_cast<int>(std::min<int64_t>(16, g.OW - ox0));
+      transpose16(tile, 16, n, cn, y + oy * g.OW + ox0, y_plane);
+    }
+  }
+}
+
 void deinterleave2(const float* s, int64_t n, float* even, float* odd) {
   const __m512i ie = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   const __m512i io = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
@@ -963,6 +1062,10 @@ namespace cvx {
 void dw_run(const DwGeometry&, const uint32_t*, const float*, const float*, float, bool, float,
             float, float*) {}
 void deinterleave2(const float*, int64_t, float*, float*) {}
+void dw16_pack(const DwGeometry&, const Dw16Layout&, const float*, int64_t, int, int64_t, int64_t,
+               float*) {}
+void dw16_run(const DwGeometry&, const Dw16Layout&, const float*, const float*, const float*, bool,
+              float, float, int, int64_t, int64_t, float*, int64_t) {}
 void im2col_shifted(const float*, int64_t, int64_t, int64_t, const int64_t*, const uint16_t*,
                     int64_t, float*) {}
 void transpose16(const float*, int64_t, int, int, float*, int64_t) {}

@@ -126,6 +126,26 @@ void dw_nhwc(const DwGeometry& g, const float* x, int64_t ldx, const float* wt, 
              const float* bias, bool clamp, float lo, float hi, int64_t c0, int64_t c1, float* y,
              int64_t ldy);
 
+// Depthwise convolution of up to 16 channels through a zero-padded channels-last copy
+// (dw16_*): kernels of 25 taps and more, where the planar kernels shuffle or mask each tap.
+// dw16_layout() sizes the copy (Hp rows of Wb pixels of 16 floats; rows of 8 outputs or
+// fewer are computed over the flattened plane, in one band). dw16_pack() writes copy rows
+// [r0, r1) (row r holds input row r - pt) to buf from cn (<= 16) NCHW planes of x (channel
+// stride x_plane); dw16_run() computes output rows [oy0, oy1) of the cn planes of y (channel
+// stride y_plane) from a buf packed from row oy0 * sh: y = bias + the taps in (ky, kx)
+// order, clipped to [lo, hi] when `clamp` (NaN kept). wt16: the taps' weights [KH * KW][16],
+// channel-minor, lanes past cn zero. buf and wt16 are 64-byte aligned.
+struct Dw16Layout {
+  int64_t Hp, Wb;
+  bool flat;
+};
+Dw16Layout dw16_layout(const DwGeometry& g);
+void dw16_pack(const DwGeometry& g, const Dw16Layout& L, const float* x, int64_t x_plane, int cn,
+               int64_t r0, int64_t r1, float* buf);
+void dw16_run(const DwGeometry& g, const Dw16Layout& L, const float* buf, const float* wt16,
+              const float* bias, bool clamp, float lo, float hi, int cn, int64_t oy0, int64_t oy1,
+              float* y, int64_t y_plane);
+
 // dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols (both at most 16): a 16 x 16
 // block transposed in registers.
 void transpose16(const float* src, int64_t lds, int rows, int cols, float* dst, int64_t ldd);

@@ -2085,6 +2085,79 @@ def test_depthwise_3x3_wide_rows(h, w, s, pads, expand):
         check(m, {"X": x}, threads=threads)
 
 
+# Depthwise kernels of 25 taps and more with 16 channels in the lanes (conv_depthwise.cc
+# depthwise_blocked16, conv_avx512.cc dw16_*): strides 1-3, square and long kernels, channel
+# counts with a partial last block of 16, planes of 8 outputs a row or fewer (the flattened
+# form), planes cut into several bands of rows, pads wider than the kernel, 1-D.
+# (C, H, W, kernel, strides, pads)
+BLOCKED16_CASES = [
+    (96, 56, 56, (7, 7), (2, 2), (3, 3, 3, 3)),
+    (20, 33, 35, (5, 5), (2, 2), (2, 2, 2, 2)),
+    (40, 7, 7, (7, 7), (1, 1), (3, 3, 3, 3)),
+    (17, 14, 14, (5, 5), (1, 1), (2, 2, 2, 2)),
+    (8, 30, 40, (3, 9), (1, 1), (1, 4, 1, 4)),
+    (16, 30, 40, (9, 3), (2, 1), (4, 1, 4, 1)),
+    (24, 11, 13, (5, 6), (2, 3), (0, 5, 4, 0)),
+    (16, 200, 190, (7, 7), (2, 2), (3, 3, 3, 3)),
+    (16, 9, 8, (5, 5), (1, 1), (0, 0, 0, 0)),
+    (16, 6, 6, (5, 5), (1, 1), (6, 6, 6, 6)),
+    (33, 1, 300, (1, 31), (1, 1), (0, 15, 0, 15)),
+]
+
+
+def _blocked16_model(x_shape, kernel, strides, pads, post, one_d):
+    c = x_shape[1]
+    rng = np.random.default_rng(c + sum(kernel))
+    w = (rng.standard_normal((c, 1) + tuple(kernel)) / np.sqrt(kernel[0] * kernel[1])).astype(F32)
+    inits = {"w": w, "b": rng.standard_normal(c).astype(F32),
+             "lo": np.array(0, F32), "hi": np.array(6, F32)}
+    attrs = dict(kernel_shape=list(kernel), strides=list(strides), pads=list(pads), group=c)
+    xs, names = list(x_shape), ["X", "w", "b"]
+    if one_d:
+        attrs = dict(kernel_shape=[kernel[1]], strides=[strides[1]], pads=[pads[1], pads[3]],
+                     group=c)
+        xs = [x_shape[0], c, x_shape[3]]
+        inits["w"] = w[:, :, 0]
+    nodes = [helper.make_node("Conv", names, ["d"], **attrs)]
+    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, xs)]
+    if post == "clip":
+        nodes.append(helper.make_node("Clip", ["d", "lo", "hi"], ["Y"]))
+    elif post == "residual":
+        inputs.append(helper.make_tensor_value_info("R", TensorProto.FLOAT, None))
+        nodes += [helper.make_node("Add", ["d", "R"], ["s"]),
+                  helper.make_node("Relu", ["s"], ["Y"])]
+    else:
+        nodes.append(helper.make_node("Identity", ["d"], ["Y"]))
+    g = helper.make_graph(nodes, "g", inputs,
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(v, n) for n, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("c,h,w,kernel,strides,pads", BLOCKED16_CASES, ids=str)
+@pytest.mark.parametrize("post", ["none", "clip", "residual"])
+def test_depthwise_blocked16(c, h, w, kernel, strides, pads, post):
+    one_d = h == 1
+    for n in (1, 2):
+        x = rand((n, c, h, w), seed=c * h + w, lo=-4, hi=8)
+        x[0, c // 2, h // 2, w // 3] = np.nan
+        x[-1, c - 1, h - 1, 0] = np.inf
+        x[0, 0, 0, w - 1] = -np.inf
+        oh = (h + pads[0] + pads[2] - kernel[0]) // strides[0] + 1
+        ow = (w + pads[1] + pads[3] - kernel[1]) // strides[1] + 1
+        feeds = {"X": x[:, :, 0] if one_d else x}
+        if post == "residual":
+            r = rand((n, c, oh, ow), seed=ow)
+            feeds["R"] = r[:, :, 0] if one_d else r
+        m = _blocked16_model(x.shape, kernel, strides, pads, post, one_d)
+        for threads in (1, 2):
+            # Sums of up to 49 products of magnitude 8: float rounding about 3e-6 absolute,
+            # relative to results the residual brings near zero.
+            check(m, feeds, threads=threads, rtol=1e-5, atol=3e-5)
+
+
 @pytest.mark.parametrize("isa", ["sse2", "avx2", "avx512"])
 def test_pools_and_depthwise_each_isa(isa, tmp_path):
     """Pooling, depthwise convolutions, FusedExpandDepthwise (its bands with the AVX-512
