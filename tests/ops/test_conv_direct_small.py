@@ -1,7 +1,8 @@
 """The direct AVX-512 convolution for small dense layers (cvx::direct_run, and for stems with
-strides 2 and wide rows cvx::direct_s2_run, in src/compute/conv_avx512.cc: group 1, 16 or 32
-output channels from up to 32 input channels; 64 or 96, 32 a pass, for stems of up to 4 input
-channels with 5x5 or larger kernels, and 64 to 128 with strides 2 from up to 32 input channels;
+strides 2 and wide rows cvx::direct_s2_run, in src/compute/conv_avx512.cc: group 1, 16 output
+channels from any number of input channels or 32 from up to 32; 64 or 96, 32 a pass, for
+stems of up to 4 input channels with 5x5 or larger kernels, and 64 to 128 with strides 2
+from up to 32 input channels;
 outputs up to 32x32 (any size up to 4 input channels or with strides 2), strides 1 / 2, kernels
 up to 7x7) against onnxruntime: every tile width (full and partial rows of 16 / 12 pixels, 4 to
 32 wide outputs), odd and asymmetric pads, pads beyond the kernel, 1-channel and 32-channel
@@ -98,6 +99,12 @@ CASES = [
     (1, 24, 32, 97, 113, (3, 3), 2, [1, 0, 1, 0]),   # odd sizes, asymmetric pads
     (2, 8, 16, 70, 66, (5, 5), 2, [2, 2, 2, 2]),     # 16 channels, 5x5, batch 2
     (1, 32, 64, 80, 80, (3, 3), 2, [1, 1, 1, 1]),    # 64 outputs from 32: two passes
+    # 16 outputs from any number of input channels (weights past L1 for the larger ones)
+    (1, 256, 16, 14, 14, (3, 3), 2, [1, 1, 1, 1]),   # 7 x 7 output, 2304 taps
+    (1, 128, 16, 28, 28, (3, 3), 1, [1, 1, 1, 1]),
+    (1, 512, 16, 7, 7, (3, 3), 1, [1, 1, 1, 1]),
+    (2, 96, 16, 14, 13, (5, 5), 1, [2, 1, 2, 3]),    # 5x5, asymmetric pads, batch 2
+    (1, 48, 16, 41, 39, (3, 3), 2, [0, 1, 1, 0]),    # stride 2, odd sizes
     (1, 20, 128, 41, 39, (3, 3), 2, [1, 0, 1, 2]),   # 128 outputs: four passes, odd sizes
     (1, 3, 96, 64, 70, (3, 3), 2, [1, 1, 1, 1]),     # a 3x3 stem of 96 channels
     (1, 48, 64, 30, 30, (3, 3), 2, [1, 1, 1, 1]),    # 48 input channels: im2col + GEMM

@@ -884,7 +884,8 @@ class Conv final : public Kernel {
   // measured ahead of im2col + the fused GEMM (3x3 + Relu, 1 thread): 16 or 32 output
   // channels, up to 32 input channels, kernels up to 7 x 7, strides 1 or 2, no dilation.
   // With partly empty 16-lane blocks (3, 8, 24, 48 channels) it was 1.2-1.5x slower, and
-  // from 48 input channels 1.02-1.48x. The output size is checked per run
+  // from 48 input channels 1.02-1.48x when first measured; with 16 output channels it is now
+  // taken from any number of input channels (m16 below). The output size is checked per run
   // (direct_geometry_ok).
   bool direct_candidate(const Tensor& w) const {
     if (!cvx::available() || w.rank() != 4 || attrs_.group != 1) return false;
@@ -897,7 +898,15 @@ class Conv final : public Kernel {
     const auto& st0 = attrs_.spatial.strides;
     const bool s2_wide = !st0.empty() && st0[0] == 2 && w.dim(0) % 32 == 0 && w.dim(0) <= 128 &&
                          w.dim(1) >= 1 && w.dim(1) <= 32;
-    if (!s2_wide && ((w.dim(0) != 16 && w.dim(0) != 32) || w.dim(1) < 1 || w.dim(1) > 32)) {
+    // 16 output channels from any number of input channels (im2col's copy was half of a
+    // small-output layer; 1 thread against onnxruntime, im2col + the fused GEMM -> direct:
+    // 256 -> 16 3x3 stride 2 at 14 x 14 0.61 -> 0.95, at 56 x 56 0.67 -> 1.03; 128 -> 16 at
+    // 14 x 14 0.66 -> 1.03; 256 -> 16 3x3 at 14 x 14 0.73 -> 0.93; 512 -> 16 at 7 x 7 0.87 ->
+    // 1.09; 96 -> 16 5x5 at 14 x 14 0.99 -> 1.29). With 32 outputs from more than 32 inputs
+    // it was mixed (128 -> 32 stride 2 at 14 x 14 0.83 -> 0.88, 64 -> 32 at 14 x 14 0.95 ->
+    // 0.86).
+    const bool m16 = w.dim(0) == 16 && w.dim(1) >= 1;
+    if (!s2_wide && !m16 && (w.dim(0) != 32 || w.dim(1) < 1 || w.dim(1) > 32)) {
       // A stem with a large kernel: 64 or 96 channels from at most kDirectAnyOutC (the 7x7
       // stride-2 3 -> 64 of ResNets at 224: 1.41-1.47 ms against 1.67-1.69 through im2col
       // and the GEMM). With a 3x3 kernel the GEMM's way was ahead (3 -> 64 s2: 365 against
