@@ -70,12 +70,8 @@ std::vector<uint32_t> dw_masks(const DwGeometry& g) {
 }
 
 Dw16Layout dw16_layout(const DwGeometry& g) {
-  const int64_t Hp = (g.OH - 1) * g.sh + g.KH, Wp = (g.OW - 1) * g.sw + g.KW;
-  // Rows of 9 outputs and more go 16 pixels at a time: the last group reads up to 15
-  // pixels past the row's end. Narrower planes go over the flattened plane (dw16_run).
-  if (g.OW <= 8) return {Hp, Wp, true};
-  const int64_t ow16 = (g.OW + 15) / 16 * 16;
-  return {Hp, std::max(Wp, (ow16 - 1) * g.sw + g.KW), false};
+  const int64_t kh = (g.KH - 1) * g.dh + 1, kw = (g.KW - 1) * g.dw + 1;  // dilated extents
+  return {(g.OH - 1) * g.sh + kh, (g.OW - 1) * g.sw + kw};
 }
 
 }  // namespace cvx
@@ -818,63 +814,42 @@ void dw16_run(const DwGeometry& g, const Dw16Layout& L, const float* buf, const 
   const __mmask16 cm = static_cast<__mmask16>((1u << cn) - 1);
   const __m512 vb = bias ? _mm512_maskz_loadu_ps(cm, bias) : _mm512_setzero_ps();
   const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
-  const int64_t step = g.sw * 16;  // floats between neighbouring output pixels' inputs
   alignas(64) float tile[16 * 16];
-  if (L.flat) {
-    // Narrow planes: 16 consecutive outputs of the flattened plane, over row ends, each from
-    // its own offset into the copy (a 7-wide plane filled 7 lanes of 16 row by row).
-    const int64_t P = g.OH * g.OW;
-    for (int64_t p0 = 0; p0 < P; p0 += 16) {
-      const int n = static_cast<int>(std::min<int64_t>(16, P - p0));
-      int64_t off[16];
-      for (int q = 0; q < 16; ++q) {
-        const int64_t p = q < n ? p0 + q : p0;
-        off[q] = ((p / g.OW) * g.sh * L.Wb + (p % g.OW) * g.sw) * 16;
+  // 16 consecutive outputs of the flattened band, across row ends, each read from its own
+  // offset into the copy: row by row, a 17-wide row filled 17 lanes of 32 (the same or
+  // faster at every width measured, 7 to 112).
+  const int64_t p_end = oy1 * g.OW;
+  for (int64_t p0 = oy0 * g.OW; p0 < p_end; p0 += 16) {
+    const int n = static_cast<int>(std::min<int64_t>(16, p_end - p0));
+    int64_t off[16];
+    int64_t oy = p0 / g.OW, ox = p0 % g.OW;
+    for (int q = 0; q < n; ++q) {
+      off[q] = ((oy - oy0) * g.sh * L.Wb + ox * g.sw) * 16;
+      if (++ox == g.OW) {
+        ox = 0;
+        ++oy;
       }
-      __m512 acc[16];
-#pragma GCC unroll 16
-      for (int q = 0; q < 16; ++q) acc[q] = vb;
-      for (int64_t ky = 0; ky < g.KH; ++ky) {
-        const float* r = buf + ky * L.Wb * 16;
-        const float* w = wt16 + ky * g.KW * 16;
-        for (int64_t kx = 0; kx < g.KW; ++kx, r += 16, w += 16) {
-          const __m512 wv = _mm512_load_ps(w);
-#pragma GCC unroll 16
-          for (int q = 0; q < 16; ++q)
-            acc[q] = _mm512_fmadd_ps(_mm512_load_ps(r + off[q]), wv, acc[q]);
-        }
-      }
-#pragma GCC unroll 16
-      for (int q = 0; q < 16; ++q)
-        _mm512_store_ps(tile + 16 * q,
-                        clamp ? _mm512_min_ps(vhi, _mm512_max_ps(vlo, acc[q])) : acc[q]);
-      transpose16(tile, 16, n, cn, y + p0, y_plane);
     }
-    return;
-  }
-  for (int64_t oy = oy0; oy < oy1; ++oy) {
-    for (int64_t ox0 = 0; ox0 < g.OW; ox0 += 16) {
-      __m512 acc[16];
+    for (int q = n; q < 16; ++q) off[q] = off[0];
+    __m512 acc[16];
 #pragma GCC unroll 16
-      for (int q = 0; q < 16; ++q) acc[q] = vb;
-      for (int64_t ky = 0; ky < g.KH; ++ky) {
-        const float* r = buf + (((oy - oy0) * g.sh + ky) * L.Wb + ox0 * g.sw) * 16;
-        const float* w = wt16 + ky * g.KW * 16;
-        for (int64_t kx = 0; kx < g.KW; ++kx, r += 16, w += 16) {
-          const __m512 wv = _mm512_load_ps(w);
+    for (int q = 0; q < 16; ++q) acc[q] = vb;
+    for (int64_t ky = 0; ky < g.KH; ++ky) {
+      const float* r = buf + ky * g.dh * L.Wb * 16;
+      const float* w = wt16 + ky * g.KW * 16;
+      for (int64_t kx = 0; kx < g.KW; ++kx, r += 16 * g.dw, w += 16) {
+        const __m512 wv = _mm512_load_ps(w);
 #pragma GCC unroll 16
-          for (int q = 0; q < 16; ++q)
-            acc[q] = _mm512_fmadd_ps(_mm512_load_ps(r + q * step), wv, acc[q]);
-        }
+        for (int q = 0; q < 16; ++q)
+          acc[q] = _mm512_fmadd_ps(_mm512_load_ps(r + off[q]), wv, acc[q]);
       }
-      // max(lo, v) and min(hi, v) return v when it is NaN.
-#pragma GCC unroll 16
-      for (int q = 0; q < 16; ++q)
-        _mm512_store_ps(tile + 16 * q,
-                        clamp ? _mm512_min_ps(vhi, _mm512_max_ps(vlo, acc[q])) : acc[q]);
-      const int n = static_cast<int>(std::min<int64_t>(16, g.OW - ox0));
-      transpose16(tile, 16, n, cn, y + oy * g.OW + ox0, y_plane);
     }
+    // max(lo, v) and min(hi, v) return v when it is NaN.
+#pragma GCC unroll 16
+    for (int q = 0; q < 16; ++q)
+      _mm512_store_ps(tile + 16 * q,
+                      clamp ? _mm512_min_ps(vhi, _mm512_max_ps(vlo, acc[q])) : acc[q]);
+    transpose16(tile, 16, n, cn, y + p0, y_plane);
   }
 }
 

@@ -31,6 +31,7 @@ struct DwGeometry {
   // The whole plane as one span of OH * OW outputs (16 per vector whatever the row
   // length), for narrow planes; only where dw_flat_ok().
   bool flat;
+  int64_t dh = 1, dw = 1;  // dilations: dw16_* only (the other kernels take 1)
 };
 
 // Whether a plane can be computed as one span: stride 1 and rows as long as the input's
@@ -127,17 +128,16 @@ void dw_nhwc(const DwGeometry& g, const float* x, int64_t ldx, const float* wt, 
              int64_t ldy);
 
 // Depthwise convolution of up to 16 channels through a zero-padded channels-last copy
-// (dw16_*): kernels of 25 taps and more, where the planar kernels shuffle or mask each tap.
-// dw16_layout() sizes the copy (Hp rows of Wb pixels of 16 floats; rows of 8 outputs or
-// fewer are computed over the flattened plane, in one band). dw16_pack() writes copy rows
-// [r0, r1) (row r holds input row r - pt) to buf from cn (<= 16) NCHW planes of x (channel
-// stride x_plane); dw16_run() computes output rows [oy0, oy1) of the cn planes of y (channel
-// stride y_plane) from a buf packed from row oy0 * sh: y = bias + the taps in (ky, kx)
-// order, clipped to [lo, hi] when `clamp` (NaN kept). wt16: the taps' weights [KH * KW][16],
-// channel-minor, lanes past cn zero. buf and wt16 are 64-byte aligned.
+// (dw16_*): kernels of 25 taps and more, and dilated ones, where the planar kernels shuffle
+// or mask each tap (or take no dilation). dw16_layout() sizes the copy: Hp rows of Wb
+// pixels of 16 floats. dw16_pack() writes copy rows [r0, r1) (row r holds input row r - pt)
+// to buf from cn (<= 16) NCHW planes of x (channel stride x_plane); dw16_run() computes
+// output rows [oy0, oy1) of the cn planes of y (channel stride y_plane) from a buf packed
+// from row oy0 * sh: y = bias + the taps in (ky, kx) order, clipped to [lo, hi] when `clamp`
+// (NaN kept). wt16: the taps' weights [KH * KW][16], channel-minor, lanes past cn zero.
+// buf and wt16 are 64-byte aligned.
 struct Dw16Layout {
   int64_t Hp, Wb;
-  bool flat;
 };
 Dw16Layout dw16_layout(const DwGeometry& g);
 void dw16_pack(const DwGeometry& g, const Dw16Layout& L, const float* x, int64_t x_plane, int cn,

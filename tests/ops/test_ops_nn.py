@@ -2085,11 +2085,11 @@ def test_depthwise_3x3_wide_rows(h, w, s, pads, expand):
         check(m, {"X": x}, threads=threads)
 
 
-# Depthwise kernels of 25 taps and more with 16 channels in the lanes (conv_depthwise.cc
-# depthwise_blocked16, conv_avx512.cc dw16_*): strides 1-3, square and long kernels, channel
-# counts with a partial last block of 16, planes of 8 outputs a row or fewer (the flattened
-# form), planes cut into several bands of rows, pads wider than the kernel, 1-D.
-# (C, H, W, kernel, strides, pads)
+# Depthwise kernels of 25 taps and more, and dilated ones, with 16 channels in the lanes
+# (conv_depthwise.cc depthwise_blocked16, conv_avx512.cc dw16_*): strides 1-3, square and
+# long kernels, channel counts with a partial last block of 16, 16-output groups across
+# row ends, planes cut into several bands of rows, pads wider than the kernel, 1-D,
+# dilations. (C, H, W, kernel, strides, pads[, dilations])
 BLOCKED16_CASES = [
     (96, 56, 56, (7, 7), (2, 2), (3, 3, 3, 3)),
     (20, 33, 35, (5, 5), (2, 2), (2, 2, 2, 2)),
@@ -2102,16 +2102,22 @@ BLOCKED16_CASES = [
     (16, 9, 8, (5, 5), (1, 1), (0, 0, 0, 0)),
     (16, 6, 6, (5, 5), (1, 1), (6, 6, 6, 6)),
     (33, 1, 300, (1, 31), (1, 1), (0, 15, 0, 15)),
+    # dilated (DeepLab's atrous depthwise layers), any kernel of 3x3 and more
+    (40, 33, 33, (3, 3), (1, 1), (2, 2, 2, 2), (2, 2)),
+    (24, 17, 19, (3, 3), (1, 1), (4, 4, 4, 4), (4, 4)),
+    (18, 40, 38, (3, 3), (2, 2), (2, 1, 2, 1), (2, 1)),
+    (16, 20, 20, (5, 5), (1, 1), (6, 6, 6, 6), (3, 3)),
 ]
 
 
-def _blocked16_model(x_shape, kernel, strides, pads, post, one_d):
+def _blocked16_model(x_shape, kernel, strides, pads, post, one_d, dilations=(1, 1)):
     c = x_shape[1]
     rng = np.random.default_rng(c + sum(kernel))
     w = (rng.standard_normal((c, 1) + tuple(kernel)) / np.sqrt(kernel[0] * kernel[1])).astype(F32)
     inits = {"w": w, "b": rng.standard_normal(c).astype(F32),
              "lo": np.array(0, F32), "hi": np.array(6, F32)}
-    attrs = dict(kernel_shape=list(kernel), strides=list(strides), pads=list(pads), group=c)
+    attrs = dict(kernel_shape=list(kernel), strides=list(strides), pads=list(pads), group=c,
+                 dilations=list(dilations))
     xs, names = list(x_shape), ["X", "w", "b"]
     if one_d:
         attrs = dict(kernel_shape=[kernel[1]], strides=[strides[1]], pads=[pads[1], pads[3]],
@@ -2136,22 +2142,24 @@ def _blocked16_model(x_shape, kernel, strides, pads, post, one_d):
     return m
 
 
-@pytest.mark.parametrize("c,h,w,kernel,strides,pads", BLOCKED16_CASES, ids=str)
+@pytest.mark.parametrize("case", BLOCKED16_CASES, ids=str)
 @pytest.mark.parametrize("post", ["none", "clip", "residual"])
-def test_depthwise_blocked16(c, h, w, kernel, strides, pads, post):
+def test_depthwise_blocked16(case, post):
+    c, h, w, kernel, strides, pads = case[:6]
+    dil = case[6] if len(case) > 6 else (1, 1)
     one_d = h == 1
     for n in (1, 2):
         x = rand((n, c, h, w), seed=c * h + w, lo=-4, hi=8)
         x[0, c // 2, h // 2, w // 3] = np.nan
         x[-1, c - 1, h - 1, 0] = np.inf
         x[0, 0, 0, w - 1] = -np.inf
-        oh = (h + pads[0] + pads[2] - kernel[0]) // strides[0] + 1
-        ow = (w + pads[1] + pads[3] - kernel[1]) // strides[1] + 1
+        oh = (h + pads[0] + pads[2] - dil[0] * (kernel[0] - 1) - 1) // strides[0] + 1
+        ow = (w + pads[1] + pads[3] - dil[1] * (kernel[1] - 1) - 1) // strides[1] + 1
         feeds = {"X": x[:, :, 0] if one_d else x}
         if post == "residual":
             r = rand((n, c, oh, ow), seed=ow)
             feeds["R"] = r[:, :, 0] if one_d else r
-        m = _blocked16_model(x.shape, kernel, strides, pads, post, one_d)
+        m = _blocked16_model(x.shape, kernel, strides, pads, post, one_d, dil)
         for threads in (1, 2):
             # Sums of up to 49 products of magnitude 8: float rounding about 3e-6 absolute,
             # relative to results the residual brings near zero.
