@@ -899,6 +899,24 @@ void im2col_shifted(const float* x, int64_t in_size, int64_t C, int64_t ksize, c
 void dw_run(const DwGeometry& g, const uint32_t* masks, const float* xc, const float* w, float b,
             bool clamp, float lo, float hi, float* yc) {
   const bool k3 = g.KH == 3 && g.KW == 3;
+  if (g.KH == 1 && g.KW == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.OH == g.H &&
+      g.OW == g.W) {
+    // 1x1, no padding: the plane times the weight plus the bias, as one span (run_impl went
+    // vector by vector through its kernel-row bookkeeping: 144 planes of 20 x 20 took 0.54x
+    // onnxruntime's time).
+    const int64_t n = g.OH * g.OW;
+    const __m512 vw = _mm512_set1_ps(w[0]), vb = _mm512_set1_ps(b);
+    const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xFFFF)
+                                      : static_cast<__mmask16>((1u << (n - i)) - 1);
+      __m512 v = _mm512_fmadd_ps(vw, _mm512_maskz_loadu_ps(m, xc + i), vb);
+      // max(lo, v) and min(hi, v) return v when it is NaN.
+      if (clamp) v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
+      _mm512_mask_storeu_ps(yc + i, m, v);
+    }
+    return;
+  }
   if (g.flat) {
     run_flat(g, masks, xc, w, b, clamp, lo, hi, yc);
   } else if (g.sw == 1) {

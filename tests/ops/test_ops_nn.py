@@ -2166,6 +2166,26 @@ def test_depthwise_blocked16(case, post):
             check(m, feeds, threads=threads, rtol=1e-5, atol=3e-5)
 
 
+@pytest.mark.parametrize("hw", [(1, 1), (1, 15), (4, 4), (5, 7), (20, 20), (3, 33)], ids=str)
+@pytest.mark.parametrize("post", ["none", "clip", "residual"])
+def test_depthwise_1x1(hw, post):
+    """1x1 depthwise (a per-channel scale and bias; without padding or strides one span per
+    plane), with NaN and infinities, and with padding and strides 2 (the general kernels)."""
+    h, w = hw
+    x = rand((2, 20, h, w), seed=h * w, lo=-4, hi=8)
+    x[0, 3, h // 2, w // 2] = np.nan
+    x[1, 5, 0, w - 1] = np.inf
+    for strides, pads in (((1, 1), (0, 0, 0, 0)), ((1, 1), (1, 0, 0, 2)), ((2, 2), (0, 0, 0, 0))):
+        oh = (h + pads[0] + pads[2] - 1) // strides[0] + 1
+        ow = (w + pads[1] + pads[3] - 1) // strides[1] + 1
+        feeds = {"X": x}
+        if post == "residual":
+            feeds["R"] = rand((2, 20, oh, ow), seed=ow)
+        m = _blocked16_model(x.shape, (1, 1), strides, pads, post, False)
+        for threads in (1, 2):
+            check(m, feeds, threads=threads)
+
+
 @pytest.mark.parametrize("isa", ["sse2", "avx2", "avx512"])
 def test_pools_and_depthwise_each_isa(isa, tmp_path):
     """Pooling, depthwise convolutions, FusedExpandDepthwise (its bands with the AVX-512
