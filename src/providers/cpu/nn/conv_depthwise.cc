@@ -200,9 +200,10 @@ void dw_out(const DwPlan& p, const double* buf, const double* w, double b, const
 }
 
 // Whether depthwise_blocked16 takes a layer: one input channel per output (no multiplier),
-// AVX-512F, 25 taps or more or any dilated kernel of 3x3 and more (the planar kernels take no
-// dilation; the generic path computed 144 x 80 x 80 3x3 dilation 2 stride 2 at 0.54x
-// onnxruntime's speed, 576 x 17 x 17 dilation 2 at 0.57x; now 1.07x and 1.08x). Depthwise
+// AVX-512F; 25 taps or more, 9 or more on rows of at most 8 outputs (below), or any dilated
+// kernel of 3x3 and more (the planar kernels take no dilation; the generic path computed
+// 144 x 80 x 80 3x3 dilation 2 stride 2 at 0.54x onnxruntime's speed, 576 x 17 x 17
+// dilation 2 at 0.57x; now 1.15x and 1.08x). Depthwise
 // Conv alone, 1 thread, against the planar kernels (dw_run): 7x7 stride 2 on 96 x 56 x 56
 // 1.4x, 192 x 28 x 28 1.5x, 96 x 14 x 14 2.0x; 5x5 stride 2 on 32 x 112 x 112 1.4x; 7x7
 // stride 1 on 768 x 7 x 7 1.9x, 96 x 56 x 56 1.09x; 5x5 on 1152 x 7 x 7 1.8x, 240 x 28 x 28
@@ -212,6 +213,11 @@ void dw_out(const DwPlan& p, const double* buf, const double* w, double b, const
 bool blocked16_takes(const cvx::DwGeometry& g, int64_t C, int64_t M) {
   if (M != C || !cvx::available()) return false;
   if ((g.dh > 1 || g.dw > 1) && g.KH * g.KW >= 9) return true;
+  // 3x3 with rows of at most 8 outputs (the last stages' 7 x 7 planes): 576 and 960 planes
+  // of 7 x 7 0.70x onnxruntime's speed with the planar kernels, 0.95-1.05x here; 576 of 14 x
+  // 14 stride 2 1.02 -> 1.28x. At 14 and 28 outputs a row stride 1 they stay planar (0.87x
+  // and 0.75x the speed here).
+  if (g.KH * g.KW >= 9 && g.OW <= 8) return true;
   if (g.KH * g.KW < 25) return false;
   const bool planar_ahead =
       g.sh == 1 && g.sw == 1 && g.OW > 64 && g.KH == g.KW && (g.KH == 5 || g.KH == 7);
