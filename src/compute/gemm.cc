@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <string>
 #include <vector>
@@ -42,11 +43,22 @@ constexpr double kSmallProduct = double(1 << 21);
 // of attention, 1 thread, against onnxruntime, BLAS / in place: 12 x (128 x 64 x 128) 0.85
 // / 1.04-1.10, 12 x (128 x 128 x 64) 0.82-0.85 / 1.09-1.11, 12 x (384 x 64 x 384) 0.84 /
 // 0.91, 4 x (64 x 256 x 64) 0.86 / 1.21, 256 x 96 x 256 0.96 / 1.15. The BLAS stays ahead
-// with partial tiles (100^3: 1.56 / 1.21; 8 x 12 x (50 x 64 x 50): 1.29 / 0.96), below 32
-// rows (16 x 384 x 384: 0.95 / 0.84), at K = 32 (12 x (128 x 32 x 128): 1.15 / 0.97) and
-// for smaller products (8 x 12 x (64 x 64 x 64): 1.26 / 1.04).
+// with partial tiles (100^3: 1.56 / 1.21; 8 x 12 x (50 x 64 x 50): 1.29 / 0.96), at K = 32
+// (12 x (128 x 32 x 128): 1.15 / 0.97) and for smaller products (8 x 12 x (64 x 64 x 64):
+// 1.26 / 1.04). It was ahead below 32 rows too when this was measured (16 x 384 x 384: 0.95
+// / 0.84), and is no longer (kFewRows).
 constexpr double kFullTileMin = double(1 << 20);
 constexpr double kFullTileProduct = double(1 << 25);
+
+// Products of at most kFewRows rows go to the fused GEMM in place at any size: the BLAS
+// packed all of B on every call, as much work as the product itself with a few rows (the
+// MatMul of a short sequence by a large activation). 1 thread against onnxruntime, BLAS /
+// in place: 7 x 768 x 1536 0.70 / 2.02, 2 x (4 x 384 x 1536) 0.76 / 1.88, 8 x 1024 x 1024
+// 0.78 / 2.23, 3 x 768 x 3072 0.61 / 1.33, 16 x 384 x 384 1.02 / 1.55, 24 x 768 x 768 1.00 /
+// 1.33, 31 x 512 x 2048 0.81 / 1.38, 2 x 768 x 3072 0.66 / 0.86 (two rows: the in-place tile
+// reads B's rows 32 columns at a time, 12 KiB apart). Above 32 rows mixed (64 x 768 x 3072
+// 1.01 / 0.91, 128 x 768 x 768 0.98 / 1.09).
+constexpr int64_t kFewRows = 32;
 
 struct Dispatch {
   const GemmKernelTable<float>* f32;
@@ -418,8 +430,11 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha
                         nn::fgemm::available() && dispatch().f32 == gemm_detail::avx512_table_f32();
   const bool split = pool && pool->num_threads() > 1;
   const bool full_tiles = M >= 32 && N % 32 == 0 && K >= 64 && work >= kFullTileMin;
-  const double in_place_max = full_tiles && !split ? kFullTileProduct : kSmallProduct;
-  if (!(in_place && full_tiles && work <= in_place_max) &&
+  const bool few_rows = M <= kFewRows;
+  const double in_place_max = few_rows               ? std::numeric_limits<double>::infinity()
+                              : full_tiles && !split ? kFullTileProduct
+                                                     : kSmallProduct;
+  if (!(in_place && (full_tiles || few_rows) && work <= in_place_max) &&
       blas::gemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool))
     return;
   // Products the BLAS does not take, and those of full tiles (attention's per-head products,

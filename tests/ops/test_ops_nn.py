@@ -157,6 +157,25 @@ def test_matmul_large_blocking_edges(dims, threads, const_b):
         check(m, {"A": a, "B": b}, threads=threads, **tol(F32, K))
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("m", [2, 3, 7, 16, 31, 32, 33])
+@pytest.mark.parametrize("kn", [(768, 1536), (97, 1001), (64, 16)], ids=str)
+def test_matmul_few_rows_against_numpy(m, kn, threads):
+    """Products of at most 32 rows by a fed B go to the fused GEMM with both operands read in
+    place at any size (gemm.cc kFewRows): against numpy in double, batched and broadcast,
+    with infinities and a NaN in A."""
+    K, N = kn
+    a, b = rand((2, m, K), seed=m), rand((2, K, N), seed=K)
+    a[1, m - 1, 0] = np.inf
+    a[0, 0, K // 2] = np.nan
+    expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(F32)
+    for bb in (b, b[0]):
+        m_ = node_model("MatMul", {"A": a, "B": bb}, ["Y"])
+        (y,) = run_lite(m_, {"A": a, "B": bb}, threads)
+        want = expected if bb.ndim == 3 else (a.astype(np.float64) @ bb).astype(F32)
+        np.testing.assert_allclose(y, want, rtol=2e-5, atol=2e-5 * np.sqrt(K), equal_nan=True)
+
+
 @pytest.mark.parametrize("threads", [1, 4])
 def test_matmul_batched_large(threads):
     a, b = rand((3, 2, 70, 90), seed=7), rand((2, 90, 130), seed=8)
