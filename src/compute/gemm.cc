@@ -50,15 +50,19 @@ constexpr double kSmallProduct = double(1 << 21);
 constexpr double kFullTileMin = double(1 << 20);
 constexpr double kFullTileProduct = double(1 << 25);
 
-// Products of at most kFewRows rows go to the fused GEMM in place at any size: the BLAS
-// packed all of B on every call, as much work as the product itself with a few rows (the
-// MatMul of a short sequence by a large activation). 1 thread against onnxruntime, BLAS /
-// in place: 7 x 768 x 1536 0.70 / 2.02, 2 x (4 x 384 x 1536) 0.76 / 1.88, 8 x 1024 x 1024
-// 0.78 / 2.23, 3 x 768 x 3072 0.61 / 1.33, 16 x 384 x 384 1.02 / 1.55, 24 x 768 x 768 1.00 /
-// 1.33, 31 x 512 x 2048 0.81 / 1.38, 2 x 768 x 3072 0.66 / 0.86 (two rows: the in-place tile
-// reads B's rows 32 columns at a time, 12 KiB apart). Above 32 rows mixed (64 x 768 x 3072
-// 1.01 / 0.91, 128 x 768 x 768 0.98 / 1.09).
+// Products of at most kFewRows rows go to the fused GEMM in place at any size while B (all
+// the B's a batched caller streams) fits in kFewRowsBytes: the BLAS packed all of B on every
+// call, as much work as the product itself with a few rows (the MatMul of a short sequence by
+// a large activation). 1 thread against onnxruntime, BLAS / in place: 7 x 768 x 1536 0.70 /
+// 2.02, 2 x (4 x 384 x 1536) 0.76 / 1.88, 8 x 1024 x 1024 0.78 / 2.23, 3 x 768 x 3072 0.61 /
+// 1.33, 16 x 384 x 384 1.02 / 1.55, 24 x 768 x 768 1.00 / 1.33, 31 x 512 x 2048 0.81 / 1.38,
+// 2 x 768 x 3072 0.66 / 0.86 (two rows: the in-place tile reads B's rows 32 columns at a
+// time, 12 KiB apart). From memory those strided reads lose to the packing's sequential one:
+// 8 x (7 x 768 x 1536) 1.11 / 0.91, 32 x (8 x 256 x 1024) 1.21 / 0.83, 8 x (16 x 512 x 1024)
+// 1.00 / 0.89 (17 MiB of B), 7 x 2048 x 4096 1.03 / 0.84 (32 MiB). Above 32 rows mixed (64 x
+// 768 x 3072 1.01 / 0.91, 128 x 768 x 768 0.98 / 1.09).
 constexpr int64_t kFewRows = 32;
+constexpr double kFewRowsBytes = 12.0 * (1 << 20);
 
 struct Dispatch {
   const GemmKernelTable<float>* f32;
@@ -421,7 +425,7 @@ void gemm_packed_b(bool transA, int64_t M, const T* A, int64_t lda, const Packed
 
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
-          ThreadPool* pool) {
+          ThreadPool* pool, double b_stream) {
   const double work = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   // Whether the fused GEMM can take the product with its operands in place (AVX-512F, not
   // under ORTLITE_GEMM_ISA caps); elsewhere the BLAS keeps every product it takes.
@@ -430,7 +434,8 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha
                         nn::fgemm::available() && dispatch().f32 == gemm_detail::avx512_table_f32();
   const bool split = pool && pool->num_threads() > 1;
   const bool full_tiles = M >= 32 && N % 32 == 0 && K >= 64 && work >= kFullTileMin;
-  const bool few_rows = M <= kFewRows;
+  const double b_bytes = std::max(b_stream, 4.0 * static_cast<double>(K) * static_cast<double>(N));
+  const bool few_rows = M <= kFewRows && b_bytes <= kFewRowsBytes;
   const double in_place_max = few_rows               ? std::numeric_limits<double>::infinity()
                               : full_tiles && !split ? kFullTileProduct
                                                      : kSmallProduct;

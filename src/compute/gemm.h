@@ -17,9 +17,12 @@
 
 namespace ortlite {
 
+// b_stream: bytes of B the caller's loop reads over all its products (a batched MatMul's
+// matrices, one per batch), when more than this call's B; products of a few rows read B in
+// place only while it stays in the caches (gemm.cc kFewRows).
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
-          ThreadPool* pool);
+          ThreadPool* pool, double b_stream = 0);
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
           int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc,
           ThreadPool* pool);

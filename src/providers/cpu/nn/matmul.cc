@@ -3,8 +3,10 @@
 // float / double go through the packed GEMM (a constant 2-D B is packed once at load; with
 // AVX-512F, products of more than one row use the fused GEMM, B packed for it on first use);
 // float16 / bfloat16 compute in float; int32 / int64 / uint32 / uint64 wrap around.
+#include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 #include "providers/shared/broadcast_shape.h"
@@ -32,9 +34,18 @@ void matmul_real(const MatMulPlan& p, const T* a, const T* b, T* c,
     return;
   }
   const double per = 2.0 * static_cast<double>(M) * static_cast<double>(N) * K;
+  // The distinct B's of all batches, for the float GEMM's choice of reading B in place.
+  int64_t b_count = 1;
+  for (int64_t n = 0; n < p.batches; ++n) b_count = std::max(b_count, p.b_index[n] + 1);
+  const double b_stream = static_cast<double>(b_count) * static_cast<double>(K * N) * sizeof(T);
   for_each_product(pool, p.batches, per, [&](int64_t n, ThreadPool* tp) {
-    gemm(false, false, M, N, K, T(1), a + p.a_index[n] * M * K, K, b + p.b_index[n] * K * N, N,
-         T(0), c + n * M * N, N, tp);
+    if constexpr (std::is_same_v<T, float>) {
+      gemm(false, false, M, N, K, T(1), a + p.a_index[n] * M * K, K, b + p.b_index[n] * K * N, N,
+           T(0), c + n * M * N, N, tp, b_stream);
+    } else {
+      gemm(false, false, M, N, K, T(1), a + p.a_index[n] * M * K, K, b + p.b_index[n] * K * N, N,
+           T(0), c + n * M * N, N, tp);
+    }
   });
 }
 
