@@ -835,6 +835,27 @@ def test_batchnorm(opset, xs, const_params):
         check(m, feeds)
 
 
+@pytest.mark.parametrize("xs", [(3, 7), (2, 5, 17, 9), (1, 16, 40, 41), (1, 4, 1, 1)], ids=str)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_batchnorm_float_bits(xs, threads):
+    """Float BatchNormalization is x * a + b per channel, a = scale / sqrt(var + eps) and
+    b = bias - mean * a, every step rounded to float (the product and the sum separately,
+    as onnxruntime computes them): numpy's float32 arithmetic bit for bit, NaN and
+    infinities included."""
+    feeds = bn_inputs(xs, seed=len(xs))
+    feeds["X"].flat[3] = np.nan
+    feeds["X"].flat[-1] = -np.inf
+    eps = np.float32(1e-3)
+    shape = (1, xs[1]) + (1,) * (len(xs) - 2)
+    a = (np.float32(1) / np.sqrt(feeds["var"] + eps)) * feeds["scale"]
+    b = feeds["B"] - feeds["mean"] * a
+    expected = feeds["X"] * a.reshape(shape) + b.reshape(shape)
+    m = node_model("BatchNormalization", feeds, ["Y"], attrs=dict(epsilon=1e-3), opset=15)
+    (y,) = run_lite(m, feeds, threads)
+    assert y.dtype == F32
+    np.testing.assert_array_equal(y, expected)
+
+
 @pytest.mark.parametrize("dtype", [F64, F16])
 @pytest.mark.parametrize("opset", [9, 15])
 def test_batchnorm_dtypes(dtype, opset):

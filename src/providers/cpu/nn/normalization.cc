@@ -135,6 +135,14 @@ void ln_apply(const double* x, double* y, int64_t n, double mean, double inv, co
 
 // ---------------------------------------------------------------------------------------
 
+// y = x * a + b over n floats, for each ISA (the baseline build's loop stored 16 bytes at a
+// time: a BatchNormalization of 1x64x112x112 alone took 0.75x onnxruntime's time). Product
+// and sum rounded separately, as the baseline loop and onnxruntime compute them (no FMA).
+ORTLITE_NN_CLONES512 __attribute__((optimize("fp-contract=off"))) void affine_f32(
+    const float* __restrict x, float* __restrict y, int64_t n, float a, float b) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * a + b;
+}
+
 class BatchNorm final : public Kernel {
  public:
   explicit BatchNorm(const KernelInfo& info) { attrs_.load(info); }
@@ -173,6 +181,12 @@ class BatchNorm final : public Kernel {
           T* yp = y + nc * inner;
           if (attrs_.spatial) {
             const T ac = a[c], bc = b[c];
+            if constexpr (std::is_same_v<T, float>) {
+              if (xp + inner <= yp || yp + inner <= xp) {
+                affine_f32(xp, yp, inner, ac, bc);
+                continue;
+              }
+            }
             for (int64_t i = 0; i < inner; ++i) yp[i] = xp[i] * ac + bc;
           } else {
             const T* ap = a.data() + c * inner;
