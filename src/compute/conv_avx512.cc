@@ -796,7 +796,9 @@ void dw16_pack(const DwGeometry& g, const Dw16Layout& L, const float* x, int64_t
     }
     // Columns [0, pl) and [pl + W, Wb) are zeros; the image's columns are transposed in, 16
     // pixels x cn channels a block (lanes past cn zeroed first).
-    const int64_t c0 = std::max<int64_t>(g.pl, 0), c1 = std::min<int64_t>(L.Wb, g.pl + g.W);
+    // (A left pad can reach past every column the windows read: strides wider than the image.)
+    const int64_t c0 = std::min<int64_t>(std::max<int64_t>(g.pl, 0), L.Wb);
+    const int64_t c1 = std::max<int64_t>(c0, std::min<int64_t>(L.Wb, g.pl + g.W));
     for (int64_t j = 0; j < c0; ++j) _mm512_store_ps(row + 16 * j, zero);
     for (int64_t j = c1; j < L.Wb; ++j) _mm512_store_ps(row + 16 * j, zero);
     if (cn < 16)

@@ -2145,6 +2145,8 @@ BLOCKED16_CASES = [
     # 3x3 on rows of at most 8 outputs
     (40, 7, 7, (3, 3), (1, 1), (1, 1, 1, 1)),
     (20, 14, 13, (3, 3), (2, 2), (1, 1, 1, 1)),
+    (16, 6, 1, (3, 3), (4, 4), (5, 5, 0, 0)),   # left pad past every column a window reads
+    (3, 3, 2, (5, 5), (3, 3), (2, 7, 2, 0)),
     # dilated (DeepLab's atrous depthwise layers), any kernel of 3x3 and more
     (40, 33, 33, (3, 3), (1, 1), (2, 2, 2, 2), (2, 2)),
     (24, 17, 19, (3, 3), (1, 1), (4, 4, 4, 4), (4, 4)),

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -203,13 +202,13 @@ void dw_out(const DwPlan& p, const double* buf, const double* w, double b, const
 // AVX-512F; 25 taps or more, 9 or more on rows of at most 8 outputs (below), or any dilated
 // kernel of 3x3 and more (the planar kernels take no dilation; the generic path computed
 // 144 x 80 x 80 3x3 dilation 2 stride 2 at 0.54x onnxruntime's speed, 576 x 17 x 17
-// dilation 2 at 0.57x; now 1.15x and 1.08x). Depthwise
-// Conv alone, 1 thread, against the planar kernels (dw_run): 7x7 stride 2 on 96 x 56 x 56
-// 1.4x, 192 x 28 x 28 1.5x, 96 x 14 x 14 2.0x; 5x5 stride 2 on 32 x 112 x 112 1.4x; 7x7
-// stride 1 on 768 x 7 x 7 1.9x, 96 x 56 x 56 1.09x; 5x5 on 1152 x 7 x 7 1.8x, 240 x 28 x 28
-// 1.04x; 3x9, 9x3, 9x9, 11x11 1.7-1.9x. The planar kernels stay ahead on 5x5 and 7x7 kernels
-// with strides 1 and rows of more than 64 outputs (block_s1_shared loads each input row once
-// for all the output rows it feeds; 32 x 112 x 112: 0.88x and 0.93x with the copy).
+// dilation 2 at 0.57x; now 1.15x and 1.08x). Depthwise Conv alone, 1 thread, against the
+// planar kernels (dw_run): 7x7 stride 2 on 96 x 56 x 56 1.4x, 192 x 28 x 28 1.5x, 96 x 14 x
+// 14 2.0x; 5x5 stride 2 on 32 x 112 x 112 1.4x; 7x7 stride 1 on 768 x 7 x 7 1.9x, 96 x 56 x
+// 56 1.09x; 5x5 on 1152 x 7 x 7 1.8x, 240 x 28 x 28 1.04x; 3x9, 9x3, 9x9, 11x11 1.7-1.9x. The
+// planar kernels stay ahead on 5x5 and 7x7 kernels with strides 1 and rows of more than 64
+// outputs (block_s1_shared loads each input row once for all the output rows it feeds; 32 x
+// 112 x 112: 0.88x and 0.93x with the copy).
 bool blocked16_takes(const cvx::DwGeometry& g, int64_t C, int64_t M) {
   if (M != C || !cvx::available()) return false;
   if ((g.dh > 1 || g.dw > 1) && g.KH * g.KW >= 9) return true;
@@ -263,7 +262,7 @@ void depthwise_blocked16(const cvx::DwGeometry& g, const float* x, const float* 
       }
       const int64_t oy0 = bi * band, oy1 = std::min(g.OH, oy0 + band);
       cvx::dw16_pack(g, L, x + (n * C + c) * in_size, in_size, cn, oy0 * g.sh,
-                     (oy1 - 1) * g.sh + (g.KH - 1) * g.dh + 1, copy);
+                     (oy1 - 1) * g.sh + kh, copy);
       float* yc = y + (n * M + c) * P;
       cvx::dw16_run(g, L, copy, wt16, ep.bias ? ep.bias + c : nullptr, ra.clamp, ra.lo, ra.hi, cn,
                     oy0, oy1, yc, P);
@@ -279,12 +278,12 @@ void depthwise_blocked16(const cvx::DwGeometry& g, const float* x, const float* 
 void depthwise_direct(const cvx::DwGeometry& g, const float* x, const float* w,
                       const Epilogue<float>& ep, float* y, int64_t N, int64_t C, int64_t M,
                       ThreadPool* pool) {
+  const std::vector<uint32_t> masks = cvx::dw_masks(g);
   const ActSpec& act = ep.act;
   // Relu and Clip without Z are applied in registers; anything else on the finished plane.
   const RegisterAct<float> ra = register_act<float>(act, ep.z != nullptr);
   const int64_t Mg = M / C, P = g.OH * g.OW, in_size = g.H * g.W;
   const double cost = 2.0 * static_cast<double>(P) * g.KH * g.KW;
-  const std::vector<uint32_t> masks = cvx::dw_masks(g);
   // Large planes at several threads: a band of output rows of every plane a thread (band
   // major, so the pool's contiguous segments give thread t band t), as the layers around it
   // split the image: the stem's bands, a pointwise product's blocks of positions. Split by
