@@ -64,66 +64,61 @@ ORTLITE_NN_CLONES void repeat_row(const U* src, U* dst, int64_t in, int64_t k) {
 }
 
 #if defined(ORTLITE_HAVE_AVX512_DISPATCH)
+// The lanes of a 2x width upscale of rows of `in` 4-byte elements: `full` whole source
+// vectors, then one of `rest` elements (load mask m, store masks mlo / mhi of its two halves).
+struct Widen2 {
+  int64_t full, rest;
+  __mmask16 m, mlo, mhi;
+};
+Widen2 widen2_lanes(int64_t in) {
+  const int64_t rest = in % 16;
+  return {in / 16, rest, static_cast<__mmask16>((1u << rest) - 1),
+          static_cast<__mmask16>(rest >= 8 ? 0xFFFFu : (1u << (2 * rest)) - 1),
+          static_cast<__mmask16>(rest > 8 ? (1u << (2 * rest - 16)) - 1 : 0)};
+}
+
+// One source row widened in registers and stored to `copies` output rows, ld apart.
+ORTLITE_AVX512 inline __attribute__((always_inline)) void widen2_row(const uint32_t* src,
+                                                                     uint32_t* dst, const Widen2& w,
+                                                                     int64_t copies, int64_t ld) {
+  const __m512i ilo = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  const __m512i ihi = _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+  for (int64_t q = 0; q < w.full; ++q) {
+    const __m512i a = _mm512_loadu_si512(src + 16 * q);
+    const __m512i lo = _mm512_maskz_permutexvar_epi32(0xFFFF, ilo, a);
+    const __m512i hi = _mm512_maskz_permutexvar_epi32(0xFFFF, ihi, a);
+    for (int64_t c = 0; c < copies; ++c) {
+      _mm512_storeu_si512(dst + c * ld + 32 * q, lo);
+      _mm512_storeu_si512(dst + c * ld + 32 * q + 16, hi);
+    }
+  }
+  if (w.rest) {
+    const __m512i a = _mm512_maskz_loadu_epi32(w.m, src + 16 * w.full);
+    const __m512i lo = _mm512_maskz_permutexvar_epi32(0xFFFF, ilo, a);
+    const __m512i hi = _mm512_maskz_permutexvar_epi32(0xFFFF, ihi, a);
+    for (int64_t c = 0; c < copies; ++c) {
+      _mm512_mask_storeu_epi32(dst + c * ld + 32 * w.full, w.mlo, lo);
+      _mm512_mask_storeu_epi32(dst + c * ld + 32 * w.full + 16, w.mhi, hi);
+    }
+  }
+}
+
 // A 2x width upscale of one source row of 4-byte elements written to `copies` output rows
 // (ld apart) straight from registers: the rows of a 2x height upscale, without copying
 // the first one back.
 ORTLITE_AVX512 void repeat2_rows_u32(const uint32_t* src, uint32_t* dst, int64_t in, int64_t copies,
                                      int64_t ld) {
-  const __m512i ilo = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-  const __m512i ihi = _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
-  for (int64_t i = 0; i < in; i += 16) {
-    const int64_t n = std::min<int64_t>(16, in - i);
-    const __mmask16 m = static_cast<__mmask16>((1u << n) - 1);
-    const __m512i a = _mm512_maskz_loadu_epi32(m, src + i);
-    const __m512i lo = _mm512_maskz_permutexvar_epi32(0xFFFF, ilo, a);
-    const __m512i hi = _mm512_maskz_permutexvar_epi32(0xFFFF, ihi, a);
-    // Output elements [2i, 2i + 2n): the first 16 from lo, the rest from hi.
-    const __mmask16 mlo = static_cast<__mmask16>(n >= 8 ? 0xFFFFu : (1u << (2 * n)) - 1);
-    const __mmask16 mhi = static_cast<__mmask16>(n >= 16 ? 0xFFFFu
-                                                 : n > 8 ? (1u << (2 * n - 16)) - 1
-                                                         : 0);
-    for (int64_t c = 0; c < copies; ++c) {
-      uint32_t* d = dst + c * ld + 2 * i;
-      _mm512_mask_storeu_epi32(d, mlo, lo);
-      _mm512_mask_storeu_epi32(d + 16, mhi, hi);
-    }
-  }
+  widen2_row(src, dst, widen2_lanes(in), copies, ld);
 }
 
-// A 2x upscale of both axes of `planes` planes of ih x iw 4-byte elements: each source row
-// widened in registers and stored to its two output rows. One call for all the planes: the
-// per-row work of nearest_plane (its table lookups, a call a row) was a third of the time on
-// rows of 20 (1x256x20x20).
+// A 2x upscale of both axes of `planes` planes of ih x iw 4-byte elements, in one call for
+// all the planes: the per-row work of nearest_plane (its table lookups, a call a row) was a
+// third of the time on rows of 20 (1x256x20x20).
 ORTLITE_AVX512 void repeat2_planes_u32(const uint32_t* src, uint32_t* dst, int64_t planes,
                                        int64_t ih, int64_t iw) {
-  const __m512i ilo = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-  const __m512i ihi = _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
-  const int64_t ow = 2 * iw, full = iw / 16, rest = iw % 16;
-  const __mmask16 m = static_cast<__mmask16>((1u << rest) - 1);
-  const __mmask16 mlo = static_cast<__mmask16>(rest >= 8 ? 0xFFFFu : (1u << (2 * rest)) - 1);
-  const __mmask16 mhi = static_cast<__mmask16>(rest > 8 ? (1u << (2 * rest - 16)) - 1 : 0);
-  for (int64_t row = 0; row < planes * ih; ++row) {
-    const uint32_t* s = src + row * iw;
-    uint32_t* d = dst + row * 2 * ow;
-    for (int64_t q = 0; q < full; ++q) {
-      const __m512i a = _mm512_loadu_si512(s + 16 * q);
-      const __m512i lo = _mm512_maskz_permutexvar_epi32(0xFFFF, ilo, a);
-      const __m512i hi = _mm512_maskz_permutexvar_epi32(0xFFFF, ihi, a);
-      _mm512_storeu_si512(d + 32 * q, lo);
-      _mm512_storeu_si512(d + 32 * q + 16, hi);
-      _mm512_storeu_si512(d + ow + 32 * q, lo);
-      _mm512_storeu_si512(d + ow + 32 * q + 16, hi);
-    }
-    if (rest) {
-      const __m512i a = _mm512_maskz_loadu_epi32(m, s + 16 * full);
-      const __m512i lo = _mm512_maskz_permutexvar_epi32(0xFFFF, ilo, a);
-      const __m512i hi = _mm512_maskz_permutexvar_epi32(0xFFFF, ihi, a);
-      _mm512_mask_storeu_epi32(d + 32 * full, mlo, lo);
-      _mm512_mask_storeu_epi32(d + 32 * full + 16, mhi, hi);
-      _mm512_mask_storeu_epi32(d + ow + 32 * full, mlo, lo);
-      _mm512_mask_storeu_epi32(d + ow + 32 * full + 16, mhi, hi);
-    }
-  }
+  const Widen2 w = widen2_lanes(iw);
+  for (int64_t row = 0; row < planes * ih; ++row)
+    widen2_row(src + row * iw, dst + row * 4 * iw, w, 2, 2 * iw);
 }
 #endif
 
