@@ -16,7 +16,12 @@ struct MaxOp {
   template <typename C>
   C operator()(C a, C b) const {
     if constexpr (std::is_floating_point_v<C>) {
-      return (a >= b || a != a) ? a : b;  // NaN in either input gives NaN
+      // a >= b ? a : b with NaN from either input, as a max instruction and a select: the
+      // form `(a >= b || a != a) ? a : b` left the scalar loops (the last elements of a
+      // span, every element of short broadcast spans) a branch an element, mispredicted on
+      // random data (Max of [R, 1] and [R, 12]: 0.5 of onnxruntime's speed).
+      const C m = b > a ? b : a;  // a when either is NaN
+      return b != b ? b : m;
     } else {
       return a >= b ? a : b;
     }
@@ -27,7 +32,8 @@ struct MinOp {
   template <typename C>
   C operator()(C a, C b) const {
     if constexpr (std::is_floating_point_v<C>) {
-      return (a <= b || a != a) ? a : b;
+      const C m = b < a ? b : a;  // as MaxOp
+      return b != b ? b : m;
     } else {
       return a <= b ? a : b;
     }
