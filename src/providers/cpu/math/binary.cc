@@ -93,9 +93,13 @@ ORTLITE_AVX512 inline void div_i32x16(__m512i a, __m512i b, int32_t* o) {
 }
 
 // One span of an int32 Div (stride 0: a broadcast operand). Returns how many elements it
-// did, a multiple of 16; the caller finishes the tail.
+// did: all of them, unless both operands are broadcast (the caller's loop does those). The
+// last n % 16 go through one more vector, from masked loads (lanes past the end divide by
+// 0 and give 0) into a buffer: with the scalar divisions there, spans of a few elements (a
+// [R, 1] by [R, 12] broadcast) ran at 0.6 of onnxruntime's speed.
 ORTLITE_AVX512 int64_t div_i32_avx512(const int32_t* a, const int32_t* b, int32_t* o, int64_t sa,
                                       int64_t sb, int64_t n) {
+  if (sa == 0 && sb == 0) return 0;
   int64_t i = 0;
   if (sa != 0 && sb != 0) {
     for (; i + 16 <= n; i += 16)
@@ -103,9 +107,19 @@ ORTLITE_AVX512 int64_t div_i32_avx512(const int32_t* a, const int32_t* b, int32_
   } else if (sa != 0) {
     const __m512i vb = _mm512_set1_epi32(b[0]);
     for (; i + 16 <= n; i += 16) div_i32x16(_mm512_loadu_si512(a + i), vb, o + i);
-  } else if (sb != 0) {
+  } else {
     const __m512i va = _mm512_set1_epi32(a[0]);
     for (; i + 16 <= n; i += 16) div_i32x16(va, _mm512_loadu_si512(b + i), o + i);
+  }
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512i va = sa != 0 ? _mm512_maskz_loadu_epi32(m, a + i) : _mm512_set1_epi32(a[0]);
+    const __m512i vb =
+        sb != 0 ? _mm512_maskz_loadu_epi32(m, b + i) : _mm512_maskz_set1_epi32(m, b[0]);
+    alignas(64) int32_t q[16];
+    div_i32x16(va, vb, q);
+    for (int64_t k = 0; i + k < n; ++k) o[i + k] = q[k];
+    i = n;
   }
   return i;
 }
