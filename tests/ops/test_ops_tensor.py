@@ -633,6 +633,38 @@ def test_expand_broadcast_rows(dtype, n):
           expected=[np.broadcast_to(x, (2, 5, n))])
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.int64, np.float16])
+def test_tile_expand_random(dtype, threads):
+    """Tile and Expand write the input once and then copy blocks of the output: random
+    ranks, sizes and repeats (axes that merge, repeated axes inside unrepeated ones, ones
+    everywhere), and outputs large enough to be split over the threads, exact against
+    numpy."""
+    from helpers import make_model, run_lite
+
+    g = np.random.default_rng(11)
+    t = NP_TO_ONNX[np.dtype(dtype)]
+    for case in range(60):
+        rank = int(g.integers(1, 6))
+        shape = [int(v) for v in g.choice([1, 1, 2, 3, 5, 8, 17], rank)]
+        if case % 10 == 0:
+            shape[0] = int(g.choice([64, 300]))
+        x = (g.standard_normal(shape) * 50).astype(dtype)
+        reps = [int(v) for v in g.choice([1, 1, 2, 3], rank)]
+        m = make_model([helper.make_node("Tile", ["x", "r"], ["y"])], [("x", dtype, shape)],
+                       [("y", dtype, None)],
+                       [numpy_helper.from_array(np.array(reps, np.int64), "r")])
+        got = run_lite(m, {"x": x}, threads)[0]
+        assert np.array_equal(got, np.tile(x, reps)), (shape, reps)
+        lead = [int(v) for v in g.choice([1, 2, 4], int(g.integers(0, 3)))]
+        out = lead + [int(g.choice([2, 7, 16])) if d == 1 else d for d in shape]
+        m = make_model([helper.make_node("Expand", ["x", "s"], ["y"])], [("x", dtype, shape)],
+                       [("y", dtype, None)],
+                       [numpy_helper.from_array(np.array(out, np.int64), "s")])
+        got = run_lite(m, {"x": x}, threads)[0]
+        assert np.array_equal(got, np.broadcast_to(x, out)), (shape, out)
+
+
 def test_tile_errors():
     x = data([2, 3], np.float32)
     expect_error("Tile", [("x", x, False), ints("r", [2, -1])], opset=13)
