@@ -305,6 +305,51 @@ def test_reduce_contiguous_run_lengths(op, dtype):
         check_against_ort(m2, {"x": x2}, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("op", REDUCE_OPS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_reduce_few_columns(op, dtype):
+    """A reduced axis above a short kept one ([A, R, K], K < 16: whole rows of K stepped as a
+    flat array, each lane one column; the rows left over one by one), every K and row counts
+    around the lane groups, against numpy in float64; Max / Min exactly, NaN included."""
+    if op in ("ReduceLogSum", "ReduceLogSumExp") and np.dtype(dtype).kind == "i":
+        pytest.skip("integer log reductions truncate (covered by test_reduce_dtypes)")
+    rng = np.random.default_rng(51)
+    f64 = {"ReduceSum": lambda a: a.sum(1), "ReduceMean": lambda a: a.mean(1),
+           "ReduceSumSquare": lambda a: (a * a).sum(1), "ReduceL1": lambda a: abs(a).sum(1),
+           "ReduceL2": lambda a: np.sqrt((a * a).sum(1)), "ReduceMax": lambda a: a.max(1),
+           "ReduceMin": lambda a: a.min(1), "ReduceProd": lambda a: a.prod(1),
+           "ReduceLogSum": lambda a: np.log(a.sum(1)),
+           "ReduceLogSumExp": lambda a: np.log(np.exp(a - a.max(1, keepdims=True)).sum(1))
+           + a.max(1)}[op]
+    for k in range(1, 16):
+        for r in (1, 2, 5, 16, 17, 48, 100, 257):
+            shape = (3, r, k)
+            if np.dtype(dtype).kind == "i":
+                lo, hi = (-2, 3) if op == "ReduceProd" else (-1000, 1000)
+                x = rng.integers(lo, hi, shape).astype(dtype)
+            elif op == "ReduceProd":
+                x = rng.uniform(0.8, 1.25, shape).astype(dtype)
+            elif op == "ReduceLogSum":
+                x = rng.uniform(0.5, 2.0, shape).astype(dtype)
+            else:
+                x = rng.standard_normal(shape).astype(dtype)
+            exact = op in ("ReduceMax", "ReduceMin")
+            if exact and np.dtype(dtype).kind == "f" and r > 1:
+                x[rng.random(shape) < 0.01] = np.nan
+            got = run_ortlite(reduce_model(op, dtype, shape, [1], 0, 18), {"x": x})[0]
+            want = f64(x.astype(np.float64))
+            if np.dtype(dtype).kind == "i":
+                if op == "ReduceMean":
+                    want = np.trunc(want)
+                np.testing.assert_array_equal(got, want.astype(dtype), err_msg=str(shape))
+            elif exact:
+                np.testing.assert_array_equal(got, want.astype(dtype), err_msg=str(shape))
+            else:
+                rtol = 1e-6 if dtype == np.float32 else 1e-12
+                np.testing.assert_allclose(got, want.astype(dtype), rtol=rtol, atol=rtol,
+                                           err_msg=str(shape))
+
+
 @pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_reduce_max_min_nan_and_inf_positions(op, dtype):

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 #include <type_traits>
 #include <vector>
 
@@ -258,14 +259,14 @@ struct ExtremumOp {
   static constexpr VecKind kVec = kMax ? VecKind::kMax : VecKind::kMin;
   static Acc identity() { return Acc(); }
   static Acc first(T x) { return static_cast<Acc>(x); }
+  // A NaN v wins, and then sticks (nothing compares above it). Written as a max / min
+  // instruction and a select: a branch on the comparison, mispredicted on random data,
+  // held short rows and columns (Max over the 256 of [16, 64, 256, 3]) to 0.4 of
+  // onnxruntime's speed.
   static Acc pick(Acc a, Acc v) {
-    if constexpr (std::is_floating_point_v<Acc>) {
-      if (v != v) return v;  // NaN wins (and then sticks: nothing compares above it)
-    }
-    if constexpr (kMax)
-      return v > a ? v : a;
-    else
-      return v < a ? v : a;
+    const Acc m = kMax ? (v > a ? v : a) : (v < a ? v : a);
+    if constexpr (std::is_floating_point_v<Acc>) return v != v ? v : m;
+    return m;
   }
   static Acc step(Acc a, T x, double) { return pick(a, static_cast<Acc>(x)); }
   static Acc combine(Acc a, Acc b) { return pick(a, b); }
@@ -527,6 +528,28 @@ class Reducer {
       : Op::kVec == VecKind::kSumAbs    ? simd::ColTerm::kAbs
                                         : ColumnTermNone;
 
+  // The rows of fewer than kLanes columns, one contiguous run [R][K] (the reduced axis just
+  // above a short kept one, as [16, 64, 256, 3] over its 256): stepped as a flat array in
+  // groups of lcm(K, kLanes) elements, each lane always the same column, then each column's
+  // lanes combined in order. Row by row, every step waited on the column's previous one
+  // (Max: 0.4 of onnxruntime's speed at 3 columns).
+  static constexpr int64_t kLanes = 16;
+  static void few_columns(const T* x, int64_t R, int64_t K, Acc* acc) {
+    const int64_t P = std::lcm(K, kLanes), rows = P / K;
+    Acc lanes[kLanes * (kLanes - 1)];
+    for (int64_t j = 0; j < P; ++j) lanes[j] = acc[j % K];
+    int64_t r = 0;
+    for (; r + rows <= R; r += rows, x += P)
+      for (int64_t j = 0; j < P; ++j) lanes[j] = Op::step(lanes[j], x[j], 0.0);
+    for (int64_t k = 0; k < K; ++k) {
+      Acc a = lanes[k];
+      for (int64_t j = k + K; j < P; j += K) a = Op::combine(a, lanes[j]);
+      acc[k] = a;
+    }
+    for (; r < R; ++r, x += K)
+      for (int64_t k = 0; k < K; ++k) acc[k] = Op::step(acc[k], x[k], 0.0);
+  }
+
   void run_columns() {
     constexpr int64_t kBlock = 256;
     const int64_t K = L_.kdims.back();
@@ -570,6 +593,9 @@ class Reducer {
                          simd::add_columns(kColumnTerm, x_ + base + ro_outer.offset(), stride, rows,
                                            acc, len);
                        }
+                     } else if (!Op::kUsesParam && len == K && K < kLanes && L_.rdims.size() == 1 &&
+                                L_.rstrides[0] == K) {
+                       few_columns(x_ + base, R, K, acc);
                      } else {
                        ro.seek(0);
                        for (int64_t r = 0; r < R; ++r, ro.next()) {
@@ -577,8 +603,14 @@ class Reducer {
                          for (int64_t k = 0; k < len; ++k) acc[k] = Op::step(acc[k], row[k], pv[k]);
                        }
                      }
-                     for (int64_t k = 0; k < len; ++k)
-                       y_[obase + k] = Op::finalize(acc[k], R, pv[k]);
+                     if constexpr (std::is_same_v<Op, MeanOp<float>>) {
+                       // The divisions 8 or 16 at a time (this file's loops are built for
+                       // the baseline ISA: two a vector, a third of [64, 3, 1024]'s time).
+                       simd::mean_to_f32(acc, y_ + obase, len, static_cast<double>(R));
+                     } else {
+                       for (int64_t k = 0; k < len; ++k)
+                         y_[obase + k] = Op::finalize(acc[k], R, pv[k]);
+                     }
                    }
                  });
   }

@@ -47,6 +47,10 @@ void add_exp_columns(const double* x, int64_t stride, int64_t rows, const double
                      int64_t n);
 
 // max / min over x[0..n), n >= 1; the first NaN of x when x holds one.
+// y[i] = float(acc[i] / count) for i < n (ReduceMean's results; the division in double,
+// rounded once to float).
+void mean_to_f32(const double* acc, float* y, int64_t n, double count);
+
 float max_f32(const float* x, int64_t n);
 float min_f32(const float* x, int64_t n);
 double max_f64(const double* x, int64_t n);
