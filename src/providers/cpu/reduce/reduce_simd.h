@@ -51,6 +51,13 @@ void add_exp_columns(const double* x, int64_t stride, int64_t rows, const double
 // rounded once to float).
 void mean_to_f32(const double* acc, float* y, int64_t n, double count);
 
+// acc[i] = max (kMax) or min of acc[i] and x[r * stride + i] for r < rows, i < n; a NaN
+// wins and sticks (ReduceMax / ReduceMin's columns).
+void extremum_columns(bool kMax, const float* x, int64_t stride, int64_t rows, float* acc,
+                      int64_t n);
+void extremum_columns(bool kMax, const double* x, int64_t stride, int64_t rows, double* acc,
+                      int64_t n);
+
 float max_f32(const float* x, int64_t n);
 float min_f32(const float* x, int64_t n);
 double max_f64(const double* x, int64_t n);
