@@ -361,6 +361,7 @@ def binary_cases():
         ("Max", "same 1x64x38x16", (1, 64, 38, 16), (1, 64, 38, 16)),
         ("Max", "same 1x256x80x80", (1, 256, 80, 80), (1, 256, 80, 80)),
         ("Max", "scalar 1x1000", (1, 1000), ()),
+        ("Max", "short rows 197x32x24x1 by 197x32x24x12", (197, 32, 24, 1), (197, 32, 24, 12)),
         ("Pow", "tensor exponent 1x64x56x56", (1, 64, 56, 56), (1, 64, 56, 56)),
         ("Pow", "tensor exponent 1x1000", (1, 1000), (1, 1000)),
         ("Pow", "exponent 0.5 1x128x768", (1, 128, 768), ()),
@@ -420,7 +421,7 @@ def unary_cases():
 def norm_cases():
     out = []
     for xs, axis in [((1, 1000), -1), ((1, 12, 128, 128), -1), ((1, 40, 6625), -1),
-                     ((1, 22, 4, 2100), 1)]:
+                     ((1, 22, 4, 2100), 1), ((64, 12, 128, 128), -1)]:
         rng = _rng("sm" + str(xs))
         out.append(Case("Softmax", f"axis {axis} {_shape_str(xs)}",
                         [("x", f32(rng, *xs, lo=-5, hi=5), False)], dict(axis=axis)))
@@ -465,6 +466,13 @@ def reduce_cases():
         ("ReduceL2", "last 1x128x768", (1, 128, 768), [-1], 1),
         ("ReduceL2", "axis 1 1x64x56x56", (1, 64, 56, 56), [1], 1),
         ("ReduceL2", "all 1x1000", (1, 1000), [0, 1], 0),
+        ("ReduceL1", "middle 16x64x256x3 axis 2", (16, 64, 256, 3), [2], 1),
+        ("ReduceMax", "middle 16x64x256x3 axis 2", (16, 64, 256, 3), [2], 1),
+        ("ReduceMax", "middle 512x7x64 axis 1", (512, 7, 64), [1], 1),
+        ("ReduceMax", "rows of 3 49x77x4x3", (49, 77, 4, 3), [3], 0),
+        ("ReduceMax", "rows of 77 1x24x64x77 axes 0,3", (1, 24, 64, 77), [0, 3], 0),
+        ("ReduceLogSumExp", "middle 16x64x256x3 axis 2", (16, 64, 256, 3), [2], 1),
+        ("ReduceMean", "middle 64x3x1024 axis 1", (64, 3, 1024), [1], 1),
     ]
     for op, label, xs, axes, keep in specs:
         rng = _rng(op + label)
@@ -572,6 +580,14 @@ def tensor_cases():
                              ("1x1x1x2100->1x2x64x2100", (1, 1, 1, 2100), [1, 2, 64, 2100])]:
         rng = _rng(label)
         out.append(Case("Expand", label, [("x", f32(rng, *xs), False), ("s", i64(*shape), True)]))
+    rng = _rng("expand rows")
+    out.append(Case("Expand", "4x12x1x12->4x12x128x12", [("x", f32(rng, 4, 12, 1, 12), False),
+                                                         ("s", i64(4, 12, 128, 12), True)]))
+    for label, xs, reps in [("64x128x4x12 by 1,1,3,3", (64, 128, 4, 12), [1, 1, 3, 3]),
+                            ("1024x77 by 1,2", (1024, 77), [1, 2]),
+                            ("77x32x32x3 by 3,2,3,2", (77, 32, 32, 3), [3, 2, 3, 2])]:
+        rng = _rng("tile " + label)
+        out.append(Case("Tile", label, [("x", f32(rng, *xs), False), ("r", i64(*reps), True)]))
     for label, xs, pads, mode in [("constant 1 1x3x224x224", (1, 3, 224, 224),
                                    [0, 0, 1, 1, 0, 0, 1, 1], "constant"),
                                   ("reflect 1x64x56x56", (1, 64, 56, 56), [0, 0, 1, 1, 0, 0, 1, 1],
@@ -976,7 +992,8 @@ def _breadth_elementwise():
                         [("x", _typed(r, plane, dt, lo, 4.0), False)],
                         outs=[np.bool_] if op == "IsInf" else None))
     for label, a, b in [("int32 1x255x80x80 / 1x255x80x80", (1, 255, 80, 80), (1, 255, 80, 80)),
-                        ("int32 8x12x128x128 / 8x1x1x128", (8, 12, 128, 128), (8, 1, 1, 128))]:
+                        ("int32 8x12x128x128 / 8x1x1x128", (8, 12, 128, 128), (8, 1, 1, 128)),
+                        ("int32 151296x12 / 151296x1", (151296, 12), (151296, 1))]:
         r = _rng(label)
         out.append(Case("Div", label, [("a", _typed(r, a, np.int32, -1000, 1000), False),
                                        ("b", _typed(r, b, np.int32, 1, 50), False)]))
