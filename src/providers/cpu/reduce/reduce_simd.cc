@@ -7,6 +7,7 @@
 #include <limits>
 #include <numeric>
 #include <type_traits>
+#include <utility>
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
@@ -86,6 +87,26 @@ ORTLITE_REDUCE_VEC(double, 32)
 ORTLITE_REDUCE_VEC(double, 16)
 #undef ORTLITE_REDUCE_VEC
 
+// out = v rotated down by H lanes (lane l of out is lane (l + H) % W of v).
+template <int H, typename V, size_t... I>
+ORTLITE_NN_INLINE void rotate_lanes(const V& v, V& out, std::index_sequence<I...>) {
+  out = __builtin_shufflevector(v, v, static_cast<int>((I + H) % sizeof...(I))...);
+}
+
+// Lane 0 of m becomes the max (kMax) or min of its W lanes, lane 0 of z their sum: in
+// halves, by rotations (a fold through memory stalled on store forwarding).
+template <bool kMax, int H, int W, typename V>
+ORTLITE_NN_INLINE void fold_lanes(V& m, V& z) {
+  if constexpr (H >= 1) {
+    V r;
+    rotate_lanes<H>(m, r, std::make_index_sequence<W>{});
+    m = kMax ? (r > m ? r : m) : (r < m ? r : m);
+    rotate_lanes<H>(z, r, std::make_index_sequence<W>{});
+    z += r;
+    fold_lanes<kMax, H / 2, W>(m, z);
+  }
+}
+
 // Max (kMax) or min of x[0..n), n >= 1: two vector accumulators seeded with the first
 // vector, the last vector loaded over the end of the one before (picking an element twice
 // changes nothing), then the lanes folded in halves. NaNs are detected by summing x - x (0
@@ -132,16 +153,8 @@ ORTLITE_NN_INLINE T extremum_body(const T* x, int64_t n) {
   }
   m0 = kMax ? (m1 > m0 ? m1 : m0) : (m1 < m0 ? m1 : m0);
   z0 += z1;
-  T m[W], z[W];
-  std::memcpy(m, &m0, sizeof(V));
-  std::memcpy(z, &z0, sizeof(V));
-  for (int h = W / 2; h > 0; h /= 2) {
-    for (int l = 0; l < h; ++l) {
-      m[l] = kMax ? (m[l + h] > m[l] ? m[l + h] : m[l]) : (m[l + h] < m[l] ? m[l + h] : m[l]);
-      z[l] += z[l + h];
-    }
-  }
-  return z[0] != z[0] ? first_nan_or(m[0]) : m[0];
+  fold_lanes<kMax, W / 2, W>(m0, z0);
+  return z0[0] != z0[0] ? first_nan_or(m0[0]) : m0[0];
 }
 
 #if defined(__GNUC__) && defined(__x86_64__)
