@@ -554,19 +554,21 @@ ORTLITE_NN_INLINE void extremum_columns_body(const T* x, int64_t stride, int64_t
     }
   }
 }
-ORTLITE_NN_CLONES512 void extremum_columns(bool kMax, const float* x, int64_t stride, int64_t rows,
-                                           float* acc, int64_t n) {
+template <typename T>
+ORTLITE_NN_INLINE void extremum_columns_any(bool kMax, const T* x, int64_t stride, int64_t rows,
+                                            T* acc, int64_t n) {
   if (kMax)
     extremum_columns_body<true>(x, stride, rows, acc, n);
   else
     extremum_columns_body<false>(x, stride, rows, acc, n);
 }
+ORTLITE_NN_CLONES512 void extremum_columns(bool kMax, const float* x, int64_t stride, int64_t rows,
+                                           float* acc, int64_t n) {
+  extremum_columns_any(kMax, x, stride, rows, acc, n);
+}
 ORTLITE_NN_CLONES512 void extremum_columns(bool kMax, const double* x, int64_t stride, int64_t rows,
                                            double* acc, int64_t n) {
-  if (kMax)
-    extremum_columns_body<true>(x, stride, rows, acc, n);
-  else
-    extremum_columns_body<false>(x, stride, rows, acc, n);
+  extremum_columns_any(kMax, x, stride, rows, acc, n);
 }
 
 ORTLITE_NN_CLONES512 void mean_to_f32(const double* acc, float* y, int64_t n, double count) {
