@@ -596,6 +596,27 @@ class Reducer {
     const int64_t n_outer = L_.num_out / K;
     const int64_t blocks = (K + kBlock - 1) / kBlock;
     const int64_t R = L_.red_count;
+    if constexpr (!Op::kUsesParam && kColumnTerm == ColumnTermNone) {
+      if (K < kLanes && R < 2 * std::lcm(K, kLanes) / K && L_.kdims.size() == 2 &&
+          L_.kstrides[1] == 1 && L_.rdims.size() == 1 && L_.rstrides[0] == K) {
+        // Small blocks [R][K] (too few rows for few_columns) at a fixed stride: the loop
+        // below spent more on its odometers, divisions and per-item set-up than on the
+        // block (Max over the 3 of [128, 128, 3, 4]: 0.27 of onnxruntime's speed).
+        const int64_t ks = L_.kstrides[0];
+        parallel_for(pool_, n_outer, static_cast<double>(R * K), [&](int64_t b, int64_t e) {
+          Acc acc[kLanes];
+          for (int64_t o = b; o < e; ++o) {
+            const T* xb = x_ + o * ks;
+            for (int64_t k = 0; k < K; ++k)
+              acc[k] = Op::kIdempotent ? Op::first(xb[k]) : Op::identity();
+            for (int64_t r = 0; r < R; ++r, xb += K)
+              for (int64_t k = 0; k < K; ++k) acc[k] = Op::step(acc[k], xb[k], 0.0);
+            for (int64_t k = 0; k < K; ++k) y_[o * K + k] = Op::finalize(acc[k], R, 0.0);
+          }
+        });
+        return;
+      }
+    }
     parallel_for(pool_, n_outer * blocks, static_cast<double>(R * std::min(K, kBlock)),
                  [&](int64_t b, int64_t e) {
                    Odometer ko(L_.kdims.data(), L_.kstrides.data(), nko);

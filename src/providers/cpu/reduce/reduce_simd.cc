@@ -241,16 +241,17 @@ ORTLITE_NN_INLINE void add_columns_body(const T* x, int64_t stride, int64_t rows
     // vectors) a step, each lane always the same column (as add_exp_columns_body). Column
     // by column, each addition waited on the one before (3 columns: 0.74 of onnxruntime).
     const int64_t V = n / std::gcd(n, int64_t{8}), rows_per = 8 * V / n;
-    if (rows >= rows_per) {
+    if (rows >= 2 * rows_per) {  // with one group, setting it up cost more than it saved
       v8df a[7];
       for (int64_t j = 0; j < V; ++j) a[j] = v8df{};
       int64_t r = 0;
       for (; r + rows_per <= rows; r += rows_per, x += 8 * V)
         for (int64_t j = 0; j < V; ++j) add_term8<kT>(a[j], x + 8 * j);
+      int64_t col = 0;  // lane l of vector j is column (8 j + l) mod n
       for (int64_t j = 0; j < V; ++j) {
         double t[8];
         std::memcpy(t, &a[j], sizeof(t));
-        for (int l = 0; l < 8; ++l) acc[(8 * j + l) % n] += t[l];
+        for (int l = 0; l < 8; ++l, col = col + 1 == n ? 0 : col + 1) acc[col] += t[l];
       }
       rows -= r;
     }
@@ -442,11 +443,12 @@ ORTLITE_NN_INLINE void add_exp_columns_body(const T* x, int64_t stride, int64_t 
                                             const double* p, double* acc, int64_t n) {
   if (n < 8 && stride == n) {
     const int64_t V = n / std::gcd(n, int64_t{8}), rows_per = 8 * V / n;
-    if (rows >= rows_per) {
+    if (rows >= 2 * rows_per) {
       v8df a[7], pv[7], v;
+      int64_t col = 0;
       for (int64_t j = 0; j < V; ++j) {
         double t[8];
-        for (int l = 0; l < 8; ++l) t[l] = p[(8 * j + l) % n];
+        for (int l = 0; l < 8; ++l, col = col + 1 == n ? 0 : col + 1) t[l] = p[col];
         std::memcpy(&pv[j], t, sizeof(t));
         a[j] = v8df{};
       }
@@ -459,10 +461,11 @@ ORTLITE_NN_INLINE void add_exp_columns_body(const T* x, int64_t stride, int64_t 
           a[j] += v;
         }
       }
+      col = 0;
       for (int64_t j = 0; j < V; ++j) {
         double t[8];
         std::memcpy(t, &a[j], sizeof(t));
-        for (int l = 0; l < 8; ++l) acc[(8 * j + l) % n] += t[l];
+        for (int l = 0; l < 8; ++l, col = col + 1 == n ? 0 : col + 1) acc[col] += t[l];
       }
       rows -= r;
     }
