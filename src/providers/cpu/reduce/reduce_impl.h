@@ -552,6 +552,11 @@ class Reducer {
   // lanes combined in order. Row by row, every step waited on the column's previous one
   // (Max: 0.4 of onnxruntime's speed at 3 columns).
   static constexpr int64_t kLanes = 16;
+  // Whether few_columns takes R rows of K columns: from two lane groups of rows (with one,
+  // setting up and folding the lanes cost more than the rows).
+  static bool few_columns_fit(int64_t K, int64_t R) {
+    return K < kLanes && R >= 2 * std::lcm(K, kLanes) / K;
+  }
   static void few_columns(const T* x, int64_t R, int64_t K, Acc* acc) {
     const int64_t P = std::lcm(K, kLanes), rows = P / K;
     Acc lanes[kLanes * (kLanes - 1)];
@@ -597,8 +602,8 @@ class Reducer {
     const int64_t blocks = (K + kBlock - 1) / kBlock;
     const int64_t R = L_.red_count;
     if constexpr (!Op::kUsesParam && kColumnTerm == ColumnTermNone) {
-      if (K < kLanes && R < 2 * std::lcm(K, kLanes) / K && L_.kdims.size() == 2 &&
-          L_.kstrides[1] == 1 && L_.rdims.size() == 1 && L_.rstrides[0] == K) {
+      if (K < kLanes && !few_columns_fit(K, R) && L_.kdims.size() == 2 && L_.kstrides[1] == 1 &&
+          L_.rdims.size() == 1 && L_.rstrides[0] == K) {
         // Small blocks [R][K] (too few rows for few_columns) at a fixed stride: the loop
         // below spent more on its odometers, divisions and per-item set-up than on the
         // block (Max over the 3 of [128, 128, 3, 4]: 0.27 of onnxruntime's speed).
@@ -653,8 +658,8 @@ class Reducer {
                          simd::add_columns(kColumnTerm, x_ + base + ro_outer.offset(), stride, rows,
                                            acc, len);
                        }
-                     } else if (!Op::kUsesParam && len == K && K < kLanes && L_.rdims.size() == 1 &&
-                                L_.rstrides[0] == K && R >= 2 * std::lcm(K, kLanes) / K) {
+                     } else if (!Op::kUsesParam && len == K && few_columns_fit(K, R) &&
+                                L_.rdims.size() == 1 && L_.rstrides[0] == K) {
                        few_columns(x_ + base, R, K, acc);
                      } else if (extremum_columns(base, R, acc, len, ro_outer)) {
                      } else {
