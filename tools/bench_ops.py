@@ -425,6 +425,15 @@ def norm_cases():
         rng = _rng("sm" + str(xs))
         out.append(Case("Softmax", f"axis {axis} {_shape_str(xs)}",
                         [("x", f32(rng, *xs, lo=-5, hi=5), False)], dict(axis=axis)))
+    # Over a middle axis: narrow and wide column blocks (YOLOv8's box distribution is
+    # [1, 4, 16, 8400] over the 16).
+    for op, xs, axis in [("Softmax", (768, 12), 0), ("Softmax", (1, 4, 16, 8400), 2),
+                         ("Softmax", (197, 2, 49, 8), 2), ("LogSoftmax", (768, 12), 0),
+                         ("LogSoftmax", (1, 80, 8400), 1), ("LogSoftmax", (8, 1000), -1),
+                         ("LogSoftmax", (1, 12, 128, 128), -1)]:
+        rng = _rng(op + str(xs))
+        out.append(Case(op, f"axis {axis} {_shape_str(xs)}",
+                        [("x", f32(rng, *xs, lo=-5, hi=5), False)], dict(axis=axis)))
     for xs in [(1, 40, 120), (1, 128, 768), (8, 512, 256)]:
         rng = _rng("ln" + str(xs))
         c = xs[-1]

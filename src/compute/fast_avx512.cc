@@ -366,6 +366,91 @@ constexpr ShortFn kShort[16] = {
 
 }  // namespace
 
+namespace {
+
+// 16 floats at p, or the lanes of `last` (the others 0) where not `full`; the store writes
+// only those lanes.
+ORTLITE_AI __m512 load_lanes(const float* p, bool full, __mmask16 last) {
+  return full ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(last, p);
+}
+ORTLITE_AI void store_lanes(float* p, const __m512& v, bool full, __mmask16 last) {
+  if (full)
+    _mm512_storeu_ps(p, v);
+  else
+    _mm512_mask_storeu_ps(p, last, v);
+}
+
+// N vectors of 16 columns from x / y (column j of row 0 of a block with rows `stride`
+// apart), the last one masked to `last`, normalized down `dim` rows: the max, the exps and
+// their sums, then the scale or the log form, each a pass down the rows with the columns'
+// state in registers. The masked-off lanes load 0 and are never stored.
+template <int N, bool Masked>
+ORTLITE_AI void softmax_cols16(const float* x, float* y, int64_t dim, int64_t stride, bool log,
+                               __mmask16 last) {
+  __m512 m[N], s[N];
+  const auto load = [&](int64_t d, int k) {
+    return load_lanes(x + d * stride + 16 * k, k + 1 < N || !Masked, last);
+  };
+  const auto store = [&](int64_t d, int k, const __m512& v) {
+    store_lanes(y + d * stride + 16 * k, v, k + 1 < N || !Masked, last);
+  };
+#pragma GCC unroll 4
+  for (int k = 0; k < N; ++k) m[k] = load(0, k);
+  // max(v, m) keeps m where v is NaN (a NaN in the first row stays): as `v > m ? v : m`.
+  for (int64_t d = 1; d < dim; ++d) {
+#pragma GCC unroll 4
+    for (int k = 0; k < N; ++k) m[k] = _mm512_max_ps(load(d, k), m[k]);
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < N; ++k) s[k] = _mm512_setzero_ps();
+  for (int64_t d = 0; d < dim; ++d) {
+#pragma GCC unroll 4
+    for (int k = 0; k < N; ++k) {
+      const __m512 e = exp_ps(_mm512_sub_ps(load(d, k), m[k]));
+      if (!log && (k + 1 < N || !Masked)) store(d, k, e);
+      s[k] = _mm512_add_ps(s[k], e);
+    }
+  }
+  if (log) {
+    // (x - max) - ln sum: x - (max + ln sum) lost the low bits of ln sum next to a large max.
+#pragma GCC unroll 4
+    for (int k = 0; k < N; ++k) s[k] = log_ps(s[k]);
+    for (int64_t d = 0; d < dim; ++d) {
+#pragma GCC unroll 4
+      for (int k = 0; k < N; ++k) store(d, k, _mm512_sub_ps(_mm512_sub_ps(load(d, k), m[k]), s[k]));
+    }
+  } else {
+#pragma GCC unroll 4
+    for (int k = 0; k < N; ++k) s[k] = _mm512_div_ps(set1(1.0f), s[k]);
+    for (int64_t d = 0; d < dim; ++d) {
+#pragma GCC unroll 4
+      for (int k = 0; k < N; ++k) {
+        const __m512 e = k + 1 < N || !Masked ? _mm512_loadu_ps(y + d * stride + 16 * k)
+                                              : exp_ps(_mm512_sub_ps(load(d, k), m[k]));
+        store(d, k, _mm512_mul_ps(e, s[k]));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool softmax_columns(const float* x, float* y, int64_t dim, int64_t stride, int64_t j0, int64_t j1,
+                     bool log) {
+  int64_t j = j0;
+  for (; j + 64 <= j1; j += 64) softmax_cols16<4, false>(x + j, y + j, dim, stride, log, 0xFFFF);
+  const int64_t left = j1 - j;
+  if (left <= 0) return true;
+  const __mmask16 last = tail_mask(left - (left - 1) / 16 * 16);
+  using Fn = void (*)(const float*, float*, int64_t, int64_t, bool, __mmask16);
+  static constexpr Fn kFull[4] = {softmax_cols16<1, false>, softmax_cols16<2, false>,
+                                  softmax_cols16<3, false>, softmax_cols16<4, false>};
+  static constexpr Fn kMasked[4] = {softmax_cols16<1, true>, softmax_cols16<2, true>,
+                                    softmax_cols16<3, true>, softmax_cols16<4, true>};
+  (left % 16 == 0 ? kFull : kMasked)[(left - 1) / 16](x + j, y + j, dim, stride, log, last);
+  return true;
+}
+
 void softmax(const float* x, float* y, int64_t n, bool log) {
   if (n <= 0) return;
   if (n <= 256) return kShort[(n + 15) / 16 - 1](x, y, n, log);

@@ -22,6 +22,8 @@ namespace avx512 {  // fast_avx512.cc
 void unary(UnaryFn fn, const float* x, float* y, int64_t n);
 float exp_sum(const float* x, float shift, float* y, int64_t n);
 void softmax(const float* x, float* y, int64_t n, bool log);
+bool softmax_columns(const float* x, float* y, int64_t dim, int64_t stride, int64_t j0, int64_t j1,
+                     bool log);
 }  // namespace avx512
 #endif
 namespace {
@@ -131,11 +133,17 @@ ORTLITE_FAST_SOFTMAX(__attribute__((target("avx2,fma"))), softmax_avx2, exp_sum_
 using UnaryImpl = void (*)(UnaryFn, const float*, float*, int64_t);
 using ExpSumImpl = float (*)(const float*, float, float*, int64_t);
 using SoftmaxImpl = void (*)(const float*, float*, int64_t, bool);
+using SoftmaxColumnsImpl = bool (*)(const float*, float*, int64_t, int64_t, int64_t, int64_t, bool);
+
+bool softmax_columns_none(const float*, float*, int64_t, int64_t, int64_t, int64_t, bool) {
+  return false;
+}
 
 struct Dispatch {
   UnaryImpl unary = unary_base;
   ExpSumImpl exp_sum = exp_sum_base;
   SoftmaxImpl softmax = softmax_base;
+  SoftmaxColumnsImpl softmax_columns = softmax_columns_none;
   const char* isa = "sse2";
   Dispatch() {
 #ifdef ORTLITE_FAST_X86
@@ -145,6 +153,7 @@ struct Dispatch {
       unary = avx512::unary;
       exp_sum = avx512::exp_sum;
       softmax = avx512::softmax;
+      softmax_columns = avx512::softmax_columns;
       isa = "avx512";
     } else if (cap >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
       unary = unary_avx2;
@@ -173,6 +182,11 @@ float exp_sum(const float* x, float shift, float* y, int64_t n) {
 
 void softmax(const float* x, float* y, int64_t n, bool log) {
   dispatch().softmax(x, y, n, log);
+}
+
+bool softmax_columns(const float* x, float* y, int64_t dim, int64_t stride, int64_t j0, int64_t j1,
+                     bool log) {
+  return dispatch().softmax_columns(x, y, dim, stride, j0, j1, log);
 }
 
 const char* isa() {

@@ -33,6 +33,13 @@ float exp_sum(const float* x, float shift, float* y, int64_t n);
 // x and y may be the same array only when log is false.
 void softmax(const float* x, float* y, int64_t n, bool log);
 
+// Softmax (log = false) or LogSoftmax of columns [j0, j1) of a block of `dim` rows
+// `stride` floats apart, along the rows; x and y may be the same array only when log is
+// false. Returns false, doing nothing, where the AVX-512 version is not used (the caller
+// has a loop of its own).
+bool softmax_columns(const float* x, float* y, int64_t dim, int64_t stride, int64_t j0, int64_t j1,
+                     bool log);
+
 // The instruction set unary() uses: "avx512", "avx2" or "sse2".
 const char* isa();
 

@@ -1051,6 +1051,77 @@ def test_softmax_rows_in_registers(op):
         check(node_model(op, {"X": x}, ["Y"]), {"X": x}, rtol=1e-5, atol=1e-6)
 
 
+# Softmax / LogSoftmax over a middle axis, run per instruction set in a fresh process
+# (ORTLITE_FAST_ISA): [outer, dim, inner] blocks of every width around the vector sizes, at 1
+# and 3 threads (ranges of 64 columns), with NaN, +-inf, a column of -inf only and a spread
+# wider than exp's range in some columns.
+_SOFTMAX_COLUMNS_SCRIPT = r"""
+import sys
+import numpy as np
+import ortlite
+from onnx import helper
+
+data = dict(np.load(sys.argv[1]))
+out = {}
+for key, x in data.items():
+    op = key.split("_")[0]
+    g = helper.make_graph([helper.make_node(op, ["x"], ["y"], axis=1)], "g",
+                          [helper.make_tensor_value_info("x", 1, None)],
+                          [helper.make_tensor_value_info("y", 1, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    for threads in (1, 3):
+        so = ortlite.SessionOptions()
+        so.intra_op_num_threads = threads
+        s = ortlite.InferenceSession(m.SerializeToString(), so)
+        out[f"{key}_t{threads}"] = s.run(None, {"x": x})[0]
+np.savez(sys.argv[2], **out)
+"""
+
+
+def _softmax_axis1_64(x, log):
+    m = np.max(x, axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", over="ignore"):
+        e = np.exp(x - m)
+        s = np.sum(e, axis=1, keepdims=True)
+        return (x - m - np.log(s)) if log else e / s
+
+
+@pytest.mark.parametrize("isa", ["sse2", "avx2", "avx512"])
+def test_softmax_columns_each_isa(isa, tmp_path):
+    g = np.random.default_rng(11)
+    feeds = {}
+    shapes = [(2, 5, w) for w in (2, 3, 7, 8, 9, 12, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64,
+                                  65, 80, 127, 128, 129, 140, 197)]
+    shapes += [(1, 1, 40), (3, 2, 10), (1, 768, 12), (2, 33, 200), (1, 4, 16 * 75),
+               (5, 17, 6)]
+    for shape in shapes:
+        x = (g.standard_normal(shape) * g.choice([0.1, 3.0, 30.0], (1, 1, shape[2]))).astype(F32)
+        w = shape[2]
+        if w > 4:
+            x[0, :, w - 1] = -np.inf
+            x[0, 0, w // 2] = np.nan
+            x[-1, -1, w // 3] = np.inf
+            x[-1, :, 1] = np.linspace(-300, 100, shape[1])
+            x[0, shape[1] // 2, 0] = -np.inf
+        for op in ("Softmax", "LogSoftmax"):
+            feeds[f"{op}_{'x'.join(map(str, shape))}"] = x
+    np.savez(tmp_path / "in.npz", **feeds)
+    r = subprocess.run([sys.executable, "-c", _SOFTMAX_COLUMNS_SCRIPT, str(tmp_path / "in.npz"),
+                        str(tmp_path / "out.npz")], env=dict(os.environ, ORTLITE_FAST_ISA=isa),
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    out = np.load(tmp_path / "out.npz")
+    for key, x in feeds.items():
+        log = key.startswith("Log")
+        ref = _softmax_axis1_64(x.astype(F64), log)
+        for threads in (1, 3):
+            got = out[f"{key}_t{threads}"]
+            assert got.shape == x.shape
+            np.testing.assert_allclose(got, ref, rtol=1e-5, atol=2e-6 if log else 1e-7,
+                                       err_msg=f"{isa} {key} threads={threads}")
+
+
 @pytest.mark.parametrize("threads", [1, 4])
 def test_softmax_large(threads):
     x = rand((8, 12, 64, 64), lo=-8, hi=8)
