@@ -1897,6 +1897,21 @@ def test_resize_nearest_2x_rows(w, dtype):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
+def test_resize_nearest_2x_large_outputs(threads):
+    """2x upscales whose outputs reach 8 MiB are written with non-temporal stores where a row
+    starts on a 64-byte boundary (widths of 8k), plain ones elsewhere: against numpy, at and
+    around the size, twice in a row (the second run's output in the first's blocks)."""
+    for shape, dtype in (((1, 128, 64, 64), F32), ((1, 60, 101, 99), F32),
+                         ((2, 31, 64, 72), np.int32), ((1, 127, 64, 64), F32)):
+        x = rand(shape, dtype=dtype, seed=shape[1])
+        m = resize_model(x, "nearest", "asymmetric", "scales", [1, 1, 2, 2], "floor")
+        expected = np.repeat(np.repeat(x, 2, axis=2), 2, axis=3)
+        s = session(m, threads=threads)
+        for _ in range(2):
+            np.testing.assert_array_equal(s.run(None, {"X": x})[0], expected)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
 def test_resize_tables_follow_each_call(threads):
     """The per-axis tables are kept between calls, keyed by the sizes, scales and roi: one
     session fed eight shapes and scales in turn (more than the tables it keeps; 2 and 2.1 give
