@@ -488,6 +488,16 @@ def reduce_cases():
         lo, hi = (0.9, 1.1) if op == "ReduceProd" else (-1.0, 1.0)
         out.append(Case(op, label, [("x", f32(rng, *xs, lo=lo, hi=hi), False),
                                     ("axes", i64(*axes), True)], dict(keepdims=keep), opset=18))
+    # ArgMax / ArgMin: a detector's classes (rows of 80), a segmentation map's classes (axis
+    # 1), a classifier's logits, short rows and few positions after the axis.
+    for op, label, xs, axis in [("ArgMax", "rows of 80 1x8400x80", (1, 8400, 80), 2),
+                                ("ArgMax", "axis 1 1x21x128x128", (1, 21, 128, 128), 1),
+                                ("ArgMax", "rows of 1000 64x1000", (64, 1000), 1),
+                                ("ArgMax", "rows of 16 384x197x16", (384, 197, 16), 2),
+                                ("ArgMin", "middle 384x128x3 axis 1", (384, 128, 3), 1)]:
+        rng = _rng(op + label)
+        out.append(Case(op, label, [("x", f32(rng, *xs), False)], dict(axis=axis, keepdims=0),
+                        outs=[np.int64]))
     return out
 
 

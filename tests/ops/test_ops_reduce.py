@@ -704,3 +704,35 @@ def test_arg_outer_axis_vector_blocks(op, dtype, threads):
             want = arg_reference(flat, is_max, sl == 1).reshape(3, inner)
             np.testing.assert_array_equal(got, want)
             check_against_ort(m, {"x": x})
+
+
+@pytest.mark.parametrize("op", ARG_OPS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_arg_short_rows_and_narrow_blocks(op, dtype, threads):
+    """Rows of up to 128 floats in registers (the last vector masked; the index from the mask
+    of equal lanes, the last one with select_last_index), and fewer than 16 positions after
+    the axis (each block transposed into rows): every length around the 16-wide vectors,
+    ties, a row of the identity (-inf under ArgMax), +-inf, NaN seeds and later NaNs, against
+    the exact reference."""
+    from helpers import run_lite
+
+    rng = np.random.default_rng(23)
+    is_max = op == "ArgMax"
+    floats = np.dtype(dtype).kind == "f"
+    for A in (1, 2, 3, 15, 16, 17, 31, 32, 33, 48, 64, 65, 80, 127, 128, 129):
+        for inner in (1, 3, 15, 16):
+            x = rng.integers(-6, 6, (5, A, inner)).astype(dtype)
+            if floats:
+                x[1, :, 0] = -np.inf if is_max else np.inf
+                x[2, 0, :] = np.nan
+                x[3, A // 2, :] = np.nan
+                x[4, A - 1, :] = np.inf if is_max else -np.inf
+                if A > 1:
+                    x[0, A // 3, :] = x[0, A - 1, :] = 99 if is_max else -99
+            for sl in (0, 1):
+                m = arg_model(op, dtype, x.shape, 1, 0, sl)
+                got = run_lite(m, {"x": x}, threads)[0]
+                flat = np.moveaxis(x, 1, -1).reshape(-1, A)
+                want = arg_reference(flat, is_max, sl == 1).reshape(5, inner)
+                np.testing.assert_array_equal(got, want, err_msg=f"A={A} inner={inner} sl={sl}")
