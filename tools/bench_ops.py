@@ -1084,6 +1084,10 @@ def _breadth_moves():
     r = _rng("trilu")
     out.append(Case("Trilu", "8x512x512 upper", [("x", f32(r, 8, 512, 512), False)], dict(upper=1),
                     opset=14))
+    out.append(Case("Trilu", "rows of 7 768x2x24x7 lower", [("x", f32(r, 768, 2, 24, 7), False)],
+                    dict(upper=0), opset=14))
+    out.append(Case("Trilu", "1x12x128x128 lower", [("x", f32(r, 1, 12, 128, 128), False)],
+                    dict(upper=0), opset=14))
     r = _rng("nonzero")
     out.append(Case("NonZero", "1x64x80x80 half nonzero",
                     [("x", Lazy(lambda: (np.random.default_rng(4).random((1, 64, 80, 80)) > 0.5)

@@ -39,7 +39,8 @@ def trilu_expected(x, k, upper):
     return np.where(keep, x, np.array(zero, dtype=x.dtype)).astype(x.dtype)
 
 
-TRILU_SHAPES = [(1, 1), (3, 5), (5, 3), (2, 7, 17), (4, 33, 31), (2, 3, 64, 65), (8, 128, 96)]
+TRILU_SHAPES = [(1, 1), (3, 5), (5, 3), (2, 7, 17), (4, 33, 31), (2, 3, 64, 65), (8, 128, 96),
+                (3, 1700, 40), (96, 2, 24, 7)]
 TRILU_KS = [None, 0, 1, -1, 3, -4, 40, -40, 2**62, -(2**62), 2**63 - 1, -(2**63)]
 
 
