@@ -1075,11 +1075,12 @@ def _breadth_moves():
         r = _rng("cumsum " + label)
         out.append(Case("CumSum", label, [("x", f32(r, *shape), False),
                                           ("axis", np.array(axis, np.int64), True)]))
-    for shape, axis in [((64, 1000), 1), ((8, 128, 768), -1)]:
-        label = f"k=5 {_shape_str(shape)} axis {axis}"
+    for shape, axis, k in [((64, 1000), 1, 5), ((8, 128, 768), -1, 5), ((1, 8400, 80), 2, 1),
+                           ((768, 8), 1, 1), ((1, 25200, 85), 1, 100), ((1, 80, 8400), 2, 300)]:
+        label = f"k={k} {_shape_str(shape)} axis {axis}"
         r = _rng("topk " + label)
         out.append(Case("TopK", label, [("x", f32(r, *shape), False),
-                                        ("k", np.array([5], np.int64), True)], dict(axis=axis),
+                                        ("k", np.array([k], np.int64), True)], dict(axis=axis),
                         outs=[np.float32, np.int64]))
     r = _rng("trilu")
     out.append(Case("Trilu", "8x512x512 upper", [("x", f32(r, 8, 512, 512), False)], dict(upper=1),

@@ -496,3 +496,41 @@ def test_unique_bool_and_float16(sorted_):
         np.testing.assert_array_equal(y[2], inv)
         np.testing.assert_array_equal(y[3], cnt)
     unique_check((values((2000,), np.int64, lo=-40, hi=40) / 4).astype(np.float16), sorted_)
+
+
+@pytest.mark.parametrize("largest", [1, 0])
+def test_topk_k1_rows_heap_and_single_element_axes(largest):
+    """K = 1 along float rows (AVX-512 lanes of ranks: NaN above every number, -0 equal to
+    +0, the first of equal values), a heap of the k best for k well below the axis (k above
+    16), blocks of at least 16 columns transposed for an inner axis, and an axis of one
+    element (a copy, index 0), against the sort-order reference."""
+    g = np.random.default_rng(9)
+    cases = []
+    for n in (2, 3, 8, 15, 16, 17, 31, 32, 33, 80, 129, 1000):
+        x = g.integers(-5, 5, (12, n)).astype(np.float32)
+        x[1, :] = np.nan
+        x[2, :] = 3.0
+        x[3, n // 2] = np.nan
+        x[4, :] = -0.0
+        x[4, n - 1] = 0.0
+        x[5, n - 1] = np.inf
+        x[6, 0] = -np.inf
+        x[7, :] = -np.inf
+        x[8, n // 3] = np.float32(1e30)
+        x[9, n - 1] = np.nan
+        cases.append((x, 1, 1))
+        cases.append((x.astype(np.float64), 1, 1))
+    x = g.integers(-50, 50, (3, 2000)).astype(np.float32)
+    x[0, ::97] = np.nan
+    for k in (17, 100, 250):
+        cases.append((x, 1, k))
+    cases.append((g.standard_normal((2, 3000, 40)).astype(np.float32), 1, 50))
+    for dt in (np.float32, np.float16, np.int8, np.int64):
+        cases.append((g.integers(-9, 9, (4, 1, 5)).astype(dt), 1, 1))
+    for x, axis, k in cases:
+        v, i = lite_outputs("TopK", {"x": x}, attrs={"axis": axis, "largest": largest},
+                            consts={"k": np.array([k], np.int64)}, outputs=("v", "i"),
+                            out_dtypes=[x.dtype, np.int64])
+        rv, ri = topk_reference(x, k, axis, largest)
+        np.testing.assert_array_equal(i, ri, err_msg=f"{x.shape} {x.dtype} k={k}")
+        np.testing.assert_array_equal(v.view(np.uint8), np.ascontiguousarray(rv).view(np.uint8))
