@@ -434,12 +434,18 @@ def norm_cases():
         rng = _rng(op + str(xs))
         out.append(Case(op, f"axis {axis} {_shape_str(xs)}",
                         [("x", f32(rng, *xs, lo=-5, hi=5), False)], dict(axis=axis)))
-    for xs in [(1, 40, 120), (1, 128, 768), (8, 512, 256)]:
+    for xs in [(1, 40, 120), (1, 128, 768), (8, 512, 256), (7, 384, 12)]:
         rng = _rng("ln" + str(xs))
         c = xs[-1]
         out.append(Case("LayerNormalization", _shape_str(xs), [
             ("x", f32(rng, *xs), False), ("g", f32(rng, c, lo=0.5, hi=1.5), True),
             ("b", f32(rng, c), True)], dict(axis=-1, epsilon=1e-5)))
+    for xs in [(1, 64, 56, 56), (8, 768, 24), (1, 32, 128, 128)]:
+        rng = _rng("in" + str(xs))
+        c = xs[1]
+        out.append(Case("InstanceNormalization", _shape_str(xs), [
+            ("x", f32(rng, *xs), False), ("s", f32(rng, c, lo=0.5, hi=1.5), True),
+            ("b", f32(rng, c), True)]))
     for xs in [(1, 64, 112, 112), (1, 256, 14, 14), (32, 256), (1, 1536, 8)]:
         rng = _rng("bn" + str(xs))
         c = xs[1]

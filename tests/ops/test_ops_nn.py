@@ -981,6 +981,38 @@ def test_instancenorm_f64():
     np.testing.assert_allclose(y, ref, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+def test_norms_short_rows_against_float64(threads):
+    """Rows of at most 64 floats go through one AVX-512 routine (moments in double, the last
+    vector masked; instance normalization's channel stepped from the first row of each
+    thread's range): every length around the 16-wide vectors, rows with a large offset and
+    a small spread, constant rows, against numpy in float64; LayerNormalization's Mean and
+    InvStdDev outputs as well."""
+    g = np.random.default_rng(31)
+    for n in (1, 2, 3, 7, 15, 16, 17, 24, 31, 32, 33, 48, 63, 64, 65):
+        x = g.standard_normal((200, 7, n)).astype(F32)  # split over threads from n = 12
+        x[0, 0] += 1e4
+        x[1, 2] = 2.5  # a constant row
+        s, b = g.standard_normal(7).astype(F32), g.standard_normal(7).astype(F32)
+        m = node_model("InstanceNormalization", {"X": x, "scale": s, "B": b}, ["Y"],
+                       attrs=dict(epsilon=1e-5))
+        y = run_lite(m, {"X": x, "scale": s, "B": b}, threads)[0]
+        xd = x.astype(F64)
+        mu, var = xd.mean(-1, keepdims=True), xd.var(-1, keepdims=True)
+        ref = (xd - mu) / np.sqrt(var + 1e-5) * s[:, None] + b[:, None]
+        np.testing.assert_allclose(y, ref, rtol=2e-5, atol=2e-5, err_msg=f"instance n={n}")
+        ls, lb = g.standard_normal(n).astype(F32), g.standard_normal(n).astype(F32)
+        for bias in (True, False):
+            feeds = {"X": x, "scale": ls, **({"B": lb} if bias else {})}
+            m = node_model("LayerNormalization", feeds, ["Y", "Mean", "InvStdDev"],
+                           attrs=dict(axis=-1, epsilon=1e-5), out_dtypes=[F32] * 3)
+            y, mean, inv = run_lite(m, feeds, threads)
+            ref = (xd - mu) / np.sqrt(var + 1e-5) * ls + (lb if bias else 0)
+            np.testing.assert_allclose(y, ref, rtol=2e-5, atol=2e-5, err_msg=f"layer n={n}")
+            np.testing.assert_allclose(mean, mu, rtol=1e-6, atol=1e-6)
+            np.testing.assert_allclose(inv, 1 / np.sqrt(var + 1e-5), rtol=1e-5)
+
+
 def test_instancenorm_bad_scale():
     feeds = {"X": rand((2, 3, 4)), "scale": rand((2,), seed=1), "B": rand((3,), seed=2)}
     with pytest.raises(ortlite.InvalidArgument, match="scale"):
