@@ -282,8 +282,13 @@ void top_columns32(const T* s, int64_t n, int64_t inner, int64_t w, int64_t k, u
     biased_ranks(row, w, flip, cur);
     const v4i32 vj = v4i32{} + static_cast<int32_t>(j);
     for (int64_t c = 0; c < w4; c += 4) {
-      v4i32 v, vi = vj;
+      v4i32 v, vi = vj, last;
       std::memcpy(&v, cur + c, sizeof(v));
+      // Most rows enter no list once the lists have filled with good values: an element
+      // enters only above the last entry (on a tie the earlier index stays ahead).
+      std::memcpy(&last, best[k - 1] + c, sizeof(last));
+      const v4i32 enters = v > last;
+      if ((enters[0] | enters[1] | enters[2] | enters[3]) == 0) continue;
       for (int64_t p = 0; p < k; ++p) {
         v4i32 o, oi;
         std::memcpy(&o, best[p] + c, sizeof(o));
