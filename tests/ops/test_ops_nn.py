@@ -631,6 +631,34 @@ WIDE_POOL_CASES = [
 ]
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+def test_pools_over_the_whole_input(threads):
+    """A window that is the whole unpadded input (one output a channel, any stride) reduces
+    each channel flat: the mean, or the max of the non-NaN values (-inf when all are NaN,
+    as in the windowed kernels; a NaN first element included), in 1-D, 2-D and 3-D,
+    against numpy; and onnxruntime where it has no NaN in the input."""
+    g = np.random.default_rng(41)
+    for xs, strides in (((1, 512, 7, 7), [1, 1]), ((2, 300, 7, 7), [7, 7]), ((1, 64, 8, 8), [3, 2]),
+                        ((1, 40, 9), [1]), ((1, 24, 3, 4, 5), [1, 1, 1]), ((1, 3, 1, 1), [1, 1])):
+        x = g.standard_normal(xs).astype(F32)
+        k = list(xs[2:])
+        for op in ("MaxPool", "AveragePool"):
+            m = node_model(op, {"X": x}, ["Y"], attrs=dict(kernel_shape=k, strides=strides))
+            check(m, {"X": x}, threads=threads)
+        xn = x.copy().reshape(xs[0] * xs[1], -1)
+        xn[0, 0] = np.nan  # a NaN first element
+        xn[1, :] = np.nan  # every element NaN
+        if xn.shape[1] > 2:
+            xn[2, 2] = np.nan
+        xn[-1, -1] = np.inf
+        xn = xn.reshape(xs)
+        m = node_model("MaxPool", {"X": xn}, ["Y"], attrs=dict(kernel_shape=k, strides=strides))
+        got = run_lite(m, {"X": xn}, threads)[0].reshape(-1)
+        flat = xn.reshape(xs[0] * xs[1], -1)
+        want = np.where(np.isnan(flat), -np.inf, flat).max(axis=1)
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("xs,attrs", WIDE_POOL_CASES)
 @pytest.mark.parametrize("special", [False, True])
 @pytest.mark.parametrize("threads", [1, 3])

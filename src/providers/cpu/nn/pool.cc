@@ -945,10 +945,42 @@ void pool_s1(const Geo3& g, const float* x, float* y, int64_t channels, bool inc
 #endif
 }
 
+// A window that is the whole input, unpadded (a classifier's 7x7 pool over a 7x7 map):
+// one output a channel, reduced flat as the global pools do.
+bool whole_window(const Geo3& g) {
+  for (int i = 0; i < 3; ++i)
+    if (g.out[i] != 1 || g.k[i] != g.in[i] || g.pb[i] != 0 || g.pe[i] != 0 || g.d[i] != 1)
+      return false;
+  return true;
+}
+
+// whole_window pools of floats: the max of each channel's non-NaN inputs (-inf when all
+// are NaN: a NaN never wins, as in the windowed kernels), or their mean. Through the row
+// kernels a 7x7 window over 512 channels took 24 us, 2.4x onnxruntime's time.
+void whole_window_pool(bool is_max, const float* x, float* y, int64_t channels, int64_t size,
+                       ThreadPool* pool) {
+  parallel_for(pool, channels, 4.0 * static_cast<double>(size), [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      const float* xc = x + c * size;
+      float r = reduce_f32(is_max, xc, size);
+      if (!is_max) {
+        r /= static_cast<float>(size);
+      } else if (r != r) {  // reduce_f32 seeds with x[0]: a NaN there stays
+        r = -std::numeric_limits<float>::infinity();
+        for (int64_t i = 0; i < size; ++i) r = xc[i] > r ? xc[i] : r;
+      }
+      y[c] = r;
+    }
+  });
+}
+
 template <typename T>
 void max_pool(const Geo3& g, const T* x, T* y, int64_t* ind, int64_t channels,
               int64_t storage_order, ThreadPool* pool) {
-  if (ind) {
+  if (std::is_same_v<T, float> && !ind && whole_window(g)) {
+    whole_window_pool(true, reinterpret_cast<const float*>(x), reinterpret_cast<float*>(y),
+                      channels, g.in_size, pool);
+  } else if (ind) {
     max_pool_indices<T>(g, x, y, ind, channels, storage_order, pool);
   } else if (std::is_same_v<T, float> && pool_2x2s2_ok(g)) {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -984,6 +1016,7 @@ template <typename T, typename Acc>
 void avg_pool(const Geo3& g, const T* x, T* y, int64_t channels, bool include_pad,
               bool clip_divisor, ThreadPool* pool) {
   if constexpr (std::is_same_v<T, float>) {
+    if (whole_window(g)) return whole_window_pool(false, x, y, channels, g.in_size, pool);
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
     if (pool_2x2s2_ok(g)) {
       parallel_for(pool, channels * g.out[1], 4.0 * static_cast<double>(g.out[2]),
