@@ -491,6 +491,9 @@ def reduce_cases():
         ("ReduceMax", "rows of 77 1x24x64x77 axes 0,3", (1, 24, 64, 77), [0, 3], 0),
         ("ReduceLogSumExp", "middle 16x64x256x3 axis 2", (16, 64, 256, 3), [2], 1),
         ("ReduceMean", "middle 64x3x1024 axis 1", (64, 3, 1024), [1], 1),
+        ("ReduceMin", "middle 197x256x16 axis 1", (197, 256, 16), [1], 1),
+        ("ReduceMax", "middle 197x256x12 axis 1", (197, 256, 12), [1], 1),
+        ("ReduceSum", "middle 197x256x12 axis 1", (197, 256, 12), [1], 1),
     ]
     for op, label, xs, axes, keep in specs:
         rng = _rng(op + label)

@@ -321,8 +321,12 @@ def test_reduce_few_columns(op, dtype):
            "ReduceLogSum": lambda a: np.log(a.sum(1)),
            "ReduceLogSumExp": lambda a: np.log(np.exp(a - a.max(1, keepdims=True)).sum(1))
            + a.max(1)}[op]
-    for k in range(1, 16):
+    # K from 16 on: Max / Min and the float sums of AVX-512 go a vector of columns at a
+    # time down the rows with the state in registers, the last columns masked.
+    for k in list(range(1, 16)) + [16, 20, 24, 31, 40, 64, 65, 100]:
         for r in (1, 2, 5, 16, 17, 48, 100, 257):
+            if k >= 16 and r in (2, 17, 48):
+                continue
             shape = (3, r, k)
             if np.dtype(dtype).kind == "i":
                 lo, hi = (-2, 3) if op == "ReduceProd" else (-1000, 1000)

@@ -582,7 +582,11 @@ class Reducer {
                   (std::is_same_v<T, float> || std::is_same_v<T, double>)&&std::is_same_v<Acc, T>) {
       const int64_t rows = L_.rdims.back();
       const int64_t stride = L_.rstrides.back();
-      if (len < kLanes) return false;  // a call a run of rows costs more than it saves
+      // Below 16 columns a call a run of rows costs more than it saves, except for float
+      // on AVX-512 (a masked vector, the state in a register).
+      if (len < kLanes &&
+          !(std::is_same_v<T, float> && simd::extremum_columns_any_width() && rows >= 16))
+        return false;
       ro_outer.seek(0);
       for (int64_t r = 0; r < R; r += rows, ro_outer.next())
         simd::extremum_columns(Op::kVec == VecKind::kMax, x_ + base + ro_outer.offset(), stride,
@@ -658,10 +662,10 @@ class Reducer {
                          simd::add_columns(kColumnTerm, x_ + base + ro_outer.offset(), stride, rows,
                                            acc, len);
                        }
+                     } else if (extremum_columns(base, R, acc, len, ro_outer)) {
                      } else if (!Op::kUsesParam && len == K && few_columns_fit(K, R) &&
                                 L_.rdims.size() == 1 && L_.rstrides[0] == K) {
                        few_columns(x_ + base, R, K, acc);
-                     } else if (extremum_columns(base, R, acc, len, ro_outer)) {
                      } else {
                        ro.seek(0);
                        for (int64_t r = 0; r < R; ++r, ro.next()) {

@@ -53,6 +53,9 @@ void mean_to_f32(const double* acc, float* y, int64_t n, double count);
 
 // acc[i] = max (kMax) or min of acc[i] and x[r * stride + i] for r < rows, i < n; a NaN
 // wins and sticks (ReduceMax / ReduceMin's columns).
+// Whether the float extremum_columns runs any number of columns as fast as 16 (AVX-512,
+// the last columns in a masked vector).
+bool extremum_columns_any_width();
 void extremum_columns(bool kMax, const float* x, int64_t stride, int64_t rows, float* acc,
                       int64_t n);
 void extremum_columns(bool kMax, const double* x, int64_t stride, int64_t rows, double* acc,
