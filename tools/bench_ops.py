@@ -433,7 +433,8 @@ def norm_cases():
     for op, xs, axis in [("Softmax", (768, 12), 0), ("Softmax", (1, 4, 16, 8400), 2),
                          ("Softmax", (197, 2, 49, 8), 2), ("LogSoftmax", (768, 12), 0),
                          ("LogSoftmax", (1, 80, 8400), 1), ("LogSoftmax", (8, 1000), -1),
-                         ("LogSoftmax", (1, 12, 128, 128), -1)]:
+                         ("LogSoftmax", (1, 12, 128, 128), -1), ("Softmax", (4096, 4), 1),
+                         ("LogSoftmax", (128, 768, 3), 2)]:
         rng = _rng(op + str(xs))
         out.append(Case(op, f"axis {axis} {_shape_str(xs)}",
                         [("x", f32(rng, *xs, lo=-5, hi=5), False)], dict(axis=axis)))

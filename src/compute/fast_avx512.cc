@@ -435,6 +435,28 @@ ORTLITE_AI void softmax_cols16(const float* x, float* y, int64_t dim, int64_t st
 
 }  // namespace
 
+bool softmax_short_rows(const float* x, float* y, int64_t rows, int64_t n, bool log) {
+  if (n > 16) return false;
+  // 16 rows at a time, transposed through a scratch block so that each of the n columns is
+  // one register across 16 rows: the rows' max, exps, sums and scale run lane-wise. A call
+  // a row (fast::softmax's short-row kernel and its horizontal reductions) took about 25 ns
+  // for a row of 3, 1.4x onnxruntime's time.
+  alignas(64) float t[16 * 16];
+  for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+    const int64_t nr = rows - r0 < 16 ? rows - r0 : 16;
+    const float* xb = x + r0 * n;
+    for (int64_t r = 0; r < nr; ++r)
+      for (int64_t d = 0; d < n; ++d) t[d * 16 + r] = xb[r * n + d];
+    for (int64_t r = nr; r < 16; ++r)
+      for (int64_t d = 0; d < n; ++d) t[d * 16 + r] = 0.0f;
+    softmax_cols16<1, false>(t, t, n, 16, log, 0xFFFF);
+    float* yb = y + r0 * n;
+    for (int64_t r = 0; r < nr; ++r)
+      for (int64_t d = 0; d < n; ++d) yb[r * n + d] = t[d * 16 + r];
+  }
+  return true;
+}
+
 bool softmax_columns(const float* x, float* y, int64_t dim, int64_t stride, int64_t j0, int64_t j1,
                      bool log) {
   int64_t j = j0;

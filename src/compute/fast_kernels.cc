@@ -24,6 +24,7 @@ float exp_sum(const float* x, float shift, float* y, int64_t n);
 void softmax(const float* x, float* y, int64_t n, bool log);
 bool softmax_columns(const float* x, float* y, int64_t dim, int64_t stride, int64_t j0, int64_t j1,
                      bool log);
+bool softmax_short_rows(const float* x, float* y, int64_t rows, int64_t n, bool log);
 }  // namespace avx512
 #endif
 namespace {
@@ -139,11 +140,17 @@ bool softmax_columns_none(const float*, float*, int64_t, int64_t, int64_t, int64
   return false;
 }
 
+using SoftmaxShortRowsImpl = bool (*)(const float*, float*, int64_t, int64_t, bool);
+bool softmax_short_rows_none(const float*, float*, int64_t, int64_t, bool) {
+  return false;
+}
+
 struct Dispatch {
   UnaryImpl unary = unary_base;
   ExpSumImpl exp_sum = exp_sum_base;
   SoftmaxImpl softmax = softmax_base;
   SoftmaxColumnsImpl softmax_columns = softmax_columns_none;
+  SoftmaxShortRowsImpl softmax_short_rows = softmax_short_rows_none;
   const char* isa = "sse2";
   Dispatch() {
 #ifdef ORTLITE_FAST_X86
@@ -154,6 +161,7 @@ struct Dispatch {
       exp_sum = avx512::exp_sum;
       softmax = avx512::softmax;
       softmax_columns = avx512::softmax_columns;
+      softmax_short_rows = avx512::softmax_short_rows;
       isa = "avx512";
     } else if (cap >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
       unary = unary_avx2;
@@ -187,6 +195,10 @@ void softmax(const float* x, float* y, int64_t n, bool log) {
 bool softmax_columns(const float* x, float* y, int64_t dim, int64_t stride, int64_t j0, int64_t j1,
                      bool log) {
   return dispatch().softmax_columns(x, y, dim, stride, j0, j1, log);
+}
+
+bool softmax_short_rows(const float* x, float* y, int64_t rows, int64_t n, bool log) {
+  return dispatch().softmax_short_rows(x, y, rows, n, log);
 }
 
 const char* isa() {

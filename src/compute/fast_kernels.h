@@ -40,6 +40,11 @@ void softmax(const float* x, float* y, int64_t n, bool log);
 bool softmax_columns(const float* x, float* y, int64_t dim, int64_t stride, int64_t j0, int64_t j1,
                      bool log);
 
+// Softmax (log = false) or LogSoftmax of `rows` contiguous rows of n (<= 16) values; x and
+// y may be the same array. Returns false, doing nothing, where the AVX-512 version is not
+// used or n > 16.
+bool softmax_short_rows(const float* x, float* y, int64_t rows, int64_t n, bool log);
+
 // The instruction set unary() uses: "avx512", "avx2" or "sse2".
 const char* isa();
 

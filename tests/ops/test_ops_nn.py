@@ -1182,6 +1182,42 @@ def test_softmax_columns_each_isa(isa, tmp_path):
                                        err_msg=f"{isa} {key} threads={threads}")
 
 
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_softmax_short_rows_and_single_values(op, threads):
+    """Rows of up to 16 go 16 rows at a time through a transposed block (one register a
+    column across the rows; a partial last block), and an axis of one value is 1 (0 for
+    LogSoftmax) or NaN: every length, NaN, +-inf and a row of -inf only, against numpy in
+    float64."""
+    log = op == "LogSoftmax"
+    g = np.random.default_rng(12)
+
+    def ref(x, axis):
+        xd = x.astype(F64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            m = np.max(xd, axis=axis, keepdims=True)
+            e = np.exp(xd - m)
+            s = np.sum(e, axis=axis, keepdims=True)
+            return (xd - m - np.log(s)) if log else e / s
+
+    for n in range(1, 18):
+        x = (g.standard_normal((301, n)) * 5).astype(F32)
+        x[3, 0] = np.nan
+        x[17, n - 1] = np.inf
+        x[40, :] = -np.inf
+        x[41, n // 2] = -np.inf
+        y = run_lite(node_model(op, {"X": x}, ["Y"], attrs=dict(axis=-1), opset=13), {"X": x},
+                     threads)[0]
+        np.testing.assert_allclose(y, ref(x, -1), rtol=1e-5, atol=2e-6 if log else 1e-7,
+                                   err_msg=f"n={n}")
+    x = g.standard_normal((4, 7, 1)).astype(F32)
+    x[0, 0, 0], x[1, 1, 0], x[2, 2, 0] = np.nan, np.inf, -np.inf
+    for axis in (-1, 2):
+        y = run_lite(node_model(op, {"X": x}, ["Y"], attrs=dict(axis=axis), opset=13), {"X": x},
+                     threads)[0]
+        np.testing.assert_array_equal(y, ref(x, axis).astype(F32))
+
+
 @pytest.mark.parametrize("threads", [1, 4])
 def test_softmax_large(threads):
     x = rand((8, 12, 64, 64), lo=-8, hi=8)

@@ -217,6 +217,17 @@ template <typename T>
 void softmax_run(const T* x, T* y, int64_t outer, int64_t dim, int64_t inner, bool log,
                  ThreadPool* pool) {
   if (dim == 0) return;
+  if (dim == 1) {
+    // One value a softmax: 0 for LogSoftmax, 1 for Softmax (NaN from NaN and +-inf, as the
+    // general path's x - max gives).
+    parallel_for(pool, outer * inner, 1.0, [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) {
+        const T d = x[i] - x[i];
+        y[i] = log ? d : d + T(1);
+      }
+    });
+    return;
+  }
   if constexpr (std::is_same_v<T, float>) {
     if (inner > 1) {
       const int64_t ranges = std::max<int64_t>(1, inner / 64);
@@ -240,6 +251,15 @@ void softmax_run(const T* x, T* y, int64_t outer, int64_t dim, int64_t inner, bo
     }
   }
   const double cost = 20.0 * static_cast<double>(dim) * inner;
+  if constexpr (std::is_same_v<T, float>) {
+    if (inner == 1 && dim <= 16) {
+      bool done = true;
+      parallel_for(pool, outer, cost, [&](int64_t s, int64_t e) {
+        if (!fast::softmax_short_rows(x + s * dim, y + s * dim, e - s, dim, log)) done = false;
+      });
+      if (done) return;
+    }
+  }
   parallel_for(pool, outer, cost, [&](int64_t s, int64_t e) {
     std::vector<T> tmp(inner > 1 ? static_cast<size_t>(2 * inner) : 0);
     for (int64_t o = s; o < e; ++o) {
