@@ -89,24 +89,19 @@ ORTLITE_AVX512 inline __attribute__((always_inline)) void widen2_row(const uint3
                                                                      bool stream = false) {
   const __m512i ilo = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
   const __m512i ihi = _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
-  if (stream && reinterpret_cast<uintptr_t>(dst) % 64 == 0 && ld % 16 == 0) {
-    for (int64_t q = 0; q < w.full; ++q) {
-      const __m512i a = _mm512_loadu_si512(src + 16 * q);
-      const __m512i lo = _mm512_maskz_permutexvar_epi32(0xFFFF, ilo, a);
-      const __m512i hi = _mm512_maskz_permutexvar_epi32(0xFFFF, ihi, a);
-      for (int64_t c = 0; c < copies; ++c) {
-        _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + c * ld + 32 * q), lo);
-        _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + c * ld + 32 * q + 16), hi);
-      }
-    }
-  } else {
-    for (int64_t q = 0; q < w.full; ++q) {
-      const __m512i a = _mm512_loadu_si512(src + 16 * q);
-      const __m512i lo = _mm512_maskz_permutexvar_epi32(0xFFFF, ilo, a);
-      const __m512i hi = _mm512_maskz_permutexvar_epi32(0xFFFF, ihi, a);
-      for (int64_t c = 0; c < copies; ++c) {
-        _mm512_storeu_si512(dst + c * ld + 32 * q, lo);
-        _mm512_storeu_si512(dst + c * ld + 32 * q + 16, hi);
+  const bool nt = stream && reinterpret_cast<uintptr_t>(dst) % 64 == 0 && ld % 16 == 0;
+  for (int64_t q = 0; q < w.full; ++q) {
+    const __m512i a = _mm512_loadu_si512(src + 16 * q);
+    const __m512i lo = _mm512_maskz_permutexvar_epi32(0xFFFF, ilo, a);
+    const __m512i hi = _mm512_maskz_permutexvar_epi32(0xFFFF, ihi, a);
+    for (int64_t c = 0; c < copies; ++c) {
+      uint32_t* d = dst + c * ld + 32 * q;
+      if (nt) {
+        _mm512_stream_si512(reinterpret_cast<__m512i*>(d), lo);
+        _mm512_stream_si512(reinterpret_cast<__m512i*>(d + 16), hi);
+      } else {
+        _mm512_storeu_si512(d, lo);
+        _mm512_storeu_si512(d + 16, hi);
       }
     }
   }
