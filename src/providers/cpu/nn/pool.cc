@@ -954,24 +954,49 @@ bool whole_window(const Geo3& g) {
   return true;
 }
 
-// whole_window pools of floats: the max of each channel's non-NaN inputs (-inf when all
-// are NaN: a NaN never wins, as in the windowed kernels), or their mean. Through the row
-// kernels a 7x7 window over 512 channels took 24 us, 2.4x onnxruntime's time.
-void whole_window_pool(bool is_max, const float* x, float* y, int64_t channels, int64_t size,
-                       ThreadPool* pool) {
+template <typename T, typename Acc>
+void global_pool(bool is_max, const T* x, T* y, int64_t channels, int64_t size, ThreadPool* pool) {
+  // Split over the threads from a quarter of the general threshold's size: the input is
+  // usually the output of a layer split over the channels, and the thread that reads the
+  // channels another core wrote waits on that core's cache (MobileNetV2's 1280 x 7 x 7 at 2
+  // threads: 18 us on one thread, as against 12 us at 1 thread; 10 us split).
   parallel_for(pool, channels, 4.0 * static_cast<double>(size), [&](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
-      const float* xc = x + c * size;
-      float r = reduce_f32(is_max, xc, size);
-      if (!is_max) {
-        r /= static_cast<float>(size);
-      } else if (r != r) {  // reduce_f32 seeds with x[0]: a NaN there stays
-        r = -std::numeric_limits<float>::infinity();
-        for (int64_t i = 0; i < size; ++i) r = xc[i] > r ? xc[i] : r;
+      const T* xc = x + c * size;
+      if constexpr (std::is_same_v<T, float>) {
+        const float r = reduce_f32(is_max, xc, size);
+        y[c] = is_max || size == 0 ? r : r / static_cast<float>(size);
+        continue;
       }
-      y[c] = r;
+      if (is_max) {
+        T best = size > 0 ? xc[0] : T(0);
+        for (int64_t i = 1; i < size; ++i)
+          if (xc[i] > best) best = xc[i];
+        y[c] = best;
+      } else {
+        Acc sum = 0;
+        for (int64_t i = 0; i < size; ++i) sum += static_cast<Acc>(xc[i]);
+        y[c] = size > 0 ? static_cast<T>(sum / static_cast<Acc>(size)) : T(0);
+      }
     }
   });
+}
+
+// whole_window pools of floats: the global pools' reduction, then for MaxPool its rule
+// that a NaN never wins (-inf when all are NaN): the global max seeds with x[0], so a NaN
+// there stays. Through the row kernels a 7x7 window over 512 channels took 24 us, 2.4x
+// onnxruntime's time.
+void whole_window_pool(bool is_max, const float* x, float* y, int64_t channels, int64_t size,
+                       ThreadPool* pool) {
+  global_pool<float, float>(is_max, x, y, channels, size, pool);
+  if (!is_max) return;
+  for (int64_t c = 0; c < channels; ++c) {
+    if (y[c] == y[c]) continue;
+    const float* xc = x + c * size;
+    float r = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < size; ++i) r = xc[i] > r ? xc[i] : r;
+    y[c] = r;
+  }
 }
 
 template <typename T>
@@ -1029,34 +1054,6 @@ void avg_pool(const Geo3& g, const T* x, T* y, int64_t channels, bool include_pa
       return pool2d_f32(g, false, include_pad ? (clip_divisor ? 2 : 1) : 0, x, y, channels, pool);
   }
   pool_rows<T, Acc, false>(g, x, y, channels, include_pad, clip_divisor, pool);
-}
-
-template <typename T, typename Acc>
-void global_pool(bool is_max, const T* x, T* y, int64_t channels, int64_t size, ThreadPool* pool) {
-  // Split over the threads from a quarter of the general threshold's size: the input is
-  // usually the output of a layer split over the channels, and the thread that reads the
-  // channels another core wrote waits on that core's cache (MobileNetV2's 1280 x 7 x 7 at 2
-  // threads: 18 us on one thread, as against 12 us at 1 thread; 10 us split).
-  parallel_for(pool, channels, 4.0 * static_cast<double>(size), [&](int64_t cb, int64_t ce) {
-    for (int64_t c = cb; c < ce; ++c) {
-      const T* xc = x + c * size;
-      if constexpr (std::is_same_v<T, float>) {
-        const float r = reduce_f32(is_max, xc, size);
-        y[c] = is_max || size == 0 ? r : r / static_cast<float>(size);
-        continue;
-      }
-      if (is_max) {
-        T best = size > 0 ? xc[0] : T(0);
-        for (int64_t i = 1; i < size; ++i)
-          if (xc[i] > best) best = xc[i];
-        y[c] = best;
-      } else {
-        Acc sum = 0;
-        for (int64_t i = 0; i < size; ++i) sum += static_cast<Acc>(xc[i]);
-        y[c] = size > 0 ? static_cast<T>(sum / static_cast<Acc>(size)) : T(0);
-      }
-    }
-  });
 }
 
 enum class Kind { kMax, kAverage };

@@ -131,8 +131,9 @@ void select_top(const V* row, int64_t n, int64_t k, int64_t* out, std::vector<U>
     // k well below n: a heap of the k best so far, the worst on top, that a later element
     // enters only when ranked strictly above it (on a tie the earlier index stays ahead);
     // blocks of 16 none of which compares beyond the top's value are passed over, as
-    // above. Selecting from all n pairs moved every element: [1, 80, 8400] with k = 300
-    // spent 7 ns an element.
+    // above. Selecting from all n pairs moved every element: [1, 25200, 85] over 25200
+    // with k = 100 ran at 0.41 of onnxruntime's speed (with [1, 80, 8400] and k = 300, n
+    // 28 times k, the heap and nth_element took the same time).
     pairs.resize(static_cast<size_t>(k));
     for (int64_t j = 0; j < k; ++j) pairs[static_cast<size_t>(j)] = {rank_of(row[j]) ^ flip, j};
     std::make_heap(pairs.begin(), pairs.end(), before);
