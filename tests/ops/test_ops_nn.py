@@ -2636,3 +2636,76 @@ def test_lrn_windows_and_betas(threads, dtype):
         np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol)
         if dtype == F32 and size % 2 == 1 and len(shape) == 4:  # onnxruntime's LRN takes these
             check_against_ort(m, {"x": x})
+
+
+@pytest.mark.parametrize("four_d, mask, causal, nonpad", [
+    (True, None, False, [5, 2]),
+    (True, "bool", False, [7, 0]),
+    (True, "float", True, [4, 7]),
+    (False, None, False, [1, 6]),
+    (False, "float", False, [7, 7]),
+])
+def test_attention_nonpad_kv_seqlen(four_d, mask, causal, nonpad):
+    # Attention (opset 24): key / value positions from nonpad_kv_seqlen[b] on are padding and
+    # get no weight; the mask may then be shorter than the keys (padded with -inf / False).
+    # Against onnx's reference implementation.
+    B, Hq, Hkv, Sq, Skv, D, Dv = 2, 4, 2, 3, 7, 8, 5
+    r = np.random.default_rng(len(nonpad) + sum(nonpad))
+    if four_d:
+        q = r.standard_normal((B, Hq, Sq, D)).astype(np.float32)
+        k = r.standard_normal((B, Hkv, Skv, D)).astype(np.float32)
+        v = r.standard_normal((B, Hkv, Skv, Dv)).astype(np.float32)
+        attrs = {"is_causal": int(causal)}
+    else:
+        q = r.standard_normal((B, Sq, Hq * D)).astype(np.float32)
+        k = r.standard_normal((B, Skv, Hkv * D)).astype(np.float32)
+        v = r.standard_normal((B, Skv, Hkv * Dv)).astype(np.float32)
+        attrs = {"is_causal": int(causal), "q_num_heads": Hq, "kv_num_heads": Hkv}
+    feeds = {"Q": q, "K": k, "V": v}
+    order = ["Q", "K", "V"]
+    if mask == "bool":
+        feeds["attn_mask"] = r.random((Sq, max(nonpad))) < 0.8
+        feeds["attn_mask"][:, 0] = True
+    elif mask == "float":
+        feeds["attn_mask"] = r.standard_normal((B, 1, Sq, Skv)).astype(np.float32)
+    order += ["attn_mask" if mask else "", "", ""]
+    feeds["nonpad_kv_seqlen"] = np.array(nonpad, np.int64)
+    order.append("nonpad_kv_seqlen")
+    model = node_model("Attention", feeds, ["Y"], attrs=attrs, opset=24, order=order,
+                       out_dtypes=[np.float32])
+    # onnx's reference adds the padding mask in place, which fails for B > 1 unless the
+    # mask is already 4-D: it gets the mask broadcast to [B, 1, Sq, L] (zeros when absent).
+    ref_feeds = dict(feeds)
+    m = feeds.get("attn_mask", np.zeros((Sq, Skv), np.float32))
+    ref_feeds["attn_mask"] = np.ascontiguousarray(np.broadcast_to(m, (B, 1, Sq, m.shape[-1])))
+    ref_order = list(order)
+    ref_order[3] = "attn_mask"
+    ref_model = node_model("Attention", ref_feeds, ["Y"], attrs=attrs, opset=24,
+                           order=ref_order, out_dtypes=[np.float32])
+    expected = ReferenceEvaluator(ref_model).run(None, ref_feeds)[0]
+    (actual,) = helpers.run_ortlite(model, feeds)
+    # A batch entry with no key left has no defined softmax: NaN in both.
+    assert_same(actual, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_attention_nonpad_kv_seqlen_errors():
+    q = np.zeros((1, 2, 3, 4), np.float32)
+    kv = np.zeros((1, 2, 5, 4), np.float32)
+    order = ["Q", "K", "V", "", "", "", "nonpad_kv_seqlen"]
+    for nonpad, msg in ((np.array([6], np.int64), "outside \\[0, 5\\]"),
+                        (np.array([-1], np.int64), "outside"),
+                        (np.array([2, 2], np.int64), "must be int64 of shape \\[1\\]"),
+                        (np.array([2], np.int32), "must be int64")):
+        feeds = {"Q": q, "K": kv, "V": kv, "nonpad_kv_seqlen": nonpad}
+        model = node_model("Attention", feeds, ["Y"], opset=24, order=order,
+                           out_dtypes=[np.float32])
+        with pytest.raises(Exception, match=msg):
+            helpers.run_ortlite(model, feeds)
+    past = np.zeros((1, 2, 1, 4), np.float32)
+    feeds = {"Q": q, "K": kv, "V": kv, "pk": past, "pv": past,
+             "nonpad_kv_seqlen": np.array([2], np.int64)}
+    model = node_model("Attention", feeds, ["Y"], opset=24,
+                       order=["Q", "K", "V", "", "pk", "pv", "nonpad_kv_seqlen"],
+                       out_dtypes=[np.float32])
+    with pytest.raises(Exception, match="cannot be used with past_key"):
+        helpers.run_ortlite(model, feeds)

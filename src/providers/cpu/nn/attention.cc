@@ -1,8 +1,9 @@
 // Attention and RotaryEmbedding (opset 23), added for ONNX node conformance. Attention: scaled
 // dot-product attention with 3-D or 4-D Q/K/V, grouped-query heads, past key/value caches, a
 // boolean or additive mask (broadcast to [B, Hq, Sq, T], padded on the right when shorter than T),
-// is_causal, softcap and the optional qk_matmul_output. Follows onnx's reference implementation;
-// arithmetic in double, float16 / bfloat16 / float / double tensors.
+// is_causal, softcap, the optional qk_matmul_output and (opset 24) nonpad_kv_seqlen. Follows
+// onnx's reference implementation; arithmetic in double, float16 / bfloat16 / float / double
+// tensors.
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -63,9 +64,6 @@ class Attention final : public Kernel {
       info.fail(StatusCode::kInvalidArgument, "attribute 'qk_matmul_output_mode' = " +
                                                   std::to_string(qk_mode_) + " must be 0..3");
     }
-    if (info.has_input(6)) {
-      info.fail(StatusCode::kNotImplemented, "input 'nonpad_kv_seqlen' is not supported");
-    }
   }
 
   void compute(KernelContext& ctx) const override {
@@ -75,6 +73,7 @@ class Attention final : public Kernel {
     const Tensor* mask_t = ctx.input(3);
     const Tensor* pk_t = ctx.input(4);
     const Tensor* pv_t = ctx.input(5);
+    const Tensor* nonpad_t = ctx.input(6);
     const DataType dt = q_t.dtype();
     const size_t rank = q_t.rank();
     if ((rank != 3 && rank != 4) || k_t.rank() != rank || v_t.rank() != rank) {
@@ -154,6 +153,31 @@ class Attention final : public Kernel {
       past = pk_t->dim(2);
     }
     const int64_t t_len = past + skv;
+    // nonpad_kv_seqlen (opset 24): per batch entry, the number of leading key / value
+    // positions that are not padding; the positions from there on are masked out. It
+    // describes a cache updated outside the node, so it cannot come with past_key.
+    std::vector<int64_t> nonpad;
+    if (nonpad_t) {
+      if (past > 0 || pk_t) {
+        ctx.fail(StatusCode::kInvalidArgument,
+                 "input 'nonpad_kv_seqlen' cannot be used with past_key / past_value");
+      }
+      if (nonpad_t->dtype() != DataType::kInt64 || nonpad_t->rank() != 1 || nonpad_t->dim(0) != b) {
+        ctx.fail(StatusCode::kInvalidArgument, "input 'nonpad_kv_seqlen' must be int64 of shape [" +
+                                                   std::to_string(b) + "], got " +
+                                                   std::string(dtype_name(nonpad_t->dtype())) +
+                                                   " " + shape_to_string(nonpad_t->shape()));
+      }
+      const int64_t* np = nonpad_t->data<int64_t>();
+      nonpad.assign(np, np + b);
+      for (int64_t n : nonpad) {
+        if (n < 0 || n > t_len) {
+          ctx.fail(StatusCode::kInvalidArgument, "input 'nonpad_kv_seqlen' holds " +
+                                                     std::to_string(n) + ", outside [0, " +
+                                                     std::to_string(t_len) + "]");
+        }
+      }
+    }
     // present = concat(past, new) along the sequence.
     auto concat = [&](const Tensor* p, const std::vector<double>& cur, int64_t e) {
       std::vector<double> pv = p ? as_doubles(*p) : std::vector<double>();
@@ -240,6 +264,7 @@ class Attention final : public Kernel {
                              : neg_inf;
                 }
                 if (causal_ && j > i + past) bias += neg_inf;
+                if (!nonpad.empty() && j >= nonpad[static_cast<size_t>(bi)]) bias += neg_inf;
                 qo[j] = qk_mode_ == 2 ? s + bias : s;
                 row[static_cast<size_t>(j)] = s + bias;
               }
@@ -396,7 +421,8 @@ class RotaryEmbedding final : public Kernel {
 }  // namespace
 
 void register_attention(KernelRegistry& r) {
-  r.add("", "Attention", 23, kNewestOpset, make_factory<Attention>());
+  // Opset 24 added the input nonpad_kv_seqlen; no later opset (27 at onnx 1.22) changed it.
+  r.add("", "Attention", 23, kMaxOpset, make_factory<Attention>());
   r.add("", "RotaryEmbedding", 23, kNewestOpset, make_factory<RotaryEmbedding>());
 }
 
