@@ -634,9 +634,9 @@ WIDE_POOL_CASES = [
 @pytest.mark.parametrize("threads", [1, 3])
 def test_pools_over_the_whole_input(threads):
     """A window that is the whole unpadded input (one output a channel, any stride) reduces
-    each channel flat: the mean, or the max of the non-NaN values (-inf when all are NaN,
-    as in the windowed kernels; a NaN first element included), in 1-D, 2-D and 3-D,
-    against numpy; and onnxruntime where it has no NaN in the input."""
+    each channel flat: the mean, or the max of the non-NaN values (NaN when all are NaN, as
+    in the windowed kernels; a NaN first element included), in 1-D, 2-D and 3-D, against
+    numpy; and onnxruntime where it has no NaN in the input."""
     g = np.random.default_rng(41)
     for xs, strides in (((1, 512, 7, 7), [1, 1]), ((2, 300, 7, 7), [7, 7]), ((1, 64, 8, 8), [3, 2]),
                         ((1, 40, 9), [1]), ((1, 24, 3, 4, 5), [1, 1, 1]), ((1, 3, 1, 1), [1, 1])):
@@ -656,6 +656,7 @@ def test_pools_over_the_whole_input(threads):
         got = run_lite(m, {"X": xn}, threads)[0].reshape(-1)
         flat = xn.reshape(xs[0] * xs[1], -1)
         want = np.where(np.isnan(flat), -np.inf, flat).max(axis=1)
+        want[np.isnan(flat).all(axis=1)] = np.nan
         np.testing.assert_array_equal(got, want)
 
 
@@ -2709,3 +2710,75 @@ def test_attention_nonpad_kv_seqlen_errors():
                        out_dtypes=[np.float32])
     with pytest.raises(Exception, match="cannot be used with past_key"):
         helpers.run_ortlite(model, feeds)
+
+
+NAN_POOL_CASES = [
+    ((1, 3, 8, 8), dict(kernel_shape=[2, 2], strides=[2, 2])),
+    ((1, 3, 9, 11), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((1, 2, 10, 40), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])),
+    ((1, 2, 10, 40), dict(kernel_shape=[5, 5], strides=[1, 1], pads=[2, 2, 2, 2])),
+    ((2, 3, 14, 14), dict(kernel_shape=[2, 2], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((1, 2, 12, 13), dict(kernel_shape=[3, 3], strides=[3, 3], ceil_mode=1)),
+    ((1, 2, 12, 13), dict(kernel_shape=[3, 2], dilations=[2, 2], pads=[2, 1, 2, 1])),
+    ((1, 4, 30), dict(kernel_shape=[4], strides=[2], pads=[1, 2])),
+    ((1, 2, 5, 6, 7), dict(kernel_shape=[2, 3, 2], strides=[1, 2, 2], pads=[0, 1, 1, 1, 1, 0])),
+    ((1, 8, 7, 7), dict(kernel_shape=[7, 7])),
+]
+
+
+def max_pool_skip_nan_reference(x, out_shape, attrs):
+    """numpy: each window's maximum over its non-NaN taps inside the input, NaN when none."""
+    n = x.ndim - 2
+    k = attrs.get("kernel_shape", list(x.shape[2:]))
+    s = attrs.get("strides", [1] * n)
+    d = attrs.get("dilations", [1] * n)
+    pb = attrs.get("pads", [0] * 2 * n)[:n]
+    y = np.empty(out_shape, x.dtype)
+    for o in itertools.product(*(range(v) for v in out_shape[2:])):
+        idx = []
+        for a in range(n):
+            taps = o[a] * s[a] - pb[a] + np.arange(k[a]) * d[a]
+            idx.append(taps[(taps >= 0) & (taps < x.shape[2 + a])])
+        win = x[(slice(None), slice(None)) + np.ix_(*idx)].reshape(x.shape[0], x.shape[1], -1)
+        num = np.where(np.isnan(win), -np.inf, win).max(axis=2)
+        y[(slice(None), slice(None)) + o] = np.where(np.isnan(win).all(axis=2), np.nan, num)
+    return y
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, F16])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("xs,attrs", NAN_POOL_CASES)
+def test_maxpool_skips_nan(xs, attrs, threads, dtype):
+    """MaxPool / GlobalMaxPool skip NaN inputs: a window's maximum is over its non-NaN values,
+    NaN when all of them are NaN (padding does not count); every kernel path (2x2 stride 2,
+    3x3 stride 2, stride 1, the general rows, 1-D, 3-D, the whole window), with blocks of
+    NaN, lone NaN, -inf and +inf, against numpy and onnxruntime."""
+    g = np.random.default_rng(sum(xs) + len(attrs))
+    x = g.standard_normal(xs).astype(dtype)
+    flat = x.reshape(xs[0] * xs[1], -1)
+    flat[0, :] = np.nan  # a channel of NaN only
+    planes = x.reshape(xs[0] * xs[1], *xs[2:])
+    planes[1, ...] = np.where(g.random(xs[2:]) < 0.5, np.nan, planes[1])  # half NaN
+    planes[-1][(slice(0, 3),) * len(xs[2:])] = np.nan  # a NaN corner block
+    flat[-1, -1] = -np.inf
+    if flat.shape[0] > 2:
+        flat[2, :] = -np.inf
+        flat[2, ::3] = np.nan  # -inf and NaN only: -inf wherever a -inf is in the window
+    for op, a in (("MaxPool", attrs), ("GlobalMaxPool", {})):
+        m = node_model(op, {"X": x}, ["Y"], attrs=a)
+        got = run_lite(m, {"X": x}, threads)[0]
+        want = max_pool_skip_nan_reference(x, got.shape, a)
+        assert got.dtype == x.dtype
+        np.testing.assert_array_equal(got, want, err_msg=f"{op} {xs} {a}")
+        if op == "GlobalMaxPool" and dtype == F64:
+            continue  # onnxruntime has no double GlobalMaxPool
+        ort_y = run_ort(m, {"X": x})[0]
+        assert got.shape == ort_y.shape
+        # onnxruntime agrees wherever a window holds no NaN and a value above -inf. With NaN
+        # its result depends on the path and on where the NaN sits (its vector max passes a
+        # NaN on when it is the newer operand; an all-NaN window gives NaN on its main float
+        # path, the type's lowest value or -inf on the others), and its other paths give the
+        # type's lowest value for a window of -inf.
+        nan_free = max_pool_skip_nan_reference(np.isnan(x).astype(x.dtype), got.shape, a) == 0
+        same = nan_free & (want > -np.inf)
+        np.testing.assert_array_equal(got[same], ort_y[same])

@@ -954,6 +954,18 @@ bool whole_window(const Geo3& g) {
   return true;
 }
 
+// The maximum of the non-NaN values of x[0, n), NaN when there is none. The global max
+// reductions seed with x[0] and never let a later NaN win, so they come out NaN only when
+// x[0] is; such a channel is read again here (onnxruntime's GlobalMaxPool and onnx's MaxPool
+// skip NaN inputs).
+template <typename T>
+T max_skip_nan(const T* x, int64_t n) {
+  T r = std::numeric_limits<T>::quiet_NaN();
+  for (int64_t i = 0; i < n; ++i)
+    if (x[i] == x[i] && !(x[i] <= r)) r = x[i];
+  return r;
+}
+
 template <typename T, typename Acc>
 void global_pool(bool is_max, const T* x, T* y, int64_t channels, int64_t size, ThreadPool* pool) {
   // Split over the threads from a quarter of the general threshold's size: the input is
@@ -966,13 +978,14 @@ void global_pool(bool is_max, const T* x, T* y, int64_t channels, int64_t size, 
       if constexpr (std::is_same_v<T, float>) {
         const float r = reduce_f32(is_max, xc, size);
         y[c] = is_max || size == 0 ? r : r / static_cast<float>(size);
+        if (is_max && r != r) y[c] = max_skip_nan(xc, size);
         continue;
       }
       if (is_max) {
         T best = size > 0 ? xc[0] : T(0);
         for (int64_t i = 1; i < size; ++i)
           if (xc[i] > best) best = xc[i];
-        y[c] = best;
+        y[c] = best != best ? max_skip_nan(xc, size) : best;
       } else {
         Acc sum = 0;
         for (int64_t i = 0; i < size; ++i) sum += static_cast<Acc>(xc[i]);
@@ -982,20 +995,54 @@ void global_pool(bool is_max, const T* x, T* y, int64_t channels, int64_t size, 
   });
 }
 
-// whole_window pools of floats: the global pools' reduction, then for MaxPool its rule
-// that a NaN never wins (-inf when all are NaN): the global max seeds with x[0], so a NaN
-// there stays. Through the row kernels a 7x7 window over 512 channels took 24 us, 2.4x
-// onnxruntime's time.
+// whole_window pools of floats: the global pools' reduction (NaN rule included). Through the
+// row kernels a 7x7 window over 512 channels took 24 us, 2.4x onnxruntime's time.
 void whole_window_pool(bool is_max, const float* x, float* y, int64_t channels, int64_t size,
                        ThreadPool* pool) {
   global_pool<float, float>(is_max, x, y, channels, size, pool);
-  if (!is_max) return;
-  for (int64_t c = 0; c < channels; ++c) {
-    if (y[c] == y[c]) continue;
-    const float* xc = x + c * size;
-    float r = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < size; ++i) r = xc[i] > r ? xc[i] : r;
-    y[c] = r;
+}
+
+// The windowed max pools skip NaN inputs (a comparison `v > acc` never lets a NaN win) and
+// start from -inf, so an all-NaN window comes out -inf; onnxruntime and onnx's MaxPool
+// give NaN there. Outputs of -inf are rare: each one's window is read again, and set to NaN
+// when it has taps and all of them are NaN. Blocks of 64 outputs are first checked at once.
+template <typename T>
+void max_pool_nan_windows(const Geo3& g, const T* x, T* y, int64_t channels) {
+  if constexpr (std::is_floating_point_v<T>) {
+    const T ninf = -std::numeric_limits<T>::infinity();
+    const int64_t n = channels * g.out_size;
+    for (int64_t b = 0; b < n; b += 64) {
+      const int64_t e = std::min<int64_t>(b + 64, n);
+      bool any = false;
+      for (int64_t i = b; i < e; ++i) any |= y[i] == ninf;
+      if (!any) continue;
+      for (int64_t i = b; i < e; ++i) {
+        if (!(y[i] == ninf)) continue;
+        const int64_t c = i / g.out_size, r = i % g.out_size;
+        const int64_t o2 = r % g.out[2], o1 = (r / g.out[2]) % g.out[1],
+                      o0 = r / (g.out[2] * g.out[1]);
+        const T* xc = x + c * g.in_size;
+        bool tap = false, number = false;
+        for (int64_t k0 = 0; k0 < g.k[0] && !number; ++k0) {
+          const int64_t i0 = o0 * g.s[0] - g.pb[0] + k0 * g.d[0];
+          if (i0 < 0 || i0 >= g.in[0]) continue;
+          for (int64_t k1 = 0; k1 < g.k[1] && !number; ++k1) {
+            const int64_t i1 = o1 * g.s[1] - g.pb[1] + k1 * g.d[1];
+            if (i1 < 0 || i1 >= g.in[1]) continue;
+            for (int64_t k2 = 0; k2 < g.k[2] && !number; ++k2) {
+              const int64_t i2 = o2 * g.s[2] - g.pb[2] + k2 * g.d[2];
+              if (i2 < 0 || i2 >= g.in[2]) continue;
+              const T v = xc[(i0 * g.in[1] + i1) * g.in[2] + i2];
+              tap = true;
+              number = v == v;
+            }
+          }
+        }
+        if (tap && !number) y[i] = std::numeric_limits<T>::quiet_NaN();
+      }
+    }
+  } else {
+    (void)g, (void)x, (void)y, (void)channels;
   }
 }
 
@@ -1035,6 +1082,7 @@ void max_pool(const Geo3& g, const T* x, T* y, int64_t* ind, int64_t channels,
   } else {
     pool_rows<T, T, true>(g, x, y, channels, false, false, pool);
   }
+  if (!ind) max_pool_nan_windows(g, x, y, channels);
 }
 
 template <typename T, typename Acc>
