@@ -19,6 +19,123 @@ bool op_in(const std::string& op, std::initializer_list<const char*> names) {
   return false;
 }
 
+// The element type of output `o` of a default-domain node by the per-op rules, from its
+// inputs' types (kUndefined where the rules do not tell).
+template <typename InType>
+DataType output_type(const Node& node, size_t o, const InType& in_type) {
+  const std::string& op = node.op_type;
+  DataType t = DataType::kUndefined;
+  if (op == "Constant") {
+    // Only with exactly one value attribute (the kernel refuses the others, naming them).
+    int values = 0;
+    for (const Attribute& a : node.attributes) values += a.name.rfind("value", 0) == 0;
+    const Attribute* a = node.find_attr("value");
+    if (a && a->type == AttrType::kTensor) t = a->t.dtype();
+    if (node.find_attr("value_float") || node.find_attr("value_floats")) t = DataType::kFloat;
+    if (node.find_attr("value_int") || node.find_attr("value_ints")) t = DataType::kInt64;
+    if (values != 1) t = DataType::kUndefined;
+  } else if (op == "Cast" && o == 0) {
+    const Attribute* a = node.find_attr("to");
+    if (a && a->type == AttrType::kInt) t = static_cast<DataType>(a->i);
+  } else if (op == "CastLike" && o == 0) {
+    t = in_type(1);
+  } else if (op_in(op, {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or",
+                        "Xor", "Not", "IsNaN", "IsInf"}) &&
+             o == 0) {
+    t = DataType::kBool;
+  } else if ((op_in(op, {"Shape", "Size", "NonZero", "ArgMax", "ArgMin"}) && o == 0) ||
+             (op_in(op, {"MaxPool", "TopK"}) && o == 1)) {
+    t = DataType::kInt64;
+  } else if (op == "Dropout" && o == 1) {
+    t = DataType::kBool;
+  } else if (op == "Where" && o == 0) {
+    t = in_type(1);
+  } else if (o == 0 || op == "Split") {
+    static const std::unordered_set<std::string> same_as_input0 = {"Add",
+                                                                   "Sub",
+                                                                   "Mul",
+                                                                   "Div",
+                                                                   "Pow",
+                                                                   "Mod",
+                                                                   "PRelu",
+                                                                   "Max",
+                                                                   "Min",
+                                                                   "Sum",
+                                                                   "Mean",
+                                                                   "Relu",
+                                                                   "LeakyRelu",
+                                                                   "Sigmoid",
+                                                                   "Tanh",
+                                                                   "Gelu",
+                                                                   "Elu",
+                                                                   "Selu",
+                                                                   "HardSigmoid",
+                                                                   "HardSwish",
+                                                                   "Softplus",
+                                                                   "Softsign",
+                                                                   "Exp",
+                                                                   "Log",
+                                                                   "Sqrt",
+                                                                   "Abs",
+                                                                   "Neg",
+                                                                   "Reciprocal",
+                                                                   "Erf",
+                                                                   "Sin",
+                                                                   "Cos",
+                                                                   "Floor",
+                                                                   "Ceil",
+                                                                   "Clip",
+                                                                   "Softmax",
+                                                                   "LogSoftmax",
+                                                                   "LayerNormalization",
+                                                                   "BatchNormalization",
+                                                                   "InstanceNormalization",
+                                                                   "MaxPool",
+                                                                   "AveragePool",
+                                                                   "GlobalMaxPool",
+                                                                   "GlobalAveragePool",
+                                                                   "Conv",
+                                                                   "ConvTranspose",
+                                                                   "MatMul",
+                                                                   "Gemm",
+                                                                   "ReduceSum",
+                                                                   "ReduceMean",
+                                                                   "ReduceMax",
+                                                                   "ReduceMin",
+                                                                   "ReduceProd",
+                                                                   "ReduceL1",
+                                                                   "ReduceL2",
+                                                                   "ReduceLogSum",
+                                                                   "ReduceLogSumExp",
+                                                                   "ReduceSumSquare",
+                                                                   "Transpose",
+                                                                   "Concat",
+                                                                   "Slice",
+                                                                   "Gather",
+                                                                   "GatherElements",
+                                                                   "Expand",
+                                                                   "Reshape",
+                                                                   "Flatten",
+                                                                   "Squeeze",
+                                                                   "Unsqueeze",
+                                                                   "Identity",
+                                                                   "Dropout",
+                                                                   "Split",
+                                                                   "Tile",
+                                                                   "Pad",
+                                                                   "Resize",
+                                                                   "Mish",
+                                                                   "Swish",
+                                                                   "Range",
+                                                                   "CumSum",
+                                                                   "Einsum",
+                                                                   "Sign",
+                                                                   "Round"};
+    if (same_as_input0.count(op)) t = in_type(0);
+  }
+  return t;
+}
+
 std::unordered_map<std::string, DataType> infer_elem_types(const Graph& g,
                                                            const std::vector<int>& order) {
   std::unordered_map<std::string, DataType> types;
@@ -38,118 +155,41 @@ std::unordered_map<std::string, DataType> infer_elem_types(const Graph& g,
       auto it = types.find(node.inputs[k]);
       return it == types.end() ? DataType::kUndefined : it->second;
     };
-    const std::string& op = node.op_type;
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       if (node.outputs[o].empty() || types.count(node.outputs[o])) continue;
-      DataType t = DataType::kUndefined;
-      if (op == "Constant") {
-        const Attribute* a = node.find_attr("value");
-        if (a && a->type == AttrType::kTensor) t = a->t.dtype();
-        if (node.find_attr("value_float") || node.find_attr("value_floats")) t = DataType::kFloat;
-        if (node.find_attr("value_int") || node.find_attr("value_ints")) t = DataType::kInt64;
-      } else if (op == "Cast" && o == 0) {
-        const Attribute* a = node.find_attr("to");
-        if (a && a->type == AttrType::kInt) t = static_cast<DataType>(a->i);
-      } else if (op == "CastLike" && o == 0) {
-        t = in_type(1);
-      } else if (op_in(op, {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And",
-                            "Or", "Xor", "Not", "IsNaN", "IsInf"}) &&
-                 o == 0) {
-        t = DataType::kBool;
-      } else if ((op_in(op, {"Shape", "Size", "NonZero", "ArgMax", "ArgMin"}) && o == 0) ||
-                 (op_in(op, {"MaxPool", "TopK"}) && o == 1)) {
-        t = DataType::kInt64;
-      } else if (op == "Dropout" && o == 1) {
-        t = DataType::kBool;
-      } else if (op == "Where" && o == 0) {
-        t = in_type(1);
-      } else if (o == 0 || op == "Split") {
-        static const std::unordered_set<std::string> same_as_input0 = {"Add",
-                                                                       "Sub",
-                                                                       "Mul",
-                                                                       "Div",
-                                                                       "Pow",
-                                                                       "Mod",
-                                                                       "PRelu",
-                                                                       "Max",
-                                                                       "Min",
-                                                                       "Sum",
-                                                                       "Mean",
-                                                                       "Relu",
-                                                                       "LeakyRelu",
-                                                                       "Sigmoid",
-                                                                       "Tanh",
-                                                                       "Gelu",
-                                                                       "Elu",
-                                                                       "Selu",
-                                                                       "HardSigmoid",
-                                                                       "HardSwish",
-                                                                       "Softplus",
-                                                                       "Softsign",
-                                                                       "Exp",
-                                                                       "Log",
-                                                                       "Sqrt",
-                                                                       "Abs",
-                                                                       "Neg",
-                                                                       "Reciprocal",
-                                                                       "Erf",
-                                                                       "Sin",
-                                                                       "Cos",
-                                                                       "Floor",
-                                                                       "Ceil",
-                                                                       "Clip",
-                                                                       "Softmax",
-                                                                       "LogSoftmax",
-                                                                       "LayerNormalization",
-                                                                       "BatchNormalization",
-                                                                       "InstanceNormalization",
-                                                                       "MaxPool",
-                                                                       "AveragePool",
-                                                                       "GlobalMaxPool",
-                                                                       "GlobalAveragePool",
-                                                                       "Conv",
-                                                                       "ConvTranspose",
-                                                                       "MatMul",
-                                                                       "Gemm",
-                                                                       "ReduceSum",
-                                                                       "ReduceMean",
-                                                                       "ReduceMax",
-                                                                       "ReduceMin",
-                                                                       "ReduceProd",
-                                                                       "ReduceL1",
-                                                                       "ReduceL2",
-                                                                       "ReduceLogSum",
-                                                                       "ReduceLogSumExp",
-                                                                       "ReduceSumSquare",
-                                                                       "Transpose",
-                                                                       "Concat",
-                                                                       "Slice",
-                                                                       "Gather",
-                                                                       "GatherElements",
-                                                                       "Expand",
-                                                                       "Reshape",
-                                                                       "Flatten",
-                                                                       "Squeeze",
-                                                                       "Unsqueeze",
-                                                                       "Identity",
-                                                                       "Dropout",
-                                                                       "Split",
-                                                                       "Tile",
-                                                                       "Pad",
-                                                                       "Resize",
-                                                                       "Mish",
-                                                                       "Swish",
-                                                                       "Range",
-                                                                       "CumSum",
-                                                                       "Einsum",
-                                                                       "Sign",
-                                                                       "Round"};
-        if (same_as_input0.count(op)) t = in_type(0);
-      }
+      const DataType t = output_type(node, o, in_type);
       if (t != DataType::kUndefined) types[node.outputs[o]] = t;
     }
   }
   return types;
+}
+
+void check_declared_types(const Graph& g, const std::vector<int>& order) {
+  const std::unordered_map<std::string, DataType> types = infer_elem_types(g, order);
+  std::unordered_map<std::string, DataType> declared;
+  for (const auto* list : {&g.value_info, &g.outputs})
+    for (const ValueInfo& vi : *list)
+      if (vi.type.kind == TypeInfo::Kind::kTensor && vi.type.elem_type != DataType::kUndefined)
+        declared.emplace(vi.name, vi.type.elem_type);
+  if (declared.empty()) return;
+  for (int i : order) {
+    const Node& node = g.nodes[i];
+    // Dropout's mask is bool from opset 10 and the input's type before: not checked.
+    if (!norm_domain(node.domain).empty() || node.op_type == "Dropout") continue;
+    auto in_type = [&](size_t k) {
+      if (k >= node.inputs.size() || node.inputs[k].empty()) return DataType::kUndefined;
+      auto it = types.find(node.inputs[k]);
+      return it == types.end() ? DataType::kUndefined : it->second;
+    };
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      auto d = declared.find(node.outputs[o]);
+      if (node.outputs[o].empty() || d == declared.end()) continue;
+      const DataType t = output_type(node, o, in_type);
+      if (t != DataType::kUndefined && t != d->second)
+        ORTLITE_THROW(kInvalidGraph, "type error: output '", node.outputs[o], "' of ", node.label(),
+                      " is ", dtype_name(t), ", but the model declares it ", dtype_name(d->second));
+    }
+  }
 }
 
 }  // namespace ortlite

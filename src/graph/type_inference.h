@@ -16,6 +16,12 @@ namespace ortlite {
 std::unordered_map<std::string, DataType> infer_elem_types(const Graph& g,
                                                            const std::vector<int>& order);
 
+// Throws InvalidGraph when an output of one of g's default-domain nodes has a declared
+// element type (a graph output or a value_info) other than the one its op gives from its
+// inputs' types, as far as infer_elem_types' rules tell (onnxruntime refuses such a model
+// at load too).
+void check_declared_types(const Graph& g, const std::vector<int>& order);
+
 // Whether `op` is one of `names`.
 bool op_in(const std::string& op, std::initializer_list<const char*> names);
 

@@ -13,8 +13,10 @@
 
 #include "core/profiler.h"
 #include "graph/executor.h"
+#include "graph/graph_walk.h"
 #include "graph/optimizer.h"
 #include "graph/planner.h"
+#include "graph/type_inference.h"
 #include "onnx/function_inliner.h"
 #include "ortlite/model_io.h"
 #include "ortlite/provider.h"
@@ -213,6 +215,13 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
       }
     }
     if (!replaced) g.initializers.emplace_back(name, tensor);
+  }
+  {
+    // A node output declared with another element type than its op gives: refused here,
+    // before any rewrite, as onnxruntime refuses it (a graph with a cycle is reported by
+    // the planner).
+    std::vector<int> order;
+    if (topological_order(g, order)) check_declared_types(g, order);
   }
   const Placement placement = make_placement(config);
   // The optimizer's fusions make com.ortlite nodes that only the CPU runs: with a device

@@ -342,3 +342,67 @@ def test_node_without_op_type():
     model = make_model([node], [("x", F32, [2])], [("y", F32, None)]).SerializeToString()
     with pytest.raises(ortlite.InvalidGraph, match="op_type"):
         load(model)
+
+
+@pytest.mark.parametrize("case", ["output", "value_info", "cast", "compare", "topk_indices",
+                                  "chain"])
+def test_declared_output_type_disagrees_with_the_op(case):
+    """A node output declared (graph output or value_info) with another element type than its
+    op gives from its inputs is refused at load, naming the value, the node and both types;
+    onnxruntime refuses the same models. The same models with the right declarations load."""
+    import onnxruntime
+
+    def build(declared):
+        vi = []
+        if case == "output":
+            nodes = [helper.make_node("ArgMax", ["x"], ["y"], name="am")]
+            out, bad = ("y", declared), "y"
+        elif case == "value_info":
+            nodes = [helper.make_node("ArgMax", ["x"], ["a"], name="am"),
+                     helper.make_node("Cast", ["a"], ["y"], to=TensorProto.FLOAT)]
+            vi = [("a", declared)]
+            out, bad = ("y", F32), "a"
+        elif case == "cast":
+            nodes = [helper.make_node("Cast", ["x"], ["y"], name="c", to=TensorProto.INT32)]
+            out, bad = ("y", declared), "y"
+        elif case == "compare":
+            nodes = [helper.make_node("Less", ["x", "x"], ["y"], name="lt")]
+            out, bad = ("y", declared), "y"
+        elif case == "topk_indices":
+            k = helper.make_node("Constant", [], ["k"], value=numpy_helper.from_array(
+                np.array([2], np.int64)))
+            nodes = [k, helper.make_node("TopK", ["x", "k"], ["v", "y"], name="tk")]
+            out, bad = ("y", declared), "y"
+        else:  # the declared type of an intermediate value feeds the next node's rule
+            nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                     helper.make_node("Neg", ["r"], ["y"], name="neg")]
+            vi = [("r", F32)]
+            out, bad = ("y", declared), "y"
+        graph = helper.make_graph(
+            nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+            [helper.make_tensor_value_info(out[0], helper.np_dtype_to_tensor_dtype(
+                np.dtype(out[1])), None)],
+            value_info=[helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(
+                np.dtype(t)), None) for n, t in vi])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 8
+        return m.SerializeToString(), bad
+
+    right = {"output": np.int64, "value_info": np.int64, "cast": np.int32,
+             "compare": np.bool_, "topk_indices": np.int64, "chain": F32}[case]
+    wrong = np.float64 if right is F32 else F32
+    good, _ = build(right)
+    x = np.arange(6, dtype=F32).reshape(2, 3)
+    got = load(good).run(None, {"x": x})
+    want = onnxruntime.InferenceSession(good, providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})
+    assert [g.dtype for g in got] == [w.dtype for w in want]
+    bad, name = build(wrong)
+    with pytest.raises(onnxruntime.capi.onnxruntime_pybind11_state.Fail, match="Type Error"):
+        onnxruntime.InferenceSession(bad, providers=["CPUExecutionProvider"])
+    onnx_name = {np.dtype(F32): "float", np.dtype(np.float64): "double", np.dtype(np.int64):
+                 "int64", np.dtype(np.int32): "int32", np.dtype(np.bool_): "bool"}
+    with pytest.raises(ortlite.InvalidGraph,
+                       match=f"output '{name}' of .* is {onnx_name[np.dtype(right)]}, "
+                             f"but the model declares it {onnx_name[np.dtype(wrong)]}"):
+        load(bad)

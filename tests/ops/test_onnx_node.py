@@ -104,9 +104,10 @@ def test_harness_records_a_timeout(tmp_path):
     assert res["test_abs"]["kind"] == "timeout"
 
 
-def _fake_case(tmp_path, op, x, expected, attrs=None, opset=17, domain=""):
-    """A node-test-style case directory: model.onnx + test_data_set_0/{input,output}_0.pb."""
-    out_type = helper.np_dtype_to_tensor_dtype(expected.dtype)
+def _fake_case(tmp_path, op, x, expected, attrs=None, opset=17, domain="", declared=None):
+    """A node-test-style case directory: model.onnx + test_data_set_0/{input,output}_0.pb.
+    The model declares the output's type as `declared`, default the expected one's."""
+    out_type = helper.np_dtype_to_tensor_dtype(np.dtype(declared or expected.dtype))
     model = helper.make_model(
         helper.make_graph(
             [helper.make_node(op, ["x"], ["y"], domain=domain, **(attrs or {}))], "g",
@@ -137,7 +138,8 @@ def test_run_case_pass_mismatch_dtype_shape_and_load_failures(tmp_path):
                                                     np.abs(x) * np.float32(1.0005)))
     assert close["status"] == "pass", close
     dt = conformance.run_case("fake", _fake_case(tmp_path / "dt", "Abs", x,
-                                                 np.abs(x).astype(np.float64)))
+                                                 np.abs(x).astype(np.float64),
+                                                 declared=np.float32))
     assert (dt["status"], dt["kind"]) == ("fail", "mismatch") and "dtype" in dt["error"], dt
     sh = conformance.run_case("fake", _fake_case(tmp_path / "sh", "Abs", x,
                                                  np.abs(x).reshape(1, 3)))

@@ -2191,12 +2191,14 @@ def test_fast_global_pool(xs, threads):
     for op in ("GlobalMaxPool", "GlobalAveragePool"):
         m = node_model(op, {"X": x}, ["Y"])
         check(m, {"X": x}, threads=threads)
-    # NaN in the middle never wins; NaN first is kept (as the general path)
-    y = rand((1, 2, 9, 9), seed=1)
+    # NaN never wins, in the middle or first; a plane of NaN only gives NaN
+    y = rand((1, 3, 9, 9), seed=1)
     y[0, 0, 4, 4] = np.nan
     y[0, 1, 0, 0] = np.nan
+    y[0, 2] = np.nan
     got = run_lite(node_model("GlobalMaxPool", {"X": y}, ["Y"]), {"X": y}, threads)[0]
-    assert got[0, 0, 0, 0] == np.nanmax(y[0, 0]) and np.isnan(got[0, 1, 0, 0])
+    assert got[0, 0, 0, 0] == np.nanmax(y[0, 0]) and got[0, 1, 0, 0] == np.nanmax(y[0, 1])
+    assert np.isnan(got[0, 2, 0, 0])
 
 
 # The pooling loops on every instruction-set path (16, 8 and 4 lanes): ORTLITE_FAST_ISA caps
