@@ -48,6 +48,10 @@ DataType output_type(const Node& node, size_t o, const InType& in_type) {
     t = DataType::kInt64;
   } else if (op == "Dropout" && o == 1) {
     t = DataType::kBool;
+  } else if (op == "BatchNormalization" && o >= 1) {
+    // The statistics outputs (running_mean / running_var from opset 14, mean / var /
+    // saved_mean / saved_var before) have input_mean's type.
+    t = in_type(3);
   } else if (op == "Where" && o == 0) {
     t = in_type(1);
   } else if (o == 0 || op == "Split") {

@@ -13,13 +13,16 @@ bool is_float_type(DataType t) {
          t == DataType::kBFloat16;
 }
 
-void BatchNormAttrs::load(const KernelInfo& info) {
+void BatchNormAttrs::load(const KernelInfo& info, bool allow_training) {
   epsilon = info.attr_float("epsilon", 1e-5f);
   opset = info.opset();
-  if (opset >= 14) {
-    if (info.attr_int("training_mode", 0) != 0)
+  if (opset >= 14 && info.attr_int("training_mode", 0) != 0) {
+    if (!allow_training)
       info.fail(StatusCode::kNotImplemented,
-                "training_mode = 1 is not supported (ortlite runs inference only)");
+                "training_mode = 1 is implemented by the CPU provider only");
+    training = true;
+    momentum = info.attr_float("momentum", 0.9f);
+  } else if (opset >= 14) {
     for (size_t i = 1; i < info.num_outputs(); ++i)
       if (!info.node().outputs[i].empty())
         info.fail(StatusCode::kInvalidGraph,
@@ -29,7 +32,7 @@ void BatchNormAttrs::load(const KernelInfo& info) {
       if (!info.node().outputs[i].empty())
         info.fail(StatusCode::kNotImplemented,
                   "the mean / var / saved_mean / saved_var outputs mean training mode, which "
-                  "is not supported (ortlite runs inference only)");
+                  "is not supported before opset 14 (training_mode = 1 from opset 14 is)");
   }
   if (opset < 9) spatial = info.attr_int("spatial", 1) != 0;
 }

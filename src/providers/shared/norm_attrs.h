@@ -1,4 +1,4 @@
-// The attributes and input checks of BatchNormalization (inference), LayerNormalization
+// The attributes and input checks of BatchNormalization, LayerNormalization
 // and InstanceNormalization, shared by the CPU and the CUDA kernels. Each provider checks
 // first that it runs X's element type; these checks follow.
 #pragma once
@@ -16,11 +16,16 @@ bool is_float_type(DataType t);
 struct BatchNormAttrs {
   float epsilon = 1e-5f;
   int64_t opset = 0;
-  bool spatial = true;  // opset < 9: per-channel (true) or per-element parameters
+  bool spatial = true;    // opset < 9: per-channel (true) or per-element parameters
+  bool training = false;  // opset 14+ training_mode = 1 (only when load allows it)
+  float momentum = 0.9f;  // training mode: the running statistics' decay
 
-  // Reads epsilon and spatial; training mode (training_mode = 1, or the training outputs)
-  // fails with kNotImplemented, or kInvalidGraph for opset 14's running outputs.
-  void load(const KernelInfo& info);
+  // Reads epsilon and spatial. training_mode = 1 (opset 14+) sets `training` and reads
+  // momentum when `allow_training` (a provider that implements it), else fails with
+  // kNotImplemented. Outside training mode the running outputs (opset 14+) fail with
+  // kInvalidGraph; the training outputs of opsets 7-13 (mean, var, saved_mean, saved_var)
+  // fail with kNotImplemented.
+  void load(const KernelInfo& info, bool allow_training = false);
 
   // X must have rank >= 2 (kInvalidArgument).
   void check_x(const KernelContext& ctx, const Tensor& X) const;

@@ -1,6 +1,6 @@
-// BatchNormalization (inference; opset 7, 9, 14, 15 signatures), LayerNormalization
-// (opset 17) and InstanceNormalization (opset 6, 22). float16 / bfloat16 compute in float;
-// statistics accumulate in double.
+// BatchNormalization (opset 7, 9, 14, 15 signatures; inference, and training_mode = 1 from
+// opset 14), LayerNormalization (opset 17) and InstanceNormalization (opset 6, 22). float16 /
+// bfloat16 compute in float; statistics accumulate in double.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -39,6 +39,25 @@ std::vector<T> read_as(const Tensor& t) {
     }
   }
   return out;
+}
+
+// Writes `v` into t (float, double, float16 or bfloat16; as many elements).
+void write_from_double(const std::vector<double>& v, Tensor& t) {
+  switch (t.dtype()) {
+    case DataType::kFloat: {
+      float* p = t.data<float>();
+      for (size_t i = 0; i < v.size(); ++i) p[i] = static_cast<float>(v[i]);
+      break;
+    }
+    case DataType::kDouble:
+      std::copy(v.begin(), v.end(), t.data<double>());
+      break;
+    default: {
+      std::vector<float> f(v.begin(), v.end());
+      convert_from_float(t.dtype(), f.data(), t.raw_data(), t.numel());
+      break;
+    }
+  }
 }
 
 // Runs fn(x, y) with T = float or double: float16 / bfloat16 go through float buffers.
@@ -251,9 +270,10 @@ ORTLITE_NN_CLONES512 __attribute__((optimize("fp-contract=off"))) void affine_f3
 
 class BatchNorm final : public Kernel {
  public:
-  explicit BatchNorm(const KernelInfo& info) { attrs_.load(info); }
+  explicit BatchNorm(const KernelInfo& info) { attrs_.load(info, /*allow_training=*/true); }
 
   void compute(KernelContext& ctx) const override {
+    if (attrs_.training) return compute_training(ctx);
     const Tensor& X = ctx.required_input(0);
     const Tensor* params[4] = {&ctx.required_input(1), &ctx.required_input(2),
                                &ctx.required_input(3), &ctx.required_input(4)};
@@ -305,6 +325,82 @@ class BatchNorm final : public Kernel {
   }
 
  private:
+  // training_mode = 1 (opset 14+): Y normalized with the batch's statistics, per channel c
+  // over every axis but 1: mean_c and the population variance var_c (divided by the count,
+  // not count - 1), accumulated in double in two passes (the mean, then the squared
+  // deviations from it). Y = (X - mean_c) / sqrt(var_c + epsilon) * scale_c + B_c, each
+  // element in double, rounded once. The optional outputs running_mean / running_var
+  // (input_mean's and input_var's element type) are input_mean * momentum + mean * (1 -
+  // momentum), and likewise for the variance.
+  void compute_training(KernelContext& ctx) const {
+    const Tensor& X = ctx.required_input(0);
+    const Tensor* params[4] = {&ctx.required_input(1), &ctx.required_input(2),
+                               &ctx.required_input(3), &ctx.required_input(4)};
+    attrs_.check_x(ctx, X);
+    if (!is_float_type(X.dtype()))
+      ctx.fail(StatusCode::kNotImplemented,
+               std::string("element type ") + dtype_name(X.dtype()) + " is not supported");
+    for (size_t i = 0; i < 4; ++i) attrs_.check_param(ctx, X, *params[i], i);
+    const int64_t N = X.dim(0), C = X.dim(1);
+    int64_t inner = 1;
+    for (size_t i = 2; i < X.rank(); ++i) inner *= X.dim(i);
+    Tensor& Y = ctx.allocate_output(0, X.dtype(), X.shape());
+    Tensor* running[2] = {nullptr, nullptr};
+    for (size_t k = 0; k < 2; ++k)
+      if (ctx.num_outputs() > k + 1 && !ctx.node().outputs[k + 1].empty())
+        running[k] = &ctx.allocate_output(k + 1, params[2 + k]->dtype(), {C});
+    const std::vector<double> scale = read_as<double>(*params[0]),
+                              bias = read_as<double>(*params[1]);
+    // An empty batch (N or a spatial dim 0) has no statistics: 0 / 0, NaN, as numpy's mean.
+    const double count = static_cast<double>(N) * static_cast<double>(inner);
+    std::vector<double> mean(static_cast<size_t>(C)), var(static_cast<size_t>(C));
+    ThreadPool* pool = ctx.thread_pool();
+    with_real_buffers(X, Y, [&](auto* x, auto* y) {
+      using T = std::remove_cv_t<std::remove_pointer_t<decltype(y)>>;
+      parallel_for(pool, C, 3.0 * count, [&](int64_t s, int64_t e) {
+        for (int64_t c = s; c < e; ++c) {
+          double sum = 0;
+          for (int64_t n = 0; n < N; ++n) {
+            const T* xp = x + (n * C + c) * inner;
+            for (int64_t i = 0; i < inner; ++i) sum += static_cast<double>(xp[i]);
+          }
+          const double m = sum / count;
+          double sq = 0;
+          for (int64_t n = 0; n < N; ++n) {
+            const T* xp = x + (n * C + c) * inner;
+            for (int64_t i = 0; i < inner; ++i) {
+              const double d = static_cast<double>(xp[i]) - m;
+              sq += d * d;
+            }
+          }
+          mean[c] = m;
+          var[c] = sq / count;
+        }
+      });
+      if (Y.numel() == 0) return;
+      parallel_for(pool, N * C, 2.0 * static_cast<double>(inner), [&](int64_t s, int64_t e) {
+        for (int64_t nc = s; nc < e; ++nc) {
+          const int64_t c = nc % C;
+          const double m = mean[c], b = bias[c];
+          const double a = scale[c] / std::sqrt(var[c] + static_cast<double>(attrs_.epsilon));
+          const T* xp = x + nc * inner;
+          T* yp = y + nc * inner;
+          for (int64_t i = 0; i < inner; ++i)
+            yp[i] = static_cast<T>((static_cast<double>(xp[i]) - m) * a + b);
+        }
+      });
+    });
+    const double mom = static_cast<double>(attrs_.momentum);
+    for (size_t k = 0; k < 2; ++k) {
+      if (!running[k]) continue;
+      const std::vector<double> prev = read_as<double>(*params[2 + k]);
+      const std::vector<double>& batch = k == 0 ? mean : var;
+      std::vector<double> out(static_cast<size_t>(C));
+      for (int64_t c = 0; c < C; ++c) out[c] = prev[c] * mom + batch[c] * (1.0 - mom);
+      write_from_double(out, *running[k]);
+    }
+  }
+
   BatchNormAttrs attrs_;
 };
 
