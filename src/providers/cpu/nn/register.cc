@@ -52,6 +52,9 @@
 //   FusedGemm (com.ortlite)             fused_ops.cc
 //   FusedGemm (com.microsoft)           fused_ops.cc
 //   TfIdfVectorizer                     tfidf_vectorizer.cc
+//   Adagrad (ai.onnx.preview.training)  training_optimizers.cc
+//   Adam (ai.onnx.preview.training)     training_optimizers.cc
+//   Momentum (ai.onnx.preview.training) training_optimizers.cc
 
 #include "ortlite/kernel.h"
 
@@ -87,6 +90,7 @@ void register_swish(KernelRegistry& r);
 void register_rnn(KernelRegistry& r);
 void register_fused_ops(KernelRegistry& r);
 void register_tfidf_vectorizer(KernelRegistry& r);
+void register_training_optimizers(KernelRegistry& r);
 
 }  // namespace nn
 
@@ -119,6 +123,7 @@ void register_nn_kernels(KernelRegistry& r) {
   nn::register_rnn(r);
   nn::register_fused_ops(r);
   nn::register_tfidf_vectorizer(r);
+  nn::register_training_optimizers(r);
 }
 
 }  // namespace ortlite
