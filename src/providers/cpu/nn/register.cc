@@ -43,6 +43,7 @@
 //   Upsample                            upsample.cc
 //   DeformConv                          deform_conv.cc
 //   Swish                               swish.cc
+//   CausalConvWithState                 causal_conv_with_state.cc
 //   RNN                                 rnn.cc
 //   GRU                                 rnn.cc
 //   LSTM                                rnn.cc
@@ -87,6 +88,7 @@ void register_roi_pool_align(KernelRegistry& r);
 void register_upsample(KernelRegistry& r);
 void register_deform_conv(KernelRegistry& r);
 void register_swish(KernelRegistry& r);
+void register_causal_conv_with_state(KernelRegistry& r);
 void register_rnn(KernelRegistry& r);
 void register_fused_ops(KernelRegistry& r);
 void register_tfidf_vectorizer(KernelRegistry& r);
@@ -120,6 +122,7 @@ void register_nn_kernels(KernelRegistry& r) {
   nn::register_upsample(r);
   nn::register_deform_conv(r);
   nn::register_swish(r);
+  nn::register_causal_conv_with_state(r);
   nn::register_rnn(r);
   nn::register_fused_ops(r);
   nn::register_tfidf_vectorizer(r);
