@@ -54,6 +54,11 @@ DataType output_type(const Node& node, size_t o, const InType& in_type) {
     t = in_type(3);
   } else if (op == "Where" && o == 0) {
     t = in_type(1);
+  } else if (op == "CausalConvWithState" && o == 1) {
+    t = in_type(0);
+  } else if (op == "LinearAttention" && o == 1) {
+    // present_state: the type of past_state, or of query when past_state is omitted.
+    t = node.inputs.size() > 3 && !node.inputs[3].empty() ? in_type(3) : in_type(0);
   } else if (o == 0 || op == "Split") {
     static const std::unordered_set<std::string> same_as_input0 = {"Add",
                                                                    "Sub",
@@ -134,7 +139,9 @@ DataType output_type(const Node& node, size_t o, const InType& in_type) {
                                                                    "CumSum",
                                                                    "Einsum",
                                                                    "Sign",
-                                                                   "Round"};
+                                                                   "Round",
+                                                                   "CausalConvWithState",
+                                                                   "LinearAttention"};
     if (same_as_input0.count(op)) t = in_type(0);
   }
   return t;
