@@ -2,13 +2,14 @@
 // context between calls. input [B, C, L], weight [C, 1, K], optional bias [C] and past_state
 // [B, C, K - 1] (zeros when absent). Each channel row is the concatenation
 // [past_state | input] (K - 1 + L values); output[t] = bias + sum_j weight[j] * row[t + j]
-// for t in [0, L), optionally through SiLU (activation "silu" or its alias "swish"), and
-// present_state is the last K - 1 values of the row. Arithmetic in float for float, float16
-// and bfloat16; present_state is copied from the inputs' own values, so it is exact.
-#include <cmath>
+// for t in [0, L), optionally through SiLU (activation "silu" or its alias "swish"; the fused
+// activations' x * sigmoid(x), vectorized), and present_state is the last K - 1 values of the
+// row. Arithmetic in float for float, float16 and bfloat16; present_state is copied from the
+// inputs' own values, so it is exact.
 #include <string>
 #include <vector>
 
+#include "compute/activation.h"
 #include "providers/cpu/nn/nn_common.h"
 
 namespace ortlite {
@@ -19,20 +20,12 @@ bool is_conv_type(DataType t) {
   return t == DataType::kFloat || t == DataType::kFloat16 || t == DataType::kBFloat16;
 }
 
-// x * sigmoid(x); exp of a large positive argument overflows to inf, and this form never
-// divides inf by inf.
-inline float silu(float x) {
-  if (x >= 0.0f) return x / (1.0f + std::exp(-x));
-  const float e = std::exp(x);
-  return x * e / (1.0f + e);
-}
-
 class CausalConvWithState final : public Kernel {
  public:
   explicit CausalConvWithState(const KernelInfo& info) {
     const std::string a = info.attr_string("activation", "none");
     if (a == "silu" || a == "swish") {
-      silu_ = true;
+      act_.kind = ActKind::kSilu;
     } else if (a != "none") {
       info.fail(StatusCode::kInvalidGraph,
                 "attribute 'activation' = '" + a + "' is unknown (none, silu or swish)");
@@ -100,7 +93,7 @@ class CausalConvWithState final : public Kernel {
     const char* pp = past ? static_cast<const char*>(past->raw_data()) : nullptr;
     char* yp = static_cast<char*>(y.raw_data());
     char* sp = present ? static_cast<char*>(present->raw_data()) : nullptr;
-    const bool silu_on = silu_;
+    const ActSpec act = act_;
 
     parallel_for(ctx.thread_pool(), B * C, static_cast<double>((K + 1) * (L + P)),
                  [&](int64_t begin, int64_t end) {
@@ -125,9 +118,7 @@ class CausalConvWithState final : public Kernel {
                        const float* __restrict src = row + j;
                        for (int64_t t = 0; t < L; ++t) out[t] += wj * src[t];
                      }
-                     if (silu_on) {
-                       for (int64_t t = 0; t < L; ++t) out[t] = silu(out[t]);
-                     }
+                     apply_act(act, out, L);
                      convert_from_float(dt, out, yp + static_cast<size_t>(bc * L) * esize, L);
                      if (sp) {
                        // The last P values of [past | input]: values of the inputs
@@ -139,7 +130,7 @@ class CausalConvWithState final : public Kernel {
   }
 
  private:
-  bool silu_ = false;
+  ActSpec act_;  // kNone or kSilu
 };
 
 }  // namespace
