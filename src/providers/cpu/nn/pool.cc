@@ -220,6 +220,69 @@ __attribute__((always_inline)) inline void lanes(const V& lo, const V& hi, int o
 // its ISA below: GCC splits a vector wider than the ISA's registers element by element where
 // it selects (`v > acc ? v : acc`), which made the AVX2 build of a 16-lane loop 3-4x slower
 // than onnxruntime's MaxPool.
+// Whether the bits of any of p[0, n) are v: -inf found by its bit pattern, an integer compare that
+// vectorizes (a float compare into a bool did not, and took twice the pool's time), in
+// blocks of kBitsBlock values.
+constexpr int64_t kBitsBlock = 256;
+template <typename T, typename U>
+ORTLITE_NN_CLONES512 bool any_bits_equal(const T* p, int64_t n, U v) {
+  static_assert(sizeof(T) == sizeof(U), "one value, one integer");
+  U hit = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    U u;
+    std::memcpy(&u, p + i, sizeof(U));
+    hit |= static_cast<U>(u == v);
+  }
+  return hit != 0;
+}
+
+// The windowed max pools skip NaN inputs (a comparison `v > acc` never lets a NaN win) and
+// start from -inf, so an all-NaN window comes out -inf; onnxruntime and onnx's MaxPool
+// give NaN there. Outputs of -inf are rare: each one's window is read again, and set to NaN
+// when it has taps and all of them are NaN. Run on outputs [o_begin, o_end) right after they
+// were written, while in the cache (on the whole output after the pool, a 1x64x56x56 output
+// added 14% to a 2x2 pool; the AVX-512 kernels compare their results with -inf in registers
+// and call it for a row that has one), blocks of kBitsBlock checked at once.
+template <typename T>
+void max_pool_nan_windows(const Geo3& g, const T* x, T* y, int64_t o_begin, int64_t o_end) {
+  if constexpr (std::is_floating_point_v<T>) {
+    const T ninf = -std::numeric_limits<T>::infinity();
+    using U = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
+    U ninf_bits;
+    std::memcpy(&ninf_bits, &ninf, sizeof(U));
+    for (int64_t b = o_begin; b < o_end; b += kBitsBlock) {
+      const int64_t e = std::min<int64_t>(b + kBitsBlock, o_end);
+      if (!any_bits_equal(y + b, e - b, ninf_bits)) continue;
+      for (int64_t i = b; i < e; ++i) {
+        if (!(y[i] == ninf)) continue;
+        const int64_t c = i / g.out_size, r = i % g.out_size;
+        const int64_t o2 = r % g.out[2], o1 = (r / g.out[2]) % g.out[1],
+                      o0 = r / (g.out[2] * g.out[1]);
+        const T* xc = x + c * g.in_size;
+        bool tap = false, number = false;
+        for (int64_t k0 = 0; k0 < g.k[0] && !number; ++k0) {
+          const int64_t i0 = o0 * g.s[0] - g.pb[0] + k0 * g.d[0];
+          if (i0 < 0 || i0 >= g.in[0]) continue;
+          for (int64_t k1 = 0; k1 < g.k[1] && !number; ++k1) {
+            const int64_t i1 = o1 * g.s[1] - g.pb[1] + k1 * g.d[1];
+            if (i1 < 0 || i1 >= g.in[1]) continue;
+            for (int64_t k2 = 0; k2 < g.k[2] && !number; ++k2) {
+              const int64_t i2 = o2 * g.s[2] - g.pb[2] + k2 * g.d[2];
+              if (i2 < 0 || i2 >= g.in[2]) continue;
+              const T v = xc[(i0 * g.in[1] + i1) * g.in[2] + i2];
+              tap = true;
+              number = v == v;
+            }
+          }
+        }
+        if (tap && !number) y[i] = std::numeric_limits<T>::quiet_NaN();
+      }
+    }
+  } else {
+    (void)g, (void)x, (void)y, (void)o_begin, (void)o_end;
+  }
+}
+
 template <int N>
 __attribute__((always_inline)) inline void pool2d_rows_impl(const Geo3& g, bool is_max,
                                                             int include_pad_mode, const float* cdiv,
@@ -244,6 +307,10 @@ __attribute__((always_inline)) inline void pool2d_rows_impl(const Geo3& g, bool 
   const int64_t valid = std::min(in2, width - pb2);
   const V vid = V{} + ident;
   const V zero = V{};
+  // Whether a max output came out -inf (the least of the outputs, NaN never winning): the
+  // range is then checked for all-NaN windows after the loop (max_pool_nan_windows).
+  V low = V{} + std::numeric_limits<float>::infinity();  // over the rows' full vectors
+  int64_t tail_hits = 0;                                 // the rows' last, partial vectors
   // Tap q of output o reads slot[tap[q] + o]: phase q % s2 of the reduced row (the row
   // itself for stride 1), shifted by q / s2.
   int64_t tap[64];
@@ -407,6 +474,7 @@ __attribute__((always_inline)) inline void pool2d_rows_impl(const Geo3& g, bool 
           const V qt = acc / (d > zero ? d : one);
           acc = d > zero ? qt : zero;
         }
+        if (is_max && o + N <= out2) low = acc < low ? acc : low;
         // A full store may spill into the next rows of [rb, re): they are written after it.
         if (yr + o + N <= y_chunk_end) {
           store(yr + o, acc);
@@ -414,8 +482,14 @@ __attribute__((always_inline)) inline void pool2d_rows_impl(const Geo3& g, bool 
           for (int64_t j = 0; j < out2 - o; ++j) yr[o + j] = acc[j];
         }
       }
+      // The last, partial vector's outputs, from memory (a lane test in the loop above was
+      // slower than the pool).
+      if (is_max)
+        for (int64_t j = out2 / N * N; j < out2; ++j) tail_hits += yr[j] == ident;
     }
   }
+  for (int j = 0; j < N; ++j) tail_hits += low[j] == ident;
+  if (is_max && tail_hits) max_pool_nan_windows(g, x, y, rb * out2, re * out2);
 }
 
 ORTLITE_NN_TARGET_AVX512 void pool2d_rows_avx512(const Geo3& g, bool is_max, int mode,
@@ -631,6 +705,7 @@ ORTLITE_NN_TARGET_AVX512 void pool_2x2s2_avx512(const Geo3& g, const float* x, f
   const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   const __m512 quarter = _mm512_set1_ps(0.25f);
+  __mmask16 hit = 0;  // lanes of max outputs that came out -inf
   for (int64_t r = rb; r < re; ++r) {
     const int64_t c = r / out1, oy = r % out1;
     const float* x0 = x + c * g.in_size + 2 * oy * in2;
@@ -651,7 +726,9 @@ ORTLITE_NN_TARGET_AVX512 void pool_2x2s2_avx512(const Geo3& g, const float* x, f
         const __m512 b = _mm512_max_ps(b1, _mm512_max_ps(b0, ninf));
         const __m512 left = _mm512_permutex2var_ps(a, even, b);
         const __m512 right = _mm512_permutex2var_ps(a, odd, b);
-        _mm512_mask_storeu_ps(yr + ox, mn, _mm512_max_ps(right, left));
+        const __m512 v = _mm512_max_ps(right, left);
+        hit |= _mm512_mask_cmp_ps_mask(mn, v, ninf, _CMP_EQ_OQ);
+        _mm512_mask_storeu_ps(yr + ox, mn, v);
       } else {
         const __m512 a = _mm512_add_ps(a0, a1), b = _mm512_add_ps(b0, b1);
         const __m512 left = _mm512_permutex2var_ps(a, even, b);
@@ -660,6 +737,9 @@ ORTLITE_NN_TARGET_AVX512 void pool_2x2s2_avx512(const Geo3& g, const float* x, f
       }
     }
   }
+  // A call in the row loop cost 45% of this pool's time (the constants no longer stayed in
+  // registers); a row with -inf is rare: the range is checked again after the loop.
+  if (kMax && hit) max_pool_nan_windows(g, x, y, rb * out2, re * out2);
 }
 
 // MaxPool 3x3 stride 2 (2-D, float, no dilation, pads of 0-2, ceil_mode; AVX-512F): the
@@ -685,6 +765,7 @@ ORTLITE_NN_TARGET_AVX512 void max_pool_3x3s2_avx512(const Geo3& g, const float* 
   // vertical pass writes only columns [0, in2).
   const int64_t width = max_pool_3x3s2_width(g);
   for (int64_t j = 0; j < kPoolGroup * width; j += 16) _mm512_storeu_ps(t + j, ninf);
+  __mmask16 hit = 0;  // lanes of outputs that came out -inf
   // Rows in groups, one pass at a time over the group, so that the horizontal loads (two
   // columns apart) read stores made rows earlier (no store-to-load forwarding stalls).
   for (int64_t r0 = rb; r0 < re; r0 += kPoolGroup) {
@@ -723,10 +804,13 @@ ORTLITE_NN_TARGET_AVX512 void max_pool_3x3s2_avx512(const Geo3& g, const float* 
         __m512 acc = _mm512_permutex2var_ps(lo, even, hi);
         acc = _mm512_max_ps(_mm512_permutex2var_ps(lo, odd, hi), acc);
         acc = _mm512_max_ps(_mm512_permutex2var_ps(lo2, even, hi2), acc);
-        _mm512_mask_storeu_ps(yr + o, mask(out2 - o), acc);
+        const __mmask16 m = mask(out2 - o);
+        hit |= _mm512_mask_cmp_ps_mask(m, acc, ninf, _CMP_EQ_OQ);
+        _mm512_mask_storeu_ps(yr + o, m, acc);
       }
     }
   }
+  if (hit) max_pool_nan_windows(g, x, y, rb * out2, re * out2);  // rare: as pool_2x2s2_avx512
 }
 
 // dst[f] = the maximum of src[f + t * step] over taps t < taps, for f < n: four vectors at a
@@ -804,6 +888,7 @@ ORTLITE_NN_TARGET_AVX512 void pool_s1_avx512(const Geo3& g, const float* x, floa
   const __m512 inf = _mm512_set1_ps(std::numeric_limits<float>::infinity());
   const __m512 tiny = _mm512_set1_ps(0x1p-100f);
   const __m512i sign = _mm512_set1_epi32(static_cast<int>(0x80000000u));
+  __mmask16 hit = 0;  // lanes of max outputs that came out -inf
   for (int64_t c = c0; c < c1; ++c) {
     const float* xc = x + c * g.in_size;
     float* yc = y + c * g.out_size;
@@ -829,9 +914,11 @@ ORTLITE_NN_TARGET_AVX512 void pool_s1_avx512(const Geo3& g, const float* x, floa
       for (int64_t j = 0; j < kw - 1; ++j) V[n + j] = ident;
       max_taps_avx512(V, 1, kw, P, n);
       for (int64_t i = 0; i < OH; ++i)
-        for (int64_t o = 0; o < OW; o += 16)
-          _mm512_mask_storeu_ps(yc + i * OW + o, mask(OW - o),
-                                _mm512_maskz_loadu_ps(mask(OW - o), P + i * Wp + o));
+        for (int64_t o = 0; o < OW; o += 16) {
+          const __m512 v = _mm512_maskz_loadu_ps(mask(OW - o), P + i * Wp + o);
+          hit |= _mm512_mask_cmp_ps_mask(mask(OW - o), v, vid, _CMP_EQ_OQ);
+          _mm512_mask_storeu_ps(yc + i * OW + o, mask(OW - o), v);
+        }
       continue;
     }
     // Sums: all rows' vertical sums, read from the input (columns [pl, pl + W) of V's rows of
@@ -888,6 +975,7 @@ ORTLITE_NN_TARGET_AVX512 void pool_s1_avx512(const Geo3& g, const float* x, floa
       }
     }
   }
+  if (kMax && hit) max_pool_nan_windows(g, x, y, c0 * g.out_size, c1 * g.out_size);
 }
 #pragma GCC diagnostic pop
 #endif
@@ -1002,50 +1090,6 @@ void whole_window_pool(bool is_max, const float* x, float* y, int64_t channels, 
   global_pool<float, float>(is_max, x, y, channels, size, pool);
 }
 
-// The windowed max pools skip NaN inputs (a comparison `v > acc` never lets a NaN win) and
-// start from -inf, so an all-NaN window comes out -inf; onnxruntime and onnx's MaxPool
-// give NaN there. Outputs of -inf are rare: each one's window is read again, and set to NaN
-// when it has taps and all of them are NaN. Blocks of 64 outputs are first checked at once.
-template <typename T>
-void max_pool_nan_windows(const Geo3& g, const T* x, T* y, int64_t channels) {
-  if constexpr (std::is_floating_point_v<T>) {
-    const T ninf = -std::numeric_limits<T>::infinity();
-    const int64_t n = channels * g.out_size;
-    for (int64_t b = 0; b < n; b += 64) {
-      const int64_t e = std::min<int64_t>(b + 64, n);
-      bool any = false;
-      for (int64_t i = b; i < e; ++i) any |= y[i] == ninf;
-      if (!any) continue;
-      for (int64_t i = b; i < e; ++i) {
-        if (!(y[i] == ninf)) continue;
-        const int64_t c = i / g.out_size, r = i % g.out_size;
-        const int64_t o2 = r % g.out[2], o1 = (r / g.out[2]) % g.out[1],
-                      o0 = r / (g.out[2] * g.out[1]);
-        const T* xc = x + c * g.in_size;
-        bool tap = false, number = false;
-        for (int64_t k0 = 0; k0 < g.k[0] && !number; ++k0) {
-          const int64_t i0 = o0 * g.s[0] - g.pb[0] + k0 * g.d[0];
-          if (i0 < 0 || i0 >= g.in[0]) continue;
-          for (int64_t k1 = 0; k1 < g.k[1] && !number; ++k1) {
-            const int64_t i1 = o1 * g.s[1] - g.pb[1] + k1 * g.d[1];
-            if (i1 < 0 || i1 >= g.in[1]) continue;
-            for (int64_t k2 = 0; k2 < g.k[2] && !number; ++k2) {
-              const int64_t i2 = o2 * g.s[2] - g.pb[2] + k2 * g.d[2];
-              if (i2 < 0 || i2 >= g.in[2]) continue;
-              const T v = xc[(i0 * g.in[1] + i1) * g.in[2] + i2];
-              tap = true;
-              number = v == v;
-            }
-          }
-        }
-        if (tap && !number) y[i] = std::numeric_limits<T>::quiet_NaN();
-      }
-    }
-  } else {
-    (void)g, (void)x, (void)y, (void)channels;
-  }
-}
-
 template <typename T>
 void max_pool(const Geo3& g, const T* x, T* y, int64_t* ind, int64_t channels,
               int64_t storage_order, ThreadPool* pool) {
@@ -1081,8 +1125,8 @@ void max_pool(const Geo3& g, const T* x, T* y, int64_t* ind, int64_t channels,
                pool);
   } else {
     pool_rows<T, T, true>(g, x, y, channels, false, false, pool);
+    max_pool_nan_windows(g, x, y, 0, channels * g.out_size);
   }
-  if (!ind) max_pool_nan_windows(g, x, y, channels);
 }
 
 template <typename T, typename Acc>
