@@ -2783,3 +2783,44 @@ def test_maxpool_skips_nan(xs, attrs, threads, dtype):
         nan_free = max_pool_skip_nan_reference(np.isnan(x).astype(x.dtype), got.shape, a) == 0
         same = nan_free & (want > -np.inf)
         np.testing.assert_array_equal(got[same], ort_y[same])
+
+
+SMALL_PLANE_POOLS = [
+    ((1, 256, 14, 14), dict(kernel_shape=[2, 2], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((1, 40, 56, 56), dict(kernel_shape=[3, 3], strides=[3, 3], pads=[1, 1, 1, 1])),
+    ((1, 33, 7, 7), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((2, 16, 12, 12), dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)),
+    ((1, 21, 9, 11), dict(kernel_shape=[3, 2], strides=[3, 2], pads=[0, 1, 2, 0], ceil_mode=1)),
+    ((1, 48, 3, 40), dict(kernel_shape=[3, 2], strides=[3, 2], ceil_mode=1)),
+    ((1, 17, 10, 10), dict(kernel_shape=[5, 5], pads=[2, 2, 2, 2])),
+    ((1, 64, 14, 14), dict(kernel_shape=[2, 2], strides=[2, 2])),
+    ((1, 24, 8, 8), dict(kernel_shape=[4, 4], strides=[4, 4], pads=[3, 3, 3, 3])),
+    ((1, 16, 20, 24), dict(kernel_shape=[3, 3], strides=[2, 2], dilations=[2, 2])),
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("xs,attrs", SMALL_PLANE_POOLS)
+def test_pools_on_small_planes(xs, attrs, threads):
+    """Small planes with short rows (16 channels at a time, the channels in the lanes, and
+    the channels left over): MaxPool exact and AveragePool with and without
+    count_include_pad at opsets 11 and 19 against onnxruntime (dilations: MaxPool only, as
+    onnxruntime's AveragePool has none before opset 19), and MaxPool over NaN windows
+    against numpy."""
+    x = np.random.default_rng(sum(xs)).standard_normal(xs).astype(F32)
+    m = node_model("MaxPool", {"X": x}, ["Y"], attrs=attrs)
+    np.testing.assert_array_equal(run_lite(m, {"X": x}, threads)[0], run_ort(m, {"X": x})[0])
+    if "dilations" not in attrs:
+        for opset, pad in ((11, 0), (11, 1), (19, 1)):
+            a = dict(attrs, count_include_pad=pad)
+            m = node_model("AveragePool", {"X": x}, ["Y"], attrs=a, opset=opset)
+            got = run_lite(m, {"X": x}, threads)[0]
+            assert_same([got], run_ort(m, {"X": x}), rtol=1e-6, atol=1e-6)
+    xn = x.copy()
+    planes = xn.reshape(-1, *xs[2:])
+    planes[0] = np.nan
+    planes[-1][:3, :3] = np.nan
+    planes[1][::2] = -np.inf
+    m = node_model("MaxPool", {"X": xn}, ["Y"], attrs=attrs)
+    got = run_lite(m, {"X": xn}, threads)[0]
+    np.testing.assert_array_equal(got, max_pool_skip_nan_reference(xn, got.shape, attrs))
