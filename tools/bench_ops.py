@@ -504,6 +504,8 @@ def reduce_cases():
         ("ReduceMin", "middle 197x256x16 axis 1", (197, 256, 16), [1], 1),
         ("ReduceMax", "middle 197x256x12 axis 1", (197, 256, 12), [1], 1),
         ("ReduceSum", "middle 197x256x12 axis 1", (197, 256, 12), [1], 1),
+        ("ReduceSum", "axes 0,2 of 77x77x16x4", (77, 77, 16, 4), [0, 2], 1),
+        ("ReduceMean", "axes 1,3 of 16x8x16x8x4", (16, 8, 16, 8, 4), [1, 3], 1),
     ]
     for op, label, xs, axes, keep in specs:
         rng = _rng(op + label)

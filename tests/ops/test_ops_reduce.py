@@ -5,7 +5,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import ortlite
-from helpers import check_against_ort, make_model, run_ortlite
+from helpers import check_against_ort, make_model, run_lite, run_ortlite
 
 REDUCE_OPS = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
               "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"]
@@ -740,3 +740,32 @@ def test_arg_short_rows_and_narrow_blocks(op, dtype, threads):
                 flat = np.moveaxis(x, 1, -1).reshape(-1, A)
                 want = arg_reference(flat, is_max, sl == 1).reshape(5, inner)
                 np.testing.assert_array_equal(got, want, err_msg=f"A={A} inner={inner} sl={sl}")
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceSumSquare", "ReduceL1",
+                                "ReduceL2"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,axes", [
+    ((77, 77, 16, 4), [0, 2]), ((32, 16, 64, 4), [0, 2]), ((16, 8, 16, 8, 4), [1, 3]),
+    ((5, 3, 7, 3), [0, 2]), ((6, 2, 9, 1, 5), [0, 2]), ((3, 4, 5, 7), [0, 2]),
+    ((9, 2, 3, 6), [0, 2]), ((2, 3, 2, 3, 2, 7), [0, 2, 4]), ((4, 1, 33, 2), [0, 2]),
+])
+def test_reduce_short_columns_over_several_axes(op, dtype, shape, axes):
+    """Sums over reduced axes that are not adjacent, with a short kept innermost axis (< 8
+    values) right below the innermost reduced one: each run of rows is contiguous and the
+    runs are added through lane groups held across them, the rows left over of each run
+    one by one. Against numpy in float64, at 1 and 2 threads."""
+    rng = np.random.default_rng(len(shape) + shape[-1])
+    x = (rng.standard_normal(shape) + 0.25).astype(dtype)
+    x64 = x.astype(np.float64)
+    ax = tuple(axes)
+    want = {"ReduceSum": lambda: x64.sum(ax), "ReduceMean": lambda: x64.mean(ax),
+            "ReduceSumSquare": lambda: (x64 * x64).sum(ax),
+            "ReduceL1": lambda: abs(x64).sum(ax),
+            "ReduceL2": lambda: np.sqrt((x64 * x64).sum(ax))}[op]()
+    m = reduce_model(op, dtype, shape, axes, 0, 18)
+    for threads in (1, 2):
+        (got,) = run_lite(m, {"x": x}, threads)
+        assert got.dtype == dtype and got.shape == want.shape
+        rtol = 2e-6 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(got, want.astype(dtype), rtol=rtol, atol=rtol)

@@ -633,6 +633,7 @@ class Reducer {
                    Odometer ro_outer(L_.rdims.data(), L_.rstrides.data(), L_.rdims.size() - 1);
                    Acc acc[kBlock];
                    double pv[kBlock];
+                   std::vector<int64_t> chunk_offs;
                    for (int64_t item = b; item < e; ++item) {
                      const int64_t outer = item / blocks;
                      const int64_t k0 = (item % blocks) * kBlock;
@@ -658,9 +659,21 @@ class Reducer {
                        const int64_t rows = L_.rdims.back();
                        const int64_t stride = L_.rstrides.back();
                        ro_outer.seek(0);
-                       for (int64_t r = 0; r < R; r += rows, ro_outer.next()) {
-                         simd::add_columns(kColumnTerm, x_ + base + ro_outer.offset(), stride, rows,
-                                           acc, len);
+                       if (len < 8 && stride == len && R > rows) {
+                         // Short columns whose rows are contiguous, in several runs: the
+                         // runs' offsets, then one call over them all.
+                         chunk_offs.resize(static_cast<size_t>(R / rows));
+                         for (int64_t& off : chunk_offs) {
+                           off = ro_outer.offset();
+                           ro_outer.next();
+                         }
+                         simd::add_column_chunks(kColumnTerm, x_ + base, chunk_offs.data(),
+                                                 R / rows, rows, acc, len);
+                       } else {
+                         for (int64_t r = 0; r < R; r += rows, ro_outer.next()) {
+                           simd::add_columns(kColumnTerm, x_ + base + ro_outer.offset(), stride,
+                                             rows, acc, len);
+                         }
                        }
                      } else if (extremum_columns(base, R, acc, len, ro_outer)) {
                      } else if (!Op::kUsesParam && len == K && few_columns_fit(K, R) &&

@@ -250,6 +250,27 @@ ORTLITE_NN_INLINE void fold_lane_groups(const LaneGroups& g, const v8df* a, int6
   }
 }
 
+// add_column_chunks' body: n < 8 columns, chunks of rows x n contiguous values; the lane
+// groups of add_columns_body held across all the chunks (a call a chunk set them up and
+// folded them each time: [77, 77, 16, 4] over axes 0 and 2 at 0.5 of onnxruntime's speed).
+template <ColTerm kTerm, typename T>
+ORTLITE_NN_INLINE void add_column_chunks_body(const T* x, const int64_t* offs, int64_t chunks,
+                                              int64_t rows, double* acc, int64_t n) {
+  constexpr Term kT = kTerm == ColTerm::kSquare ? kSquare : kTerm == ColTerm::kAbs ? kAbs : kPlain;
+  const LaneGroups g(n);
+  const int64_t full = rows / g.rows_per * g.rows_per;
+  v8df a[7];
+  for (int64_t j = 0; j < g.V; ++j) a[j] = v8df{};
+  for (int64_t c = 0; c < chunks; ++c) {
+    const T* p = x + offs[c];
+    for (int64_t r = 0; r < full; r += g.rows_per, p += 8 * g.V)
+      for (int64_t j = 0; j < g.V; ++j) add_term8<kT>(a[j], p + 8 * j);
+    for (int64_t r = full; r < rows; ++r, p += n)
+      for (int64_t i = 0; i < n; ++i) acc[i] += term<kT>(static_cast<double>(p[i]));
+  }
+  fold_lane_groups(g, a, n, acc);
+}
+
 template <ColTerm kTerm, typename T>
 ORTLITE_NN_INLINE void add_columns_body(const T* x, int64_t stride, int64_t rows, double* acc,
                                         int64_t n) {
@@ -627,6 +648,24 @@ void add_columns(ColTerm term, const float* x, int64_t stride, int64_t rows, dou
 ORTLITE_NN_CLONES512 void add_columns(ColTerm term, const double* x, int64_t stride, int64_t rows,
                                       double* acc, int64_t n) {
   add_columns_any(term, x, stride, rows, acc, n);
+}
+template <typename T>
+ORTLITE_NN_INLINE void add_column_chunks_any(ColTerm t, const T* x, const int64_t* offs,
+                                             int64_t chunks, int64_t rows, double* acc, int64_t n) {
+  if (t == ColTerm::kSquare)
+    add_column_chunks_body<ColTerm::kSquare>(x, offs, chunks, rows, acc, n);
+  else if (t == ColTerm::kAbs)
+    add_column_chunks_body<ColTerm::kAbs>(x, offs, chunks, rows, acc, n);
+  else
+    add_column_chunks_body<ColTerm::kPlain>(x, offs, chunks, rows, acc, n);
+}
+ORTLITE_NN_CLONES512 void add_column_chunks(ColTerm term, const float* x, const int64_t* offs,
+                                            int64_t chunks, int64_t rows, double* acc, int64_t n) {
+  add_column_chunks_any(term, x, offs, chunks, rows, acc, n);
+}
+ORTLITE_NN_CLONES512 void add_column_chunks(ColTerm term, const double* x, const int64_t* offs,
+                                            int64_t chunks, int64_t rows, double* acc, int64_t n) {
+  add_column_chunks_any(term, x, offs, chunks, rows, acc, n);
 }
 ORTLITE_NN_CLONES512 double prod_f32(const float* x, int64_t n) {
   return prod_body(x, n);

@@ -30,6 +30,15 @@ void add_columns(ColTerm term, const float* x, int64_t stride, int64_t rows, dou
 void add_columns(ColTerm term, const double* x, int64_t stride, int64_t rows, double* acc,
                  int64_t n);
 
+// acc[i] += the sum over chunks c and rows r of x[offs[c] + r * n + i], x^2 or |x| (in
+// double) for i in [0, n), n < 8: the column-mode step when the innermost reduced dim lies
+// right above a short innermost kept one, each chunk one run of the reduced dims above.
+// Each column's values are summed in 8-lane groups, then the lanes in order.
+void add_column_chunks(ColTerm term, const float* x, const int64_t* offs, int64_t chunks,
+                       int64_t rows, double* acc, int64_t n);
+void add_column_chunks(ColTerm term, const double* x, const int64_t* offs, int64_t chunks,
+                       int64_t rows, double* acc, int64_t n);
+
 // product over x[0..n) in double (32 lanes, combined in a fixed order).
 double prod_f32(const float* x, int64_t n);
 double prod_f64(const double* x, int64_t n);
