@@ -308,10 +308,13 @@ __attribute__((always_inline)) inline void pool2d_rows_impl(const Geo3& g, bool 
   const int64_t valid = std::min(in2, width - pb2);
   const V vid = V{} + ident;
   const V zero = V{};
-  // Whether a max output came out -inf (the least of the outputs, NaN never winning): the
-  // range is then checked for all-NaN windows after the loop (max_pool_nan_windows).
-  V low = V{} + std::numeric_limits<float>::infinity();  // over the rows' full vectors
-  int64_t tail_hits = 0;                                 // the rows' last, partial vectors
+  // Whether a max output came out -inf: then the range is checked for all-NaN windows
+  // after the loop (max_pool_nan_windows). Each group's outputs are tested just after they
+  // were stored, from the cache (a test of each result in the loop below kept it out of a
+  // register: 1.35x the time of a dilated 3x3 pool).
+  bool hit = false;
+  uint32_t ninf_bits;
+  std::memcpy(&ninf_bits, &ident, sizeof(ninf_bits));
   // Tap q of output o reads slot[tap[q] + o]: phase q % s2 of the reduced row (the row
   // itself for stride 1), shifted by q / s2.
   int64_t tap[64];
@@ -475,7 +478,6 @@ __attribute__((always_inline)) inline void pool2d_rows_impl(const Geo3& g, bool 
           const V qt = acc / (d > zero ? d : one);
           acc = d > zero ? qt : zero;
         }
-        if (is_max && o + N <= out2) low = acc < low ? acc : low;
         // A full store may spill into the next rows of [rb, re): they are written after it.
         if (yr + o + N <= y_chunk_end) {
           store(yr + o, acc);
@@ -483,14 +485,10 @@ __attribute__((always_inline)) inline void pool2d_rows_impl(const Geo3& g, bool 
           for (int64_t j = 0; j < out2 - o; ++j) yr[o + j] = acc[j];
         }
       }
-      // The last, partial vector's outputs, from memory (a lane test in the loop above was
-      // slower than the pool).
-      if (is_max)
-        for (int64_t j = out2 / N * N; j < out2; ++j) tail_hits += yr[j] == ident;
     }
+    if (is_max && !hit) hit = any_bits_equal(y + r0 * out2, nr * out2, ninf_bits);
   }
-  for (int j = 0; j < N; ++j) tail_hits += low[j] == ident;
-  if (is_max && tail_hits) max_pool_nan_windows(g, x, y, rb * out2, re * out2);
+  if (hit) max_pool_nan_windows(g, x, y, rb * out2, re * out2);
 }
 
 ORTLITE_NN_TARGET_AVX512 void pool2d_rows_avx512(const Geo3& g, bool is_max, int mode,
