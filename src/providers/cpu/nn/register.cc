@@ -45,6 +45,7 @@
 //   Swish                               swish.cc
 //   CausalConvWithState                 causal_conv_with_state.cc
 //   LinearAttention                     linear_attention.cc
+//   FlexAttention (ai.onnx.preview)     flex_attention.cc
 //   RNN                                 rnn.cc
 //   GRU                                 rnn.cc
 //   LSTM                                rnn.cc
@@ -91,6 +92,7 @@ void register_deform_conv(KernelRegistry& r);
 void register_swish(KernelRegistry& r);
 void register_causal_conv_with_state(KernelRegistry& r);
 void register_linear_attention(KernelRegistry& r);
+void register_flex_attention(KernelRegistry& r);
 void register_rnn(KernelRegistry& r);
 void register_fused_ops(KernelRegistry& r);
 void register_tfidf_vectorizer(KernelRegistry& r);
@@ -126,6 +128,7 @@ void register_nn_kernels(KernelRegistry& r) {
   nn::register_swish(r);
   nn::register_causal_conv_with_state(r);
   nn::register_linear_attention(r);
+  nn::register_flex_attention(r);
   nn::register_rnn(r);
   nn::register_fused_ops(r);
   nn::register_tfidf_vectorizer(r);
