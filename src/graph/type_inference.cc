@@ -11,6 +11,13 @@ const std::string& norm_domain(const std::string& d) {
   return d == "ai.onnx" ? empty : d;
 }
 
+// Whether the per-op rules below cover `node`: the default domain, and the one operator of
+// another domain that they know (ai.onnx.preview FlexAttention, whose Y has Q's type).
+bool typed_domain(const Node& node) {
+  const std::string& d = norm_domain(node.domain);
+  return d.empty() || (d == "ai.onnx.preview" && node.op_type == "FlexAttention");
+}
+
 }  // namespace
 
 bool op_in(const std::string& op, std::initializer_list<const char*> names) {
@@ -19,7 +26,7 @@ bool op_in(const std::string& op, std::initializer_list<const char*> names) {
   return false;
 }
 
-// The element type of output `o` of a default-domain node by the per-op rules, from its
+// The element type of output `o` of a node typed_domain covers by the per-op rules, from its
 // inputs' types (kUndefined where the rules do not tell).
 template <typename InType>
 DataType output_type(const Node& node, size_t o, const InType& in_type) {
@@ -141,7 +148,8 @@ DataType output_type(const Node& node, size_t o, const InType& in_type) {
                                                                    "Sign",
                                                                    "Round",
                                                                    "CausalConvWithState",
-                                                                   "LinearAttention"};
+                                                                   "LinearAttention",
+                                                                   "FlexAttention"};
     if (same_as_input0.count(op)) t = in_type(0);
   }
   return t;
@@ -160,7 +168,7 @@ std::unordered_map<std::string, DataType> infer_elem_types(const Graph& g,
   for (const ValueInfo& vi : g.outputs) declare(vi);
   for (int i : order) {
     const Node& node = g.nodes[i];
-    if (!norm_domain(node.domain).empty()) continue;
+    if (!typed_domain(node)) continue;
     auto in_type = [&](size_t k) {
       if (k >= node.inputs.size() || node.inputs[k].empty()) return DataType::kUndefined;
       auto it = types.find(node.inputs[k]);
@@ -186,7 +194,7 @@ void check_declared_types(const Graph& g, const std::vector<int>& order) {
   for (int i : order) {
     const Node& node = g.nodes[i];
     // Dropout's mask is bool from opset 10 and the input's type before: not checked.
-    if (!norm_domain(node.domain).empty() || node.op_type == "Dropout") continue;
+    if (!typed_domain(node) || node.op_type == "Dropout") continue;
     auto in_type = [&](size_t k) {
       if (k >= node.inputs.size() || node.inputs[k].empty()) return DataType::kUndefined;
       auto it = types.find(node.inputs[k]);

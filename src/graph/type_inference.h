@@ -16,10 +16,10 @@ namespace ortlite {
 std::unordered_map<std::string, DataType> infer_elem_types(const Graph& g,
                                                            const std::vector<int>& order);
 
-// Throws InvalidGraph when an output of one of g's default-domain nodes has a declared
-// element type (a graph output or a value_info) other than the one its op gives from its
-// inputs' types, as far as infer_elem_types' rules tell (onnxruntime refuses such a model
-// at load too).
+// Throws InvalidGraph when an output of one of g's default-domain nodes (or of an
+// ai.onnx.preview FlexAttention node) has a declared element type (a graph output or a
+// value_info) other than the one its op gives from its inputs' types, as far as
+// infer_elem_types' rules tell (onnxruntime refuses such a model at load too).
 void check_declared_types(const Graph& g, const std::vector<int>& order);
 
 // Whether `op` is one of `names`.
