@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "compute/fast_kernels.h"
 #include "compute/gemm.h"
 #include "providers/cpu/nn/nn_common.h"
 
@@ -286,13 +287,18 @@ class FlexAttention final : public Kernel {
     return m;
   }
 
-  // Runs modifier m on `full` (the [B, Hq, L, S] tensor in C) and writes its result back.
+  // Runs modifier m on `buf` (the [B, Hq, L, S] tensor in C) and writes its result back
+  // there. A softmax precision of C's own type hands `buf` itself to the subgraph, which
+  // only reads its inputs.
   template <typename C>
   static void apply(const KernelContext& ctx, const Modifier& m, DataType sp, const Shape& shape,
-                    std::vector<C>& full) {
-    const int64_t n = static_cast<int64_t>(full.size());
-    Tensor in = Tensor::empty(sp, shape);
-    store_as<C>(sp, full.data(), in.raw_data(), n);
+                    Tensor& buf) {
+    const int64_t n = buf.numel();
+    Tensor in = buf;
+    if (sp != DataTypeOf<C>::value) {
+      in = Tensor::empty(sp, shape);
+      store_as<C>(sp, buf.data<C>(), in.raw_data(), n);
+    }
     std::vector<Value> args;
     args.emplace_back(std::move(in));
     std::vector<Value> out;
@@ -312,7 +318,7 @@ class FlexAttention final : public Kernel {
                    shape_to_string(r.shape()) + "; it must return the shape and element type " +
                    "of its input, " + dtype_name(sp) + " " + shape_to_string(shape));
     }
-    load_as<C>(sp, r.raw_data(), full.data(), n);
+    if (r.raw_data() != buf.raw_data()) load_as<C>(sp, r.raw_data(), buf.data<C>(), n);
   }
 
   // A: the type of Q @ K^T (double for double inputs, else float); C: the softmax
@@ -320,7 +326,7 @@ class FlexAttention final : public Kernel {
   template <typename A, typename C>
   void run(KernelContext& ctx, const Problem& p) const {
     const Shape score_shape{p.b, p.hq, p.sq, p.skv};
-    const int64_t total = element_count(ctx, score_shape, "the score tensor");
+    element_count(ctx, score_shape, "the score tensor");
     element_count(ctx, {p.b, p.hq, p.sq, p.ev}, "output Y");
     const int64_t block = p.sq * p.skv;
     const int64_t n_bh = p.b * p.hq;
@@ -357,18 +363,25 @@ class FlexAttention final : public Kernel {
         if (half != DataType::kUndefined) round_to(half, s, block);
       }
     };
-    // Softmax over each of `rows` rows of S values.
+    // Softmax over each of `rows` rows of S values: float through the vectorized row
+    // softmax of the Softmax kernel, double with std::exp. A row of -inf only (every key
+    // masked) gives NaN, as onnx's reference does.
     auto softmax_rows = [&](C* s, int64_t rows) {
+      if (p.skv == 0) return;
       for (int64_t i = 0; i < rows; ++i) {
         C* r = s + i * p.skv;
-        C mx = -std::numeric_limits<C>::infinity();
-        for (int64_t j = 0; j < p.skv; ++j) mx = std::max(mx, r[j]);
-        C sum = 0;
-        for (int64_t j = 0; j < p.skv; ++j) {
-          r[j] = std::exp(r[j] - mx);
-          sum += r[j];
+        if constexpr (std::is_same_v<C, float>) {
+          fast::softmax(r, r, p.skv, false);
+        } else {
+          C mx = -std::numeric_limits<C>::infinity();
+          for (int64_t j = 0; j < p.skv; ++j) mx = r[j] > mx ? r[j] : mx;
+          C sum = 0;
+          for (int64_t j = 0; j < p.skv; ++j) {
+            r[j] = std::exp(r[j] - mx);
+            sum += r[j];
+          }
+          for (int64_t j = 0; j < p.skv; ++j) r[j] /= sum;
         }
-        for (int64_t j = 0; j < p.skv; ++j) r[j] /= sum;
       }
       if constexpr (std::is_same_v<C, float>) {
         if (half != DataType::kUndefined) round_to(half, s, rows * p.skv);
@@ -408,19 +421,17 @@ class FlexAttention final : public Kernel {
       });
       return;
     }
-    std::vector<C> full(static_cast<size_t>(total));
-    for_each_product(ctx.thread_pool(), n_bh, flops, [&](int64_t bh, ThreadPool* tp) {
-      scores_block(bh, full.data() + bh * block, tp);
-    });
-    if (score_mod_) apply<C>(ctx, *score_mod_, p.sp, score_shape, full);
-    parallel_for(ctx.thread_pool(), n_bh * p.sq, static_cast<double>(p.skv) * 8,
-                 [&](int64_t begin, int64_t end) {
-                   softmax_rows(full.data() + begin * p.skv, end - begin);
-                 });
-    if (prob_mod_) apply<C>(ctx, *prob_mod_, p.sp, score_shape, full);
-    for_each_product(ctx.thread_pool(), n_bh, flops, [&](int64_t bh, ThreadPool* tp) {
-      pv_block(bh, full.data() + bh * block, tp);
-    });
+    Tensor buf = Tensor::empty(DataTypeOf<C>::value, score_shape);
+    C* full = buf.data<C>();
+    for_each_product(ctx.thread_pool(), n_bh, flops,
+                     [&](int64_t bh, ThreadPool* tp) { scores_block(bh, full + bh * block, tp); });
+    if (score_mod_) apply<C>(ctx, *score_mod_, p.sp, score_shape, buf);
+    parallel_for(
+        ctx.thread_pool(), n_bh * p.sq, static_cast<double>(p.skv) * 8,
+        [&](int64_t begin, int64_t end) { softmax_rows(full + begin * p.skv, end - begin); });
+    if (prob_mod_) apply<C>(ctx, *prob_mod_, p.sp, score_shape, buf);
+    for_each_product(ctx.thread_pool(), n_bh, flops,
+                     [&](int64_t bh, ThreadPool* tp) { pv_block(bh, full + bh * block, tp); });
   }
 
   bool has_scale_;
