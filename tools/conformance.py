@@ -75,14 +75,12 @@ def _case_operator(name, model):
     """The operator a case tests: the op_type of its node; for an `*_expanded` case, the
     operator of the case it expands; for another multi-node case, the node op_type that the
     case name starts with, else the last node's op_type."""
-    for suffix in ("_expanded_ver18", "_expanded"):
-        if name.endswith(suffix):
-            base_case = name[: -len(suffix)]
-            path = os.path.join(node_dir(), base_case, "model.onnx")
-            if os.path.exists(path):
-                import onnx
+    m = re.search(r"_expanded(_ver\d+)?$", name)
+    path = m and os.path.join(node_dir(), name[: m.start()], "model.onnx")
+    if path and os.path.exists(path):
+        import onnx
 
-                return _case_operator(base_case, onnx.load(path))
+        return _case_operator(name[: m.start()], onnx.load(path))
     ops = [n.op_type for n in model.graph.node]
     if not ops:
         return "(none)"
