@@ -273,7 +273,6 @@ class BatchNorm final : public Kernel {
   explicit BatchNorm(const KernelInfo& info) { attrs_.load(info, /*allow_training=*/true); }
 
   void compute(KernelContext& ctx) const override {
-    if (attrs_.training) return compute_training(ctx);
     const Tensor& X = ctx.required_input(0);
     const Tensor* params[4] = {&ctx.required_input(1), &ctx.required_input(2),
                                &ctx.required_input(3), &ctx.required_input(4)};
@@ -281,11 +280,12 @@ class BatchNorm final : public Kernel {
     if (!is_float_type(X.dtype()))
       ctx.fail(StatusCode::kNotImplemented,
                std::string("element type ") + dtype_name(X.dtype()) + " is not supported");
+    for (size_t i = 0; i < 4; ++i) attrs_.check_param(ctx, X, *params[i], i);
+    if (attrs_.training) return compute_training(ctx, X, params);
     const int64_t N = X.dim(0), C = X.dim(1);
     int64_t inner = 1;
     for (size_t i = 2; i < X.rank(); ++i) inner *= X.dim(i);
     const int64_t count = attrs_.param_count(X);
-    for (size_t i = 0; i < 4; ++i) attrs_.check_param(ctx, X, *params[i], i);
     Tensor& Y = ctx.allocate_output(0, X.dtype(), X.shape());
     if (Y.numel() == 0) return;
     ThreadPool* pool = ctx.thread_pool();
@@ -332,15 +332,8 @@ class BatchNorm final : public Kernel {
   // element in double, rounded once. The optional outputs running_mean / running_var
   // (input_mean's and input_var's element type) are input_mean * momentum + mean * (1 -
   // momentum), and likewise for the variance.
-  void compute_training(KernelContext& ctx) const {
-    const Tensor& X = ctx.required_input(0);
-    const Tensor* params[4] = {&ctx.required_input(1), &ctx.required_input(2),
-                               &ctx.required_input(3), &ctx.required_input(4)};
-    attrs_.check_x(ctx, X);
-    if (!is_float_type(X.dtype()))
-      ctx.fail(StatusCode::kNotImplemented,
-               std::string("element type ") + dtype_name(X.dtype()) + " is not supported");
-    for (size_t i = 0; i < 4; ++i) attrs_.check_param(ctx, X, *params[i], i);
+  // X and params as compute() checked them.
+  void compute_training(KernelContext& ctx, const Tensor& X, const Tensor* const* params) const {
     const int64_t N = X.dim(0), C = X.dim(1);
     int64_t inner = 1;
     for (size_t i = 2; i < X.rank(); ++i) inner *= X.dim(i);
