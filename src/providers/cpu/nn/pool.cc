@@ -240,10 +240,11 @@ ORTLITE_NN_CLONES512 bool any_bits_equal(const T* p, int64_t n, U v) {
 // The windowed max pools skip NaN inputs (a comparison `v > acc` never lets a NaN win) and
 // start from -inf, so an all-NaN window comes out -inf; onnxruntime and onnx's MaxPool
 // give NaN there. Outputs of -inf are rare: each one's window is read again, and set to NaN
-// when it has taps and all of them are NaN. Run on outputs [o_begin, o_end) right after they
-// were written, while in the cache (on the whole output after the pool, a 1x64x56x56 output
-// added 14% to a 2x2 pool; the AVX-512 kernels compare their results with -inf in registers
-// and call it for a row that has one), blocks of kBitsBlock checked at once.
+// when it has taps and all of them are NaN. The kernels call it on outputs [o_begin, o_end)
+// only when they saw a -inf there (the AVX-512 ones compare their results with -inf in
+// registers, the row kernel tests each group of rows from the cache; a pass over the whole
+// output after the pool added 14% to a 2x2 pool of 1x64x112x112), blocks of kBitsBlock
+// checked at once.
 template <typename T>
 void max_pool_nan_windows(const Geo3& g, const T* x, T* y, int64_t o_begin, int64_t o_end) {
   if constexpr (std::is_floating_point_v<T>) {
