@@ -18,44 +18,13 @@
 #endif
 
 #include "providers/cpu/nn/nn_common.h"
+#include "providers/cpu/nn/pool_internal.h"
 #include "providers/shared/pool_attrs.h"
-#include "compute/conv_avx512.h"
 #include "compute/simd.h"
 
 namespace ortlite {
 namespace nn {
 namespace {
-
-// Geometry viewed as 3-D.
-struct Geo3 {
-  size_t rank;  // real spatial axes (the last `rank` of the 3)
-  int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
-  int64_t in_size, out_size;
-};
-
-Geo3 to_geo3(const SpatialGeometry& g) {
-  Geo3 r;
-  const size_t n = g.rank;
-  r.rank = n;
-  for (size_t i = 0; i < 3; ++i) {
-    if (i < 3 - n) {
-      r.in[i] = r.out[i] = r.k[i] = r.s[i] = r.d[i] = 1;
-      r.pb[i] = r.pe[i] = 0;
-    } else {
-      const size_t j = i - (3 - n);
-      r.in[i] = g.in[j];
-      r.out[i] = g.out[j];
-      r.k[i] = g.kernel[j];
-      r.s[i] = g.stride[j];
-      r.d[i] = g.dilation[j];
-      r.pb[i] = g.pad_begin[j];
-      r.pe[i] = g.pad_end[j];
-    }
-  }
-  r.in_size = r.in[0] * r.in[1] * r.in[2];
-  r.out_size = r.out[0] * r.out[1] * r.out[2];
-  return r;
-}
 
 // Where a max starts: -inf for floating types (a window of -inf values has the maximum
 // -inf), the lowest value for integers.
@@ -163,20 +132,6 @@ int64_t pool2d_phase_len(const Geo3& g) {
   return ((g.out[2] + 15) / 16 * 16 + (pool2d_extent(g) - 1) / g.s[2] + 15) / 16 * 16;
 }
 
-// The taps k in [0, k) of a window starting at input index `start` (tap k at start + k * d)
-// that lie inside [0, in): the first one's index and their count.
-inline void inside_taps(int64_t start, int64_t k, int64_t d, int64_t in, int64_t& first,
-                        int64_t& count) {
-  const int64_t k_lo = start < 0 ? (-start + d - 1) / d : 0;
-  const int64_t k_hi = start < in ? std::min(k, (in - start + d - 1) / d) : 0;
-  first = start + k_lo * d;
-  count = std::max<int64_t>(0, k_hi - k_lo);
-}
-// The taps of that window inside the padded input [.., in + pad_end) (opset 19's divisor).
-inline int64_t padded_taps(int64_t start, int64_t k, int64_t d, int64_t in, int64_t pad_end) {
-  const int64_t end = std::min(start + k * d, in + pad_end);
-  return end > start ? std::min(k, 1 + (end - start - 1) / d) : 0;
-}
 int64_t pool2d_slot(const Geo3& g) {
   return pool2d_width(g) + g.s[2] * pool2d_phase_len(g) + 16;
 }
@@ -221,70 +176,6 @@ __attribute__((always_inline)) inline void lanes(const V& lo, const V& hi, int o
 // its ISA below: GCC splits a vector wider than the ISA's registers element by element where
 // it selects (`v > acc ? v : acc`), which made the AVX2 build of a 16-lane loop 3-4x slower
 // than onnxruntime's MaxPool.
-// Whether the bits of any of p[0, n) are v: -inf found by its bit pattern, an integer compare that
-// vectorizes (a float compare into a bool did not, and took twice the pool's time), in
-// blocks of kBitsBlock values.
-constexpr int64_t kBitsBlock = 256;
-template <typename T, typename U>
-ORTLITE_NN_CLONES512 bool any_bits_equal(const T* p, int64_t n, U v) {
-  static_assert(sizeof(T) == sizeof(U), "one value, one integer");
-  U hit = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    U u;
-    std::memcpy(&u, p + i, sizeof(U));
-    hit |= static_cast<U>(u == v);
-  }
-  return hit != 0;
-}
-
-// The windowed max pools skip NaN inputs (a comparison `v > acc` never lets a NaN win) and
-// start from -inf, so an all-NaN window comes out -inf; onnxruntime and onnx's MaxPool
-// give NaN there. Outputs of -inf are rare: each one's window is read again, and set to NaN
-// when it has taps and all of them are NaN. The kernels call it on outputs [o_begin, o_end)
-// only when they saw a -inf there (the AVX-512 ones compare their results with -inf in
-// registers, the row kernel tests each group of rows from the cache; a pass over the whole
-// output after the pool added 14% to a 2x2 pool of 1x64x112x112), blocks of kBitsBlock
-// checked at once.
-template <typename T>
-void max_pool_nan_windows(const Geo3& g, const T* x, T* y, int64_t o_begin, int64_t o_end) {
-  if constexpr (std::is_floating_point_v<T>) {
-    const T ninf = -std::numeric_limits<T>::infinity();
-    using U = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
-    U ninf_bits;
-    std::memcpy(&ninf_bits, &ninf, sizeof(U));
-    for (int64_t b = o_begin; b < o_end; b += kBitsBlock) {
-      const int64_t e = std::min<int64_t>(b + kBitsBlock, o_end);
-      if (!any_bits_equal(y + b, e - b, ninf_bits)) continue;
-      for (int64_t i = b; i < e; ++i) {
-        if (!(y[i] == ninf)) continue;
-        const int64_t c = i / g.out_size, r = i % g.out_size;
-        const int64_t o2 = r % g.out[2], o1 = (r / g.out[2]) % g.out[1],
-                      o0 = r / (g.out[2] * g.out[1]);
-        const T* xc = x + c * g.in_size;
-        bool tap = false, number = false;
-        for (int64_t k0 = 0; k0 < g.k[0] && !number; ++k0) {
-          const int64_t i0 = o0 * g.s[0] - g.pb[0] + k0 * g.d[0];
-          if (i0 < 0 || i0 >= g.in[0]) continue;
-          for (int64_t k1 = 0; k1 < g.k[1] && !number; ++k1) {
-            const int64_t i1 = o1 * g.s[1] - g.pb[1] + k1 * g.d[1];
-            if (i1 < 0 || i1 >= g.in[1]) continue;
-            for (int64_t k2 = 0; k2 < g.k[2] && !number; ++k2) {
-              const int64_t i2 = o2 * g.s[2] - g.pb[2] + k2 * g.d[2];
-              if (i2 < 0 || i2 >= g.in[2]) continue;
-              const T v = xc[(i0 * g.in[1] + i1) * g.in[2] + i2];
-              tap = true;
-              number = v == v;
-            }
-          }
-        }
-        if (tap && !number) y[i] = std::numeric_limits<T>::quiet_NaN();
-      }
-    }
-  } else {
-    (void)g, (void)x, (void)y, (void)o_begin, (void)o_end;
-  }
-}
-
 template <int N>
 __attribute__((always_inline)) inline void pool2d_rows_impl(const Geo3& g, bool is_max,
                                                             int include_pad_mode, const float* cdiv,
@@ -980,166 +871,6 @@ ORTLITE_NN_TARGET_AVX512 void pool_s1_avx512(const Geo3& g, const float* x, floa
 #pragma GCC diagnostic pop
 #endif
 
-// Whether the AVX-512F MaxPool kernels below may run on this CPU (and ORTLITE_FAST_ISA lets
-// them).
-bool max_pool_avx512_cpu() {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-  static const bool cpu = fast_isa_cap() >= 2 && __builtin_cpu_supports("avx512f");
-  return cpu;
-#else
-  return false;
-#endif
-}
-
-// Small planes with short rows (2-D, float, any kernel, stride, padding, dilation,
-// ceil_mode): 16 channels at a time with the channels in the lanes. The block's planes are
-// transposed into rows of 16 channels a pixel, each output is its window's taps (a table of
-// pixel offsets made once a call) combined as whole vectors, and the outputs are transposed
-// back. The row kernels' per-row set-up cost more than the pooling on rows of up to 32
-// outputs (1x256x14x14 2x2 stride 2 pads 1, 1x64x56x56 3x3 stride 3 pads 1: 0.5-0.6x
-// onnxruntime's speed). The same taps in the same order as the row kernels (column by
-// column, the rows of a column in order): max(v, acc) keeps acc when v is NaN, and sums are
-// the row kernels' sums, divided the same way.
-struct PoolTaps {
-  std::vector<int32_t> off;  // per output, k1 * k2 slots: a tap's pixel, or -1 (outside)
-  std::vector<float> div;    // per output: the divisor (average), or 0 where no tap counts
-  int64_t k = 0;             // slots per output
-};
-PoolTaps pool_taps(const Geo3& g, bool is_max, int include_pad_mode) {
-  PoolTaps t;
-  t.k = g.k[1] * g.k[2];
-  const int64_t n = g.out[1] * g.out[2];
-  t.off.assign(static_cast<size_t>(n * t.k), -1);
-  t.div.assign(static_cast<size_t>(n), 0.0f);
-  for (int64_t o1 = 0; o1 < g.out[1]; ++o1) {
-    const int64_t st1 = o1 * g.s[1] - g.pb[1];
-    int64_t f1, n1;
-    inside_taps(st1, g.k[1], g.d[1], g.in[1], f1, n1);
-    for (int64_t o2 = 0; o2 < g.out[2]; ++o2) {
-      const int64_t st2 = o2 * g.s[2] - g.pb[2], o = o1 * g.out[2] + o2;
-      int64_t f2, n2;
-      inside_taps(st2, g.k[2], g.d[2], g.in[2], f2, n2);
-      // Column-major slots: tap (r, q) at q * k1 + r.
-      for (int64_t q = 0; q < g.k[2]; ++q) {
-        const int64_t i2 = st2 + q * g.d[2];
-        if (i2 < 0 || i2 >= g.in[2]) continue;
-        for (int64_t r = 0; r < g.k[1]; ++r) {
-          const int64_t i1 = st1 + r * g.d[1];
-          if (i1 < 0 || i1 >= g.in[1]) continue;
-          t.off[static_cast<size_t>(o * t.k + q * g.k[1] + r)] =
-              static_cast<int32_t>(i1 * g.in[2] + i2);
-        }
-      }
-      if (is_max) continue;
-      int64_t d;
-      if (include_pad_mode == 0) {
-        d = n1 * n2;
-      } else if (include_pad_mode == 1) {
-        d = g.k[1] * g.k[2];
-      } else {
-        d = padded_taps(st1, g.k[1], g.d[1], g.in[1], g.pe[1]) *
-            padded_taps(st2, g.k[2], g.d[2], g.in[2], g.pe[2]);
-      }
-      // The row kernels give 0 for a window with no input row or column.
-      t.div[static_cast<size_t>(o)] = n1 * n2 > 0 ? static_cast<float>(d) : 0.0f;
-    }
-  }
-  return t;
-}
-
-bool pool_small_ok(const Geo3& g, int64_t channels) {
-  return max_pool_avx512_cpu() && g.k[0] == 1 && g.in[0] == 1 && g.out[0] == 1 && g.out[2] <= 32 &&
-         g.in_size <= 4096 && channels >= 16 && g.k[1] * g.k[2] <= 64 && g.out[1] * g.out[2] > 0;
-}
-
-// Rows of up to 8 outputs take pool_small before the 2x2 / 3x3 stride-2 and stride-1
-// kernels too (1 thread, 1x512x7x7 3x3 stride 2 pads 1: 6.7 against 35 us; 1x256x14x14 2x2
-// stride 2: 16 against 21; longer rows were faster there: 1x128x28x28 3x3 stride 2 30
-// against 36, 2x2 18 against 31, 1x128x20x20 5x5 stride 1 82 against 115).
-bool pool_small_first(const Geo3& g, int64_t channels) {
-  return pool_small_ok(g, channels) && g.out[2] <= 8;
-}
-
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-// Channels [c0, c1) (c1 - c0 <= 16) of x into y; buf holds (in_size + out_size) * 16 floats.
-// Returns whether a max output came out -inf.
-ORTLITE_NN_TARGET_AVX512 bool pool_small_block(const Geo3& g, const PoolTaps& t, bool is_max,
-                                               const float* x, float* y, int64_t c0, int64_t c1,
-                                               float* buf) {
-  const int cn = static_cast<int>(c1 - c0);
-  const int64_t in_size = g.in_size, out_size = g.out[1] * g.out[2];
-  float* T = buf;                 // in_size x 16: pixel p's channels at T + 16 p
-  float* O = buf + 16 * in_size;  // out_size x 16
-  for (int64_t p = 0; p < in_size; p += 16)
-    nn::cvx::transpose16(x + c0 * in_size + p, in_size, cn,
-                         static_cast<int>(std::min<int64_t>(16, in_size - p)), T + 16 * p, 16);
-  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  const __mmask16 lanes = static_cast<__mmask16>((1u << cn) - 1);
-  __mmask16 hit = 0;
-  const int64_t k = t.k, k1 = g.k[1];
-  for (int64_t o = 0; o < out_size; ++o) {
-    const int32_t* off = t.off.data() + o * k;
-    __m512 acc;
-    if (is_max) {
-      acc = ninf;
-      for (int64_t j = 0; j < k; ++j)
-        if (off[j] >= 0) acc = _mm512_max_ps(_mm512_loadu_ps(T + 16 * off[j]), acc);
-      hit |= _mm512_mask_cmp_ps_mask(lanes, acc, ninf, _CMP_EQ_OQ);
-    } else {
-      // Each column's rows summed in order, then the columns from the first: the row
-      // kernels' order.
-      acc = _mm512_setzero_ps();
-      bool first = true;
-      for (int64_t q = 0; q < k; q += k1) {
-        __m512 col = _mm512_setzero_ps();
-        bool any = false;
-        for (int64_t r = 0; r < k1; ++r) {
-          if (off[q + r] < 0) continue;
-          const __m512 v = _mm512_loadu_ps(T + 16 * off[q + r]);
-          col = any ? _mm512_add_ps(col, v) : v;
-          any = true;
-        }
-        if (!any) continue;
-        acc = first ? col : _mm512_add_ps(acc, col);
-        first = false;
-      }
-      const float d = t.div[static_cast<size_t>(o)];
-      acc = d > 0.0f ? _mm512_div_ps(acc, _mm512_set1_ps(d)) : _mm512_setzero_ps();
-    }
-    _mm512_storeu_ps(O + 16 * o, acc);
-  }
-  for (int64_t o = 0; o < out_size; o += 16)
-    nn::cvx::transpose16(O + 16 * o, 16, static_cast<int>(std::min<int64_t>(16, out_size - o)), cn,
-                         y + c0 * out_size + o, out_size);
-  return hit != 0;
-}
-#pragma GCC diagnostic pop
-#endif
-
-void pool_small(const Geo3& g, bool is_max, int include_pad_mode, const float* x, float* y,
-                int64_t channels, ThreadPool* pool) {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-  const PoolTaps t = pool_taps(g, is_max, include_pad_mode);
-  const int64_t out_size = g.out[1] * g.out[2], blocks = (channels + 15) / 16;
-  const size_t need = static_cast<size_t>(16 * (g.in_size + out_size));
-  parallel_for(pool, blocks, 16.0 * static_cast<double>(g.in_size + out_size * t.k),
-               [&](int64_t b0, int64_t b1) {
-                 thread_local std::vector<float> buf;
-                 if (buf.size() < need) buf.resize(need);
-                 for (int64_t b = b0; b < b1; ++b) {
-                   const int64_t c0 = 16 * b, c1 = std::min(c0 + 16, channels);
-                   if (pool_small_block(g, t, is_max, x, y, c0, c1, buf.data()))
-                     max_pool_nan_windows(g, x, y, c0 * out_size, c1 * out_size);
-                 }
-               });
-#else
-  (void)g, (void)is_max, (void)include_pad_mode, (void)x, (void)y, (void)channels, (void)pool;
-#endif
-}
-
 // Whether pool_2x2s2_avx512 takes the geometry, on this CPU.
 bool pool_2x2s2_ok(const Geo3& g) {
   return max_pool_avx512_cpu() && g.k[0] == 1 && g.in[0] == 1 && g.k[1] == 2 && g.k[2] == 2 &&
@@ -1421,6 +1152,15 @@ KernelFactory pool_factory() {
 }
 
 }  // namespace
+
+bool max_pool_avx512_cpu() {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  static const bool cpu = fast_isa_cap() >= 2 && __builtin_cpu_supports("avx512f");
+  return cpu;
+#else
+  return false;
+#endif
+}
 
 void register_pool(KernelRegistry& r) {
   // MaxPool: 8 adds Indices + storage_order, 10 dilations + ceil_mode, 11 pads doc,

@@ -10,8 +10,8 @@
 //   FusedConv (com.ortlite)             conv.cc
 //   FusedConv (com.microsoft)           conv.cc
 //   FusedExpandDepthwise (com.ortlite)  conv.cc
-//   MaxPool                             pool.cc
-//   AveragePool                         pool.cc
+//   MaxPool                             pool.cc, pool_small.cc
+//   AveragePool                         pool.cc, pool_small.cc
 //   GlobalMaxPool                       pool.cc
 //   GlobalAveragePool                   pool.cc
 //   BatchNormalization                  normalization.cc
