@@ -506,6 +506,7 @@ def reduce_cases():
         ("ReduceSum", "middle 197x256x12 axis 1", (197, 256, 12), [1], 1),
         ("ReduceSum", "axes 0,2 of 77x77x16x4", (77, 77, 16, 4), [0, 2], 1),
         ("ReduceMean", "axes 1,3 of 16x8x16x8x4", (16, 8, 16, 8, 4), [1, 3], 1),
+        ("ReduceMax", "axes 1,3 of 4x128x16x8", (4, 128, 16, 8), [1, 3], 1),
     ]
     for op, label, xs, axes, keep in specs:
         rng = _rng(op + label)

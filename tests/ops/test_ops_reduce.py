@@ -769,3 +769,40 @@ def test_reduce_short_columns_over_several_axes(op, dtype, shape, axes):
         assert got.dtype == dtype and got.shape == want.shape
         rtol = 2e-6 if dtype == np.float32 else 1e-12
         np.testing.assert_allclose(got, want.astype(dtype), rtol=rtol, atol=rtol)
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceSumSquare", "ReduceL1",
+                                "ReduceL2", "ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,axes", [
+    ((4, 128, 16, 8), [1, 3]), ((3, 5, 7, 3), [1, 3]), ((2, 9, 4, 5), [1, 3]),
+    ((2, 3, 4, 5, 6), [1, 2, 4]), ((5, 6, 2, 7), [0, 3]), ((8, 2, 3), [0, 2]),
+    ((2, 7, 3, 11, 15), [1, 2, 4]),
+])
+def test_reduce_short_reduced_segments_below_a_kept_axis(op, dtype, shape, axes):
+    """A short innermost reduced axis (< 16 values) right below a kept one, with reduced
+    axes further out: the K kept x S reduced values of each outer position are stepped as
+    columns, then each output combines its S columns. Against numpy in float64 (Max / Min
+    exactly, a NaN included), at 1 and 2 threads."""
+    rng = np.random.default_rng(sum(shape) + len(axes))
+    x = (rng.standard_normal(shape) + 0.25).astype(dtype)
+    if op in ("ReduceMax", "ReduceMin"):
+        # Every value below (Max) or above (Min) 0, so that no seed of 0 would pass.
+        x += dtype(-10 if op == "ReduceMax" else 10)
+        x.reshape(-1)[rng.integers(0, x.size, 2)] = np.nan
+    x64 = x.astype(np.float64)
+    ax = tuple(axes)
+    want = {"ReduceSum": lambda: x64.sum(ax), "ReduceMean": lambda: x64.mean(ax),
+            "ReduceSumSquare": lambda: (x64 * x64).sum(ax),
+            "ReduceL1": lambda: abs(x64).sum(ax),
+            "ReduceL2": lambda: np.sqrt((x64 * x64).sum(ax)),
+            "ReduceMax": lambda: x64.max(ax), "ReduceMin": lambda: x64.min(ax)}[op]()
+    m = reduce_model(op, dtype, shape, axes, 0, 18)
+    for threads in (1, 2):
+        (got,) = run_lite(m, {"x": x}, threads)
+        assert got.dtype == dtype and got.shape == want.shape
+        if op in ("ReduceMax", "ReduceMin"):
+            np.testing.assert_array_equal(got, want.astype(dtype))
+        else:
+            rtol = 2e-6 if dtype == np.float32 else 1e-12
+            np.testing.assert_allclose(got, want.astype(dtype), rtol=rtol, atol=rtol)
