@@ -2796,6 +2796,12 @@ SMALL_PLANE_POOLS = [
     ((1, 64, 14, 14), dict(kernel_shape=[2, 2], strides=[2, 2])),
     ((1, 24, 8, 8), dict(kernel_shape=[4, 4], strides=[4, 4], pads=[3, 3, 3, 3])),
     ((1, 16, 20, 24), dict(kernel_shape=[3, 3], strides=[2, 2], dilations=[2, 2])),
+    ((1, 20, 56, 56), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])),
+    ((1, 18, 40, 39), dict(kernel_shape=[5, 5], strides=[2, 2], pads=[2, 2, 2, 2])),
+    ((1, 32, 9, 9), dict(kernel_shape=[7, 7], strides=[2, 2], pads=[3, 3, 3, 3], ceil_mode=1)),
+    ((1, 17, 20, 20), dict(kernel_shape=[13, 13], pads=[6, 6, 6, 6])),
+    ((1, 16, 13, 30), dict(kernel_shape=[2, 5], strides=[1, 3], pads=[1, 0, 0, 4],
+                           dilations=[3, 2])),
 ]
 
 

@@ -128,12 +128,12 @@ void max_pool_nan_windows(const Geo3& g, const T* x, T* y, int64_t o_begin, int6
 // Whether the AVX-512F pooling kernels may run on this CPU (and ORTLITE_FAST_ISA lets them).
 bool max_pool_avx512_cpu();
 
-// pool_small.cc: 2-D float MaxPool / AveragePool on small planes with short rows, 16
+// pool_small.cc: 2-D float MaxPool / AveragePool on planes of up to 4096 pixels, 16
 // channels at a time with the channels in the lanes. include_pad_mode as pool2d_f32's: 0
 // excludes padding from the divisor, 1 divides by the kernel size, 2 by the taps inside the
 // padded input (opset 19).
 bool pool_small_ok(const Geo3& g, int64_t channels);
-// Whether it also goes before the stride-2 and stride-1 kernels (rows of up to 8 outputs).
+// Whether it also goes before the 2x2 / 3x3 stride-2 kernels (rows of up to 8 outputs).
 bool pool_small_first(const Geo3& g, int64_t channels);
 void pool_small(const Geo3& g, bool is_max, int include_pad_mode, const float* x, float* y,
                 int64_t channels, ThreadPool* pool);
