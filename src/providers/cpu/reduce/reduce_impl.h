@@ -631,11 +631,33 @@ class Reducer {
   // Max / Min of float or double: the rows into acc[0..len) through the AVX-512 / AVX2
   // clones of simd::extremum_columns (this file's loops are built for the baseline ISA: 0.66
   // of onnxruntime's speed on [512, 7, 64] over 7). False for the other ops and types.
-  bool extremum_columns(int64_t base, int64_t R, Acc* acc, int64_t len, Odometer& ro_outer) const {
+  // Short columns whose rows are contiguous (float) go through simd::extremum_column_chunks,
+  // all their runs of rows in one call (their offsets in chunk_offs).
+  bool extremum_columns(int64_t base, int64_t R, Acc* acc, int64_t len, Odometer& ro_outer,
+                        std::vector<int64_t>& chunk_offs) const {
     if constexpr ((Op::kVec == VecKind::kMax || Op::kVec == VecKind::kMin) &&
                   (std::is_same_v<T, float> || std::is_same_v<T, double>)&&std::is_same_v<Acc, T>) {
       const int64_t rows = L_.rdims.back();
       const int64_t stride = L_.rstrides.back();
+      if constexpr (std::is_same_v<T, float>) {
+        // From four vectors of values, where len divides 16 (the lanes fold in registers), for
+        // several runs of fewer than 16 rows (else a scalar loop), or where the values outnumber
+        // the fold's lanes (16 len / gcd(len, 16)) 64 times; a call a run was faster for the rest
+        // (14 columns of [64, 64, 14] over 64 rows: the chunks' fold of 112 lanes took 2.4x).
+        if (len < kLanes && stride == len && R * len >= 4 * kLanes &&
+            (kLanes % len == 0 || (rows < kLanes && R >= 2 * rows) ||
+             R * len >= 64 * kLanes * (len / std::gcd(len, kLanes)))) {
+          chunk_offs.resize(static_cast<size_t>(R / rows));
+          ro_outer.seek(0);
+          for (int64_t& off : chunk_offs) {
+            off = ro_outer.offset();
+            ro_outer.next();
+          }
+          if (simd::extremum_column_chunks(Op::kVec == VecKind::kMax, x_ + base, chunk_offs.data(),
+                                           R / rows, rows, acc, len))
+            return true;
+        }
+      }
       // Below 16 columns a call a run of rows costs more than it saves, except for float
       // on AVX-512 (a masked vector, the state in a register).
       if (len < kLanes &&
@@ -647,7 +669,7 @@ class Reducer {
                                rows, acc, len);
       return true;
     } else {
-      (void)base, (void)R, (void)acc, (void)len, (void)ro_outer;
+      (void)base, (void)R, (void)acc, (void)len, (void)ro_outer, (void)chunk_offs;
       return false;
     }
   }
@@ -729,7 +751,7 @@ class Reducer {
                                              rows, acc, len);
                          }
                        }
-                     } else if (extremum_columns(base, R, acc, len, ro_outer)) {
+                     } else if (extremum_columns(base, R, acc, len, ro_outer, chunk_offs)) {
                      } else if (!Op::kUsesParam && len == K && few_columns_fit(K, R) &&
                                 L_.rdims.size() == 1 && L_.rstrides[0] == K) {
                        few_columns(x_ + base, R, K, acc);

@@ -400,6 +400,7 @@ __attribute__((target("avx512f"))) void add_columns_f32_avx512(const float* x, i
 #pragma GCC diagnostic push
 // GCC 12's AVX-512 headers start some intrinsics from an undefined vector.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 // extremum_columns_body over float with AVX-512 intrinsics: four, then one vector of
 // columns at a time go down all the rows with their state in registers, the last columns in
 // a masked vector. In the generic body the state went through acc, each row's load waiting
@@ -450,6 +451,83 @@ __attribute__((target("avx512f"))) void extremum_columns_f32_avx512(const float*
     }
     for (; r < rows; ++r, p += stride) a = extremum_step<kMax>(a, _mm512_maskz_loadu_ps(m, p));
     _mm512_mask_storeu_ps(acc + i, m, a);
+  }
+}
+// extremum_column_chunks over AVX-512: NV vectors a group of 16 NV / n rows (each vector's
+// lane l holds column (16 j + l) % n, NV a multiple of n / gcd(n, 16)), the state in
+// registers across all the chunks, the rows after a chunk's last group in masked vectors;
+// then each lane into its column's acc, the same step. Through a call a run of rows (or the
+// scalar loop below 16 rows) [16, 8, 16, 8, 4] over axes 1 and 3 ran at 0.53 of
+// onnxruntime's speed.
+template <bool kMax, int NV>
+__attribute__((target("avx512f"))) void extremum_column_chunks_f32_avx512(
+    const float* x, const int64_t* offs, int64_t chunks, int64_t rows, float* acc, int64_t n) {
+  const int64_t per = 16 * NV / n, full = rows / per * per, rem = (rows - full) * n;
+  const __m512 id = _mm512_set1_ps(kMax ? -std::numeric_limits<float>::infinity()
+                                        : std::numeric_limits<float>::infinity());
+  __m512 a[NV];
+#pragma GCC unroll 8
+  for (int j = 0; j < NV; ++j) a[j] = id;
+  for (int64_t c = 0; c < chunks; ++c) {
+    const float* p = x + offs[c];
+    for (int64_t r = 0; r < full; r += per, p += 16 * NV) {
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) a[j] = extremum_step<kMax>(a[j], _mm512_loadu_ps(p + 16 * j));
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) {
+      if (16 * j >= rem) break;
+      const __mmask16 m = rem - 16 * j >= 16 ? static_cast<__mmask16>(0xFFFF)
+                                             : static_cast<__mmask16>((1u << (rem - 16 * j)) - 1);
+      a[j] = _mm512_mask_mov_ps(a[j], m,
+                                extremum_step<kMax>(a[j], _mm512_maskz_loadu_ps(m, p + 16 * j)));
+    }
+  }
+  int nv = NV;
+  if constexpr (NV == 4) {
+    // n divides 16: the four vectors into one, then the lanes of a column into its first
+    // lanes by halving (lanes l and l + 8, l + 4, l + 2, l + 1 while n is below that).
+    __m512 v =
+        extremum_step<kMax>(extremum_step<kMax>(a[0], a[1]), extremum_step<kMax>(a[2], a[3]));
+    if (n <= 8) v = extremum_step<kMax>(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+    if (n <= 4) v = extremum_step<kMax>(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+    if (n <= 2) v = extremum_step<kMax>(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
+    if (n <= 1) v = extremum_step<kMax>(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));
+    a[0] = v;
+    nv = 1;
+  }
+  int64_t col = 0;
+  for (int j = 0; j < nv; ++j) {
+    float t[16];
+    _mm512_storeu_ps(t, a[j]);
+    const int lanes = NV == 4 ? static_cast<int>(n) : 16;
+    for (int l = 0; l < lanes; ++l, col = col + 1 == n ? 0 : col + 1) {
+      const float v = t[l], prev = acc[col];
+      const float m = kMax ? (v > prev ? v : prev) : (v < prev ? v : prev);
+      acc[col] = v != v ? v : m;
+    }
+  }
+}
+template <bool kMax>
+__attribute__((target("avx512f"))) bool extremum_column_chunks_f32(const float* x,
+                                                                   const int64_t* offs,
+                                                                   int64_t chunks, int64_t rows,
+                                                                   float* acc, int64_t n) {
+  switch (n / std::gcd(n, int64_t{16})) {
+    case 1:  // four vectors: four steps in flight
+      extremum_column_chunks_f32_avx512<kMax, 4>(x, offs, chunks, rows, acc, n);
+      return true;
+    case 3:
+      extremum_column_chunks_f32_avx512<kMax, 3>(x, offs, chunks, rows, acc, n);
+      return true;
+    case 5:
+      extremum_column_chunks_f32_avx512<kMax, 5>(x, offs, chunks, rows, acc, n);
+      return true;
+    case 7:
+      extremum_column_chunks_f32_avx512<kMax, 7>(x, offs, chunks, rows, acc, n);
+      return true;
+    default:
+      return false;
   }
 }
 #pragma GCC diagnostic pop
@@ -727,6 +805,16 @@ void extremum_columns(bool kMax, const float* x, int64_t stride, int64_t rows, f
   }
 #endif
   extremum_columns_f32_generic(kMax, x, stride, rows, acc, n);
+}
+bool extremum_column_chunks(bool kMax, const float* x, const int64_t* offs, int64_t chunks,
+                            int64_t rows, float* acc, int64_t n) {
+#if defined(__GNUC__) && defined(__x86_64__)
+  if (n >= 1 && n < 16 && extremum_columns_any_width())
+    return kMax ? extremum_column_chunks_f32<true>(x, offs, chunks, rows, acc, n)
+                : extremum_column_chunks_f32<false>(x, offs, chunks, rows, acc, n);
+#endif
+  (void)kMax, (void)x, (void)offs, (void)chunks, (void)rows, (void)acc, (void)n;
+  return false;
 }
 ORTLITE_NN_CLONES512 void extremum_columns(bool kMax, const double* x, int64_t stride, int64_t rows,
                                            double* acc, int64_t n) {

@@ -70,6 +70,13 @@ void extremum_columns(bool kMax, const float* x, int64_t stride, int64_t rows, f
 void extremum_columns(bool kMax, const double* x, int64_t stride, int64_t rows, double* acc,
                       int64_t n);
 
+// acc[i] = max (kMax) or min of acc[i] and x[offs[c] + r * n + i] over chunks c and rows r,
+// for i < n < 16, a NaN winning and sticking: the column-mode step of float max / min when
+// the innermost reduced dim lies right above a short innermost kept one (each chunk one run
+// of the reduced dims above). False (acc untouched) where it has no kernel for this CPU or n.
+bool extremum_column_chunks(bool kMax, const float* x, const int64_t* offs, int64_t chunks,
+                            int64_t rows, float* acc, int64_t n);
+
 float max_f32(const float* x, int64_t n);
 float min_f32(const float* x, int64_t n);
 double max_f64(const double* x, int64_t n);
