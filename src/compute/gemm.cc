@@ -64,6 +64,18 @@ constexpr double kFullTileProduct = double(1 << 25);
 constexpr int64_t kFewRows = 32;
 constexpr double kFewRowsBytes = 12.0 * (1 << 20);
 
+// Narrow products (8 <= N < 32 columns, at least 32 rows) of 2^20 multiply-adds and more
+// (10 to 16 columns; 2^22 for 8 or 9, 2^23 above 16) go to the fused GEMM in place too: the BLAS
+// ran them at a fraction of its speed on wider ones. 1 thread, BLAS / in place: 512 x 1000 x 10 222
+// / 162 us, 2048 x 256 x 10 270 / 189, 128 x 1000 x 16 55 / 42, 2048 x 1000 x 8 832 / 652, 2048 x
+// 1000 x 24 1694 / 1332. Below those sizes and below 8 columns the BLAS was as fast or faster (512
+// x 64 x 10 11.2 / 13.6, 128 x 256 x 8 6.7 / 12.2, 2048 x 256 x 4 158 / 185: the in-place tile
+// computes 16 columns).
+bool narrow_product(int64_t M, int64_t N, double work) {
+  if (M < 32 || N < 8 || N >= 32) return false;
+  return work >= (N < 10 ? 4.0 : N <= 16 ? 1.0 : 8.0) * kFullTileMin;
+}
+
 struct Dispatch {
   const GemmKernelTable<float>* f32;
   const GemmKernelTable<double>* f64;
@@ -436,10 +448,11 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha
   const bool full_tiles = M >= 32 && N % 32 == 0 && K >= 64 && work >= kFullTileMin;
   const double b_bytes = std::max(b_stream, 4.0 * static_cast<double>(K) * static_cast<double>(N));
   const bool few_rows = M <= kFewRows && b_bytes <= kFewRowsBytes;
-  const double in_place_max = few_rows               ? std::numeric_limits<double>::infinity()
+  const bool narrow = narrow_product(M, N, work);
+  const double in_place_max = few_rows || narrow     ? std::numeric_limits<double>::infinity()
                               : full_tiles && !split ? kFullTileProduct
                                                      : kSmallProduct;
-  if (!(in_place && (full_tiles || few_rows) && work <= in_place_max) &&
+  if (!(in_place && (full_tiles || few_rows || narrow) && work <= in_place_max) &&
       blas::gemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool))
     return;
   // Products the BLAS does not take, and those of full tiles (attention's per-head products,

@@ -95,6 +95,54 @@ def test_two_input_products_match_onnxruntime_and_numpy(a_shape, b_shape, thread
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.sqrt(K))
 
 
+# Narrow products of two inputs (gemm.cc narrow_product: 8 to 31 columns, 32 rows and more,
+# from 2^20 multiply-adds) run in place; the batched ones product by product.
+NARROW = [((512, 1000), (1000, 10)), ((2048, 64), (64, 10)), ((3, 100, 700), (3, 700, 16)),
+          ((1, 300, 768), (768, 12)), ((300, 2000), (2000, 9)), ((512, 1000), (1000, 24)),
+          ((77, 5000), (5000, 13))]
+
+
+@pytest.mark.parametrize("a_shape,b_shape", NARROW, ids=lambda v: str(v).replace(" ", ""))
+def test_narrow_products_match_numpy(a_shape, b_shape):
+    m = batched_model(a_shape, b_shape)
+    rng = np.random.default_rng(sum(a_shape) + sum(b_shape))
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    K = a_shape[-1]
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    for threads in (1, 2):
+        got = run_lite(m, {"a": a, "b": b}, threads)[0]
+        assert got.shape == ref.shape
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=2e-6 * K)
+
+
+@pytest.mark.parametrize("trans_a,trans_b", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_narrow_gemm_of_inputs_matches_onnxruntime(trans_a, trans_b):
+    M, K, N = 600, 900, 11
+    a_shape = (K, M) if trans_a else (M, K)
+    b_shape = (N, K) if trans_b else (K, N)
+    g = helper.make_graph(
+        [helper.make_node("Gemm", ["a", "b", "c"], ["y"], transA=trans_a, transB=trans_b,
+                          alpha=0.5, beta=1.0)], "g",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, list(a_shape)),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, list(b_shape)),
+         helper.make_tensor_value_info("c", TensorProto.FLOAT, [N])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    rng = np.random.default_rng(trans_a * 2 + trans_b)
+    feeds = {"a": rng.standard_normal(a_shape).astype(np.float32),
+             "b": rng.standard_normal(b_shape).astype(np.float32),
+             "c": rng.standard_normal(N).astype(np.float32)}
+    a64 = feeds["a"].astype(np.float64)
+    b64 = feeds["b"].astype(np.float64)
+    ref = 0.5 * ((a64.T if trans_a else a64) @ (b64.T if trans_b else b64)) + feeds["c"]
+    for threads in (1, 2):
+        got = run_lite(m, feeds, threads)[0]
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=2e-6 * K)
+        np.testing.assert_allclose(got, run_ort(m, feeds)[0], rtol=1e-4, atol=2e-6 * K)
+
+
 # One row of A against a B that is an input (gemm.cc gemv_row, axpy_rows: column blocks of
 # 8, 4 and 1 vectors, the last columns from the row's last whole vector, B narrower than
 # one vector by columns): widths around each block size for float (16 lanes) and double (8),
