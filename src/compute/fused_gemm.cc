@@ -12,6 +12,8 @@
 // task's block of C right after it is finished, while it is in cache.
 #include "compute/fused_gemm.h"
 
+#include "compute/gemm.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -470,6 +472,7 @@ void ConstB::pack(const Tensor* b, bool trans_b) {
   // op(B) is K x N; W(j, k) = op(B)(k, j): B^T's rows are B's rows when trans_b.
   const int64_t N = trans_b ? b->dim(0) : b->dim(1);
   const int64_t K = trans_b ? b->dim(1) : b->dim(0);
+  if (narrow_b(K, N)) return;  // gemm_packed_b's dot products (compute/gemm.h)
   w_ = Packed::pack(b->data<float>(), b->dim(1), N, K, !trans_b);
   b_shape_ = b->shape();
 }

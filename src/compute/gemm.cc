@@ -15,6 +15,7 @@
 #include <limits>
 #include <new>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "compute/blas.h"
@@ -411,6 +412,13 @@ PackedGemmMatrix<T> pack_gemm_b(bool transB, int64_t K, int64_t N, const T* B, i
   const int64_t cols = round_up(std::max<int64_t>(N, 1), t.nr);
   r.data_.reset(aligned_new<T>(static_cast<size_t>(cols * std::max<int64_t>(K, 1))));
   if (N > 0 && K > 0) t.pack_b(transB, B, ldb, 0, K, 0, N, r.data_.get());
+  if (std::is_same_v<T, float> && narrow_b(K, N)) {
+    // op(B)'s columns as rows for gemm_narrow_rows.
+    r.plain_.reset(aligned_new<T>(static_cast<size_t>(N * K)));
+    T* bt = r.plain_.get();
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n) bt[n * K + k] = transB ? B[n * ldb + k] : B[k * ldb + n];
+  }
   return r;
 }
 
@@ -431,6 +439,11 @@ template <typename T>
 void gemm_packed_b(bool transA, int64_t M, const T* A, int64_t lda, const PackedGemmMatrix<T>& B,
                    T alpha, T beta, T* C, int64_t ldc, ThreadPool* pool) {
   ORTLITE_ENFORCE(!B.is_a() && !B.empty(), kFail, "gemm_packed_b: operand is not a packed B");
+  if constexpr (std::is_same_v<T, float>) {
+    if (!transA && B.plain_ &&
+        gemm_narrow_rows(M, B.rows(), B.cols(), alpha, A, lda, B.plain_.get(), beta, C, ldc, pool))
+      return;
+  }
   run_gemm<T>({transA, A, lda, nullptr}, {false, nullptr, 0, &B}, M, B.cols(), B.rows(), alpha,
               beta, C, ldc, pool);
 }

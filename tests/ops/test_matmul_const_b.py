@@ -143,6 +143,55 @@ def test_narrow_gemm_of_inputs_matches_onnxruntime(trans_a, trans_b):
         np.testing.assert_allclose(got, run_ort(m, feeds)[0], rtol=1e-4, atol=2e-6 * K)
 
 
+# A constant B of 1 to 4 columns and 16 or more rows (compute/gemm_narrow.cc: each row of A
+# against B's columns as dot products along K, four rows at a time, the last K values
+# masked), through MatMul and Gemm.
+@pytest.mark.parametrize("N", [1, 2, 3, 4])
+@pytest.mark.parametrize("K", [16, 17, 100, 1000])
+@pytest.mark.parametrize("a_shape", [(1,), (3,), (4,), (5,), (64,), (2, 3, 7), (513,)],
+                         ids=str)
+def test_narrow_constant_b_matches_numpy(a_shape, K, N):
+    m, w = model(a_shape + (K,), K, N)
+    a = np.random.default_rng(K + N).standard_normal(a_shape + (K,)).astype(np.float32)
+    ref = a.astype(np.float64) @ w.astype(np.float64)
+    for threads in (1, 2):
+        got = run_lite(m, {"a": a}, threads)[0]
+        assert got.shape == ref.shape
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.sqrt(K))
+
+
+@pytest.mark.parametrize("trans_a,trans_b", [(0, 0), (0, 1), (1, 0), (1, 1)])
+@pytest.mark.parametrize("c_shape", [None, (3,), (37, 3), (37, 1), ()], ids=str)
+def test_narrow_constant_b_gemm_matches_numpy(trans_a, trans_b, c_shape):
+    M, K, N = 37, 300, 3
+    rng = np.random.default_rng(trans_a * 2 + trans_b)
+    w = rng.standard_normal((N, K) if trans_b else (K, N)).astype(np.float32)
+    a_shape = (K, M) if trans_a else (M, K)
+    inputs = [helper.make_tensor_value_info("a", TensorProto.FLOAT, list(a_shape))]
+    names = ["a", "b"]
+    feeds = {"a": rng.standard_normal(a_shape).astype(np.float32)}
+    if c_shape is not None:
+        inputs.append(helper.make_tensor_value_info("c", TensorProto.FLOAT, list(c_shape)))
+        names.append("c")
+        feeds["c"] = rng.standard_normal(c_shape).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("Gemm", names, ["y"], transA=trans_a, transB=trans_b, alpha=0.5,
+                          beta=2.0)], "g", inputs,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(w, "b")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    a64 = feeds["a"].astype(np.float64)
+    w64 = w.astype(np.float64)
+    ref = 0.5 * ((a64.T if trans_a else a64) @ (w64.T if trans_b else w64))
+    if c_shape is not None:
+        ref = ref + 2.0 * feeds["c"]
+    for threads in (1, 2):
+        got = run_lite(m, feeds, threads)[0]
+        assert got.shape == (M, N)
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.sqrt(K))
+
+
 # One row of A against a B that is an input (gemm.cc gemv_row, axpy_rows: column blocks of
 # 8, 4 and 1 vectors, the last columns from the row's last whole vector, B narrower than
 # one vector by columns): widths around each block size for float (16 lanes) and double (8),

@@ -130,7 +130,7 @@ class FusedMatMul final : public Kernel {
     const Tensor* w = info.constant_input(1);
     if (!w || w->rank() != 2 || w->numel() == 0) return;
     const int64_t K = w->dim(0), N = w->dim(1);
-    if (w->dtype() == DataType::kFloat && fgemm::available()) {
+    if (w->dtype() == DataType::kFloat && fgemm::available() && !narrow_b(K, N)) {
       fused_b_ = fgemm::Packed::pack(w->data<float>(), N, N, K, true);
       packed_dtype_ = w->dtype();
       packed_shape_ = w->shape();

@@ -102,7 +102,8 @@ class MatMul final : public Kernel {
     const bool use_packed = packed_dtype_ == B.dtype() && packed_shape_ == B.shape();
     switch (A.dtype()) {
       case DataType::kFloat:
-        if (use_packed && p.b_shared && p.batches * p.M > 1 && fgemm::available()) {
+        if (use_packed && p.b_shared && p.batches * p.M > 1 && !narrow_b(p.K, p.N) &&
+            fgemm::available()) {
           // Products of more rows run the fused GEMM's kernel, B packed for it on the first
           // such run (not at load: a chain of one-row products, 100 MiB of weights, loaded
           // in 129 ms with it against 24 without). 1 thread, this CPU: 4 x 768 x 3072 606 ->
