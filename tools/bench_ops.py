@@ -243,6 +243,12 @@ def pool_cases():
          dict(kernel_shape=[3, 3], strides=[3, 3], pads=[1, 1, 1, 1])),
         ("AveragePool", "3x3 s2 p1 exclude-pad 1x256x14x14", (1, 256, 14, 14),
          dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=0)),
+        ("AveragePool", "5x5 s2 p2 exclude-pad 1x64x40x40", (1, 64, 40, 40),
+         dict(kernel_shape=[5, 5], strides=[2, 2], pads=[2, 2, 2, 2], count_include_pad=0)),
+        ("AveragePool", "7x7 s2 p3 exclude-pad 1x32x40x40", (1, 32, 40, 40),
+         dict(kernel_shape=[7, 7], strides=[2, 2], pads=[3, 3, 3, 3], count_include_pad=0)),
+        ("AveragePool", "5x5 s1 p2 exclude-pad 1x128x20x20", (1, 128, 20, 20),
+         dict(kernel_shape=[5, 5], pads=[2, 2, 2, 2], count_include_pad=0)),
         ("GlobalAveragePool", "1x64x56x56", (1, 64, 56, 56), {}),
         ("GlobalAveragePool", "1x960x7x7", (1, 960, 7, 7), {}),
         ("GlobalAveragePool", "1x16x160x160", (1, 16, 160, 160), {}),
@@ -295,6 +301,8 @@ def matmul_cases():
         ("1x40x120 @ 120x6625 (OCR rec head)", (1, 40, 120), (120, 6625), True),
         ("1x12x128x64 @ 1x12x64x128 (attention)", (1, 12, 128, 64), (1, 12, 64, 128), False),
         ("1x8x40x32 @ 1x8x32x40 (OCR rec attention)", (1, 8, 40, 32), (1, 8, 32, 40), False),
+        ("512x1000 @ 1000x10 (inputs)", (512, 1000), (1000, 10), False),
+        ("1x200x768 @ 768x1 (const)", (1, 200, 768), (768, 1), True),
     ]:
         rng = _rng(label)
         out.append(Case("MatMul", label, [("a", f32(rng, *a), False), ("b", f32(rng, *b), bconst)]))
@@ -303,6 +311,7 @@ def matmul_cases():
         ("64x512 @ 512x1000 + b", 64, 512, 1000, {}),
         ("1x2048 @ (1000x2048)^T + b", 1, 2048, 1000, dict(transB=1)),
         ("1x512 @ (6625x512)^T + b", 1, 512, 6625, dict(transB=1)),
+        ("512x1000 @ (2x1000)^T + b", 512, 1000, 2, dict(transB=1)),
     ]:
         rng = _rng(label)
         bshape = (n, k) if attrs.get("transB") else (k, n)
@@ -507,6 +516,8 @@ def reduce_cases():
         ("ReduceSum", "axes 0,2 of 77x77x16x4", (77, 77, 16, 4), [0, 2], 1),
         ("ReduceMean", "axes 1,3 of 16x8x16x8x4", (16, 8, 16, 8, 4), [1, 3], 1),
         ("ReduceMax", "axes 1,3 of 4x128x16x8", (4, 128, 16, 8), [1, 3], 1),
+        ("ReduceMax", "axes 1,3 of 16x8x16x8x4", (16, 8, 16, 8, 4), [1, 3], 1),
+        ("ReduceMin", "axes 1,2 of 3x256x256x3", (3, 256, 256, 3), [1, 2], 1),
     ]
     for op, label, xs, axes, keep in specs:
         rng = _rng(op + label)
