@@ -779,6 +779,18 @@ def test_global_pools_f64(op, opset):
     np.testing.assert_allclose(y, ref, rtol=1e-12)
 
 
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_global_pools_on_1x1_planes(op, dtype):
+    """1x1 planes give their input back, NaN and infinities included."""
+    x = rand((3, 1024, 1, 1), dtype)
+    x[0, :3, 0, 0] = [np.nan, np.inf, -np.inf]
+    for threads in (1, 2):
+        y = run_lite(node_model(op, {"X": x}, ["Y"]), {"X": x}, threads)[0]
+        assert y.dtype == dtype and y.shape == x.shape
+        np.testing.assert_array_equal(y, x)
+
+
 @pytest.mark.parametrize("threads", [1, 4])
 def test_pools_large(threads):
     x = rand((4, 32, 56, 56))

@@ -936,6 +936,10 @@ T max_skip_nan(const T* x, int64_t n) {
 
 template <typename T, typename Acc>
 void global_pool(bool is_max, const T* x, T* y, int64_t channels, int64_t size, ThreadPool* pool) {
+  if (size == 1) {  // 1x1 planes: the input (a call a channel took 12 ns: 1024 channels 0.79x)
+    std::memcpy(y, x, static_cast<size_t>(channels) * sizeof(T));
+    return;
+  }
   // Split over the threads from a quarter of the general threshold's size: the input is
   // usually the output of a layer split over the channels, and the thread that reads the
   // channels another core wrote waits on that core's cache (MobileNetV2's 1280 x 7 x 7 at 2
