@@ -61,3 +61,21 @@ def test_portable_conversions_in_a_fresh_process(env):
                            [os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")])),
                        capture_output=True, text=True, timeout=300, cwd=os.path.dirname(HERE))
     assert r.returncode == 0 and "2 passed" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("shape", [(65536,), (1, 65536 - 77), (5, 13)])
+def test_cast_every_float16_to_float(shape):
+    """Cast float16 -> float (the AVX-512 loop of 64 values a step and its masked tail, F16C
+    or the portable loop elsewhere): every bit pattern, exact against numpy (NaN as NaN)."""
+    n = int(np.prod(shape))
+    h = np.arange(65536, dtype=np.uint32)[:n].astype(np.uint16).view(np.float16).reshape(shape)
+    g = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT16, list(shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    y = ortlite.InferenceSession(m.SerializeToString()).run(None, {"x": h})[0]
+    e = h.astype(np.float32)
+    assert y.dtype == np.float32 and y.shape == e.shape
+    same = (y.view(np.uint32) == e.view(np.uint32)) | (np.isnan(y) & np.isnan(e))
+    assert same.all(), np.flatnonzero(~same.reshape(-1))[:10]

@@ -46,6 +46,31 @@ __attribute__((target("avx,f16c"))) void half_to_float_f16c(const Float16* s, fl
   for (; i < n; ++i) d[i] = static_cast<float>(s[i]);
 }
 
+#if defined(ORTLITE_HAVE_AVX512_DISPATCH)
+#pragma GCC diagnostic push
+// GCC 12's AVX-512 headers start some intrinsics from an undefined vector.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// float16 -> float with 16 values an instruction (AVX-512F), four vectors a step, the tail
+// masked: through the 8-wide F16C loop above a 1-4 MB float output came out at 0.74-0.97 of
+// onnxruntime's speed (Cast float16 -> float of 8x128x768 0.77; 1.2-1.6x faster this way).
+// The other direction measured the same both ways and keeps the F16C loop.
+ORTLITE_AVX512 void half_to_float_512(const Float16* s, float* d, int64_t n) {
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64)
+    for (int j = 0; j < 4; ++j)
+      _mm512_storeu_ps(
+          d + i + 16 * j,
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 16 * j))));
+  for (; i < n; i += 16) {
+    const __mmask16 m =
+        n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(d + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, s + i)));
+  }
+}
+#pragma GCC diagnostic pop
+#endif
+
 bool cpu_has_f16c() {
   // CPUID leaf 1: ECX bit 27 OSXSAVE, 28 AVX, 29 F16C; XCR0 bits 1-2: the OS saves the
   // XMM and YMM state. (clang 14 does not know "f16c" in __builtin_cpu_supports.)
@@ -69,6 +94,9 @@ void float_to_half(const float* src, Float16* dst, int64_t n) {
 }
 
 void half_to_float(const Float16* src, float* dst, int64_t n) {
+#if defined(ORTLITE_HAVE_AVX512_DISPATCH)
+  if (cpu_has_avx512()) return half_to_float_512(src, dst, n);
+#endif
   if (cpu_has_f16c()) return half_to_float_f16c(src, dst, n);
   for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
 }
