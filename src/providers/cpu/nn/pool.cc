@@ -1004,7 +1004,8 @@ void max_pool(const Geo3& g, const T* x, T* y, int64_t* ind, int64_t channels,
                    max_pool_3x3s2_avx512(g, xf, yf, rb, re, buf.data());
                  });
 #endif
-  } else if (std::is_same_v<T, float> && pool_small_ok(g, channels)) {
+  } else if (std::is_same_v<T, float> && pool_small_ok(g, channels) &&
+             (!pool_s1_ok(g) || pool_small_over_s1(g, channels, pool))) {
     pool_small(g, true, 0, reinterpret_cast<const float*>(x), reinterpret_cast<float*>(y), channels,
                pool);
   } else if (std::is_same_v<T, float> && pool_s1_ok(g)) {
@@ -1033,7 +1034,7 @@ void avg_pool(const Geo3& g, const T* x, T* y, int64_t channels, bool include_pa
       return;
     }
 #endif
-    if (pool_small_ok(g, channels))
+    if (pool_small_ok(g, channels) && (!pool_s1_ok(g) || pool_small_over_s1(g, channels, pool)))
       return pool_small(g, false, include_pad ? (clip_divisor ? 2 : 1) : 0, x, y, channels, pool);
     if (pool_s1_ok(g)) return pool_s1<false>(g, x, y, channels, include_pad, pool);
     if (pool2d_fast_ok(g))

@@ -135,6 +135,8 @@ bool max_pool_avx512_cpu();
 bool pool_small_ok(const Geo3& g, int64_t channels);
 // Whether it also goes before the 2x2 / 3x3 stride-2 kernels (rows of up to 8 outputs).
 bool pool_small_first(const Geo3& g, int64_t channels);
+// Whether it goes before pool_s1 for a stride-1 window it takes (with `pool`'s threads).
+bool pool_small_over_s1(const Geo3& g, int64_t channels, const ThreadPool* pool);
 void pool_small(const Geo3& g, bool is_max, int include_pad_mode, const float* x, float* y,
                 int64_t channels, ThreadPool* pool);
 

@@ -205,11 +205,21 @@ bool pool_small_ok(const Geo3& g, int64_t channels) {
 // Rows of up to 8 outputs take pool_small before the 2x2 / 3x3 stride-2 kernels too (1
 // thread, 1x512x7x7 3x3 stride 2 pads 1: 6.7 against 35 us; 1x256x14x14 2x2 stride 2: 16
 // against 21); on longer rows those were faster (1x64x64x64 2x2 stride 2: 29 against 97 us,
-// 3x3 42 against 68). It takes the stride-1 windows before pool_s1 (1x128x20x20 5x5 pads 2:
-// 42 against 74 us for max, 35 against 86 for averages; 1x64x56x56 3x3 pads 1: 93 against
-// 135 and 89 against 144).
+// 3x3 42 against 68). It takes stride-1 windows before pool_s1 where pool_small_over_s1 says
+// so (1x128x20x20 5x5 pads 2: 42 against 74 us for max, 35 against 86 for averages;
+// 1x768x17x17 3x3 average 113 against 216).
 bool pool_small_first(const Geo3& g, int64_t channels) {
   return pool_small_ok(g, channels) && g.out[2] <= 8;
+}
+
+// Stride 1: planes of up to 56x56 pixels with at least two blocks of 16 channels a thread
+// (1x64x56x56 3x3 average: 95 against 102 us). Larger planes ran faster through pool_s1, a
+// plane at a time in L1 (1x16x64x64 3x3: 61 against 47 us), and so did fewer blocks at two
+// threads, which pool_s1 splits by channel (1x16x56x56 3x3 max: 21.5 against 14.5 us;
+// 2x20x30x30: 15.3 against 12.2).
+bool pool_small_over_s1(const Geo3& g, int64_t channels, const ThreadPool* pool) {
+  const int64_t threads = pool ? pool->num_threads() : 1;
+  return g.in_size <= 56 * 56 && (channels + 15) / 16 >= 2 * threads;
 }
 
 void pool_small(const Geo3& g, bool is_max, int include_pad_mode, const float* x, float* y,
