@@ -631,6 +631,17 @@ class Reducer {
   // Max / Min of float or double: the rows into acc[0..len) through the AVX-512 / AVX2
   // clones of simd::extremum_columns (this file's loops are built for the baseline ISA: 0.66
   // of onnxruntime's speed on [512, 7, 64] over 7). False for the other ops and types.
+  // The offsets of the first `runs` positions of ro_outer (the runs of rows above the
+  // innermost reduced dim) into offs, from position 0.
+  static void run_offsets(Odometer& ro_outer, int64_t runs, std::vector<int64_t>& offs) {
+    offs.resize(static_cast<size_t>(runs));
+    ro_outer.seek(0);
+    for (int64_t& off : offs) {
+      off = ro_outer.offset();
+      ro_outer.next();
+    }
+  }
+
   // Short columns whose rows are contiguous (float) go through simd::extremum_column_chunks,
   // all their runs of rows in one call (their offsets in chunk_offs).
   bool extremum_columns(int64_t base, int64_t R, Acc* acc, int64_t len, Odometer& ro_outer,
@@ -647,12 +658,7 @@ class Reducer {
         if (len < kLanes && stride == len && R * len >= 4 * kLanes &&
             (kLanes % len == 0 || (rows < kLanes && R >= 2 * rows) ||
              R * len >= 64 * kLanes * (len / std::gcd(len, kLanes)))) {
-          chunk_offs.resize(static_cast<size_t>(R / rows));
-          ro_outer.seek(0);
-          for (int64_t& off : chunk_offs) {
-            off = ro_outer.offset();
-            ro_outer.next();
-          }
+          run_offsets(ro_outer, R / rows, chunk_offs);
           if (simd::extremum_column_chunks(Op::kVec == VecKind::kMax, x_ + base, chunk_offs.data(),
                                            R / rows, rows, acc, len))
             return true;
@@ -738,11 +744,7 @@ class Reducer {
                        if (len < 8 && stride == len && R > rows) {
                          // Short columns whose rows are contiguous, in several runs: the
                          // runs' offsets, then one call over them all.
-                         chunk_offs.resize(static_cast<size_t>(R / rows));
-                         for (int64_t& off : chunk_offs) {
-                           off = ro_outer.offset();
-                           ro_outer.next();
-                         }
+                         run_offsets(ro_outer, R / rows, chunk_offs);
                          simd::add_column_chunks(kColumnTerm, x_ + base, chunk_offs.data(),
                                                  R / rows, rows, acc, len);
                        } else {
