@@ -106,6 +106,11 @@ void direct_pad(const DirectGeometry& g, const float* x, float* xp);
 void direct_run(const DirectGeometry& g, const float* xp, const float* wp, const float* bias,
                 bool clamp, float lo, float hi, float* y, int64_t r0, int64_t r1);
 
+// Strides 1, the output pixels in the lanes: direct_run's products from direct_pad's copy,
+// stored to y's rows as they are.
+void direct_s1_run(const DirectGeometry& g, const float* xp, const float* wp, const float* bias,
+                   bool clamp, float lo, float hi, float* y, int64_t r0, int64_t r1);
+
 // Strides 2, the output pixels in the lanes (direct_s2_run): the same products as
 // direct_run, in the same order, without its transposes. Its input is each padded row split
 // into even and odd columns (direct_s2_pad, direct_s2_pad_size floats), rows from the top

@@ -1,5 +1,6 @@
-"""The direct AVX-512 convolution for small dense layers (cvx::direct_run, and for stems with
-strides 2 and wide rows cvx::direct_s2_run, in src/compute/conv_avx512.cc: group 1, 16 output
+"""The direct AVX-512 convolution for small dense layers (cvx::direct_run, for stems with
+strides 2 and wide rows cvx::direct_s2_run, and for strides 1 on rows that fill their vectors
+cvx::direct_s1_run, in src/compute/conv_avx512.cc: group 1, 16 output
 channels from any number of input channels or 32 from up to 32; 64 or 96, 32 a pass, for
 stems of up to 4 input channels with 5x5 or larger kernels, and 64 to 128 with strides 2
 from up to 32 input channels;
@@ -108,6 +109,13 @@ CASES = [
     (1, 20, 128, 41, 39, (3, 3), 2, [1, 0, 1, 2]),   # 128 outputs: four passes, odd sizes
     (1, 3, 96, 64, 70, (3, 3), 2, [1, 1, 1, 1]),     # a 3x3 stem of 96 channels
     (1, 48, 64, 30, 30, (3, 3), 2, [1, 1, 1, 1]),    # 48 input channels: im2col + GEMM
+    # Strides 1 with rows that fill their 16-lane vectors to 7/8 or more: the pixels in the
+    # lanes from direct_pad's copy (tiles of three vectors across rows, 8 channels a time).
+    (1, 32, 32, 28, 28, (3, 3), 1, [1, 1, 1, 1]),    # 28 = 16 + 12: a masked vector a row
+    (1, 3, 32, 50, 62, (3, 3), 1, [1, 1, 1, 1]),     # 62-pixel rows, odd row count
+    (1, 3, 64, 21, 32, (7, 7), 1, [3, 3, 3, 3]),     # 7x7, 64 channels in 8-channel groups
+    (2, 5, 16, 17, 48, (5, 5), 1, [2, 1, 2, 3]),     # asymmetric pads, batch 2
+    (1, 2, 32, 9, 30, (2, 4), 1, [0, 2, 1, 1]),      # even kernel, odd pads
 ]
 
 
@@ -193,6 +201,19 @@ def test_stem_passes_in_bands_with_residual(threads, width, post):
     check(conv_net(x.shape, w, b, [2, 2], [3, 3, 3, 3], post=post, residual=True), feeds,
           threads=threads)
     check(conv_net(x.shape, w, b, [2, 2], [3, 3, 3, 3], post=post), {"x": x}, threads=threads)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("post", POSTS, ids=[p[0] for p in POSTS])
+def test_strides_1_lanes_in_bands(threads, post):
+    """Strides 1, 32-pixel rows (the pixels in the lanes) split into bands of rows over the
+    threads, each band padding its own rows, with the residual Add and the activation."""
+    w = randn((32, 3, 3, 3), 18, scale=0.3)
+    b = randn((32,), 19)
+    x = randn((1, 3, 41, 32), 20)
+    feeds = {"x": x, "r": randn((1, 32, 41, 32), 21)}
+    check(conv_net(x.shape, w, b, [1, 1], [1, 1, 1, 1], post=post, residual=True), feeds,
+          threads=threads)
 
 
 @pytest.mark.parametrize("post", [("Relu", {}), ("Clip", {})], ids=["Relu", "Clip"])
