@@ -94,10 +94,11 @@ void gemm_to_float(const PackedA& A, const PackedB& B, const int32_t* za, int64_
                    const int32_t* zb, int64_t zb_step, const FloatOut& out, float* Y, int64_t ldy,
                    ThreadPool* pool);
 
-// gemm with an 8-bit result: each finished tile of the int32 sum (in C, row stride ldc) is
-// requantized right away, row by row, as requantize() does: Y[i, j] (row stride ldy) =
-// saturate(rint(float(C[i, j]) * mult[j]) + zp) to uint8 (is_signed false) or int8. One
-// pass over the threads instead of a product and then a requantization pass.
+// gemm with an 8-bit result: each finished tile of the int32 sum C (in a scratch tile per
+// task, no whole C) is requantized right away, row by row, as requantize() does: Y[i, j]
+// (row stride ldy) = saturate(rint(float(C[i, j]) * mult[j]) + zp) to uint8 (is_signed
+// false) or int8. One pass over the threads instead of a product and then a
+// requantization pass.
 struct RequantOut {
   const float* mult = nullptr;  // N values
   int32_t zp = 0;
@@ -106,8 +107,7 @@ struct RequantOut {
   int64_t ldy = 0;
 };
 void gemm_requantize(const PackedA& A, const PackedB& B, const int32_t* za, int64_t za_step,
-                     const int32_t* zb, int64_t zb_step, const RequantOut& out, int32_t* C,
-                     int64_t ldc, ThreadPool* pool);
+                     const int32_t* zb, int64_t zb_step, const RequantOut& out, ThreadPool* pool);
 
 // y[i] = saturate(rint(float(c[i] + bias) * mult[i * mstep]) + zp) to uint8 (is_signed
 // false) or int8, rounding half to even; NaN gives the low end. (onnxruntime's requantization

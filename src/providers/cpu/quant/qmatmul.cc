@@ -191,7 +191,8 @@ class QMatMulBase : public Kernel {
   }
 
   // c[batches * M * N] = (a - za) x (b - zb), wrapped to int32; with fo, converted to float
-  // in c's place instead (int8gemm::gemm_to_float): fo's row scales per output row (batches
+  // in c's place instead (int8gemm::gemm_to_float); with rq (b shared, K > 0: c unused, may
+  // be null), requantized into rq's y (int8gemm::gemm_requantize): fo's row scales per output row (batches
   // * M), column scales per matrix of b (its b_index * N first).
   void accumulate(const KernelContext& ctx, const Tensor& a, const Tensor* za, const Tensor& b,
                   const Tensor* zb, const Plan& p, int32_t* c,
@@ -225,7 +226,7 @@ class QMatMulBase : public Kernel {
       if (fo) {
         int8gemm::gemm_to_float(pa, pb, zrp, 1, zcp, 1, *fo, reinterpret_cast<float*>(c), N, pool);
       } else if (rq) {
-        int8gemm::gemm_requantize(pa, pb, zrp, 1, zcp, 1, *rq, c, N, pool);
+        int8gemm::gemm_requantize(pa, pb, zrp, 1, zcp, 1, *rq, pool);
       } else {
         int8gemm::gemm(pa, pb, zrp, 1, zcp, 1, c, N, pool);
       }
@@ -308,8 +309,6 @@ class QLinearMatMul final : public QMatMulBase {
     const std::vector<double> sb = col_param(ctx, bs, p, "b_scale", b.shape());
     const float ysv = static_cast<float>(tensor_values(ys, "y_scale")[0]);
     const double yz = zy ? tensor_values(*zy, "y_zero_point")[0] : 0.0;
-    // The int32 sums: every element is written by the product (or zeroed for K = 0).
-    const std::unique_ptr<int32_t[]> c(new int32_t[static_cast<size_t>(p.batches * p.M * p.N)]);
     Tensor& y = ctx.allocate_output(0, qt, p.out);
     const int64_t M = p.M, N = p.N;
     const bool q_signed = qt == DataType::kInt8;
@@ -326,9 +325,11 @@ class QLinearMatMul final : public QMatMulBase {
       rq.is_signed = q_signed;
       rq.y = yd;
       rq.ldy = N;
-      accumulate(ctx, a, za, b, zb, p, c.get(), nullptr, &rq);
+      accumulate(ctx, a, za, b, zb, p, nullptr, nullptr, &rq);
       return;
     }
+    // The int32 sums: every element is written by the product (or zeroed for K = 0).
+    const std::unique_ptr<int32_t[]> c(new int32_t[static_cast<size_t>(p.batches * p.M * p.N)]);
     accumulate(ctx, a, za, b, zb, p, c.get());
     parallel_for(ctx.thread_pool(), p.batches * M, 4.0 * static_cast<double>(N),
                  [&](int64_t s, int64_t e) {
