@@ -665,6 +665,32 @@ def test_tile_expand_random(dtype, threads):
         assert np.array_equal(got, np.broadcast_to(x, out)), (shape, out)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape,repeats", [
+    ([8, 1, 768], [1, 128, 1]),   # 3 KiB rows 128 times: past the 16 KiB copy source
+    ([1, 512], [2048, 1]),
+    ([3, 1, 1001], [2, 37, 1]),   # 4004-byte blocks: the source is 4 of them, not 16 KiB
+    ([2, 1, 7], [1, 1000, 3]),    # 28-byte blocks repeated 3 then 1000 times
+    ([5, 1, 3], [1, 4000, 1]),    # 12-byte blocks
+])
+def test_tile_long_repeats(shape, repeats, threads):
+    """Repeats that fill more than 16 KiB: doubled up to a source of whole blocks of about
+    16 KiB, then that source copied again (exact against numpy)."""
+    from helpers import make_model, run_lite
+
+    x = data(shape, np.float32, 5)
+    m = make_model([helper.make_node("Tile", ["x", "r"], ["y"])], [("x", np.float32, shape)],
+                   [("y", np.float32, None)],
+                   [numpy_helper.from_array(np.array(repeats, np.int64), "r")])
+    assert np.array_equal(run_lite(m, {"x": x}, threads)[0], np.tile(x, repeats))
+    out = [d * r for d, r in zip(shape, repeats)]
+    m = make_model([helper.make_node("Expand", ["x", "s"], ["y"])], [("x", np.float32, shape)],
+                   [("y", np.float32, None)],
+                   [numpy_helper.from_array(np.array(out, np.int64), "s")])
+    if all(d == 1 or r == 1 for d, r in zip(shape, repeats)):
+        assert np.array_equal(run_lite(m, {"x": x}, threads)[0], np.broadcast_to(x, out))
+
+
 def test_tile_errors():
     x = data([2, 3], np.float32)
     expect_error("Tile", [("x", x, False), ints("r", [2, -1])], opset=13)

@@ -14,10 +14,15 @@ namespace {
 
 using tensor_ops::ints_to_string;
 
-// Copies the first `block` bytes at d after themselves until `total` bytes are filled.
+// Copies the first `block` bytes at d after themselves until `total` bytes are filled:
+// doubling up to a source of about 16 KiB (whole blocks), then that source again and again,
+// so that every copy reads from L1 (doubling all the way read the last half of a 3 MiB
+// Tile of 8x1x768 by 128 from L2 and beyond: 0.84x onnxruntime's speed).
 void repeat_block(uint8_t* d, size_t block, size_t total) {
+  constexpr size_t kSource = size_t(16) << 10;
+  const size_t cap = total <= kSource ? total : block * std::max<size_t>(1, kSource / block);
   for (size_t have = block; have < total;) {
-    const size_t n = std::min(have, total - have);
+    const size_t n = std::min(std::min(have, cap), total - have);
     std::memcpy(d + have, d, n);
     have += n;
   }
