@@ -180,6 +180,7 @@ def conv_cases():
          dict(dilations=[3], pads=[9, 9])),
         ("1-D depthwise k5 1x128x500", (1, 128, 500), 128, (5,), dict(group=128, pads=[2, 2])),
         ("3x3 s1 1x1x64x256->32 (captcha)", (1, 1, 64, 256), 32, (3, 3), dict(pads=[1, 1, 1, 1])),
+        ("3x3 s1 stem 1x3x160x160->32", (1, 3, 160, 160), 32, (3, 3), dict(pads=[1, 1, 1, 1])),
     ]
     for label, xs, co, k, attrs in specs:
         rng = _rng(label)
@@ -333,6 +334,18 @@ def quant_cases():
             ("b", rng.integers(0, 256, b).astype(u8), True),
             ("a_zp", np.array(128, u8), True), ("b_zp", np.array(120, u8), True)],
             outs=[np.int32]))
+    # int8 weights with zero point 0 (what onnxruntime's quantizer writes), uint8 output.
+    for label, a, b in [("8x128x384 @ 384x1536", (8, 128, 384), (384, 1536)),
+                        ("1x77x768 @ 768x768", (1, 77, 768), (768, 768)),
+                        ("1x1x512 @ 512x512", (1, 1, 512), (512, 512))]:
+        rng = _rng("QLinearMatMul " + label)
+        out.append(Case("QLinearMatMul", label, [
+            ("a", rng.integers(0, 256, a).astype(u8), False),
+            ("as", np.array(0.02, np.float32), True), ("az", np.array(128, u8), True),
+            ("b", rng.integers(-127, 128, b).astype(np.int8), True),
+            ("bs", np.array(0.01, np.float32), True), ("bz", np.array(0, np.int8), True),
+            ("ys", np.array(0.5, np.float32), True), ("yz", np.array(128, u8), True)],
+            outs=[u8], int_atol=1))
     for xs in [(1, 1000), (1, 128, 768), (1, 64, 56, 56)]:
         rng = _rng(str(xs))
         out.append(Case("DynamicQuantizeLinear", _shape_str(xs),
