@@ -11,6 +11,8 @@
 //   "HardSwish"   x max(0, min(1, x / 6 + 0.5))
 //   "Tanh"
 //   "Gelu"        0.5 x (1 + erf(x / sqrt 2))
+//   "HardSwishChain"  (x * min(max(x + 3, 0), 6)) / 6: HardSwish as Paddle exports spell
+//                 it (Add 3, Clip 0 6, Mul by x, Div 6), rounded as those four nodes do
 //
 // Each one gives the same values as the ONNX operator it replaces (NaN handling included).
 #pragma once
@@ -38,7 +40,8 @@ enum class ActKind : int {
   kTanh,
   kGelu,
   kHardSwish,
-  kSilu  // x * sigmoid(x) (Swish with beta 1, YOLO's SiLU): Sigmoid and Mul fused
+  kSilu,  // x * sigmoid(x) (Swish with beta 1, YOLO's SiLU): Sigmoid and Mul fused
+  kHardSwishChain
 };
 
 struct ActSpec {
@@ -68,6 +71,7 @@ inline ActSpec load_act(const KernelInfo& info, const std::string& prefix = "") 
       {"Tanh", ActKind::kTanh, 0},
       {"Gelu", ActKind::kGelu, 0},
       {"Silu", ActKind::kSilu, 0},
+      {"HardSwishChain", ActKind::kHardSwishChain, 0},
   };
   for (const Entry& e : kTable) {
     if (name != e.name) continue;
@@ -143,6 +147,16 @@ __attribute__((always_inline)) inline void apply_act(const ActSpec& a, T* y, int
       for (int64_t i = 0; i < n; ++i) {
         const T v = y[i] * static_cast<T>(1.0 / 6.0) + static_cast<T>(0.5);
         y[i] = y[i] * std::max(T(0), std::min(T(1), v));
+      }
+      return;
+    case ActKind::kHardSwishChain:
+      // Each node's operation in turn, each result rounded to T as its node's would be
+      // (a NaN stays NaN through the Clip, as the Clip kernel keeps it).
+      for (int64_t i = 0; i < n; ++i) {
+        T t = y[i] + T(3);
+        t = t < T(0) ? T(0) : t;
+        t = t > T(6) ? T(6) : t;
+        y[i] = (y[i] * t) / T(6);
       }
       return;
     case ActKind::kSigmoid:

@@ -20,15 +20,16 @@
 //     x^3))), one com.microsoft FastGelu.
 //  3b. A decomposed layer norm over the last axis (ReduceMean, Sub, Pow or Mul, ReduceMean,
 //     Add eps, Sqrt, Div, Mul gamma [, Add beta]) becomes one LayerNormalization.
-//  4. Conv [+ Add] [+ activation, or x * Sigmoid(x) as Silu] becomes com.ortlite FusedConv
-//     (conv.cc).
+//  4. Conv [+ Add] [+ activation, x * Sigmoid(x) as Silu, or (x * Clip(x + 3, 0, 6)) / 6 as
+//     HardSwishChain, its four nodes' arithmetic in their order] becomes com.ortlite
+//     FusedConv (conv.cc).
 //  5. A 1x1 Conv / FusedConv (stride 1, no padding, no summed input) whose output only a
 //     depthwise Conv / FusedConv (float weights, no summed input) reads becomes one
 //     com.ortlite FusedExpandDepthwise (conv.cc), which makes and consumes the expanded
 //     value in blocks of rows and channels that stay in cache.
-//  6. MatMul [* scalar, or / scalar as * (1 / scalar)] [+ bias] [+ activation] becomes
-//     com.ortlite FusedMatMul, and
-//     Gemm + activation com.ortlite FusedGemm (fused_ops.cc).
+//  6. MatMul [* scalar, or / scalar as * (1 / scalar)] [+ bias] [+ activation, as in 4]
+//     becomes com.ortlite FusedMatMul, and Gemm + activation (as in 4) com.ortlite FusedGemm
+//     (fused_ops.cc).
 //  0b. (level >= 2, ORT_ENABLE_EXTENDED, as onnxruntime's QDQ fusions) QDQ groups run as the
 //     integer operators they stand for: DequantizeLinear(x) and DequantizeLinear of a
 //     constant W [and of a constant int32 bias] into Conv, its output read only by a
@@ -144,6 +145,11 @@ bool Optimizer::rank_at_least_2(const std::string& value) const {
   if (it == producer_.end() || dead_[it->second]) return false;
   const Node& n = g_.nodes[it->second];
   if (n.outputs.empty() || n.outputs[0] != value) return false;
+  // Outputs of the input's rank, which is 3 or more (a batch, channels, a spatial axis) or,
+  // for BatchNormalization, 2 or more.
+  if (is_op(n, "Conv") || is_op(n, "ConvTranspose") || is_op(n, "BatchNormalization") ||
+      (n.op_type == "FusedConv" && n.domain == kDomain))
+    return true;
   if (is_op(n, "Transpose")) {
     const Attribute* perm = n.find_attr("perm");
     return perm && perm->ints.size() >= 2;

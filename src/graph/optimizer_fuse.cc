@@ -352,8 +352,44 @@ int Optimizer::silu(const std::string& v, int& sig) const {
   return -1;
 }
 
-// The activation, or x * Sigmoid(x) as Silu, that alone reads `cur`: its nodes are added
-// to `gone` and `cur` becomes its output. An empty name when there is none.
+// The Div of (v * Clip(v + 3, 0, 6)) / 6 when v is read by exactly that Add and that Mul,
+// and each value after it by the next node only (HardSwish as Paddle exports write it:
+// PP-OCR's detection, recognition and direction models); its four nodes are added to
+// `nodes`. -1 otherwise. The constants are float scalars (rank 1 only where v is of rank 2
+// or more, so that the broadcast changes no shape).
+int Optimizer::hard_swish_chain(const std::string& v, std::vector<int>& nodes) const {
+  if (v.empty() || pinned_.count(v)) return -1;
+  auto it = readers_.find(v);
+  if (it == readers_.end() || it->second.size() != 2 || it->second[0] == it->second[1]) return -1;
+  const size_t max_rank = rank_at_least_2(v) ? 1 : 0;
+  auto is_const = [&](const std::string& name, float want) {
+    float c = 0.f;
+    return scalar(name, c, max_rank) && c == want;
+  };
+  for (int pass = 0; pass < 2; ++pass) {
+    const int a = it->second[pass], m = it->second[1 - pass];
+    if (dead_[a] || dead_[m] || !is_binary(a, "Add") || !is_binary(m, "Mul")) continue;
+    if (!is_const(other_input(g_.nodes[a], v), 3.f)) continue;
+    const int c = sole_reader(g_.nodes[a].outputs[0]);
+    const Activation clip = activation(c);
+    if (clip.name != "Clip" || g_.nodes[c].inputs[0] != g_.nodes[a].outputs[0] ||
+        clip.params != std::vector<float>{0.f, 6.f})
+      continue;
+    const std::string& co = g_.nodes[c].outputs[0];
+    if (sole_reader(co) != m || other_input(g_.nodes[m], v) != co) continue;
+    const int d = sole_reader(g_.nodes[m].outputs[0]);
+    if (!is_binary(d, "Div") || g_.nodes[d].inputs[0] != g_.nodes[m].outputs[0] ||
+        !is_const(g_.nodes[d].inputs[1], 6.f))
+      continue;
+    nodes.insert(nodes.end(), {a, c, m, d});
+    return d;
+  }
+  return -1;
+}
+
+// The activation, x * Sigmoid(x) as Silu, or HardSwish's four nodes as HardSwishChain,
+// that alone reads `cur`: its nodes are added to `gone` and `cur` becomes its output. An
+// empty name when there is none.
 Activation Optimizer::absorb_activation(std::string& cur, std::vector<int>& gone) const {
   const int k = sole_reader(cur);
   Activation act = activation(k);
@@ -367,6 +403,12 @@ Activation Optimizer::absorb_activation(std::string& cur, std::vector<int>& gone
   } else if (!act.name.empty()) {
     gone.push_back(k);
     cur = g_.nodes[k].outputs[0];
+  } else {
+    const int div = hard_swish_chain(cur, gone);
+    if (div >= 0) {
+      act.name = "HardSwishChain";
+      cur = g_.nodes[div].outputs[0];
+    }
   }
   return act;
 }
@@ -543,11 +585,7 @@ void Optimizer::fuse_matmuls() {
         k = sole_reader(cur);
       }
     }
-    const Activation act = is_float ? activation(k) : Activation();
-    if (!act.name.empty()) {
-      gone.push_back(k);
-      cur = g_.nodes[k].outputs[0];
-    }
+    const Activation act = is_float ? absorb_activation(cur, gone) : Activation();
     if (gone.empty()) continue;
     Node f;
     f.name = mm.name;
@@ -578,16 +616,17 @@ void Optimizer::fuse_gemms() {
       continue;
     const Tensor* B = constant(gm.inputs[1]);
     if (!B || B->dtype() != DataType::kFloat) continue;
-    const int k = sole_reader(gm.outputs[0]);
-    const Activation act = activation(k);
+    std::string cur = gm.outputs[0];
+    std::vector<int> gone;
+    const Activation act = absorb_activation(cur, gone);
     if (act.name.empty()) continue;
     Node f = gm;
     f.op_type = "FusedGemm";
     f.domain = kDomain;
-    f.outputs = {g_.nodes[k].outputs[0]};
+    f.outputs = {cur};
     f.attributes.push_back(string_attr("activation", act.name));
     if (!act.params.empty()) f.attributes.push_back(floats_attr("activation_params", act.params));
-    dead_[k] = 1;
+    for (int d : gone) dead_[d] = 1;
     g_.nodes[i] = std::move(f);
     used_domain_ = true;
     index();

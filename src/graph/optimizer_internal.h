@@ -135,6 +135,7 @@ class Optimizer {
 
   Activation activation(int k) const;
   int silu(const std::string& v, int& sig) const;
+  int hard_swish_chain(const std::string& v, std::vector<int>& nodes) const;
   Activation absorb_activation(std::string& cur, std::vector<int>& gone) const;
 
   // ---- Conv -----------------------------------------------------------------------------

@@ -150,6 +150,97 @@ def test_conv_silu_not_fused_when_the_sigmoid_is_read_elsewhere():
     assert "Conv node 'conv'" in err and "FusedConv" not in err
 
 
+def hard_swish_chain(g, y, orders=(0, 0, 0), const_shape=(), div=6.0, add=3.0, hi=6.0):
+    """(y * Clip(y + 3, 0, 6)) / 6 as Paddle exports write HardSwish; `orders` swaps the
+    Add's and the Mul's operands."""
+    three = g.const(y + "_three", np.full(const_shape, add, F32))
+    t = g.node("Add", [y, three] if orders[0] == 0 else [three, y], [y + "_add"])
+    c = g.node("Clip", [t, g.const(y + "_lo", np.array(0, F32)),
+                        g.const(y + "_hi", np.array(hi, F32))], [y + "_clip"])
+    m = g.node("Mul", [y, c] if orders[1] == 0 else [c, y], [y + "_mul"])
+    return g.node("Div", [m, g.const(y + "_six", np.full(const_shape, div, F32))], [y + "_hs"])
+
+
+@pytest.mark.parametrize("orders", [(0, 0, 0), (1, 1, 0)], ids=["x_first", "const_first"])
+@pytest.mark.parametrize("const_shape", [(), (1,)], ids=["scalar", "rank1"])
+@pytest.mark.parametrize("depthwise", [False, True])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_conv_bn_hard_swish_chain(orders, const_shape, depthwise, threads):
+    """Conv -> BatchNormalization -> Add 3, Clip 0 6, Mul, Div 6 (PP-OCR's HardSwish)
+    becomes one FusedConv with activation HardSwishChain, whose values are those of the
+    four nodes exactly (level 0 runs them one by one), NaN included."""
+    g = G()
+    c = 16
+    w = g.const("w", randn((c, 1 if depthwise else c, 3, 3), 1, 0.5))
+    y = g.node("Conv", ["x", w], ["conv"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+               group=c if depthwise else 1)
+    r = np.random.default_rng(7)
+    p = [g.const(f"bn_{t}", r.uniform(lo, hi, c).astype(F32))
+         for t, lo, hi in (("s", 0.5, 1.5), ("b", -0.1, 0.1), ("m", -0.1, 0.1), ("v", 0.5, 1.5))]
+    y = g.node("BatchNormalization", [y] + p, ["bn"], epsilon=1e-5)
+    before = g.model([("x", (1, c, 20, 24))], ["bn"])  # the same FusedConv, unactivated
+    hard_swish_chain(g, y, orders, const_shape)
+    model = g.model([("x", (1, c, 20, 24))], ["bn_hs"])
+    x = randn((1, c, 20, 24), 3, 4.0)
+    x[0, 3, 5, 7] = np.nan
+    x[0, 4, 0, 0] = -np.inf
+    x[0, 4, 0, 1] = np.inf
+    bn = session(before, threads, LEVELS[1]).run(None, {"x": x})[0]
+    with np.errstate(invalid="ignore"):
+        expected = (bn * np.minimum(np.maximum(bn + F32(3), F32(0)), F32(6))) / F32(6)
+    np.testing.assert_array_equal(session(model, threads, LEVELS[1]).run(None, {"x": x})[0],
+                                  expected)
+    assert np.isnan(expected).any()
+    x = randn((1, c, 20, 24), 3, 4.0)
+    check_levels(model, {"x": x}, threads=threads)
+    assert "FusedConv node 'conv'" in error_text(model, {"x": randn((1, c + 1, 20, 24), 3)})
+
+
+@pytest.mark.parametrize("change", ["add4", "div5", "hi7", "clip_read", "mul_other"])
+def test_hard_swish_chain_not_fused_when_it_differs(change):
+    """Other constants, or a value of the chain read elsewhere: the nodes stay, and the
+    Conv is fused alone (its output keeps two readers)."""
+    g = G()
+    w = g.const("w", randn((8, 8, 3, 3), 1, 0.5))
+    y = g.node("Conv", ["x", w], ["conv"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    kw = {"add4": dict(add=4.0), "div5": dict(div=5.0), "hi7": dict(hi=7.0)}.get(change, {})
+    out = hard_swish_chain(g, y, **kw)
+    outs = [out]
+    if change == "clip_read":
+        outs.append("conv_clip")
+    if change == "mul_other":
+        g.nodes[2].input[0] = "x"  # the Mul reads x, not the Conv's output
+    model = g.model([("x", (1, 8, 9, 9))], outs)
+    out_ref = session(model, 1, LEVELS[0]).run(None, {"x": randn((1, 8, 9, 9), 3, 4.0)})
+    out_opt = session(model, 1, LEVELS[1]).run(None, {"x": randn((1, 8, 9, 9), 3, 4.0)})
+    for a, b in zip(out_opt, out_ref):
+        np.testing.assert_array_equal(a, b)
+    err = error_text(model, {"x": randn((1, 9, 9, 9), 3)})
+    assert "Conv node 'conv'" in err and "FusedConv" not in err
+
+
+@pytest.mark.parametrize("op", ["MatMul", "Gemm"])
+def test_matmul_gemm_hard_swish_chain(op):
+    """MatMul + bias, or Gemm, -> the HardSwish chain: one FusedMatMul / FusedGemm, the
+    values of the nodes."""
+    g = G()
+    if op == "MatMul":
+        y = g.node("Add", [g.node("MatMul", ["x", g.const("w", randn((64, 48), 1, 0.3))],
+                                  ["mm"]), g.const("b", randn((48,), 2))], ["mmb"])
+    else:
+        y = g.node("Gemm", ["x", g.const("w", randn((48, 64), 1, 0.3)),
+                            g.const("b", randn((48,), 2))], ["mmb"], transB=1)
+    hard_swish_chain(g, y)
+    before = g.model([("x", (5, 64))], ["mmb"])
+    model = g.model([("x", (5, 64))], ["mmb_hs"])
+    x = randn((5, 64), 3, 3.0)
+    check_levels(model, {"x": x})
+    y = session(before, 1, LEVELS[1]).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(session(model, 1, LEVELS[1]).run(None, {"x": x})[0],
+                                  (y * np.clip(y + F32(3), F32(0), F32(6))) / F32(6))
+    assert f"Fused{op}" in error_text(model, {"x": randn((5, 63), 3)})
+
+
 @pytest.mark.parametrize("z_shape", [(1, 32, 8, 8), (1, 32, 1, 1), (1, 1, 8, 8), (2, 32, 8, 8)])
 def test_conv_add_broadcast(z_shape):
     # Z of the conv's shape is added in the epilogue; one that broadcasts, or that makes the
