@@ -237,7 +237,7 @@ void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
   }
   if (!act_in_registers(ep.act)) {
     const int64_t m0 = p.blocks[i0].start, m1 = p.blocks[i1 - 1].start + p.blocks[i1 - 1].rows;
-    for (int64_t i = m0; i < m1; ++i) apply_act(ep.act, p.C + i * p.ldc + n0, n1 - n0);
+    for (int64_t i = m0; i < m1; ++i) apply_act_f32(ep.act, p.C + i * p.ldc + n0, n1 - n0);
   }
 }
 

@@ -231,7 +231,8 @@ void epilogue(const float* s, int64_t lds, int64_t m0, int64_t m1, int64_t n0, i
       }
       _mm512_mask_storeu_ps(cr + n, mk, v);
     }
-    if (!relu_clip && !leaky && ep.act.kind != ActKind::kNone) apply_act(ep.act, cr + n0, n1 - n0);
+    if (!relu_clip && !leaky && ep.act.kind != ActKind::kNone)
+      apply_act_f32(ep.act, cr + n0, n1 - n0);
   }
 }
 

@@ -241,6 +241,34 @@ def test_matmul_gemm_hard_swish_chain(op):
     assert f"Fused{op}" in error_text(model, {"x": randn((5, 63), 3)})
 
 
+@pytest.mark.parametrize("act, extra", [
+    ("HardSwish", {}), ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("LeakyRelu", {"alpha": 0.1}),
+    ("Sigmoid", {}), ("HardSwishChain", {}),
+])
+@pytest.mark.parametrize("op", ["Conv1x1", "MatMul"])
+def test_fused_activation_equals_the_unfused_node(act, extra, op):
+    """An activation the fused GEMM applies after its blocks (1x1 Conv, MatMul + bias) gives
+    the values of the operator it replaced exactly: level 0 runs the same product, then the
+    activation's own kernel."""
+    g = G()
+    if op == "Conv1x1":
+        y = g.node("Conv", ["x", g.const("w", randn((64, 32, 1, 1), 1, 0.3)),
+                            g.const("b", randn((64,), 2))], ["c"], kernel_shape=[1, 1])
+        shape = (1, 32, 24, 40)
+    else:
+        y = g.node("Add", [g.node("MatMul", ["x", g.const("w", randn((32, 64), 1, 0.3))],
+                                  ["mm"]), g.const("b", randn((64,), 2))], ["c"])
+        shape = (96, 32)
+    if act == "HardSwishChain":
+        out = hard_swish_chain(g, y)
+    else:
+        out = g.node(act, [y], ["act"], **extra)
+    model = g.model([("x", shape)], [out])
+    x = randn(shape, 3, 4.0)
+    got = session(model, 1, LEVELS[1]).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, session(model, 1, LEVELS[0]).run(None, {"x": x})[0])
+
+
 @pytest.mark.parametrize("z_shape", [(1, 32, 8, 8), (1, 32, 1, 1), (1, 1, 8, 8), (2, 32, 8, 8)])
 def test_conv_add_broadcast(z_shape):
     # Z of the conv's shape is added in the epilogue; one that broadcasts, or that makes the

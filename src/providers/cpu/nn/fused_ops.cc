@@ -33,8 +33,13 @@ void act_rows(const ActSpec& act, T* y, int64_t rows, int64_t n, ThreadPool* poo
       act.kind == ActKind::kGelu || act.kind == ActKind::kSigmoid || act.kind == ActKind::kTanh
           ? 20.0
           : 1.0;
-  parallel_for(pool, rows, cost * static_cast<double>(n),
-               [&](int64_t b, int64_t e) { apply_act(act, y + b * n, (e - b) * n); });
+  parallel_for(pool, rows, cost * static_cast<double>(n), [&](int64_t b, int64_t e) {
+    if constexpr (std::is_same_v<T, float>) {
+      apply_act_f32(act, y + b * n, (e - b) * n);
+    } else {
+      apply_act(act, y + b * n, (e - b) * n);
+    }
+  });
 }
 
 // ---- Gelu ---------------------------------------------------------------------------------

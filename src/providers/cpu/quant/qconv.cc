@@ -793,7 +793,7 @@ class ConvIntegerToFloat final : public QConvBase {
             float* y = yd + (n * M + m) * P + p0;
             for (int64_t j = 0; j < pc; ++j)
               y[j] = static_cast<float>(static_cast<int32_t>(static_cast<uint32_t>(a[j]) + b)) * sv;
-            nn::apply_act(act_, y, pc);
+            nn::apply_act_f32(act_, y, pc);
           }
         });
   }
