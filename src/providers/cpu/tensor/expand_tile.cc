@@ -14,6 +14,25 @@ namespace {
 
 using tensor_ops::ints_to_string;
 
+// memcpy, with copies of up to 128 bytes inline in 8-byte words: a Tile of 64x128x4x12 by
+// 1, 1, 3, 3 makes 14 copies of 48 to 576 bytes for each of its 8192 outer blocks, and the
+// library calls took most of its time (0.72x onnxruntime's speed). GCC would turn the loop
+// back into a memcpy call.
+__attribute__((optimize("no-tree-loop-distribute-patterns"))) inline void copy_bytes(
+    uint8_t* d, const uint8_t* s, size_t n) {
+  if (n > 128) {
+    std::memcpy(d, s, n);
+    return;
+  }
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t v;
+    std::memcpy(&v, s + i, 8);
+    std::memcpy(d + i, &v, 8);
+  }
+  for (; i < n; ++i) d[i] = s[i];
+}
+
 // Copies the first `block` bytes at d after themselves until `total` bytes are filled:
 // doubling up to a source of about 16 KiB (whole blocks), then that source again and again,
 // so that every copy reads from L1 (doubling all the way read the last half of a 3 MiB
@@ -23,7 +42,7 @@ void repeat_block(uint8_t* d, size_t block, size_t total) {
   const size_t cap = total <= kSource ? total : block * std::max<size_t>(1, kSource / block);
   for (size_t have = block; have < total;) {
     const size_t n = std::min(std::min(have, cap), total - have);
-    std::memcpy(d + have, d, n);
+    copy_bytes(d + have, d, n);
     have += n;
   }
 }
@@ -64,7 +83,7 @@ void tile_dense(const uint8_t* src, uint8_t* dst, const Shape& in_shape,
     if (a + 1 < n) {
       for (int64_t i = 0; i < in[a]; ++i) self(self, a + 1, s + i * ib[a], d + i * ob[a]);
     } else {
-      std::memcpy(d, s, ib[a] * static_cast<size_t>(in[a]));
+      copy_bytes(d, s, ib[a] * static_cast<size_t>(in[a]));
     }
     const size_t one = ob[a] * static_cast<size_t>(in[a]);
     repeat_block(d, one, one * static_cast<size_t>(reps[a]));
