@@ -191,10 +191,9 @@ class QMatMulBase : public Kernel {
   }
 
   // c[batches * M * N] = (a - za) x (b - zb), wrapped to int32; with fo, converted to float
-  // in c's place instead (int8gemm::gemm_to_float); with rq (b shared, K > 0: c unused, may
-  // be null), requantized into rq's y (int8gemm::gemm_requantize): fo's row scales per output row
-  // (batches
-  // * M), column scales per matrix of b (its b_index * N first).
+  // in c's place instead (int8gemm::gemm_to_float): fo's row scales per output row (batches
+  // * M), column scales per matrix of b (its b_index * N first). With rq (b shared, K > 0),
+  // requantized into rq's y instead (int8gemm::gemm_requantize); c is unused and may be null.
   void accumulate(const KernelContext& ctx, const Tensor& a, const Tensor* za, const Tensor& b,
                   const Tensor* zb, const Plan& p, int32_t* c,
                   const int8gemm::FloatOut* fo = nullptr,
