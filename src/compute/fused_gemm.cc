@@ -181,7 +181,7 @@ void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
   const bool prefetch = i1 - i0 >= 2 && b_packed(p);
   // K == 0: one pass of the epilogue over zeros.
   const int64_t ksteps = std::max<int64_t>(1, ceil_div(p.K, kKC));
-  auto panel = [&](int64_t ks, int64_t j) {
+  auto panel = [&](int64_t ks, int64_t j, bool pair) {
     const int64_t k0 = ks * kKC;
     t.k = std::min(kKC, p.K - k0);
     t.accumulate = k0 > 0 || p.accumulate;
@@ -218,7 +218,11 @@ void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
       const int64_t first = (i - i0) * share;
       t.pf_lines = std::min(share, lines - first);
       t.pf = t.pf_lines > 0 ? next + first * 16 : nullptr;
-      tile(t);
+      if (pair) {
+        tile_row_pair_avx512(t, t.b + p.b_panel);
+      } else {
+        tile(t);
+      }
     }
   };
   // One row block (at most 12 rows) reads B once: then each packed panel goes through all of
@@ -228,12 +232,18 @@ void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
   // against k block by k block: 1 x 1280 @ 1280 x 1000 (MobileNetV2's classifier) 0.90 of
   // the time, 1 x 4096 @ 4096 x 1024 0.92, 8 x 2048 @ 2048 x 1000 0.98; 2 threads (each
   // thread's half of B in its L2) within noise.
-  if (i1 - i0 == 1 && ksteps > 1 && b_packed(p)) {
-    for (int64_t j = j0; j < j1; ++j)
-      for (int64_t ks = 0; ks < ksteps; ++ks) panel(ks, j);
+  // A single row (a batch-1 product on AVX-512) takes two full panels at a time
+  // (tile_row_pair_avx512), in the same order.
+  const bool pairs = i1 - i0 == 1 && p.blocks[i0].rows == 1 && !p.b_off && isa_level() >= 2;
+  if (pairs || (i1 - i0 == 1 && ksteps > 1 && b_packed(p))) {
+    for (int64_t j = j0; j < j1;) {
+      const bool two = pairs && j + 1 < j1 && (j + 2) * kNR <= p.N;
+      for (int64_t ks = 0; ks < ksteps; ++ks) panel(ks, j, two);
+      j += two ? 2 : 1;
+    }
   } else {
     for (int64_t ks = 0; ks < ksteps; ++ks)
-      for (int64_t j = j0; j < j1; ++j) panel(ks, j);
+      for (int64_t j = j0; j < j1; ++j) panel(ks, j, false);
   }
   if (!act_in_registers(ep.act)) {
     const int64_t m0 = p.blocks[i0].start, m1 = p.blocks[i1 - 1].start + p.blocks[i1 - 1].rows;
