@@ -12,6 +12,7 @@
 // task's block of C right after it is finished, while it is in cache.
 #include "compute/fused_gemm.h"
 
+#include "compute/conv_avx512.h"
 #include "compute/gemm.h"
 
 #include <algorithm>
@@ -73,6 +74,7 @@ void tile(const TileArgs& t) {
 }
 
 constexpr std::align_val_t kAlign{64};
+constexpr int64_t kCopyA = 16;  // floats a k step in run_block's copy of A
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -99,6 +101,11 @@ std::vector<RowBlock> row_blocks(int64_t M, int64_t group) {
   return b;
 }
 
+uint64_t new_serial() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 // A: row block starting at row m, at k0: a_packed ? W panel (m / 32) + k0 * 32 + m % 32
 // (a_rs 1, a_ks 32) : a + m * a_rs + k0 * a_ks. B: panel j at k0: b + j * b_panel + k0 * b_ks.
 struct Problem {
@@ -115,6 +122,7 @@ struct Problem {
   const int64_t* b_off = nullptr;  // B row k at b + b_off[k] (+ the panel's columns)
   bool accumulate = false;         // C holds partial sums to add to
   const std::function<void(int64_t, int64_t)>* cols_done = nullptr;  // gemm_w_right's
+  uint64_t serial = new_serial();  // tells one product from the next (copy_of_a)
 };
 
 // Columns [j0, j1) (panels) of every row are done: p.cols_done, where given.
@@ -161,6 +169,33 @@ bool b_packed(const Problem& p) {
 
 // Row blocks [i0, i1) x column panels [j0, j1) of C. `after`: the first column panel this
 // thread computes after these (-1: none).
+// Row blocks [i0, i1) of A copied k-major, kCopyA floats a k step (row r of block i at
+// [((i - i0) * K + k) * kCopyA + r]), for run_block. Kept per thread for the product it was
+// made for: the ranges or claims of panels a thread takes of one product share it.
+const float* copy_of_a(const Problem& p, int64_t i0, int64_t i1) {
+  struct Copy {
+    std::vector<float> data;
+    uint64_t serial = 0;
+    int64_t i0 = -1, i1 = -1;
+  };
+  thread_local Copy c;
+  if (c.serial == p.serial && c.i0 == i0 && c.i1 == i1) return c.data.data();
+  const size_t need = static_cast<size_t>((i1 - i0) * kCopyA * p.K);
+  if (c.data.size() < need) c.data.resize(need);
+  for (int64_t i = i0; i < i1; ++i) {
+    const float* src = p.a + p.blocks[i].start * p.a_rs;
+    float* dst = c.data.data() + (i - i0) * kCopyA * p.K;
+    const int rows = static_cast<int>(p.blocks[i].rows);
+    for (int64_t k = 0; k < p.K; k += 16)
+      cvx::transpose16(src + k, p.a_rs, rows, static_cast<int>(std::min<int64_t>(16, p.K - k)),
+                       dst + k * kCopyA, kCopyA);
+  }
+  c.serial = p.serial;
+  c.i0 = i0;
+  c.i1 = i1;
+  return c.data.data();
+}
+
 void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t after) {
   const Epilogue& ep = *p.ep;
   TileArgs t{};
@@ -179,6 +214,20 @@ void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
   // and the extra prefetches only slow it (M = 4..12: 1-14%). A B read in place (a
   // convolution's input) is left to the hardware prefetcher too.
   const bool prefetch = i1 - i0 >= 2 && b_packed(p);
+  // A read in place with its rows a multiple of 4 KiB apart (K = 1024, 2048, 3072, ...:
+  // BERT's FFN output, 128 x 3072 @ 3072 x 768) put a tile's rows in one set of the 8-way
+  // L1, and with more than 8 rows every broadcast missed. Such an A is copied first
+  // (copy_of_a: one line a k step), once for all of the panels: the same products in the
+  // same order.
+  const bool copy_a = !p.a_packed && p.a_ks == 1 && !p.b_off && p.a_rs > 0 &&
+                      (p.a_rs * 4) % 4096 == 0 && p.blocks[i0].rows > 8 && p.N > kNR &&
+                      isa_level() >= 2;
+  const float* a_copy = copy_a ? copy_of_a(p, i0, i1) : nullptr;
+  if (copy_a) {
+    t.a_rs = 1;
+    t.a_ks = kCopyA;
+    t.a_copied = true;
+  }
   // K == 0: one pass of the epilogue over zeros.
   const int64_t ksteps = std::max<int64_t>(1, ceil_div(p.K, kKC));
   auto panel = [&](int64_t ks, int64_t j, bool pair) {
@@ -210,8 +259,9 @@ void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t m = p.blocks[i].start;
       t.rows = static_cast<int>(p.blocks[i].rows);
-      t.a = p.a_packed ? p.a + (m / kNR) * p.K * kNR + k0 * kNR + m % kNR
-                       : p.a + m * p.a_rs + k0 * p.a_ks;
+      t.a = copy_a       ? a_copy + ((i - i0) * p.K + k0) * kCopyA
+            : p.a_packed ? p.a + (m / kNR) * p.K * kNR + k0 * kNR + m % kNR
+                         : p.a + m * p.a_rs + k0 * p.a_ks;
       t.c = p.C + m * p.ldc + n;
       t.bias_row = ep.bias_row ? ep.bias_row + m : nullptr;
       t.z = ep.z ? ep.z + m * ep.ldz + n : nullptr;

@@ -64,6 +64,8 @@ struct TileArgs {
   // input read in place, one offset per (channel, kernel position); A must have a_rs 1.
   // The table has kOffPad more entries past k (rows prefetched ahead; any valid offset).
   const int64_t* b_off;
+  // A is run_block's k-major copy (in cache): not prefetched ahead.
+  bool a_copied;
 };
 void tile_avx512(const TileArgs& t);
 // One row against two adjacent full panels (t.b, and b2 for columns 32-63 of C, bias_col

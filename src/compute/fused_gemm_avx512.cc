@@ -133,7 +133,7 @@ inline void tile(const TileArgs& t) {
   // A read down its columns (a convolution's input, transposed: one line per k step), not
   // packed: its lines are requested kPfA steps ahead, so that lines another core has just
   // written (the previous layer's output) arrive in time.
-  const bool pf_a = kUnitRs && a_ks != kNR;
+  const bool pf_a = kUnitRs && a_ks != kNR && !t.a_copied;
   // B's lines are requested about 100 cycles ahead: 8 k steps of 2R FMAs for R >= 8 rows,
   // more steps for fewer rows (one row: 96 steps, 12 KiB of a packed B).
   constexpr int64_t kPfB = R >= 8 ? 8 : 96 / R;

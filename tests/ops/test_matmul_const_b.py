@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ortlite
-from helpers import run_lite, run_ort
+from helpers import run_lite, run_ort, session
 
 OFF = ortlite.GraphOptimizationLevel.ORT_DISABLE_ALL
 
@@ -332,3 +332,35 @@ def test_one_row_panel_pairs_match_numpy(N, K, act, threads):
     got = run_lite(m, {"a": a}, threads)[0]
     assert got.shape == (1, N)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.sqrt(K))
+
+
+# Rows of A a multiple of 4 KiB apart (K = 1024, 2048, 3072) with more than 8 rows a tile
+# (fused_gemm.cc run_block: A copied k-major first, copy_of_a): one and several row blocks,
+# one panel and many, a partial last panel, three K blocks, the bias and activation of a
+# Gemm, on 1 and 2 threads (each thread's panels share one copy).
+@pytest.mark.parametrize("M,K,N", [(9, 1024, 64), (12, 1024, 100), (13, 2048, 96),
+                                   (128, 3072, 768), (40, 1024, 33), (30, 3072, 40)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_rows_4k_apart_match_numpy(M, K, N, threads):
+    rng = np.random.default_rng(M * 7 + K + N)
+    w = rng.standard_normal((K, N)).astype(np.float32)
+    bias = rng.standard_normal(N).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("Gemm", ["a", "w", "c"], ["g"], alpha=1.5),
+         helper.make_node("Relu", ["g"], ["y"])], "g",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [M, K])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias, "c")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    ref = np.maximum(1.5 * (a.astype(np.float64) @ w) + bias, 0)
+    got = run_lite(m, {"a": a}, threads)[0]
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.sqrt(K))
+    # MatMul of the same A twice in one session: a copy is never reused for another product
+    m2, w2 = model((M, K), K, N)
+    s = session(m2, threads)
+    for scale in (1.0, -2.0):
+        got = s.run(None, {"a": scale * a})[0]
+        np.testing.assert_allclose(got, (scale * a.astype(np.float64)) @ w2, rtol=1e-4,
+                                   atol=1e-4 * np.sqrt(K))
