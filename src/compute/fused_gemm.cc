@@ -282,9 +282,9 @@ void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
   // against k block by k block: 1 x 1280 @ 1280 x 1000 (MobileNetV2's classifier) 0.90 of
   // the time, 1 x 4096 @ 4096 x 1024 0.92, 8 x 2048 @ 2048 x 1000 0.98; 2 threads (each
   // thread's half of B in its L2) within noise.
-  // A single row (a batch-1 product on AVX-512) takes two full panels at a time
+  // One to three rows (a batch-1 product on AVX-512) take two full panels at a time
   // (tile_row_pair_avx512), in the same order.
-  const bool pairs = i1 - i0 == 1 && p.blocks[i0].rows == 1 && !p.b_off && isa_level() >= 2;
+  const bool pairs = i1 - i0 == 1 && p.blocks[i0].rows <= 3 && !p.b_off && isa_level() >= 2;
   if (pairs || (i1 - i0 == 1 && ksteps > 1 && b_packed(p))) {
     for (int64_t j = j0; j < j1;) {
       const bool two = pairs && j + 1 < j1 && (j + 2) * kNR <= p.N;

@@ -68,8 +68,8 @@ struct TileArgs {
   bool a_copied;
 };
 void tile_avx512(const TileArgs& t);
-// One row against two adjacent full panels (t.b, and b2 for columns 32-63 of C, bias_col
-// and z); AVX-512 only, rows 1, no b_off.
+// One to three rows against two adjacent full panels (t.b, and b2 for columns 32-63 of C,
+// bias_col and z); AVX-512 only, no b_off.
 void tile_row_pair_avx512(const TileArgs& t, const float* b2);
 void tile_avx2(const TileArgs& t);
 bool cpu_has_avx512();

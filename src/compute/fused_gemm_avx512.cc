@@ -220,34 +220,57 @@ inline void tile_rows(const TileArgs& t) {
   }
 }
 
-}  // namespace
-
-// One row of A against two adjacent full panels: 64 columns, four independent accumulators
-// and two streams of B. A batch-1 product reads all of a large B once, from L3 or memory,
-// and two streams kept more of its lines in flight than one: the batch-1 MLP of
-// tools/bench.py (three 1 x 1024 @ 1024 x 1024 Gemm) in a stand-alone loop 164-177 against
-// 172-200 us.
-void tile_row_pair_avx512(const TileArgs& t, const float* b2) {
-  __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+// One to three rows of A against two adjacent full panels: 64 columns, four independent
+// accumulators a row and two streams of B. A product of so few rows reads all of a large B
+// once, from L3 or memory, and two streams kept more of its lines in flight than one: the
+// batch-1 MLP of tools/bench.py (three 1 x 1024 @ 1024 x 1024 Gemm) in a stand-alone loop
+// 164-177 against 172-200 us.
+template <int R>
+void tile_rows_pair(const TileArgs& t, const float* b2) {
+  __m512 c[R][4];
+#pragma GCC unroll 3
+  for (int r = 0; r < R; ++r)
+    for (int q = 0; q < 4; ++q) c[r][q] = _mm512_setzero_ps();
   const float* a = t.a;
   const float* b = t.b;
-  const int64_t a_ks = t.a_ks, b_ks = t.b_ks;
+  const int64_t a_rs = t.a_rs, a_ks = t.a_ks, b_ks = t.b_ks;
   for (int64_t k = 0; k < t.k; ++k) {
-    const __m512 av = _mm512_set1_ps(*a);
-    c0 = _mm512_fmadd_ps(av, _mm512_loadu_ps(b), c0);
-    c1 = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + 16), c1);
-    c2 = _mm512_fmadd_ps(av, _mm512_loadu_ps(b2), c2);
-    c3 = _mm512_fmadd_ps(av, _mm512_loadu_ps(b2 + 16), c3);
+    const __m512 v0 = _mm512_loadu_ps(b), v1 = _mm512_loadu_ps(b + 16);
+    const __m512 v2 = _mm512_loadu_ps(b2), v3 = _mm512_loadu_ps(b2 + 16);
+#pragma GCC unroll 3
+    for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r * a_rs]);
+      c[r][0] = _mm512_fmadd_ps(av, v0, c[r][0]);
+      c[r][1] = _mm512_fmadd_ps(av, v1, c[r][1]);
+      c[r][2] = _mm512_fmadd_ps(av, v2, c[r][2]);
+      c[r][3] = _mm512_fmadd_ps(av, v3, c[r][3]);
+    }
     a += a_ks;
     b += b_ks;
     b2 += b_ks;
   }
-  finish_row<true, false>(t, 0, c0, c1, 0xFFFF, 0xFFFF);
   TileArgs u = t;
   u.c += 32;
   if (u.bias_col) u.bias_col += 32;
   if (u.z) u.z += 32;
-  finish_row<true, false>(u, 0, c2, c3, 0xFFFF, 0xFFFF);
+#pragma GCC unroll 3
+  for (int r = 0; r < R; ++r) {
+    finish_row<true, false>(t, r, c[r][0], c[r][1], 0xFFFF, 0xFFFF);
+    finish_row<true, false>(u, r, c[r][2], c[r][3], 0xFFFF, 0xFFFF);
+  }
+}
+
+}  // namespace
+
+void tile_row_pair_avx512(const TileArgs& t, const float* b2) {
+  switch (t.rows) {
+    case 3:
+      return tile_rows_pair<3>(t, b2);
+    case 2:
+      return tile_rows_pair<2>(t, b2);
+    default:
+      return tile_rows_pair<1>(t, b2);
+  }
 }
 
 void tile_avx512(const TileArgs& t) {

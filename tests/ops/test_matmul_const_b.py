@@ -289,8 +289,8 @@ def test_integer_matmul_wraps_like_numpy(dtype, a_shape, b_shape):
         np.testing.assert_array_equal(got, ref)
 
 
-# One row of A against a constant B on AVX-512 (fused_gemm.cc run_block: two full 32-column
-# panels at a time, tile_row_pair_avx512): column counts with an even and an odd number of
+# One to three rows of A against a constant B on AVX-512 (fused_gemm.cc run_block: two full
+# 32-column panels at a time, tile_row_pair_avx512): column counts with an even and an odd number of
 # full panels and a partial last one, a depth of three K blocks, Gemm's bias row, alpha and
 # the activations the tile applies itself (Relu, Clip, LeakyRelu), on 1 and 2 threads (the
 # panels split between the threads).
@@ -301,8 +301,9 @@ PAIR_WIDTHS = [64, 96, 100, 160, 1000]
 @pytest.mark.parametrize("K", [7, 256, 2100])
 @pytest.mark.parametrize("act", ["", "Relu", "Clip", "LeakyRelu"])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_one_row_panel_pairs_match_numpy(N, K, act, threads):
-    rng = np.random.default_rng(N * 31 + K)
+@pytest.mark.parametrize("M", [1, 2, 3])
+def test_few_rows_panel_pairs_match_numpy(M, N, K, act, threads):
+    rng = np.random.default_rng(N * 31 + K + M)
     w = rng.standard_normal((K, N)).astype(np.float32)
     bias = rng.standard_normal(N).astype(np.float32)
     nodes = [helper.make_node("Gemm", ["a", "w", "c"], ["g" if act else "y"], alpha=0.75)]
@@ -316,12 +317,12 @@ def test_one_row_panel_pairs_match_numpy(N, K, act, threads):
     elif act:
         nodes.append(helper.make_node(act, ["g"], ["y"]))
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT,
-                                                                     [1, K])],
+                                                                     [M, K])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                           initializer=inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
-    a = rng.standard_normal((1, K)).astype(np.float32)
+    a = rng.standard_normal((M, K)).astype(np.float32)
     ref = 0.75 * (a.astype(np.float64) @ w) + bias
     if act == "Relu":
         ref = np.maximum(ref, 0)
@@ -330,7 +331,7 @@ def test_one_row_panel_pairs_match_numpy(N, K, act, threads):
     elif act == "LeakyRelu":
         ref = np.where(ref >= 0, ref, 0.1 * ref)
     got = run_lite(m, {"a": a}, threads)[0]
-    assert got.shape == (1, N)
+    assert got.shape == (M, N)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.sqrt(K))
 
 
