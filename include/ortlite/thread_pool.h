@@ -47,20 +47,6 @@ class ThreadPool {
     parallel_for(n, std::function<void(int64_t, int64_t)>(std::cref(fn)), max_chunk);
   }
 
-  // While one is alive on a thread (and constructed with `on`), that thread's parallel_for
-  // calls run every chunk themselves, in order: the same ranges the threads would have
-  // shared, so the same results, without the hand-off to the workers. Nests; any pool.
-  class SerialScope {
-   public:
-    explicit SerialScope(bool on);
-    ~SerialScope();
-    SerialScope(const SerialScope&) = delete;
-    SerialScope& operator=(const SerialScope&) = delete;
-
-   private:
-    bool prev_;
-  };
-
   // Queues a task for a worker thread (used by async runs). Runs inline when the pool has
   // no workers.
   void schedule(std::function<void()> task);

@@ -278,18 +278,6 @@ void ThreadPool::free_jobs() {
   free_jobs_.clear();
 }
 
-namespace {
-thread_local bool t_serial = false;  // a SerialScope is on for this thread
-}  // namespace
-
-ThreadPool::SerialScope::SerialScope(bool on) : prev_(t_serial) {
-  t_serial = prev_ || on;
-}
-
-ThreadPool::SerialScope::~SerialScope() {
-  t_serial = prev_;
-}
-
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
                               int64_t max_chunk) {
   if (n <= 0) return;
@@ -303,10 +291,6 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   int64_t chunk = (n + target_chunks - 1) / target_chunks;
   if (max_chunk > 0) chunk = std::min(chunk, max_chunk);
   const int64_t num_chunks = (n + chunk - 1) / chunk;
-  if (t_serial) {
-    for (int64_t c = 0; c < num_chunks; ++c) fn(c * chunk, std::min(n, c * chunk + chunk));
-    return;
-  }
   const int64_t helpers = std::min<int64_t>(threads - 1, num_chunks - 1);
   Job* job = acquire_job();
   job->fn = &fn;

@@ -1,12 +1,8 @@
 #include "ortlite/session.h"
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <deque>
-#include <memory>
-#include <mutex>
 #include <new>
 #include <set>
 #include <sstream>
@@ -26,73 +22,6 @@
 #include "ortlite/provider.h"
 
 namespace ortlite {
-
-namespace {
-// Whether a run splits its kernels over the pool's threads or runs their chunks on the
-// calling thread (ThreadPool::SerialScope: the same ranges, so the same results). A split
-// hands work to another core, and the cache lines each core writes then move to the other:
-// on short runs that can cost more than the second core saves, and how much depends on the
-// machine's state of the moment (a 2-vCPU guest ran the demo CNN split over 2 threads at
-// 38-47 us a run in one hour, at 69-88 in another, where 1 thread took 44-45). So a session
-// whose split runs are short measures both: every kPeriod runs, 2 * kProbe runs alternate
-// split and serial, and the medians decide the runs up to the next probe (serial only where
-// clearly faster). Longer runs (a split run over kShortNs) are not probed: a serial probe
-// would cost more than any hand-off. Session config entry ortlite.intra_op.serial_runs:
-// "auto" (the default), "never" or "always".
-class RunMode {
- public:
-  enum class Policy { kAuto, kNever, kAlways };
-  static constexpr uint64_t kPeriod = 1000, kWarm = 10;
-  static constexpr int kProbe = 8;
-  static constexpr int64_t kShortNs = 1000000;
-
-  explicit RunMode(Policy policy) : policy_(policy) {}
-
-  // The next run's mode (true: serial) and its probe slot (-1: not a probe).
-  bool begin(int* slot) {
-    *slot = -1;
-    if (policy_ != Policy::kAuto) return policy_ == Policy::kAlways;
-    const uint64_t w = runs_.fetch_add(1, std::memory_order_relaxed) % kPeriod;
-    if (w < kWarm || w >= kWarm + 2 * kProbe) return serial_.load(std::memory_order_relaxed);
-    const int s = static_cast<int>(w - kWarm);
-    // A serial probe only after a short split run.
-    if (s % 2 == 1 && last_split_ns_.load(std::memory_order_relaxed) > kShortNs) return false;
-    *slot = s;
-    return s % 2 == 1;
-  }
-
-  // The probe run `slot` took `ns` (runs that threw are left out).
-  void end(int slot, int64_t ns) {
-    if (slot < 0) return;
-    if (slot % 2 == 0) last_split_ns_.store(ns, std::memory_order_relaxed);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (slot == 0) filled_ = 0;
-    ns_[slot] = ns;
-    filled_ |= 1u << slot;
-    if (filled_ != (1u << (2 * kProbe)) - 1) return;
-    filled_ = 0;
-    int64_t split[kProbe], serial[kProbe];
-    for (int i = 0; i < kProbe; ++i) {
-      split[i] = ns_[2 * i];
-      serial[i] = ns_[2 * i + 1];
-    }
-    std::nth_element(split, split + kProbe / 2, split + kProbe);
-    std::nth_element(serial, serial + kProbe / 2, serial + kProbe);
-    // Serial only when clearly faster: alternating runs differ by 10% and more here by
-    // chance alone.
-    serial_.store(serial[kProbe / 2] < split[kProbe / 2] * 0.9, std::memory_order_relaxed);
-  }
-
- private:
-  const Policy policy_;
-  std::atomic<uint64_t> runs_{0};
-  std::atomic<bool> serial_{false};
-  std::atomic<int64_t> last_split_ns_{0};
-  std::mutex mu_;
-  int64_t ns_[2 * kProbe] = {};
-  uint32_t filled_ = 0;
-};
-}  // namespace
 
 struct Session::Impl {
   ~Impl() { delete spare_arena.load(); }
@@ -121,7 +50,6 @@ struct Session::Impl {
     return it == feedable.end() ? nullptr : &it->second;
   }
   std::unordered_set<std::string> output_names;
-  std::unique_ptr<RunMode> run_mode;  // split or serial runs (made with the pool)
 };
 
 Session::~Session() = default;
@@ -346,21 +274,6 @@ std::shared_ptr<const Session> Session::create(Model model, const SessionConfig&
   } else {
     s->pool_ = std::make_shared<ThreadPool>(threads, allow_spinning);
   }
-  auto serial_runs = config.config_entries.find("ortlite.intra_op.serial_runs");
-  RunMode::Policy policy = RunMode::Policy::kAuto;
-  if (serial_runs != config.config_entries.end()) {
-    const std::string& v = serial_runs->second;
-    if (v == "never") {
-      policy = RunMode::Policy::kNever;
-    } else if (v == "always") {
-      policy = RunMode::Policy::kAlways;
-    } else if (v != "auto") {
-      ORTLITE_THROW(kInvalidArgument,
-                    "ortlite.intra_op.serial_runs must be auto, never or always, got '", v, "'");
-    }
-  }
-  if (s->pool_->num_threads() < 2 || im.plan.device_provider) policy = RunMode::Policy::kNever;
-  im.run_mode = std::make_unique<RunMode>(policy);
   if (im.profiler)
     im.profiler->add({nullptr, "session_initialization", nullptr, created, Profiler::Clock::now()});
   return s;
@@ -477,21 +390,9 @@ std::vector<Value> Session::run_feeds(Feeds& feeds, bool take_feeds,
   std::vector<int> some;
   for (const std::string& n : output_names) some.push_back(p.slot_of.at(n));
   const std::vector<int>& fetch = output_names.empty() ? p.output_slots : some;
-  int probe;
-  const ThreadPool::SerialScope serial(impl_->run_mode->begin(&probe));
-  const auto start = std::chrono::steady_clock::now();
-  auto probed = [&] {
-    impl_->run_mode->end(probe, std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                    std::chrono::steady_clock::now() - start)
-                                    .count());
-  };
   Profiler* prof = impl_->profiler.get();
-  if (!prof || !prof->active()) {
-    std::vector<Value> results =
-        p.execute(values, fetch, pool_.get(), run_config, &arena, device_outputs);
-    probed();
-    return results;
-  }
+  if (!prof || !prof->active())
+    return p.execute(values, fetch, pool_.get(), run_config, &arena, device_outputs);
   // Profiling: a model_run event, then one per node (execute() adds them); recorded only
   // for runs that finish.
   std::vector<Profiler::Event>& events = arena.events;
@@ -505,7 +406,6 @@ std::vector<Value> Session::run_feeds(Feeds& feeds, bool take_feeds,
   std::vector<Value> results =
       p.execute(values, fetch, pool_.get(), run_config, &arena, device_outputs);
   events.front().end = Profiler::Clock::now();
-  probed();
   prof->add(events);
   events.clear();
   return results;

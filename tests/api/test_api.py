@@ -1017,8 +1017,6 @@ def _idle_cpu_seconds(allow_spinning):
     """Process CPU time over 40 two-thread runs, each followed by 4 ms of idle wall time."""
     so = ortlite.SessionOptions()
     so.intra_op_num_threads = 2
-    # Every run split (not timed against serial runs, which leave the workers idle anyway).
-    so.add_session_config_entry("ortlite.intra_op.serial_runs", "never")
     if not allow_spinning:
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     sess = ortlite.InferenceSession(add_model((1024, 1024)), so)
