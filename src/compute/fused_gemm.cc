@@ -167,8 +167,6 @@ bool b_packed(const Problem& p) {
   return p.b_ks == kNR && p.b_panel >= p.K * kNR;
 }
 
-// Row blocks [i0, i1) x column panels [j0, j1) of C. `after`: the first column panel this
-// thread computes after these (-1: none).
 // Row blocks [i0, i1) of A copied k-major, kCopyA floats a k step (row r of block i at
 // [((i - i0) * K + k) * kCopyA + r]), for run_block. Kept per thread for the product it was
 // made for: the ranges or claims of panels a thread takes of one product share it.
@@ -196,6 +194,8 @@ const float* copy_of_a(const Problem& p, int64_t i0, int64_t i1) {
   return c.data.data();
 }
 
+// Row blocks [i0, i1) x column panels [j0, j1) of C. `after`: the first column panel this
+// thread computes after these (-1: none).
 void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t after) {
   const Epilogue& ep = *p.ep;
   TileArgs t{};
